@@ -1,0 +1,4 @@
+"""The operator console: stock Django admin, extended with what operators need to answer
+"why was this fact retired?" and "why is this PDF not searchable?"."""
+
+from . import memories, tenancy  # noqa: F401  (registers ModelAdmins)

@@ -1,0 +1,1 @@
+"""The REST API (DRF): thin views over services and selectors."""

@@ -1,0 +1,73 @@
+"""``Authorization: Bearer <key>`` authentication against hashed API keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions
+
+from memory_engine.models import ApiKey
+from memory_engine.models.tenancy import KEY_PREFIX, hash_key
+
+
+class ApiKeyPrincipal:
+    """The ``request.user`` of a key-authenticated call."""
+
+    is_authenticated = True
+    is_active = True
+    is_staff = False
+    is_superuser = False
+    is_anonymous = False
+
+    def __init__(self, api_key: ApiKey) -> None:
+        self.api_key = api_key
+        self.pk = api_key.pk
+        self.username = f"key:{api_key.pk}"
+
+    def __str__(self) -> str:
+        return self.username
+
+    def has_perm(self, *args: Any, **kwargs: Any) -> bool:
+        return False
+
+
+class ApiKeyAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request: Any) -> tuple[ApiKeyPrincipal, ApiKey] | None:
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Malformed Authorization header; send `Bearer <key>`.")
+        try:
+            raw = header[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("Invalid API key.") from None
+        parts = raw.split("_", 2)
+        if len(parts) != 3 or parts[0] != KEY_PREFIX:
+            raise exceptions.AuthenticationFailed("Invalid API key.")
+        key = ApiKey.objects.select_related("project").filter(prefix=parts[1]).first()
+        # Hash even when the prefix is unknown, so timing does not reveal which prefixes exist.
+        digest = hash_key(raw)
+        if key is None or key.hashed_key != digest:
+            raise exceptions.AuthenticationFailed("Invalid API key.")
+        if not key.is_active:
+            raise exceptions.AuthenticationFailed("This API key is revoked or expired.")
+        now = timezone.now()
+        if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
+            ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        return ApiKeyPrincipal(key), key
+
+    def authenticate_header(self, request: Any) -> str:
+        return self.keyword
+
+
+class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
+    target_class = "memory_engine.api.authentication.ApiKeyAuthentication"
+    name = "ApiKey"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer", "description": "Authorization: Bearer me_…"}

@@ -1,0 +1,57 @@
+"""List filters named after the wire fields (?memory_store_id=, ?outcome=, ...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+from django.db.models import Q, QuerySet
+
+from memory_engine.models import Memory, MemoryAssertion
+
+from .fields import parse_tags_param
+
+
+class MemoryFilter(django_filters.FilterSet):
+    memory_store_id = django_filters.CharFilter(field_name="store_id")
+    tags = django_filters.CharFilter(method="filter_tags", help_text='JSON object, e.g. {"team": "a"}')
+    include_invalidated = django_filters.BooleanFilter(method="filter_validity")
+    source_type = django_filters.CharFilter()
+
+    class Meta:
+        model = Memory
+        fields = ["memory_store_id", "tags", "include_invalidated", "source_type"]
+
+    def filter_tags(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        tags = parse_tags_param(value)
+        if not tags:
+            return queryset
+        return queryset.filter(Q(tags__contains=tags) | Q(store__tags__contains=tags))
+
+    def filter_validity(self, queryset: QuerySet, name: str, value: bool | None) -> QuerySet:
+        return queryset  # applied in filter_queryset so the default (valid only) holds when absent
+
+    def filter_queryset(self, queryset: QuerySet) -> QuerySet:
+        queryset = super().filter_queryset(queryset)
+        if not self.form.cleaned_data.get("include_invalidated"):
+            queryset = queryset.filter(invalidated_at__isnull=True)
+        return queryset
+
+
+class MemoryAssertionFilter(django_filters.FilterSet):
+    memory_store_id = django_filters.CharFilter(field_name="store_id")
+    memory_id = django_filters.CharFilter(method="filter_memory")
+    outcome = django_filters.CharFilter()
+    mechanism = django_filters.CharFilter()
+    principal = django_filters.CharFilter()
+    generation_id = django_filters.CharFilter(field_name="generation_id")
+    rule_id = django_filters.CharFilter(field_name="rule_id")
+    created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+
+    class Meta:
+        model = MemoryAssertion
+        fields: list[str] = []
+
+    def filter_memory(self, queryset: QuerySet, name: str, value: Any) -> QuerySet:
+        return queryset.filter(Q(memory_id=value) | Q(replaced_memory_id=value))

@@ -1,0 +1,13 @@
+"""App configuration: connects signal receivers and registers system checks."""
+
+from django.apps import AppConfig
+
+
+class MemoryEngineConfig(AppConfig):
+    name = "memory_engine"
+    label = "memory_engine"
+    verbose_name = "Memory engine"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks, signals  # noqa: F401  (registration side effects)

@@ -1,0 +1,115 @@
+"""Settings for memory_engine, read lazily from the host's ``MEMORY_ENGINE`` dict.
+
+Nothing is read at import time, so ``override_settings(MEMORY_ENGINE=...)`` works in
+tests; the cache is dropped on ``setting_changed``.
+
+    MEMORY_ENGINE = {
+        "EMBEDDING": {"PROVIDER": "onnx", "MODEL": "all-MiniLM-L6-v2", "DIMENSIONS": 384},
+        "DUPLICATE_THRESHOLD": 0.95,
+    }
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+
+DEFAULTS: dict[str, Any] = {
+    # One deployment-wide embedding model. PROVIDER is an alias (onnx,
+    # sentence_transformers, ollama, openai) or a dotted path to an
+    # EmbeddingProvider subclass; None disables embedding.
+    "EMBEDDING": {
+        "PROVIDER": "onnx",
+        "MODEL": "all-MiniLM-L6-v2",
+        "DIMENSIONS": 384,
+        "OPTIONS": {},
+    },
+    # OpenAI-compatible chat endpoint for rule extraction and the same-fact judge:
+    # {"BASE_URL": "http://localhost:11434/v1", "API_KEY": "", "MODEL": "...", "TIMEOUT": 30}
+    "LLM": None,
+    # Write funnel.
+    "DUPLICATE_THRESHOLD": 0.95,
+    "SUPERSEDE_THRESHOLD": 0.90,
+    "MAX_MEMORY_CHARS": 32 * 1024,
+    # Before skipping a near-duplicate, compare numbers, dates, names, negation...:
+    # a changed detail turns the skip into a supersede (memory_engine.details).
+    "CHANGED_DETAIL_GATE": False,
+    # Stores with at most this many contents are searched exactly for dedup; larger
+    # stores use the HNSW index (with HNSW_EF_SEARCH).
+    "DEDUP_EXACT_SCAN_MAX": 20000,
+    # Quotas (None = unlimited); a Project may override both.
+    "MAX_MEMORIES_PER_PROJECT": None,
+    "MAX_DOCUMENT_BYTES_PER_PROJECT": None,
+    # Documents.
+    "MAX_UPLOAD_BYTES": 50 * 1024 * 1024,
+    "SYNC_INGESTION_MAX_BYTES": 2 * 1024 * 1024,
+    "MAX_PDF_PAGES": 2000,
+    "EMBEDDING_BATCH_SIZE": 32,
+    "INGESTION_HEARTBEAT_TIMEOUT": 300,
+    "INGESTION_MAX_ATTEMPTS": 3,
+    # Read side.
+    "KNOWLEDGE_TEXT_SEARCH_CONFIG": "simple",
+    "HNSW_EF_SEARCH": 100,
+    # HTTP providers.
+    "HTTP_TIMEOUT": 30.0,
+    "HTTP_RETRIES": 2,
+}
+
+#: Nested dicts merged key by key with their defaults rather than replaced whole.
+NESTED = ("EMBEDDING",)
+
+#: Embedding provider aliases -> dotted paths.
+EMBEDDING_PROVIDERS = {
+    "onnx": "memory_engine.providers.embeddings.onnx.OnnxEmbeddingProvider",
+    "sentence_transformers": "memory_engine.providers.embeddings.sentence_transformers.SentenceTransformersProvider",
+    "ollama": "memory_engine.providers.embeddings.http.OllamaEmbeddingProvider",
+    "openai": "memory_engine.providers.embeddings.http.OpenAIEmbeddingProvider",
+}
+
+
+class EngineSettings:
+    """Attribute access to MEMORY_ENGINE with defaults, e.g. ``engine_settings.DUPLICATE_THRESHOLD``."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] = {}
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        return getattr(settings, "MEMORY_ENGINE", None) or {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in DEFAULTS:
+            raise AttributeError(f"Invalid memory_engine setting: {name!r}")
+        if name in self._cache:
+            return self._cache[name]
+        value = copy.deepcopy(DEFAULTS[name])
+        if name in self.user_settings:
+            user_value = self.user_settings[name]
+            if name in NESTED and isinstance(value, dict) and isinstance(user_value, dict):
+                value.update(user_value)
+            else:
+                value = user_value
+        self._cache[name] = value
+        return value
+
+    def reload(self) -> None:
+        self._cache.clear()
+
+
+engine_settings = EngineSettings()
+
+
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    if setting == "MEMORY_ENGINE":
+        engine_settings.reload()
+
+
+setting_changed.connect(_reload)
+
+
+def embedding_dimensions() -> int:
+    """The configured vector dimension; shapes the vector columns (models and migrations)."""
+    return int(engine_settings.EMBEDDING.get("DIMENSIONS") or 384)

@@ -1,0 +1,116 @@
+"""Domain errors, each with a stable machine-readable ``code``.
+
+They are raised by services and selectors and mapped to HTTP once, in
+``memory_engine.api.exceptions``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MemoryEngineError(Exception):
+    """Base class: ``code`` is stable and documented, ``message`` says what to do next."""
+
+    code = "MEMORY_ENGINE_ERROR"
+    status_code = 400
+    default_message = "The request could not be processed."
+
+    def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None,
+                 code: str | None = None) -> None:
+        self.message = message or self.default_message
+        self.details = details or {}
+        if code:
+            self.code = code
+        super().__init__(self.message)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+class ValidationFailed(MemoryEngineError):
+    code = "VALIDATION_ERROR"
+    default_message = "The request is invalid."
+
+
+class ContentEmpty(MemoryEngineError):
+    code = "CONTENT_EMPTY"
+    default_message = "Memory content is empty; send a non-blank `content` string."
+
+
+class ContentTooLong(MemoryEngineError):
+    code = "CONTENT_TOO_LONG"
+    default_message = "Memory content is too long."
+
+
+class ThresholdsInvalid(MemoryEngineError):
+    code = "THRESHOLDS_INVALID"
+    default_message = "Thresholds must lie in [0, 1] with supersede_threshold <= duplicate_threshold."
+
+
+class AboutRequired(MemoryEngineError):
+    code = "ABOUT_REQUIRED"
+    default_message = "This store requires an `about` key for this kind of memory."
+
+
+class NotFound(MemoryEngineError):
+    code = "NOT_FOUND"
+    status_code = 404
+    default_message = "Not found."
+
+
+class UnknownMemoryStore(MemoryEngineError):
+    code = "MEMORY_STORE_NOT_FOUND"
+    status_code = 404
+    default_message = "No memory store with this id exists in your project."
+
+
+class Conflict(MemoryEngineError):
+    code = "CONFLICT"
+    status_code = 409
+    default_message = "The request conflicts with existing data."
+
+
+class QuotaExceeded(MemoryEngineError):
+    code = "QUOTA_EXCEEDED"
+    status_code = 429
+    default_message = "The project's storage quota is exhausted; delete data or raise the quota."
+
+
+class ReadOnlyKey(MemoryEngineError):
+    code = "READ_ONLY_KEY"
+    status_code = 403
+    default_message = "This API key is read-only; use a read-write key to change data."
+
+
+class ProjectRequired(MemoryEngineError):
+    code = "PROJECT_REQUIRED"
+    default_message = "Staff sessions must name a project with the X-Project-Id header or ?project_id=."
+
+
+class EmbeddingNotConfigured(MemoryEngineError):
+    code = "EMBEDDING_NOT_CONFIGURED"
+    status_code = 503
+    default_message = (
+        "No embedding provider is configured; set MEMORY_ENGINE['EMBEDDING']['PROVIDER']."
+    )
+
+
+class EmbeddingFailed(MemoryEngineError):
+    code = "EMBEDDING_FAILED"
+    status_code = 503
+    default_message = "The embedding provider failed; retry shortly."
+
+
+class EmbeddingMismatch(MemoryEngineError):
+    code = "EMBEDDING_MISMATCH"
+    status_code = 503
+    default_message = (
+        "The configured embedding model or dimension differs from the database; run "
+        "`manage.py memory_engine_reembed`."
+    )
+
+
+class LedgerImmutable(MemoryEngineError):
+    code = "LEDGER_IMMUTABLE"
+    default_message = "Memory assertions are append-only and cannot be changed or deleted."

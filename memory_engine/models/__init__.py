@@ -1,0 +1,22 @@
+"""All memory_engine models (app label ``memory_engine``)."""
+
+from .agents import Agent, Generation
+from .documents import Chunk, Document, IngestionRule
+from .memories import Memory, MemoryAssertion, MemoryContent, MemoryStore
+from .rules import MemoryRule
+from .tenancy import ApiKey, Project
+
+__all__ = [
+    "Agent",
+    "ApiKey",
+    "Chunk",
+    "Document",
+    "Generation",
+    "IngestionRule",
+    "Memory",
+    "MemoryAssertion",
+    "MemoryContent",
+    "MemoryRule",
+    "MemoryStore",
+    "Project",
+]

@@ -1,0 +1,158 @@
+"""Documents: uploaded files and texts, their chunks, and the ingestion rules that convert them."""
+
+from __future__ import annotations
+
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from django.utils import timezone
+from pgvector.django import HnswIndex, VectorField
+
+from memory_engine.conf import embedding_dimensions
+from memory_engine.ids import PublicIdField
+
+from .tenancy import Project
+
+
+class ChunkStrategy(models.TextChoices):
+    PAGE = "page"
+    WHOLE = "whole"
+    SIZE = "size"
+
+
+class DocumentStatus(models.TextChoices):
+    PENDING = "pending"
+    PROCESSING = "processing"
+    READY = "ready"
+    FAILED = "failed"
+
+
+def document_upload_to(instance: "Document", filename: str) -> str:
+    return f"memory_engine/{instance.project_id}/{instance.id}/{filename}"
+
+
+class IngestionRule(models.Model):
+    """How to convert a content type: a converter tool, native extraction first or skipped."""
+
+    class ConverterType(models.TextChoices):
+        CALLABLE = "callable"
+        HTTP = "http"
+
+    class NativeExtraction(models.TextChoices):
+        FIRST = "first"
+        SKIP = "skip"
+
+    class FileDelivery(models.TextChoices):
+        BASE64 = "base64"
+        DOWNLOAD_URL = "download_url"
+
+    id = PublicIdField(prefix="ir")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="ingestion_rules")
+    name = models.CharField(max_length=200, blank=True, default="")
+    content_type_glob = models.CharField(max_length=200)
+    converter_type = models.CharField(max_length=20, choices=ConverterType.choices)
+    converter_path = models.CharField(max_length=300, blank=True, default="")
+    converter_url = models.URLField(max_length=1000, blank=True, default="")
+    converter_secret = models.CharField(max_length=200, blank=True, default="")
+    converter_timeout = models.FloatField(default=60.0)
+    native_extraction = models.CharField(
+        max_length=10, choices=NativeExtraction.choices, default=NativeExtraction.FIRST
+    )
+    file_delivery = models.CharField(max_length=20, choices=FileDelivery.choices, default=FileDelivery.BASE64)
+    chunk_strategy = models.CharField(max_length=10, choices=ChunkStrategy.choices, null=True, blank=True)
+    chunk_size = models.PositiveIntegerField(null=True, blank=True)
+    chunk_overlap = models.PositiveIntegerField(null=True, blank=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "content_type_glob"], name="me_ingestion_rule_glob_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.content_type_glob} -> {self.converter_type}"
+
+
+class Document(models.Model):
+    """A file or text in the project's library and the state of its ingestion."""
+
+    id = PublicIdField(prefix="doc")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="documents")
+    path = models.CharField(max_length=1000)
+    title = models.CharField(max_length=500, blank=True, default="")
+    content_type = models.CharField(max_length=200)
+    file = models.FileField(upload_to=document_upload_to, max_length=1000, blank=True)
+    original_filename = models.CharField(max_length=500, blank=True, default="")
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64, blank=True, default="")
+    tags = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    chunk_strategy = models.CharField(max_length=10, choices=ChunkStrategy.choices)
+    chunk_size = models.PositiveIntegerField(default=1000)
+    chunk_overlap = models.PositiveIntegerField(default=200)
+    status = models.CharField(
+        max_length=20, choices=DocumentStatus.choices, default=DocumentStatus.PENDING, db_index=True
+    )
+    error = models.JSONField(null=True, blank=True, help_text="{code, message, details} when failed.")
+    total_chunks = models.PositiveIntegerField(default=0)
+    indexed_chunks = models.PositiveIntegerField(default=0)
+    unembedded_chunks = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    ingested_at = models.DateTimeField(null=True, blank=True)
+    ingestion_rule = models.ForeignKey(
+        IngestionRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="documents"
+    )
+    converter_state = models.JSONField(
+        default=dict, blank=True, help_text="Pending-converter bookkeeping (callback nonce, expiry)."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["path"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "path"], name="me_document_path_unique")
+        ]
+        indexes = [models.Index(fields=["project", "status"], name="me_document_status")]
+
+    def __str__(self) -> str:
+        return self.path
+
+
+class Chunk(models.Model):
+    """A searchable piece of a document, with its page when the source was paged."""
+
+    id = PublicIdField(prefix="chk")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    chunk_index = models.PositiveIntegerField()
+    page = models.PositiveIntegerField(null=True, blank=True)
+    text = models.TextField()
+    embedding = VectorField(dimensions=embedding_dimensions(), null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True, default="")
+    search_vector = models.GeneratedField(
+        expression=SearchVector("text", config="simple"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    class Meta:
+        ordering = ["document", "chunk_index"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "chunk_index"], name="me_chunk_index_unique")
+        ]
+        indexes = [
+            HnswIndex(
+                name="me_chunk_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document_id}#{self.chunk_index}"

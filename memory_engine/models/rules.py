@@ -1,0 +1,41 @@
+"""Memory rules: what to extract into a store when a generation completes."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from memory_engine.ids import PublicIdField
+
+
+class MemoryRule(models.Model):
+    """On ``generation.completed``, run a handler and write its facts through the funnel."""
+
+    class On(models.TextChoices):
+        GENERATION_COMPLETED = "generation.completed"
+
+    class HandlerType(models.TextChoices):
+        BUILTIN = "builtin"
+        CALLABLE = "callable"
+        HTTP = "http"
+
+    id = PublicIdField(prefix="mr")
+    store = models.ForeignKey("memory_engine.MemoryStore", on_delete=models.CASCADE, related_name="rules")
+    on = models.CharField(max_length=40, choices=On.choices, default=On.GENERATION_COMPLETED)
+    source_agents = models.ManyToManyField(
+        "memory_engine.Agent", blank=True, related_name="memory_rules",
+        help_text="Empty means every agent of the project.",
+    )
+    enabled = models.BooleanField(default=True)
+    handler_type = models.CharField(max_length=20, choices=HandlerType.choices, default=HandlerType.BUILTIN)
+    handler_config = models.JSONField(
+        default=dict, blank=True,
+        help_text="builtin: prompt, model, provider overrides; callable: path; http: url, secret.",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.handler_type} rule on {self.store}"

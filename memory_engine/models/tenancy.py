@@ -1,0 +1,83 @@
+"""Tenancy: projects (the tenant boundary) and their API keys."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from memory_engine.ids import PublicIdField
+
+KEY_PREFIX = "me"
+
+
+class Project(models.Model):
+    """The tenant boundary: every row the API can reach belongs to exactly one project."""
+
+    id = PublicIdField(prefix="prj")
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True, default="")
+    max_memories = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Override of MAX_MEMORIES_PER_PROJECT (valid memories)."
+    )
+    max_document_bytes = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Override of MAX_DOCUMENT_BYTES_PER_PROJECT."
+    )
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="memory_engine_projects",
+        help_text="Staff users who may operate this project in the admin.",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def hash_key(raw_key: str) -> str:
+    """Keys carry 256 bits of randomness, so one round of SHA-256 is enough at rest."""
+    return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+class ApiKey(models.Model):
+    """A bearer key for one project. Only its hash is stored; the secret is shown once."""
+
+    id = PublicIdField(prefix="key")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=200, blank=True, default="")
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    hashed_key = models.CharField(max_length=64, editable=False)
+    read_only = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.project})"
+
+    @staticmethod
+    def generate() -> tuple[str, str]:
+        """Return (prefix, raw key). The raw key is ``me_<prefix>_<secret>``."""
+        prefix = secrets.token_hex(4)
+        return prefix, f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
+
+    def matches(self, raw_key: str) -> bool:
+        return hmac.compare_digest(self.hashed_key, hash_key(raw_key))
+
+    @property
+    def is_active(self) -> bool:
+        now = timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

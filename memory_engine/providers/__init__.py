@@ -1,0 +1,1 @@
+"""Pluggable providers: embeddings, LLM completions, document converters."""

@@ -1,0 +1,52 @@
+"""The embedding provider interface."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+
+class EmbeddingError(Exception):
+    """The provider could not embed; writes continue without a vector."""
+
+
+class EmbeddingProvider(ABC):
+    """Turns texts into L2-normalised vectors of ``dimensions`` floats.
+
+    Subclasses implement :meth:`embed_documents`; :meth:`embed_query` defaults to it.
+    Implementations must be thread-safe and raise EmbeddingError on any failure,
+    including an answer with the wrong dimension.
+    """
+
+    #: Name recorded with every stored vector (MemoryContent/Chunk.embedding_model).
+    model_name: str
+    dimensions: int
+
+    def __init__(self, *, model: str | None = None, dimensions: int = 384,
+                 options: dict[str, Any] | None = None) -> None:
+        self.model_name = model or self.default_model
+        self.dimensions = dimensions
+        self.options = options or {}
+
+    default_model = ""
+
+    @abstractmethod
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        raise NotImplementedError(".embed_documents() must be overridden")
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+    def check_vectors(self, vectors: Sequence[Sequence[float]], expected: int) -> list[list[float]]:
+        """Validate count and dimension of a provider's answer."""
+        if len(vectors) != expected:
+            raise EmbeddingError(f"{self.model_name} returned {len(vectors)} vectors for {expected} texts")
+        out = []
+        for vector in vectors:
+            if len(vector) != self.dimensions:
+                raise EmbeddingError(
+                    f"{self.model_name} returned {len(vector)} dimensions; {self.dimensions} are configured"
+                )
+            out.append([float(x) for x in vector])
+        return out

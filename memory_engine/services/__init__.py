@@ -1,0 +1,1 @@
+"""Services: every write the engine makes (keyword-only, typed, transactional)."""

@@ -1,0 +1,30 @@
+"""API key services: create (the raw key is returned once), revoke."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from memory_engine.models import ApiKey, Project
+from memory_engine.models.tenancy import hash_key
+
+
+@transaction.atomic
+def api_key_create(*, project: Project, name: str = "", read_only: bool = False,
+                   expires_at: datetime | None = None) -> tuple[ApiKey, str]:
+    """Create a key and return it with its raw secret (never stored, never shown again)."""
+    prefix, raw = ApiKey.generate()
+    key = ApiKey.objects.create(
+        project=project, name=name, prefix=prefix, hashed_key=hash_key(raw), read_only=read_only,
+        expires_at=expires_at,
+    )
+    return key, raw
+
+
+def api_key_revoke(*, key: ApiKey) -> ApiKey:
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+    return key

@@ -1,0 +1,413 @@
+"""The write funnel: the one function every memory write goes through.
+
+hash -> reuse the content row or embed once (best-effort) -> top-1 cosine among the
+store's valid memories -> skip / supersede / create -> one assertion.
+
+No model call happens inside the store lock: the embedder runs before it, so a slow
+or failing embedder never holds other writers back, and a failure only means the
+content row is stored without a vector (repaired by the next write of the text or by
+``manage.py memory_engine_reembed --missing``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from memory_engine.conf import engine_settings
+from memory_engine.exceptions import (
+    AboutRequired,
+    ContentEmpty,
+    ContentTooLong,
+    QuotaExceeded,
+    ThresholdsInvalid,
+    ValidationFailed,
+)
+from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryStore
+from memory_engine.models.memories import Mechanism, Outcome, SourceType
+from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
+
+logger = logging.getLogger("memory_engine.write")
+
+
+class Reason:
+    """Why the funnel decided what it did (``MemoryAssertion.decision_reason``)."""
+
+    DUPLICATE = "duplicate"
+    CHANGED_DETAIL = "changed_detail"
+    SIMILAR = "similar"
+    ABOUT_KEY = "about_key"
+    JUDGE = "judge"
+    BELOW_THRESHOLD = "below_threshold"
+
+
+@dataclass
+class WriteResult:
+    """What the funnel did: ``action`` is created, superseded or skipped."""
+
+    action: str
+    memory: Memory
+    assertion: MemoryAssertion
+    similarity: float | None = None
+    decision_reason: str = ""
+    changed_details: list[dict[str, Any]] = field(default_factory=list)
+    replaced: Memory | None = None
+
+
+@dataclass(frozen=True)
+class About:
+    """A structured key naming what a memory is about, e.g. preference/contact_channel."""
+
+    kind: str
+    key: str
+
+    @classmethod
+    def parse(cls, value: Any) -> About | None:
+        if value in (None, {}, ""):
+            return None
+        if isinstance(value, About):
+            return value
+        if not isinstance(value, dict) or not isinstance(value.get("kind"), str) or not isinstance(
+            value.get("key"), str
+        ) or not value["kind"].strip() or not value["key"].strip():
+            raise ValidationFailed(
+                "`about` must be an object with non-empty string `kind` and `key`.",
+                details={"about": value if isinstance(value, (dict, str)) else repr(value)},
+            )
+        return cls(kind=value["kind"].strip()[:100], key=value["key"].strip()[:200])
+
+    def as_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "key": self.key}
+
+
+def normalize_text(text: str) -> str:
+    """Trimmed, whitespace-collapsed text: the identity of a memory's content."""
+    return " ".join(text.split())
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(normalize_text(text).encode("utf-8")).hexdigest()
+
+
+def validate_content(text: Any) -> str:
+    if not isinstance(text, str):
+        raise ValidationFailed("`content` must be a string.", details={"field": "content"})
+    if "\x00" in text:
+        raise ValidationFailed("`content` must not contain NUL characters.", details={"field": "content"},
+                               code="CONTENT_INVALID")
+    normalized = normalize_text(text)
+    if not normalized:
+        raise ContentEmpty()
+    limit = engine_settings.MAX_MEMORY_CHARS
+    if len(normalized) > limit:
+        raise ContentTooLong(
+            f"Memory content is {len(normalized)} characters; the maximum is {limit}. "
+            "Store long texts as documents instead.",
+            details={"length": len(normalized), "max": limit},
+        )
+    return normalized
+
+
+def validate_thresholds(duplicate: Any, supersede: Any) -> None:
+    """Each threshold in [0, 1] (or None); supersede <= duplicate when both are set."""
+    for name, value in (("duplicate_threshold", duplicate), ("supersede_threshold", supersede)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise ThresholdsInvalid(
+                f"{name} must be a number between 0 and 1.", details={name: value}
+            )
+    if duplicate is not None and supersede is not None and supersede > duplicate:
+        raise ThresholdsInvalid(
+            "supersede_threshold must not exceed duplicate_threshold.",
+            details={"duplicate_threshold": duplicate, "supersede_threshold": supersede},
+        )
+
+
+def resolve_thresholds(
+    store: MemoryStore, duplicate: float | None, supersede: float | None
+) -> tuple[float, float]:
+    """Request -> store -> settings default, then validated as a pair."""
+    dup = duplicate if duplicate is not None else store.duplicate_threshold
+    sup = supersede if supersede is not None else store.supersede_threshold
+    dup = float(dup if dup is not None else engine_settings.DUPLICATE_THRESHOLD)
+    sup = float(sup if sup is not None else engine_settings.SUPERSEDE_THRESHOLD)
+    validate_thresholds(dup, sup)
+    return dup, sup
+
+
+def vector_literal(vector: list[float]) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+
+
+def lock_store(store_id: str) -> None:
+    """Serialize decisions on one store until the end of the transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"memory_engine.store:{store_id}"])
+
+
+def nearest_valid_memory(store: MemoryStore, vector: list[float]) -> tuple[str, float] | None:
+    """Top-1 (memory id, cosine) among the store's valid memories with a vector.
+
+    Small stores are scanned exactly (the ``+ 0`` keeps the planner off the HNSW
+    index); large ones use HNSW with a raised ef_search, where the store dominates
+    the candidates anyway.
+    """
+    exact_max = engine_settings.DEDUP_EXACT_SCAN_MAX
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM memory_engine_memorycontent WHERE store_id = %s LIMIT %s) s",
+            [store.pk, exact_max + 1],
+        )
+        exact = cursor.fetchone()[0] <= exact_max
+        order = "(c.embedding <=> %(q)s::vector) + 0" if exact else "c.embedding <=> %(q)s::vector"
+        if not exact:
+            cursor.execute(f"SET LOCAL hnsw.ef_search = {int(engine_settings.HNSW_EF_SEARCH)}")
+        cursor.execute(
+            f"""
+            SELECT m.id, 1 - (c.embedding <=> %(q)s::vector)
+            FROM memory_engine_memorycontent c
+            JOIN memory_engine_memory m ON m.content_id = c.id
+            WHERE c.store_id = %(store)s AND m.store_id = %(store)s
+              AND m.invalidated_at IS NULL AND c.embedding IS NOT NULL
+            ORDER BY {order}
+            LIMIT 1
+            """,
+            {"q": vector_literal(vector), "store": store.pk},
+        )
+        row = cursor.fetchone()
+    return (row[0], float(row[1])) if row else None
+
+
+def embed_best_effort(text: str) -> tuple[list[float] | None, str]:
+    """Embed one text; on any failure return (None, reason) instead of raising."""
+    provider = get_embedding_provider()
+    if provider is None:
+        return None, "embedding_not_configured"
+    try:
+        return provider.embed_documents([text])[0], ""
+    except EmbeddingError as exc:
+        logger.warning("embedding failed; storing without a vector: %s", exc)
+        return None, "embedding_failed"
+
+
+def check_memory_quota(store: MemoryStore) -> None:
+    project = store.project
+    limit = project.max_memories if project.max_memories is not None else engine_settings.MAX_MEMORIES_PER_PROJECT
+    if limit is None:
+        return
+    used = Memory.objects.filter(store__project_id=project.pk, invalidated_at__isnull=True).count()
+    if used >= limit:
+        raise QuotaExceeded(
+            f"Project {project.name} holds {used} valid memories; its quota is {limit}.",
+            details={"used": used, "limit": limit},
+        )
+
+
+def _changed_details(old_text: str, new_text: str) -> list[dict[str, Any]]:
+    if not engine_settings.CHANGED_DETAIL_GATE:
+        return []
+    from memory_engine.details import changed_details
+
+    return [change.as_dict() for change in changed_details(old_text, new_text)]
+
+
+def _prepare_vector(store: MemoryStore, text: str, digest: str) -> tuple[list[float] | None, dict[str, Any]]:
+    """Embed the text unless its content row already holds a vector (outside any transaction)."""
+    if MemoryContent.objects.filter(store=store, content_hash=digest, embedding__isnull=False).exists():
+        return None, {}
+    vector, failure = embed_best_effort(text)
+    return vector, ({"embedding": failure} if failure else {})
+
+
+def _resolve_content(store: MemoryStore, text: str, digest: str, vector: list[float] | None) -> MemoryContent:
+    """Find or make the content row, filling its vector when it has none yet."""
+    row, _ = MemoryContent.objects.get_or_create(store=store, content_hash=digest, defaults={"text": text})
+    if row.embedding is None and vector is not None:
+        provider = get_embedding_provider()
+        MemoryContent.objects.filter(pk=row.pk, embedding__isnull=True).update(
+            embedding=vector, embedding_model=provider.model_name if provider else ""
+        )
+        row.refresh_from_db(fields=["embedding", "embedding_model"])
+    return row
+
+
+def memory_write(
+    *,
+    store: MemoryStore,
+    content: str,
+    principal: str,
+    mechanism: str = Mechanism.API,
+    tags: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+    source_type: str = SourceType.MANUAL,
+    duplicate_threshold: float | None = None,
+    supersede_threshold: float | None = None,
+    about: About | dict[str, Any] | None = None,
+    generation_id: str | None = None,
+    rule_id: str | None = None,
+    judge: Any = None,
+) -> WriteResult:
+    """Write one fact into a store: skip, supersede or create, and record one assertion.
+
+    Raises ContentEmpty / ContentTooLong / ThresholdsInvalid / AboutRequired /
+    QuotaExceeded before anything is written. ``judge`` is an optional callable
+    ``(old_text, new_text) -> bool | None`` consulted between JUDGE_FLOOR and the
+    supersede threshold (see memory_engine.services.judge).
+    """
+    text = validate_content(content)
+    tags = dict(tags or {})
+    metadata = dict(metadata or {})
+    about = About.parse(about)
+    dup_t, sup_t = resolve_thresholds(store, duplicate_threshold, supersede_threshold)
+    required = store.require_about_for_kinds or []
+    kind = tags.get("kind") if isinstance(tags.get("kind"), str) else None
+    if about is None and kind and kind in required:
+        raise AboutRequired(
+            f"Store {store.name} requires `about: {{kind, key}}` for memories of kind {kind!r}.",
+            details={"kind": kind, "require_about_for_kinds": required},
+        )
+    digest = content_hash(text)
+    vector, notes = _prepare_vector(store, text, digest)
+
+    with transaction.atomic():
+        content_row = _resolve_content(store, text, digest, vector)
+        lock_store(store.pk)
+
+        match: Memory | None = None
+        similarity: float | None = None
+        action, reason = Outcome.CREATED, Reason.BELOW_THRESHOLD
+        changes: list[dict[str, Any]] = []
+
+        same_text = Memory.objects.filter(store=store, content=content_row, invalidated_at__isnull=True).first()
+        about_match = None
+        if about is not None:
+            about_match = Memory.objects.filter(
+                store=store, invalidated_at__isnull=True, about_kind=about.kind, about_key=about.key
+            ).select_related("content").first()
+
+        if about_match is not None:
+            match = about_match
+            if about_match.content_id == content_row.pk:
+                action, reason, similarity = Outcome.SKIPPED, Reason.DUPLICATE, 1.0
+            else:
+                action, reason = Outcome.SUPERSEDED, Reason.ABOUT_KEY
+                similarity = _cosine(content_row, about_match.content)
+        elif same_text is not None:
+            match, similarity = same_text, 1.0
+            action, reason = Outcome.SKIPPED, Reason.DUPLICATE
+        elif content_row.embedding is not None:
+            nearest = nearest_valid_memory(store, list(content_row.embedding))
+            if nearest is not None:
+                match = Memory.objects.select_related("content").get(pk=nearest[0])
+                similarity = nearest[1]
+                if similarity >= dup_t:
+                    changes = _changed_details(match.content.text, text)
+                    if changes:
+                        action, reason = Outcome.SUPERSEDED, Reason.CHANGED_DETAIL
+                    else:
+                        action, reason = Outcome.SKIPPED, Reason.DUPLICATE
+                elif similarity >= sup_t:
+                    action, reason = Outcome.SUPERSEDED, Reason.SIMILAR
+                elif judge is not None:
+                    verdict = judge(match.content.text, text, similarity)
+                    notes["judge"] = verdict.as_dict() if hasattr(verdict, "as_dict") else verdict
+                    if getattr(verdict, "same_fact", None) is True:
+                        action, reason = Outcome.SUPERSEDED, Reason.JUDGE
+                    elif getattr(verdict, "same_fact", None) is False:
+                        reason = Reason.JUDGE
+        else:
+            notes.setdefault("embedding", "missing")
+
+        if action == Outcome.CREATED:
+            check_memory_quota(store)
+
+        replaced: Memory | None = None
+        if action == Outcome.SKIPPED:
+            memory = match
+            assert memory is not None
+        else:
+            if action == Outcome.SUPERSEDED:
+                replaced = match
+                assert replaced is not None
+                tags = {**replaced.tags, **tags}
+                metadata = {**replaced.metadata, **metadata}
+                if about is None and replaced.about_key:
+                    about = About(kind=replaced.about_kind or "", key=replaced.about_key)
+            memory = Memory.objects.create(
+                store=store,
+                content=content_row,
+                tags=tags,
+                metadata=metadata,
+                source_type=source_type,
+                about_kind=about.kind if about else None,
+                about_key=about.key if about else None,
+            )
+            if replaced is not None:
+                Memory.objects.filter(pk=replaced.pk).update(
+                    invalidated_at=timezone.now(), superseded_by=memory
+                )
+                replaced.refresh_from_db(fields=["invalidated_at", "superseded_by"])
+
+        details: dict[str, Any] = dict(notes)
+        if changes:
+            details["changed_details"] = changes
+        if about is not None:
+            details["about"] = about.as_dict()
+        details["thresholds"] = {"duplicate": dup_t, "supersede": sup_t}
+        assertion = MemoryAssertion.objects.create(
+            store=store,
+            memory=memory,
+            replaced_memory=replaced,
+            content=text,
+            outcome=action,
+            similarity=similarity,
+            decision_reason=reason,
+            details=details,
+            principal=principal,
+            mechanism=mechanism,
+            generation_id=generation_id,
+            rule_id=rule_id,
+        )
+    logger.info(
+        "memory write outcome=%s reason=%s store=%s memory=%s assertion=%s similarity=%s mechanism=%s",
+        action, reason, store.pk, memory.pk, assertion.pk,
+        None if similarity is None else round(similarity, 4), mechanism,
+    )
+    return WriteResult(
+        action=str(action), memory=memory, assertion=assertion, similarity=similarity,
+        decision_reason=reason, changed_details=changes, replaced=replaced,
+    )
+
+
+def _cosine(a: MemoryContent, b: MemoryContent) -> float | None:
+    if a.embedding is None or b.embedding is None:
+        return None
+    import numpy as np
+
+    return float(np.dot(np.asarray(a.embedding), np.asarray(b.embedding)))
+
+
+@transaction.atomic
+def memory_forget(*, memory: Memory, principal: str, mechanism: str = Mechanism.API) -> MemoryAssertion:
+    """Invalidate a memory (it stays readable by id) and record outcome ``forgotten``."""
+    lock_store(memory.store_id)
+    memory.refresh_from_db()
+    if memory.invalidated_at is None:
+        Memory.objects.filter(pk=memory.pk).update(invalidated_at=timezone.now())
+        memory.refresh_from_db()
+    return MemoryAssertion.objects.create(
+        store_id=memory.store_id,
+        memory=memory,
+        replaced_memory=memory,
+        content=memory.content.text,
+        outcome=Outcome.FORGOTTEN,
+        decision_reason="forgotten",
+        principal=principal,
+        mechanism=mechanism,
+    )

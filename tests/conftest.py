@@ -1,0 +1,133 @@
+"""Shared fixtures. Every test runs against the real PostgreSQL + pgvector (pgserver
+unless DATABASE_URL is set), and the real default embedder unless a test swaps it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+from rest_framework.test import APIClient
+
+from memory_engine.conf import engine_settings
+from memory_engine.models import Project
+
+from .factories import MemoryStoreFactory, ProjectFactory, make_key
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST_PROVIDERS = "tests.providers"
+
+
+@pytest.fixture(autouse=True)
+def _sync_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """django-q2 runs tasks inline in unit tests; tests with a real worker turn this off."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", True)
+
+
+def api_client(raw_key: str | None = None) -> APIClient:
+    client = APIClient()
+    if raw_key:
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
+    return client
+
+
+@pytest.fixture
+def project(db: Any) -> Project:
+    return ProjectFactory()
+
+
+@pytest.fixture
+def other_project(db: Any) -> Project:
+    return ProjectFactory()
+
+
+@pytest.fixture
+def client(project: Project) -> APIClient:
+    """An API client authenticated with a read-write key of ``project``."""
+    return api_client(make_key(project))
+
+
+@pytest.fixture
+def other_client(other_project: Project) -> APIClient:
+    return api_client(make_key(other_project))
+
+
+@pytest.fixture
+def readonly_client(project: Project) -> APIClient:
+    return api_client(make_key(project, read_only=True))
+
+
+@pytest.fixture
+def store(project: Project) -> Any:
+    return MemoryStoreFactory(project=project)
+
+
+def use_embedder(settings: Any, provider: str | None, **extra: Any) -> None:
+    """Swap the deployment embedder for a test (settings is pytest-django's fixture)."""
+    config = dict(engine_settings.EMBEDDING)
+    config.update(PROVIDER=provider, **extra)
+    settings.MEMORY_ENGINE = {**(getattr(settings, "MEMORY_ENGINE", {}) or {}), "EMBEDDING": config}
+
+
+@pytest.fixture
+def hashing_embedder(settings: Any) -> None:
+    use_embedder(settings, f"{TEST_PROVIDERS}.HashingEmbeddingProvider", MODEL="all-MiniLM-L6-v2")
+
+
+@pytest.fixture
+def failing_embedder(settings: Any) -> None:
+    use_embedder(settings, f"{TEST_PROVIDERS}.FailingEmbeddingProvider", MODEL="all-MiniLM-L6-v2")
+
+
+@pytest.fixture
+def no_embedder(settings: Any) -> None:
+    use_embedder(settings, None)
+
+
+@pytest.fixture
+def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[subprocess.Popen]:
+    """A real django-q2 worker (`manage.py qcluster`) on the test database.
+
+    Tests using it must commit their data (they get ``transactional_db``).
+    """
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", False)
+    env = dict(os.environ, MEMORY_ENGINE_DB_NAME=connection.settings_dict["NAME"], Q_WORKERS="1",
+               PYTHONUNBUFFERED="1")
+    log = open(ROOT / ".pytest_cache" / "qcluster.log", "ab") if (ROOT / ".pytest_cache").is_dir() else None
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "qcluster"], cwd=ROOT, env=env,
+        stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    time.sleep(1.0)
+    try:
+        yield proc
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if log:
+            log.close()
+
+
+def wait_for(predicate: Any, *, timeout: float = 60.0, interval: float = 0.2) -> Any:
+    """Poll until predicate() is truthy; fail the test with a clear message otherwise."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    pytest.fail(f"condition not met within {timeout}s")
