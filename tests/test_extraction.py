@@ -1,0 +1,644 @@
+"""memory_engine.extraction: sniffing and native text extraction.
+
+Every PDF in the shared data set must end in a known outcome: pages with text,
+or one specific ExtractionError code. A new file in that directory fails
+``test_every_shared_pdf_has_an_expected_outcome`` until it is classified here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import logging
+import random
+import struct
+import time
+import zlib
+from dataclasses import dataclass
+
+import pytest
+from pypdf import PageObject, PdfReader
+from pypdf.errors import DependencyError, LimitReachedError, PdfReadError, PdfStreamError
+
+from memory_engine import extraction
+from memory_engine.chunking import Page
+from memory_engine.extraction import ExtractionError, extract_pages, sniff_content_type
+from tests.shared_data import PDFS
+
+HAS_CRYPTOGRAPHY = importlib.util.find_spec("cryptography") is not None
+
+PDF = "application/pdf"
+
+PASSWORDS = {
+    "sf-libreoffice-writer-password.pdf": "openpassword",  # RC4
+    "pypdf-crazyones-encrypted-256.pdf": "password",  # AES-256
+    "pypdf-r4-aes-user-password.pdf": "asdfzxcv",  # AES-128
+    "plumber-password-example.pdf": "test",  # RC4
+}
+# AES needs the `cryptography` package; RC4 is built into pypdf.
+AES_ENCRYPTED = {"pypdf-crazyones-encrypted-256.pdf", "pypdf-r4-aes-user-password.pdf"}
+
+
+@dataclass(frozen=True)
+class Text:
+    """Extraction succeeds: ``pages`` pages, text on ``text_pages`` (all when None)."""
+
+    pages: int
+    contains: str
+    text_pages: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Fails:
+    code: str
+    details: dict | None = None  # expected subset of the error's details
+
+
+EXPECTED: dict[str, Text | Fails] = {
+    "ocrmypdf-c02-22-scanned.pdf": Fails("NO_TEXT_LAYER", {"pages": 1}),
+    "ocrmypdf-invalid.pdf": Fails("PDF_DAMAGED", {"stage": "open"}),
+    "ocrmypdf-linn-scanned.pdf": Fails("NO_TEXT_LAYER", {"pages": 1}),
+    # Not a pure scan: page 4 carries a small text layer (chart labels).
+    "ocrmypdf-multipage-scanned.pdf": Text(6, "Percentage", text_pages=(4,)),
+    "ocrmypdf-skew-scanned.pdf": Fails("NO_TEXT_LAYER", {"pages": 1}),
+    "plumber-WARN-Report-2015-2016.pdf": Text(16, "Notice Date"),
+    "plumber-empty.pdf": Fails("EMPTY_FILE"),
+    "plumber-nics-background-checks-2015-11.pdf": Text(1, "State / Territory"),
+    "plumber-password-example.pdf": Text(4, "Backup4all"),
+    "plumber-scotus-transcript-p1.pdf": Text(1, "SUPREME COURT"),
+    "pypdf-GeoBase_NHNC1_Data_Model_UML_EN.pdf": Text(19, "National Hydro Network"),
+    "pypdf-Seige_of_Vicksburg_Sample_OCR.pdf": Text(6, "SIEGE   OF  VICKSBURG"),
+    "pypdf-bytes.pdf": Text(1, "This is a test for a PDF with bytes title"),
+    "pypdf-crazyones-encrypted-256.pdf": Text(1, "The Crazy Ones"),
+    # Damaged structure (qpdf: "file is damaged") that pypdf recovers.
+    "pypdf-issue-297.pdf": Text(1, "test example"),
+    "pypdf-r4-aes-user-password.pdf": Text(1, "pdf encryption test"),
+    "sf-google-doc-document.pdf": Text(1, "Beautiful is better than ugly."),
+    "sf-libreoffice-writer-password.pdf": Text(1, "Lorem ipsum dolor sit amet"),
+    "sf-minimal-document.pdf": Text(1, "Lorem ipsum dolor sit amet"),
+    "sf-multicolumn.pdf": Text(3, "Two-Column Document with Lorem Ipsum"),
+    "sf-pdflatex-4-pages.pdf": Text(4, "Hello, here is some text without a meaning."),
+    "sf-unreadablemetadata.pdf": Fails("PDF_DAMAGED", {"stage": "page_tree"}),
+}
+
+PDF_FILES = sorted(path.name for path in PDFS.glob("*.pdf"))
+
+
+def manifest() -> dict[str, dict]:
+    path = PDFS / "pdf-manifest.json"
+    return {entry["file"]: entry for entry in json.loads(path.read_text())} if path.exists() else {}
+
+
+def read_pdf(name: str) -> bytes:
+    return (PDFS / name).read_bytes()
+
+
+def expected_outcome(name: str, *, with_password: bool) -> Text | Fails:
+    if name in AES_ENCRYPTED and not HAS_CRYPTOGRAPHY:
+        if with_password or name == "pypdf-crazyones-encrypted-256.pdf":
+            # AES-256 fails while opening, AES-128 once a page is decrypted.
+            return Fails("PDF_ENCRYPTED", {"reason": "decryption_unavailable"})
+    return EXPECTED[name]
+
+
+def assert_outcome(run, expected: Text | Fails, *, budget: float) -> list[Page] | None:
+    started = time.monotonic()
+    try:
+        if isinstance(expected, Fails):
+            with pytest.raises(ExtractionError) as info:
+                run()
+            assert info.value.code == expected.code, info.value.details
+            assert expected.details is None or expected.details.items() <= info.value.details.items()
+            return None
+        pages = run()
+    finally:
+        assert time.monotonic() - started < budget
+    assert [page.number for page in pages] == list(range(1, expected.pages + 1))
+    with_text = tuple(page.number for page in pages if page.text.strip())
+    assert with_text == (expected.text_pages or tuple(range(1, expected.pages + 1)))
+    assert expected.contains in "\n".join(page.text for page in pages)
+    assert all(isinstance(page, Page) and "\x00" not in page.text for page in pages)
+    return pages
+
+
+def build_pdf(page_texts: list[str], *, count: int | None = None) -> bytes:
+    """A minimal valid PDF with one Helvetica text line per page ("" = blank page)."""
+    objects: list[bytes | None] = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        None,  # the page tree, filled in below
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    kids = []
+    for text in page_texts:
+        escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+        stream = f"BT /F1 12 Tf 72 720 Td ({escaped}) Tj ET".encode("latin-1") if text else b""
+        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % len(objects)
+        )
+        kids.append(b"%d 0 R" % len(objects))
+    declared = len(kids) if count is None else count
+    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(kids), declared)
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+# --- the shared PDFs ---------------------------------------------------------------
+
+
+def test_shared_pdfs_are_present():
+    assert PDF_FILES, f"no PDFs under {PDFS}; set MEMORY_ENGINE_SHARED_DATA to the shared data directory"
+
+
+def test_every_shared_pdf_has_an_expected_outcome():
+    assert set(PDF_FILES) == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", PDF_FILES)
+def test_shared_pdf_outcome(name):
+    data = read_pdf(name)
+    expected = expected_outcome(name, with_password=name in PASSWORDS)
+
+    def run() -> list[Page]:
+        content_type = sniff_content_type(data, filename=name, declared=PDF)
+        assert content_type == PDF
+        return extract_pages(data, content_type, password=PASSWORDS.get(name))
+
+    pages = assert_outcome(run, expected, budget=30)
+    pages_pypdf = manifest().get(name, {}).get("pages_pypdf")
+    if pages is not None and pages_pypdf is not None:
+        assert len(pages) == pages_pypdf
+
+
+@pytest.mark.parametrize("name", sorted(PASSWORDS))
+def test_encrypted_pdf_without_password(name):
+    if name in AES_ENCRYPTED and not HAS_CRYPTOGRAPHY and name.endswith("-256.pdf"):
+        pytest.skip("AES-256 cannot even be opened without cryptography")
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(read_pdf(name), PDF)
+    assert info.value.code == "PDF_ENCRYPTED"
+    assert info.value.details == {"reason": "password_required"}
+    assert "`password`" in info.value.message
+
+
+@pytest.mark.parametrize("name", sorted(PASSWORDS))
+@pytest.mark.parametrize("password", ["wrong", "", "OPENPASSWORD"])
+def test_encrypted_pdf_with_wrong_password(name, password):
+    if name in AES_ENCRYPTED and not HAS_CRYPTOGRAPHY and name.endswith("-256.pdf"):
+        pytest.skip("AES-256 cannot even be opened without cryptography")
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(read_pdf(name), PDF, password=password)
+    assert info.value.code == "PDF_ENCRYPTED"
+    # A blank password field counts as no password.
+    assert info.value.details == {"reason": "wrong_password" if password else "password_required"}
+    assert "`password`" in info.value.message
+
+
+@pytest.mark.parametrize("name", sorted(PASSWORDS))
+def test_encrypted_pdf_with_password(name):
+    expected = expected_outcome(name, with_password=True)
+    assert_outcome(lambda: extract_pages(read_pdf(name), PDF, password=PASSWORDS[name]), expected, budget=30)
+
+
+@pytest.mark.skipif(not HAS_CRYPTOGRAPHY, reason="cryptography is not installed")
+@pytest.mark.parametrize("name", sorted(AES_ENCRYPTED))
+def test_aes_pdfs_decrypt_with_cryptography(name):
+    pages = extract_pages(read_pdf(name), PDF, password=PASSWORDS[name])
+    assert pages[0].text.strip()
+
+
+@pytest.mark.parametrize("name", ["sf-unreadablemetadata.pdf", "ocrmypdf-invalid.pdf", "pypdf-issue-297.pdf"])
+def test_damaged_pdfs_finish_quickly(name):
+    started = time.monotonic()
+    try:
+        extract_pages(read_pdf(name), PDF)
+    except ExtractionError as error:
+        assert error.code == "PDF_DAMAGED"
+        assert error.details["error"]  # pypdf's own message, for the operator
+        assert "damaged" in error.message
+    assert time.monotonic() - started < 5
+
+
+def test_damaged_pdf_details_carry_the_pypdf_message():
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(read_pdf("sf-unreadablemetadata.pdf"), PDF)
+    assert "Invalid object in /Pages" in info.value.details["error"]
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(read_pdf("ocrmypdf-invalid.pdf"), PDF)
+    assert info.value.details == {"stage": "open", "error": "PdfReadError: startxref not found"}
+
+
+@pytest.mark.parametrize(
+    "name", ["ocrmypdf-c02-22-scanned.pdf", "ocrmypdf-linn-scanned.pdf", "ocrmypdf-skew-scanned.pdf"]
+)
+def test_scans_without_text_layer_ask_for_an_ocr_rule(name):
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(read_pdf(name), PDF)
+    assert info.value.code == "NO_TEXT_LAYER"
+    assert info.value.details["pages"] == 1
+    assert "OCR" in info.value.message
+    assert "application/pdf" in info.value.message
+
+
+def test_scan_with_ocr_text_layer_has_text_on_every_page():
+    pages = extract_pages(read_pdf("pypdf-Seige_of_Vicksburg_Sample_OCR.pdf"), PDF)
+    assert [page.number for page in pages] == [1, 2, 3, 4, 5, 6]
+    assert all(len(page.text) > 1000 for page in pages)
+
+
+def test_empty_pdf_file():
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(read_pdf("plumber-empty.pdf"), PDF)
+    assert info.value.code == "EMPTY_FILE"
+
+
+# --- synthetic PDFs ----------------------------------------------------------------
+
+
+def test_pages_are_numbered_from_one_and_blank_pages_are_kept():
+    pages = extract_pages(build_pdf(["first page", "", "third (with) \\ symbols"]), PDF)
+    assert pages == [
+        Page("first page", 1),
+        Page("", 2),
+        Page("third (with) \\ symbols", 3),
+    ]
+
+
+def test_nul_characters_are_stripped_from_pdf_text():
+    data = build_pdf(["a\x00b"])
+    assert PdfReader(io.BytesIO(data)).pages[0].extract_text() == "a\x00b"
+    assert extract_pages(data, PDF) == [Page("ab", 1)]
+
+
+def test_blank_pages_only_is_no_text_layer():
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(build_pdf(["", "", ""]), PDF)
+    assert info.value.code == "NO_TEXT_LAYER"
+    assert info.value.details == {"pages": 3, "failed_pages": 0}
+
+
+def test_pdf_without_pages_is_empty():
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(build_pdf([]), PDF)
+    assert info.value.code == "EMPTY_FILE"
+    assert info.value.details == {"pages": 0}
+
+
+def test_too_many_pages_is_rejected_before_extracting(monkeypatch):
+    def must_not_run(self, *args, **kwargs):
+        raise AssertionError("text extracted from a PDF over the page limit")
+
+    data = build_pdf([f"page {n}" for n in range(1, 31)])
+    monkeypatch.setattr(PageObject, "extract_text", must_not_run)
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(data, PDF, max_pages=10)
+    assert info.value.code == "PDF_TOO_LARGE"
+    assert info.value.details == {"pages": 30, "max_pages": 10}
+
+
+def test_page_limit_is_inclusive():
+    pages = extract_pages(build_pdf([f"page {n}" for n in range(1, 11)]), PDF, max_pages=10)
+    assert [page.text for page in pages] == [f"page {n}" for n in range(1, 11)]
+
+
+def test_a_claimed_page_count_is_not_trusted():
+    pages = extract_pages(build_pdf(["a", "b", "c"], count=9_999_999), PDF, max_pages=10)
+    assert [page.number for page in pages] == [1, 2, 3]
+
+
+def test_page_tree_over_pypdf_limits_is_too_large(monkeypatch):
+    def refuse(self, *args, **kwargs):
+        raise LimitReachedError("Maximum page tree depth reached: 101 > 100.")
+
+    monkeypatch.setattr(PdfReader, "_flatten", refuse)
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(build_pdf(["a"]), PDF)
+    assert info.value.code == "PDF_TOO_LARGE"
+    assert "page tree depth" in info.value.details["error"]
+
+
+def failing_on(marker: str, exception: BaseException):
+    original = PageObject.extract_text
+
+    def extract_text(self, *args, **kwargs):
+        text = original(self, *args, **kwargs)
+        if marker in text:
+            raise exception
+        return text
+
+    return extract_text
+
+
+def test_a_page_that_fails_is_left_out(monkeypatch):
+    monkeypatch.setattr(PageObject, "extract_text", failing_on("boom", PdfStreamError("broken stream")))
+    pages = extract_pages(build_pdf(["one", "boom", "three"]), PDF)
+    assert pages == [Page("one", 1), Page("three", 3)]
+
+
+def test_every_page_failing_is_damaged(monkeypatch):
+    monkeypatch.setattr(PageObject, "extract_text", failing_on("boom", KeyError("/Font")))
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(build_pdf(["boom 1", "boom 2"]), PDF)
+    assert info.value.code == "PDF_DAMAGED"
+    assert info.value.details == {
+        "stage": "extract_text", "error": "KeyError: '/Font'", "pages": 2, "failed_pages": 2,
+    }
+
+
+def test_failed_and_blank_pages_only_is_no_text_layer(monkeypatch):
+    monkeypatch.setattr(PageObject, "extract_text", failing_on("boom", ValueError("bad")))
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(build_pdf(["boom", ""]), PDF)
+    assert info.value.code == "NO_TEXT_LAYER"
+    assert info.value.details == {"pages": 2, "failed_pages": 1}
+
+
+HOSTILE_FAILURES = [
+    PdfReadError("bad xref"),
+    PdfStreamError("Stream has ended unexpectedly"),
+    LimitReachedError("too much"),
+    ValueError("invalid literal for int()"),
+    KeyError("/Root"),
+    IndexError("list index out of range"),
+    TypeError("'NullObject' object is not subscriptable"),
+    AttributeError("'NoneType' object has no attribute 'get_object'"),
+    RecursionError("maximum recursion depth exceeded"),
+    ZeroDivisionError("division by zero"),
+    OverflowError("cannot convert float infinity to integer"),
+    AssertionError(),
+    NotImplementedError("unsupported filter"),
+    struct.error("unpack requires a buffer of 4 bytes"),
+    zlib.error("Error -3 while decompressing data"),
+    UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+]
+
+
+@pytest.mark.parametrize("failure", HOSTILE_FAILURES, ids=lambda failure: type(failure).__name__)
+def test_anything_pypdf_raises_while_opening_is_damaged(monkeypatch, failure):
+    def explode(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(extraction, "PdfReader", explode)
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(build_pdf(["a"]), PDF)
+    assert info.value.code == "PDF_DAMAGED"
+    assert info.value.details["stage"] == "open"
+    assert info.value.details["error"].startswith(type(failure).__name__)
+
+
+@pytest.mark.parametrize("failure", HOSTILE_FAILURES, ids=lambda failure: type(failure).__name__)
+def test_anything_pypdf_raises_on_every_page_is_damaged(monkeypatch, failure):
+    monkeypatch.setattr(PageObject, "extract_text", failing_on("", failure))
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(build_pdf(["a", "b"]), PDF)
+    assert info.value.code == "PDF_DAMAGED"
+    assert info.value.details["failed_pages"] == 2
+
+
+def test_missing_aes_support_while_opening(monkeypatch):
+    def needs_aes(*args, **kwargs):
+        raise DependencyError("cryptography>=3.1 is required for AES algorithm")
+
+    monkeypatch.setattr(extraction, "PdfReader", needs_aes)
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(build_pdf(["a"]), PDF, password="secret")
+    assert info.value.code == "PDF_ENCRYPTED"
+    assert info.value.details["reason"] == "decryption_unavailable"
+    assert "cryptography" in info.value.message
+
+
+def test_missing_aes_support_while_extracting(monkeypatch):
+    monkeypatch.setattr(PageObject, "extract_text", failing_on("", DependencyError("AES")))
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(build_pdf(["a", "b"]), PDF)
+    assert info.value.code == "PDF_ENCRYPTED"
+    assert info.value.details["reason"] == "decryption_unavailable"
+
+
+def test_not_a_pdf_declared_as_pdf_is_damaged():
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(b"this is not a PDF at all", PDF)
+    assert info.value.code == "PDF_DAMAGED"
+
+
+def test_leading_junk_before_the_header_is_recovered():
+    data = b"x" * 500 + read_pdf("sf-minimal-document.pdf")
+    assert sniff_content_type(data) == PDF
+    pages = extract_pages(data, PDF)
+    assert "Lorem ipsum" in pages[0].text
+
+
+@pytest.mark.parametrize("name", ["sf-minimal-document.pdf", "sf-pdflatex-4-pages.pdf", "plumber-password-example.pdf"])
+def test_corrupted_pdfs_end_in_pages_or_a_known_error_quickly(name):
+    rng = random.Random(name)
+    original = read_pdf(name)
+    variants = [original[:rng.randrange(1, len(original))] for _ in range(8)]
+    for _ in range(12):
+        corrupted = bytearray(original)
+        for _ in range(rng.randint(1, 40)):
+            corrupted[rng.randrange(len(corrupted))] = rng.randrange(256)
+        variants.append(bytes(corrupted))
+    for data in variants:
+        started = time.monotonic()
+        try:
+            pages = extract_pages(data, PDF, password=PASSWORDS.get(name))
+        except ExtractionError as error:
+            assert error.code in {"PDF_DAMAGED", "PDF_ENCRYPTED", "NO_TEXT_LAYER", "PDF_TOO_LARGE", "EMPTY_FILE"}
+        else:
+            assert all(isinstance(page, Page) and page.number for page in pages)
+        assert time.monotonic() - started < 5
+
+
+def test_pypdf_warnings_are_silenced_and_the_logger_level_restored(caplog):
+    pypdf_logger = logging.getLogger("pypdf")
+    previous = pypdf_logger.level
+    pypdf_logger.setLevel(logging.WARNING)
+    try:
+        with caplog.at_level(logging.WARNING):
+            # A shifted header makes pypdf log several repair warnings.
+            extract_pages(b"\n" * 10 + read_pdf("sf-minimal-document.pdf"), PDF)
+            with pytest.raises(ExtractionError):
+                extract_pages(read_pdf("sf-unreadablemetadata.pdf"), PDF)
+        assert not [record for record in caplog.records if record.name.startswith("pypdf")]
+        assert pypdf_logger.level == logging.WARNING
+    finally:
+        pypdf_logger.setLevel(previous)
+
+
+# --- text --------------------------------------------------------------------------
+
+
+def test_utf8_text_is_one_unnumbered_page():
+    assert extract_pages("héllo wörld ✓ 😀\n".encode(), "text/plain") == [Page("héllo wörld ✓ 😀\n", None)]
+
+
+def test_markdown_is_text():
+    assert extract_pages(b"# Title\n\nbody", "text/markdown") == [Page("# Title\n\nbody", None)]
+
+
+def test_utf8_bom_is_removed():
+    assert extract_pages(b"\xef\xbb\xbfhello", "text/plain") == [Page("hello", None)]
+
+
+def test_content_type_parameters_and_case_are_ignored():
+    assert extract_pages(b"hello", "Text/Plain; charset=ISO-8859-1") == [Page("hello", None)]
+
+
+def test_latin1_text_falls_back():
+    assert extract_pages("café\tnaïve\r\n".encode("latin-1"), "text/plain") == [Page("café\tnaïve\r\n", None)]
+
+
+@pytest.mark.parametrize("data", [b"caf\xe9\x01", b"\xff\xfe\x00\x00", b"caf\xe9 \x85", b"\x1b[0m \xe9"])
+def test_undecodable_text_is_an_error(data):
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(data, "text/plain")
+    assert info.value.code == "TEXT_DECODE_ERROR"
+
+
+def test_nul_characters_are_stripped_from_text():
+    assert extract_pages(b"a\x00b\x00c", "text/plain") == [Page("abc", None)]
+
+
+@pytest.mark.parametrize("data", [b"   \n\t ", b"\xef\xbb\xbf", b"\x00\x00"])
+def test_blank_text_is_empty(data):
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(data, "text/plain")
+    assert info.value.code == "EMPTY_FILE"
+
+
+def test_shared_text_file_extracts():
+    data = (PDFS / "ocrmypdf-linn.txt").read_bytes()
+    assert sniff_content_type(data, filename="ocrmypdf-linn.txt") == "text/plain"
+    [page] = extract_pages(data, "text/plain")
+    assert page.number is None
+    assert page.text.startswith("The LinnSequencer")
+
+
+@pytest.mark.parametrize("content_type", ["image/png", "text/html", "application/octet-stream", "", "application/zip"])
+def test_other_types_are_unsupported(content_type):
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(b"\x89PNG\r\n\x1a\n....", content_type)
+    assert info.value.code == "UNSUPPORTED_CONTENT_TYPE"
+    assert info.value.details == {"content_type": content_type}
+    assert "ingestion rule" in info.value.message
+
+
+@pytest.mark.parametrize("content_type", [PDF, "text/plain", "image/png"])
+def test_empty_data_is_empty_for_any_type(content_type):
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(b"", content_type)
+    assert info.value.code == "EMPTY_FILE"
+
+
+def test_extraction_error_shape():
+    error = ExtractionError("PDF_DAMAGED", "broken", {"stage": "open"})
+    assert error.as_dict() == {"code": "PDF_DAMAGED", "message": "broken", "details": {"stage": "open"}}
+    assert str(error) == "broken"
+    assert ExtractionError("EMPTY_FILE", "empty").details == {}
+
+
+# --- sniffing ------------------------------------------------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+
+
+def test_empty_data_cannot_be_sniffed():
+    with pytest.raises(ExtractionError) as info:
+        sniff_content_type(b"", filename="empty.pdf", declared=PDF)
+    assert info.value.code == "EMPTY_FILE"
+
+
+def test_pdf_declared_as_text_is_pdf():
+    assert sniff_content_type(read_pdf("sf-minimal-document.pdf"), filename="notes.txt", declared="text/plain") == PDF
+
+
+def test_png_declared_as_pdf_is_png():
+    assert sniff_content_type(PNG, filename="report.pdf", declared=PDF) == "image/png"
+
+
+def test_pdf_header_must_be_within_the_first_kilobyte():
+    assert sniff_content_type(b" " * 1019 + b"%PDF-1.7") == PDF
+    assert sniff_content_type(b" " * 1020 + b"%PDF-1.7") == "text/plain"
+
+
+@pytest.mark.parametrize(
+    ("data", "filename", "expected"),
+    [
+        (PNG, None, "image/png"),
+        (b"\xff\xd8\xff\xe0\x00\x10JFIF", None, "image/jpeg"),
+        (b"GIF89a\x01\x00\x01\x00\x80\x00", None, "image/gif"),
+        (b"GIF87a\x01\x00\x01\x00\x80\x00", None, "image/gif"),
+        (b"II*\x00\x08\x00\x00\x00", None, "image/tiff"),
+        (b"MM\x00*\x00\x00\x00\x08", None, "image/tiff"),
+        (b"\x1f\x8b\x08\x00\x00\x00\x00\x00", "notes.txt", "application/gzip"),
+        (b"PK\x03\x04\x14\x00\x00\x00", "archive.zip", "application/zip"),
+        (b"PK\x03\x04\x14\x00\x00\x00", None, "application/zip"),
+        (b"PK\x05\x06" + b"\x00" * 18, None, "application/zip"),
+        (b"PK\x03\x04\x14\x00\x00\x00", "Report.DOCX",
+         "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+        (b"PK\x03\x04\x14\x00\x00\x00", "sheet.xlsx",
+         "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
+        (b"PK\x03\x04\x14\x00\x00\x00", "deck.pptx",
+         "application/vnd.openxmlformats-officedocument.presentationml.presentation"),
+        (b"<!DOCTYPE html><html><body>hi</body></html>", "page.txt", "text/html"),
+        (b"\xef\xbb\xbf \n\t<HTML lang='en'>", None, "text/html"),
+        (b"\x00\x01\x02\x03binary", None, "application/octet-stream"),
+        (b"\xff\xfeh\x00i\x00", "utf16.txt", "application/octet-stream"),
+        (b"\xc3\x28 invalid utf-8", None, "application/octet-stream"),
+    ],
+)
+def test_magic_numbers(data, filename, expected):
+    assert sniff_content_type(data, filename=filename) == expected
+
+
+@pytest.mark.parametrize(
+    ("filename", "declared", "expected"),
+    [
+        (None, None, "text/plain"),
+        ("notes.txt", None, "text/plain"),
+        ("README.md", None, "text/markdown"),
+        ("guide.MARKDOWN", "application/octet-stream", "text/markdown"),
+        ("upload", "text/markdown; charset=utf-8", "text/markdown"),
+        ("notes.txt", "text/markdown", "text/markdown"),
+        ("image.png", "image/png", "text/plain"),
+        ("doc.pdf", PDF, "text/plain"),
+    ],
+)
+def test_text_flavours(filename, declared, expected):
+    assert sniff_content_type("# Heading\n\nsome *text* ✓".encode(), filename=filename, declared=declared) == expected
+
+
+def test_text_with_a_bom_is_text():
+    assert sniff_content_type(b"\xef\xbb\xbfhello", filename="a.md") == "text/markdown"
+
+
+def test_text_with_nul_bytes_is_binary():
+    assert sniff_content_type(b"hello\x00world", filename="a.txt", declared="text/plain") == "application/octet-stream"
+
+
+def test_latin1_text_is_text_only_when_said_to_be_text():
+    data = "café crème".encode("latin-1")
+    assert sniff_content_type(data) == "application/octet-stream"
+    assert sniff_content_type(data, filename="menu.txt") == "text/plain"
+    assert sniff_content_type(data, declared="text/plain") == "text/plain"
+    assert sniff_content_type(b"\xe9\x01\x02", declared="text/plain") == "application/octet-stream"
+
+
+@pytest.mark.parametrize("name", PDF_FILES)
+def test_every_shared_pdf_sniffs_as_pdf(name):
+    data = read_pdf(name)
+    if not data:
+        with pytest.raises(ExtractionError):
+            sniff_content_type(data, filename=name)
+        return
+    assert sniff_content_type(data, filename=name, declared="text/plain") == PDF
