@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.utils import timezone
@@ -152,6 +153,7 @@ class Chunk(models.Model):
                 ef_construction=64,
                 opclasses=["vector_cosine_ops"],
             ),
+            GinIndex(fields=["search_vector"], name="me_chunk_search_gin"),
         ]
 
     def __str__(self) -> str:

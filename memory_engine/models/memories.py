@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.utils import timezone
@@ -70,6 +71,7 @@ class MemoryContent(models.Model):
                 opclasses=["vector_cosine_ops"],
             ),
             models.Index(fields=["store", "content_hash"], name="me_content_store_hash"),
+            GinIndex(fields=["search_vector"], name="me_content_search_gin"),
         ]
 
     def __str__(self) -> str:
