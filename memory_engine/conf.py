@@ -50,6 +50,15 @@ DEFAULTS: dict[str, Any] = {
     "EMBEDDING_BATCH_SIZE": 32,
     "INGESTION_HEARTBEAT_TIMEOUT": 300,
     "INGESTION_MAX_ATTEMPTS": 3,
+    # How often the scheduled sweep looks for stalled ingestions (django-q2 Schedule).
+    "INGESTION_SWEEP_MINUTES": 1,
+    # Pending converters: how long the signed callback URL stays valid; file_delivery=download_url:
+    # how long the signed download URL stays valid (seconds).
+    "CONVERTER_CALLBACK_TTL": 3600,
+    "DOWNLOAD_URL_TTL": 900,
+    # Absolute base of the callback and download URLs given to HTTP converters, e.g.
+    # "https://memory.example.com"; None = the base URL of the request that created the document.
+    "PUBLIC_BASE_URL": None,
     # Read side.
     "KNOWLEDGE_TEXT_SEARCH_CONFIG": "simple",
     "HNSW_EF_SEARCH": 100,

@@ -111,6 +111,47 @@ class EmbeddingMismatch(MemoryEngineError):
     )
 
 
+class DocumentError(MemoryEngineError):
+    """Documents and ingestion (the ``code`` is set per case: PATH_INVALID, EMPTY_FILE, ...)."""
+
+    code = "DOCUMENT_ERROR"
+    default_message = "The document could not be accepted."
+
+
+class PathInvalid(DocumentError):
+    code = "PATH_INVALID"
+    default_message = "Document paths look like /folder/name.pdf: no `..`, backslashes or control characters."
+
+
+class PathTaken(DocumentError):
+    code = "PATH_TAKEN"
+    status_code = 409
+    default_message = "A document with this path already exists in your project; choose another path or re-ingest it."
+
+
+class FileTooLarge(DocumentError):
+    code = "FILE_TOO_LARGE"
+    status_code = 413
+    default_message = "The file is larger than MAX_UPLOAD_BYTES."
+
+
+class UnsupportedContentType(DocumentError):
+    code = "UNSUPPORTED_CONTENT_TYPE"
+    status_code = 415
+    default_message = "There is no extractor for this content type; add an ingestion rule with a converter."
+
+
+class IngestionRuleInvalid(DocumentError):
+    code = "INGESTION_RULE_INVALID"
+    default_message = "The ingestion rule is invalid."
+
+
+class CallbackRejected(DocumentError):
+    code = "CALLBACK_INVALID"
+    status_code = 403
+    default_message = "The converter callback URL is invalid."
+
+
 class LedgerImmutable(MemoryEngineError):
     code = "LEDGER_IMMUTABLE"
     default_message = "Memory assertions are append-only and cannot be changed or deleted."
