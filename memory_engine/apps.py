@@ -11,3 +11,6 @@ class MemoryEngineConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks, signals  # noqa: F401  (registration side effects)
+        from .services.rules import enqueue_memory_rules
+
+        signals.generation_completed.connect(enqueue_memory_rules, dispatch_uid="memory_engine.rules")

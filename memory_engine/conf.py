@@ -65,6 +65,13 @@ DEFAULTS: dict[str, Any] = {
     # HTTP providers.
     "HTTP_TIMEOUT": 30.0,
     "HTTP_RETRIES": 2,
+    # Memory rules (memory_engine.services.rules).
+    "RULE_MAX_FACTS": 20,
+    "RULE_TRANSCRIPT_MAX_CHARS": 24000,
+    "RULE_HANDLER_TIMEOUT": 30.0,
+    # Import-path prefixes that API callers may name as `callable` rule handlers
+    # (admins may name any). Empty: callable handlers are admin-only.
+    "RULE_CALLABLE_PREFIXES": [],
 }
 
 #: Nested dicts merged key by key with their defaults rather than replaced whole.

@@ -155,3 +155,19 @@ class CallbackRejected(DocumentError):
 class LedgerImmutable(MemoryEngineError):
     code = "LEDGER_IMMUTABLE"
     default_message = "Memory assertions are append-only and cannot be changed or deleted."
+
+
+class LLMError(MemoryEngineError):
+    """A chat-completion call failed; ``code`` is LLM_NOT_CONFIGURED, LLM_TIMEOUT,
+    LLM_HTTP_ERROR or LLM_BAD_RESPONSE."""
+
+    code = "LLM_ERROR"
+    status_code = 503
+    default_message = "The language model call failed."
+
+
+class RuleHandlerFailed(MemoryEngineError):
+    """A memory rule handler raised, timed out or answered something unusable."""
+
+    code = "HANDLER_FAILED"
+    default_message = "The memory rule handler failed."

@@ -1,0 +1,127 @@
+"""The one chat-completion interface: an OpenAI-compatible ``POST {BASE_URL}/chat/completions``.
+
+Covers OpenAI, Ollama's ``/v1``, vLLM, llama.cpp server and LiteLLM. Configured in
+``MEMORY_ENGINE["LLM"] = {"BASE_URL", "API_KEY", "MODEL", "TIMEOUT"}``; ``None`` (the
+default) means no model is configured and :func:`get_llm_provider` answers ``None``.
+
+Used by the built-in memory rule extractor and the same-fact judge. Calls are
+tool-less; every failure is raised as :class:`LLMError` with a stable ``code``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory_engine.conf import engine_settings
+from memory_engine.exceptions import LLMError
+from memory_engine.providers.http import ProviderHTTPError, post_json
+
+__all__ = ["LLMError", "LLMProvider", "get_llm_provider", "require_llm_provider"]
+
+LLM_NOT_CONFIGURED = "LLM_NOT_CONFIGURED"
+LLM_TIMEOUT = "LLM_TIMEOUT"
+LLM_HTTP_ERROR = "LLM_HTTP_ERROR"
+LLM_BAD_RESPONSE = "LLM_BAD_RESPONSE"
+
+DEFAULT_TIMEOUT = 30.0
+
+
+class LLMProvider:
+    """A tool-less chat completion against one OpenAI-compatible endpoint."""
+
+    def __init__(self, *, base_url: str, api_key: str = "", model: str = "", timeout: float = DEFAULT_TIMEOUT,
+                 retries: int | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.model = model
+        self.timeout = float(timeout)
+        self.retries = engine_settings.HTTP_RETRIES if retries is None else int(retries)
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        model: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+    ) -> str:
+        """The assistant message's text for ``messages`` (OpenAI chat format)."""
+        chosen = model or self.model
+        if not chosen:
+            raise LLMError("No model named: set MEMORY_ENGINE['LLM']['MODEL'] or the rule's `model`.",
+                           code=LLM_NOT_CONFIGURED)
+        payload: dict[str, Any] = {"model": chosen, "messages": messages, "temperature": temperature,
+                                   "stream": False}
+        if max_tokens is not None:
+            payload["max_tokens"] = max_tokens
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        wait = float(timeout if timeout is not None else self.timeout)
+        try:
+            answer = post_json(self.url, payload, headers=headers, timeout=wait, retries=self.retries)
+        except ProviderHTTPError as exc:
+            if exc.status is not None and exc.status < 400:
+                raise LLMError(f"The model endpoint answered invalid JSON: {exc}", code=LLM_BAD_RESPONSE,
+                               details={"url": self.url}) from exc
+            timed_out = exc.status is None and "timed out" in str(exc)
+            raise LLMError(
+                f"The model endpoint {'timed out' if timed_out else 'failed'}: {exc}",
+                code=LLM_TIMEOUT if timed_out else LLM_HTTP_ERROR,
+                details={"url": self.url, "status": exc.status},
+            ) from exc
+        return _message_text(answer, self.url)
+
+    def __repr__(self) -> str:
+        return f"<LLMProvider {self.url} model={self.model!r}>"
+
+
+def _message_text(answer: Any, url: str) -> str:
+    try:
+        content = answer["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        raise LLMError("The model endpoint's answer has no choices[0].message.content.",
+                       code=LLM_BAD_RESPONSE, details={"url": url}) from None
+    if isinstance(content, list):  # some servers answer content parts
+        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    if not isinstance(content, str):
+        raise LLMError("The model endpoint answered a non-text message.", code=LLM_BAD_RESPONSE,
+                       details={"url": url})
+    return content
+
+
+def _merged_config(overrides: dict[str, Any] | None) -> dict[str, Any]:
+    config = {str(k).upper(): v for k, v in dict(engine_settings.LLM or {}).items()}
+    for key, value in (overrides or {}).items():
+        if value not in (None, ""):
+            config[str(key).upper()] = value
+    return config
+
+
+def get_llm_provider(overrides: dict[str, Any] | None = None) -> LLMProvider | None:
+    """The configured provider, with per-call ``overrides`` (BASE_URL, API_KEY, MODEL,
+    TIMEOUT, RETRIES; any case) on top; ``None`` when no BASE_URL is configured."""
+    config = _merged_config(overrides)
+    if not config.get("BASE_URL"):
+        return None
+    return LLMProvider(
+        base_url=str(config["BASE_URL"]),
+        api_key=str(config.get("API_KEY") or ""),
+        model=str(config.get("MODEL") or ""),
+        timeout=float(config.get("TIMEOUT") or DEFAULT_TIMEOUT),
+        retries=config.get("RETRIES"),
+    )
+
+
+def require_llm_provider(overrides: dict[str, Any] | None = None) -> LLMProvider:
+    """Like :func:`get_llm_provider`, raising ``LLMError(LLM_NOT_CONFIGURED)`` instead of ``None``."""
+    provider = get_llm_provider(overrides)
+    if provider is None:
+        raise LLMError(
+            "No language model is configured; set MEMORY_ENGINE['LLM'] = {'BASE_URL': ..., 'MODEL': ...}.",
+            code=LLM_NOT_CONFIGURED,
+        )
+    return provider

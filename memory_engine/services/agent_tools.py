@@ -1,0 +1,52 @@
+"""Tools an agent can call: ``agent_write_memory`` behind the ``write_memory`` tool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory_engine.exceptions import NotFound, ValidationFailed
+from memory_engine.models import Agent, Generation
+from memory_engine.models.memories import Mechanism, SourceType
+from memory_engine.services.memory_write import WriteResult, memory_write
+
+
+def agent_write_memory(
+    *,
+    agent: Agent,
+    content: str,
+    principal: str,
+    tags: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+    about: dict[str, Any] | None = None,
+    generation_id: str | None = None,
+    judge: Any = None,
+) -> WriteResult:
+    """Write a fact into the agent's write store (mechanism ``tool``) on the store's
+    thresholds; ``generation_id`` names the turn the tool was called in and must be
+    one of this agent's generations."""
+    store = agent.write_memory_store
+    if store is None:
+        raise ValidationFailed(
+            f"Agent {agent.name} has no write memory store; set its write_memory_store_id first.",
+            code="NO_WRITE_MEMORY_STORE", details={"agent_id": agent.pk},
+        )
+    if generation_id:
+        generation = Generation.objects.filter(pk=generation_id, project_id=agent.project_id).first()
+        if generation is None:
+            raise NotFound("No generation with this id exists in your project.", code="GENERATION_NOT_FOUND",
+                           details={"generation_id": generation_id})
+        if generation.agent_id != agent.pk:
+            raise ValidationFailed("The generation belongs to another agent.", code="GENERATION_AGENT_MISMATCH",
+                                   details={"generation_id": generation_id, "agent_id": agent.pk})
+    return memory_write(
+        store=store,
+        content=content,
+        principal=principal,
+        mechanism=Mechanism.TOOL,
+        tags=tags,
+        metadata=metadata,
+        about=about,
+        source_type=SourceType.CONVERSATION,
+        generation_id=generation_id or None,
+        judge=judge,
+    )

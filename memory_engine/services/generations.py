@@ -1,0 +1,103 @@
+"""Recording an agent's turns: ``record_generation`` and ``complete_generation``.
+
+Completing a generation (status ``completed`` or ``failed``) sends
+``memory_engine.signals.generation_completed`` once the transaction commits; the
+memory-rule receiver only enqueues work, so completing stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from memory_engine.exceptions import Conflict, ValidationFailed
+from memory_engine.models import Agent, Generation, MemoryRule
+from memory_engine.models.agents import GenerationStatus
+from memory_engine.signals import generation_completed
+
+FINAL_STATUSES = (GenerationStatus.COMPLETED, GenerationStatus.FAILED)
+
+
+def validate_messages(messages: Any) -> list[dict[str, Any]]:
+    """OpenAI chat format: a list of ``{role, content}`` objects (content text, parts or null)."""
+    if messages is None:
+        return []
+    if not isinstance(messages, list):
+        raise ValidationFailed("`input_messages` must be a list of {role, content} objects.",
+                               details={"field": "input_messages"})
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ValidationFailed("Each input message must be an object with a string `role`.",
+                                   details={"field": "input_messages", "index": index})
+        content = message.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise ValidationFailed("A message's `content` must be a string, a list of parts or null.",
+                                   details={"field": "input_messages", "index": index})
+    return messages
+
+
+def _check_status(status: str) -> None:
+    if status not in FINAL_STATUSES:
+        raise ValidationFailed("`status` must be `completed` or `failed`.", details={"status": status})
+
+
+@transaction.atomic
+def record_generation(
+    *,
+    agent: Agent,
+    input_messages: list[dict[str, Any]] | None = None,
+    output: str | None = None,
+    status: str = GenerationStatus.RUNNING,
+    initiator: Generation | None = None,
+    started_by_rule: MemoryRule | None = None,
+) -> Generation:
+    """Record a turn of ``agent``; with a final ``status`` it is completed in the same call.
+
+    ``initiator`` is the generation that caused this one (a rule handler's generation
+    names the source turn); ``started_by_rule`` marks a rule handler's own turn, which
+    never fires rules.
+    """
+    if initiator is not None and initiator.project_id != agent.project_id:
+        raise ValidationFailed("The initiator belongs to another project.", code="GENERATION_NOT_FOUND")
+    if started_by_rule is not None and started_by_rule.store.project_id != agent.project_id:
+        raise ValidationFailed("The rule belongs to another project.", code="RULE_NOT_FOUND")
+    generation = Generation.objects.create(
+        project_id=agent.project_id,
+        agent=agent,
+        input_messages=validate_messages(input_messages),
+        output=output or "",
+        initiator=initiator,
+        started_by_rule=started_by_rule,
+    )
+    if status != GenerationStatus.RUNNING:
+        _check_status(status)
+        generation = complete_generation(generation=generation, output=output, status=status)
+    return generation
+
+
+@transaction.atomic
+def complete_generation(
+    *, generation: Generation, output: str | None = None, status: str = GenerationStatus.COMPLETED
+) -> Generation:
+    """Store the reply and final status; ``generation_completed`` is sent on commit.
+
+    A generation completes once: completing it again raises ``Conflict``
+    (GENERATION_ALREADY_COMPLETED).
+    """
+    _check_status(status)
+    updated = Generation.objects.filter(pk=generation.pk, status=GenerationStatus.RUNNING).update(
+        status=status,
+        output=output if output is not None else generation.output,
+        completed_at=timezone.now(),
+    )
+    if not updated:
+        raise Conflict("This generation is already completed.", code="GENERATION_ALREADY_COMPLETED",
+                       details={"generation_id": generation.pk})
+    generation.refresh_from_db()
+    generation_id = generation.pk
+    transaction.on_commit(
+        lambda: generation_completed.send(sender=Generation, generation_id=generation_id), robust=True
+    )
+    return generation

@@ -1,0 +1,458 @@
+"""Memory rules: when a generation completes, extract facts into a store.
+
+The ``generation_completed`` receiver (:func:`enqueue_memory_rules`) only looks up
+the matching rules and enqueues one django-q2 task per rule on commit, with ids.
+Each task calls :func:`memory_rule_fire`: build the transcript, run the handler
+(built-in LLM extractor, a Python callable, or an HTTP tool), write every candidate
+through the write funnel (mechanism ``rule``), and record the per-rule counts on
+``generation.extraction[rule_id] = {created, superseded, skipped, failed, error}``.
+
+A handler that raises, times out or answers nonsense contributes nothing and records
+its error; the turn itself is never blocked or failed. Generations made by a rule
+handler (``started_by_rule``), by an agent that handles a rule (``handler_config
+["agent_id"]``), or descending from such a generation through ``initiator`` fire no
+rules, so a handler that runs an agent cannot loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+from urllib.parse import urlparse
+
+from django.db import DatabaseError, transaction
+from django.db.models import Q
+from django.utils.module_loading import import_string
+
+from memory_engine.conf import engine_settings
+from memory_engine.exceptions import MemoryEngineError, RuleHandlerFailed, ValidationFailed
+from memory_engine.models import Generation, MemoryRule
+from memory_engine.models.agents import GenerationStatus
+from memory_engine.models.memories import Mechanism, SourceType
+from memory_engine.providers.http import ProviderHTTPError, post_json
+from memory_engine.providers.llm import require_llm_provider
+from memory_engine.services.memory_write import memory_write
+
+logger = logging.getLogger("memory_engine.rules")
+
+#: Names of the headers an ``http`` handler receives.
+SIGNATURE_HEADER = "X-Memory-Engine-Signature"
+TIMESTAMP_HEADER = "X-Memory-Engine-Timestamp"
+RULE_HEADER = "X-Memory-Engine-Rule"
+
+#: How far :func:`fires_rules` follows ``initiator`` links.
+MAX_INITIATOR_DEPTH = 32
+
+DEFAULT_PROMPT = """You extract durable memories from a conversation between a user and an AI assistant.
+
+Return the facts worth remembering in later conversations: stable facts about the user \
+(identity, preferences, constraints, circumstances, goals) and about the task or project \
+(decisions, requirements, names, dates, numbers). Write each fact as one short, \
+self-contained sentence in the third person ("The user prefers email over phone."). \
+Skip greetings, small talk, questions, the assistant's own suggestions, anything \
+temporary, and anything already marked as retrieved knowledge.
+
+Answer with a JSON array only, no prose. Each item is either a string or an object \
+{"content": "...", "tags": {"kind": "preference"}}. Return at most 20 items; return [] \
+when nothing is worth remembering."""
+
+_KNOWLEDGE_BLOCK = re.compile(r"<knowledge\b[^>]*>.*?</knowledge>", re.DOTALL | re.IGNORECASE)
+TRANSCRIPT_ROLES = ("user", "assistant")
+
+
+@dataclass
+class Fact:
+    """One candidate memory proposed by a handler."""
+
+    content: str
+    tags: dict[str, Any] = field(default_factory=dict)
+    about: dict[str, Any] | None = None
+
+
+def new_counts() -> dict[str, Any]:
+    return {"created": 0, "superseded": 0, "skipped": 0, "failed": 0, "error": None}
+
+
+def _error(code: str, message: str) -> dict[str, str]:
+    return {"code": code, "message": message[:500]}
+
+
+# --- transcript ---------------------------------------------------------------------------
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of an OpenAI-format message (string content or text parts)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            part.get("text", "") for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def build_transcript(generation: Generation, *, max_chars: int | None = None) -> str:
+    """``role: text`` blocks of the user and assistant messages plus the reply.
+
+    System and tool messages are left out, and so are injected ``<knowledge>`` blocks:
+    retrieved knowledge must not be extracted back into memory. Long transcripts keep
+    their end (the latest turns).
+    """
+    limit = int(max_chars or engine_settings.RULE_TRANSCRIPT_MAX_CHARS)
+    blocks = []
+    messages = [*(generation.input_messages or []), {"role": "assistant", "content": generation.output}]
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") not in TRANSCRIPT_ROLES:
+            continue
+        text = _KNOWLEDGE_BLOCK.sub("", message_text(message)).strip()
+        if text:
+            blocks.append(f"{message['role']}: {text}")
+    transcript = "\n\n".join(blocks)
+    if len(transcript) > limit:
+        transcript = "…" + transcript[-(limit - 1):]
+    return transcript
+
+
+# --- parsing --------------------------------------------------------------------------------
+
+def parse_fact_array(text: str) -> list[Any]:
+    """The JSON array between the first ``[`` and the last ``]`` of a model reply."""
+    start, end = text.find("["), text.rfind("]")
+    if start < 0 or end < start:
+        raise RuleHandlerFailed("The model's answer holds no JSON array.", code="UNPARSEABLE_RESPONSE",
+                                details={"answer": text[:200]})
+    try:
+        value = json.loads(text[start:end + 1])
+    except ValueError:
+        raise RuleHandlerFailed("The model's answer is not a valid JSON array.", code="UNPARSEABLE_RESPONSE",
+                                details={"answer": text[:200]}) from None
+    if not isinstance(value, list):
+        raise RuleHandlerFailed("The model's answer is not a JSON array.", code="UNPARSEABLE_RESPONSE")
+    return value
+
+
+def coerce_fact(item: Any) -> Fact | None:
+    """A string, ``{content, tags?, about?}`` or an object with ``.content``; else None."""
+    if isinstance(item, Fact):
+        return item if isinstance(item.content, str) and item.content.strip() else None
+    if isinstance(item, str):
+        return Fact(content=item) if item.strip() else None
+    if isinstance(item, dict):
+        content = item.get("content")
+    else:
+        content = getattr(item, "content", None)
+        item = {"content": content, "tags": getattr(item, "tags", None), "about": getattr(item, "about", None)}
+    if not isinstance(content, str) or not content.strip():
+        return None
+    tags = item.get("tags") if isinstance(item.get("tags"), dict) else {}
+    about = item.get("about") if isinstance(item.get("about"), dict) else None
+    return Fact(content=content, tags=tags, about=about)
+
+
+def coerce_facts(items: Iterable[Any]) -> tuple[list[Fact], int]:
+    """(valid facts capped at RULE_MAX_FACTS, number of unusable items)."""
+    facts: list[Fact] = []
+    invalid = 0
+    for item in items:
+        fact = coerce_fact(item)
+        if fact is None:
+            invalid += 1
+        else:
+            facts.append(fact)
+    cap = int(engine_settings.RULE_MAX_FACTS)
+    if len(facts) > cap:
+        logger.info("handler proposed %d facts; keeping the first %d", len(facts), cap)
+    return facts[:cap], invalid
+
+
+# --- handlers --------------------------------------------------------------------------------
+
+def builtin_handler(transcript: str, rule: MemoryRule, generation: Generation) -> list[Any]:
+    """A tool-less, temperature-0 completion parsed leniently as a JSON array."""
+    config = rule.handler_config or {}
+    provider = require_llm_provider(config.get("provider") or None)
+    reply = provider.complete(
+        [
+            {"role": "system", "content": config.get("prompt") or DEFAULT_PROMPT},
+            {"role": "user", "content": f"Conversation:\n\n{transcript}"},
+        ],
+        model=config.get("model") or None,
+        temperature=0.0,
+        max_tokens=config.get("max_tokens"),
+    )
+    return parse_fact_array(reply)
+
+
+def callable_handler(transcript: str, rule: MemoryRule, generation: Generation) -> list[Any]:
+    """``fn(transcript, rule, generation) -> list[Fact | str | dict]`` named by ``path``."""
+    path = (rule.handler_config or {}).get("path", "")
+    try:
+        fn = import_string(path)
+    except ImportError as exc:
+        raise RuleHandlerFailed(f"Cannot import {path!r}: {exc}", code="HANDLER_NOT_FOUND") from exc
+    result = fn(transcript, rule, generation)
+    if isinstance(result, dict):
+        result = result.get("facts")
+    if result is None:
+        return []
+    if not isinstance(result, (list, tuple)):
+        raise RuleHandlerFailed("The callable must return a list of facts.", code="HANDLER_BAD_RESPONSE")
+    return list(result)
+
+
+def sign_body(secret: str, timestamp: str, body: bytes) -> str:
+    """``sha256=<hex>`` HMAC of ``timestamp + "." + body`` with the rule's secret."""
+    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+def rule_payload(rule: MemoryRule) -> dict[str, Any]:
+    return {"id": rule.pk, "memory_store_id": rule.store_id, "on": rule.on, "handler_type": rule.handler_type}
+
+
+def generation_payload(generation: Generation) -> dict[str, Any]:
+    return {
+        "id": generation.pk,
+        "agent_id": generation.agent_id,
+        "status": generation.status,
+        "input_messages": generation.input_messages,
+        "output": generation.output,
+        "initiator_id": generation.initiator_id,
+        "created_at": generation.created_at.isoformat(),
+        "completed_at": generation.completed_at.isoformat() if generation.completed_at else None,
+    }
+
+
+def http_handler(transcript: str, rule: MemoryRule, generation: Generation) -> list[Any]:
+    """POST ``{transcript, rule, generation}`` (HMAC-signed when a secret is set); the
+    answer is ``{"facts": [...]}`` (a bare list is accepted too)."""
+    config = rule.handler_config or {}
+    url = config.get("url", "")
+    body = json.dumps(
+        {"transcript": transcript, "rule": rule_payload(rule), "generation": generation_payload(generation)},
+        ensure_ascii=False,
+    ).encode()
+    timestamp = str(int(time.time()))
+    headers = {"Content-Type": "application/json", TIMESTAMP_HEADER: timestamp, RULE_HEADER: rule.pk}
+    if config.get("secret"):
+        headers[SIGNATURE_HEADER] = sign_body(str(config["secret"]), timestamp, body)
+    timeout = float(config.get("timeout") or engine_settings.RULE_HANDLER_TIMEOUT)
+    retries = int(config.get("retries", engine_settings.HTTP_RETRIES))
+    try:
+        answer = post_json(url, {}, content=body, headers=headers, timeout=timeout, retries=retries)
+    except ProviderHTTPError as exc:
+        timed_out = exc.status is None and "timed out" in str(exc)
+        raise RuleHandlerFailed(str(exc), code="HANDLER_TIMEOUT" if timed_out else "HANDLER_HTTP_ERROR",
+                                details={"status": exc.status}) from exc
+    facts = answer.get("facts") if isinstance(answer, dict) else answer
+    if not isinstance(facts, list):
+        raise RuleHandlerFailed('The handler must answer {"facts": [...]}.', code="HANDLER_BAD_RESPONSE")
+    return facts
+
+
+Handler = Callable[[str, MemoryRule, Generation], list[Any]]
+HANDLERS: dict[str, Handler] = {
+    MemoryRule.HandlerType.BUILTIN: builtin_handler,
+    MemoryRule.HandlerType.CALLABLE: callable_handler,
+    MemoryRule.HandlerType.HTTP: http_handler,
+}
+
+
+# --- handler configuration ---------------------------------------------------------------------
+
+HANDLER_KEYS = {
+    MemoryRule.HandlerType.BUILTIN: {"prompt", "model", "provider", "max_tokens", "agent_id"},
+    MemoryRule.HandlerType.CALLABLE: {"path", "agent_id"},
+    MemoryRule.HandlerType.HTTP: {"url", "secret", "timeout", "retries", "agent_id"},
+}
+PROVIDER_KEYS = {"BASE_URL", "API_KEY", "MODEL", "TIMEOUT", "RETRIES"}
+
+
+def validate_rule_handler(*, handler_type: str, config: dict[str, Any], trusted: bool = False) -> dict[str, Any]:
+    """Check a handler's configuration; API callers (``trusted=False``) may only name
+    callables under ``RULE_CALLABLE_PREFIXES``. Returns the cleaned config."""
+    if handler_type not in HANDLERS:
+        raise ValidationFailed(f"Unknown handler type {handler_type!r}.", code="HANDLER_INVALID",
+                               details={"type": handler_type, "allowed": sorted(HANDLERS)})
+    config = {k: v for k, v in (config or {}).items() if v is not None}
+    unknown = set(config) - HANDLER_KEYS[handler_type]
+    if unknown:
+        raise ValidationFailed(f"Unknown keys for a {handler_type} handler: {', '.join(sorted(unknown))}.",
+                               code="HANDLER_INVALID", details={"unknown": sorted(unknown)})
+    for key in ("prompt", "model", "path", "url", "secret", "agent_id"):
+        if key in config and not isinstance(config[key], str):
+            raise ValidationFailed(f"`{key}` must be a string.", code="HANDLER_INVALID", details={"field": key})
+    for key in ("timeout", "max_tokens", "retries"):
+        if key in config and (isinstance(config[key], bool) or not isinstance(config[key], (int, float))
+                              or config[key] < 0):
+            raise ValidationFailed(f"`{key}` must be a non-negative number.", code="HANDLER_INVALID",
+                                   details={"field": key})
+    if handler_type == MemoryRule.HandlerType.BUILTIN and "provider" in config:
+        provider = config["provider"]
+        if not isinstance(provider, dict) or set(map(str.upper, provider)) - PROVIDER_KEYS:
+            raise ValidationFailed("`provider` must be an object with BASE_URL, API_KEY, MODEL, TIMEOUT, RETRIES.",
+                                   code="HANDLER_INVALID", details={"field": "provider"})
+        config["provider"] = {k.upper(): v for k, v in provider.items()}
+    if handler_type == MemoryRule.HandlerType.CALLABLE:
+        _validate_callable(config.get("path", ""), trusted=trusted)
+    if handler_type == MemoryRule.HandlerType.HTTP:
+        parsed = urlparse(config.get("url", ""))
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValidationFailed("`url` must be an http(s) URL.", code="HANDLER_INVALID", details={"field": "url"})
+    return config
+
+
+def _validate_callable(path: str, *, trusted: bool) -> None:
+    if not path:
+        raise ValidationFailed("A callable handler needs `path`.", code="HANDLER_INVALID", details={"field": "path"})
+    prefixes = tuple(engine_settings.RULE_CALLABLE_PREFIXES or ())
+    if not trusted and not any(path == p or path.startswith(p.rstrip(".") + ".") for p in prefixes):
+        raise ValidationFailed(
+            f"{path!r} is not under MEMORY_ENGINE['RULE_CALLABLE_PREFIXES']; ask an operator to allow it "
+            "or create the rule in the admin.",
+            code="CALLABLE_NOT_ALLOWED", details={"path": path, "allowed_prefixes": list(prefixes)},
+        )
+    try:
+        fn = import_string(path)
+    except ImportError as exc:
+        raise ValidationFailed(f"Cannot import {path!r}.", code="HANDLER_INVALID", details={"path": path}) from exc
+    if not callable(fn):
+        raise ValidationFailed(f"{path!r} is not callable.", code="HANDLER_INVALID", details={"path": path})
+
+
+# --- selection and loop prevention ---------------------------------------------------------------
+
+def handler_agent_ids(*, project_id: str) -> set[str]:
+    """Agents that handle a rule of the project (named in a rule's ``handler_config.agent_id``)."""
+    values = MemoryRule.objects.filter(
+        store__project_id=project_id, handler_config__has_key="agent_id"
+    ).values_list("handler_config__agent_id", flat=True)
+    return {v for v in values if isinstance(v, str)}
+
+
+def fires_rules(generation: Generation) -> bool:
+    """False for a rule handler's generation, a handler agent's generation, or any
+    generation initiated (directly or further up) by one."""
+    handler_agents = handler_agent_ids(project_id=generation.project_id)
+    current: Generation | None = generation
+    seen: set[str] = set()
+    for _ in range(MAX_INITIATOR_DEPTH):
+        if current is None or current.pk in seen:
+            return True
+        if current.started_by_rule_id or current.agent_id in handler_agents:
+            return False
+        seen.add(current.pk)
+        if current.initiator_id is None:
+            return True
+        current = Generation.objects.only("id", "agent_id", "initiator_id", "started_by_rule_id").filter(
+            pk=current.initiator_id
+        ).first()
+    return False  # an implausibly deep chain: refuse rather than risk a loop
+
+
+def matching_rule_ids(*, generation: Generation) -> list[str]:
+    """Enabled ``generation.completed`` rules of the generation's project that select its
+    agent (no source agents = every agent); none when the generation must not fire."""
+    if generation.status != GenerationStatus.COMPLETED or not fires_rules(generation):
+        return []
+    return list(
+        MemoryRule.objects.filter(
+            store__project_id=generation.project_id, enabled=True, on=MemoryRule.On.GENERATION_COMPLETED
+        )
+        .filter(Q(source_agents__isnull=True) | Q(source_agents=generation.agent_id))
+        .order_by("created_at", "id")
+        .values_list("id", flat=True)
+        .distinct()
+    )
+
+
+def enqueue_rule_firing(*, rule_id: str, generation_id: str) -> None:
+    from django_q.tasks import async_task
+
+    async_task("memory_engine.tasks.memory_rule_fire_task", rule_id, generation_id,
+               task_name=f"rule {rule_id} on {generation_id}", group="memory_rules")
+
+
+def enqueue_memory_rules(sender: Any, *, generation_id: str, **kwargs: Any) -> None:
+    """``generation_completed`` receiver: one task per matching rule, enqueued on commit."""
+    generation = Generation.objects.filter(pk=generation_id).only(
+        "id", "project_id", "agent_id", "status", "initiator_id", "started_by_rule_id"
+    ).first()
+    if generation is None:
+        return
+    for rule_id in matching_rule_ids(generation=generation):
+        transaction.on_commit(partial(enqueue_rule_firing, rule_id=rule_id, generation_id=generation_id))
+
+
+# --- firing --------------------------------------------------------------------------------------
+
+@transaction.atomic
+def record_rule_counts(*, generation_id: str, rule_id: str, counts: dict[str, Any]) -> None:
+    """Set ``extraction[rule_id]`` under a row lock: firings of several rules finish concurrently."""
+    generation = Generation.objects.select_for_update().only("id", "extraction").get(pk=generation_id)
+    extraction = dict(generation.extraction or {})
+    extraction[rule_id] = counts
+    Generation.objects.filter(pk=generation_id).update(extraction=extraction)
+
+
+def _run_handler(rule: MemoryRule, generation: Generation) -> tuple[list[Fact], int, dict[str, str] | None]:
+    """(facts, unusable items, error) — never raises for a handler's sake."""
+    try:
+        items = HANDLERS[rule.handler_type](build_transcript(generation), rule, generation)
+        facts, invalid = coerce_facts(items)
+    except MemoryEngineError as exc:  # LLMError, RuleHandlerFailed...
+        logger.warning("rule %s on %s: handler failed: %s %s", rule.pk, generation.pk, exc.code, exc.message)
+        return [], 0, _error(exc.code, exc.message)
+    except Exception as exc:  # a host callable may raise anything; the turn must not suffer
+        logger.exception("rule %s on %s: handler raised", rule.pk, generation.pk)
+        return [], 0, _error("HANDLER_FAILED", f"{exc.__class__.__name__}: {exc}")
+    error = _error("INVALID_FACTS", f"{invalid} item(s) were not a string or {{content, tags}}.") if invalid else None
+    return facts, invalid, error
+
+
+def memory_rule_fire(*, rule_id: str, generation_id: str) -> dict[str, Any] | None:
+    """Run one rule on one generation and record its counts; None when either is gone."""
+    rule = MemoryRule.objects.select_related("store").filter(pk=rule_id).first()
+    generation = Generation.objects.filter(pk=generation_id).first()
+    if rule is None or generation is None or rule.store.project_id != generation.project_id:
+        logger.info("rule firing skipped: rule %s or generation %s is gone", rule_id, generation_id)
+        return None
+    if not rule.enabled:
+        logger.info("rule firing skipped: rule %s was disabled", rule_id)
+        return None
+    counts = new_counts()
+    facts, counts["failed"], counts["error"] = _run_handler(rule, generation)
+    for fact in facts:
+        try:
+            result = memory_write(
+                store=rule.store,
+                content=fact.content,
+                tags=fact.tags,
+                about=fact.about,
+                principal=f"rule:{rule.pk}",
+                mechanism=Mechanism.RULE,
+                source_type=SourceType.CONVERSATION,
+                generation_id=generation.pk,
+                rule_id=rule.pk,
+            )
+        except MemoryEngineError as exc:  # QUOTA_EXCEEDED, CONTENT_TOO_LONG, ABOUT_REQUIRED...
+            counts["failed"] += 1
+            counts["error"] = counts["error"] or _error(exc.code, exc.message)
+        except DatabaseError as exc:
+            logger.exception("rule %s on %s: write failed", rule.pk, generation.pk)
+            counts["failed"] += 1
+            counts["error"] = counts["error"] or _error("WRITE_FAILED", f"{exc.__class__.__name__}: {exc}")
+        else:
+            counts[result.action] += 1
+    record_rule_counts(generation_id=generation.pk, rule_id=rule.pk, counts=counts)
+    logger.info("rule %s on %s: %s", rule.pk, generation.pk, counts)
+    return counts
