@@ -61,7 +61,14 @@ DEFAULTS: dict[str, Any] = {
     "PUBLIC_BASE_URL": None,
     # Read side.
     "KNOWLEDGE_TEXT_SEARCH_CONFIG": "simple",
+    # "and": websearch_to_tsquery as written (every term must match); "or": any term
+    # matches and ts_rank_cd orders by how many and how close (docs/retrieval.md).
+    "KNOWLEDGE_TEXT_SEARCH_OPERATOR": "and",
     "HNSW_EF_SEARCH": 100,
+    # Search scopes (valid memories / chunks) up to this size are ranked by an exact
+    # cosine scan; larger ones use HNSW with ef_search >= 2 * limit and fall back to
+    # the exact scan when post-filtering leaves fewer than `limit` rows.
+    "SEARCH_EXACT_SCAN_MAX": 10000,
     # HTTP providers.
     "HTTP_TIMEOUT": 30.0,
     "HTTP_RETRIES": 2,

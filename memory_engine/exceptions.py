@@ -171,3 +171,17 @@ class RuleHandlerFailed(MemoryEngineError):
 
     code = "HANDLER_FAILED"
     default_message = "The memory rule handler failed."
+
+
+class UnknownScope(MemoryEngineError):
+    """Ids that name no store/document of the caller's project (never says which exist elsewhere)."""
+
+    code = "UNKNOWN_SCOPE"
+    default_message = "Some memory_store_ids or document_ids do not exist in your project."
+
+
+class SearchParameterInvalid(MemoryEngineError):
+    """A search knob out of range; ``code`` names the knob (LIMIT_INVALID, RRF_K_INVALID, ...)."""
+
+    code = "SEARCH_PARAMETER_INVALID"
+    default_message = "A search parameter is out of range."

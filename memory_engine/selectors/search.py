@@ -1,0 +1,519 @@
+"""The one search function: a query becomes one ranked, cited result list.
+
+``knowledge_search`` serves ``POST /api/v1/knowledge/search``, agent push-injection and
+the ``search_knowledge`` tool alike (DESIGN.md, *Read side*):
+
+1. Sources from filters: documents when document_ids / document_paths / tags are given,
+   or when nothing scopes the search to memories (a bare query searches the project's
+   documents, never its memories); memories when memory_store_ids or tags are given.
+2. Per source a vector top-``limit`` (cosine over pgvector) and a full-text
+   top-``limit`` (``ts_rank_cd``), invalidated memories excluded, every row carrying its
+   cosine. All four lists come from one SQL statement (CTEs).
+3. ``min_similarity`` drops vector candidates before fusion (no refill).
+4. One ranking per channel: memories and chunks merged on the channel's own value.
+5. Reciprocal rank fusion, optional recency decay of memory results, cut to ``limit``.
+
+Without a query the read is deterministic: memories oldest first, then chunks in
+(document path, chunk_index) order.
+
+HNSW post-filtering (pgvector 0.6 has no iterative scans): a scope of at most
+``SEARCH_EXACT_SCAN_MAX`` rows is ranked by an exact scan; a larger one by HNSW with
+``hnsw.ef_search`` raised to at least twice the limit, and when the filtered index scan
+still returns fewer than ``limit`` rows the exact scan runs instead, so a search never
+silently returns fewer rows than exist.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+from psycopg.types.json import Jsonb
+
+from memory_engine.conf import engine_settings
+from memory_engine.exceptions import SearchParameterInvalid, UnknownScope, ValidationFailed
+from memory_engine.models import Chunk, Document, Memory, MemoryContent, MemoryStore, Project
+from memory_engine.providers.embeddings import EmbeddingError, require_embedding_provider
+
+logger = logging.getLogger("memory_engine.search")
+
+MAX_LIMIT = 100
+#: The text search config the generated ``search_vector`` columns were built with.
+COLUMN_TEXT_SEARCH_CONFIG = "simple"
+#: Longer queries are cut for the lexical channel (the embedder truncates on its own).
+MAX_LEXICAL_QUERY_CHARS = 4000
+
+DOCUMENT = "document"
+MEMORY = "memory"
+
+
+class Degraded:
+    """Reasons a search answered with less than both channels."""
+
+    EMBEDDING_UNAVAILABLE = "embedding_unavailable"
+    LEXICAL_UNAVAILABLE = "lexical_unavailable"
+
+
+@dataclass
+class SearchHit:
+    """One ranked result; ``score`` is fused (comparable only inside one answer)."""
+
+    source: str
+    id: str
+    text: str
+    score: float
+    similarity_score: float | None
+    ranks: dict[str, int | None]
+    tags: dict[str, Any] = field(default_factory=dict)
+    document_id: str | None = None
+    document_path: str | None = None
+    document_title: str | None = None
+    page: int | None = None
+    chunk_index: int | None = None
+    memory_store_id: str | None = None
+    memory_store_name: str | None = None
+    created_at: datetime | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SearchResult:
+    """What ``knowledge_search`` answers: ranked hits and why anything was left out."""
+
+    results: list[SearchHit]
+    degraded: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"results": [hit.as_dict() for hit in self.results], "degraded": list(self.degraded)}
+
+
+@dataclass
+class _Scope:
+    """The resolved sources of one search."""
+
+    project_id: str
+    store_ids: list[str] | None  # None: memories are not searched
+    search_documents: bool
+    document_ids: list[str] | None
+    path_patterns: list[str] | None
+    tags: dict[str, Any] | None
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "project": self.project_id,
+            "store_ids": self.store_ids or [],
+            "doc_ids": self.document_ids or [],
+            "path_patterns": self.path_patterns or [],
+            "tags": Jsonb(self.tags) if self.tags else None,
+        }
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_number(name: str, value: Any, code: str, *, low: float | None, high: float | None,
+                   integer: bool = False, low_open: bool = False) -> None:
+    bad = isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int))
+    if not bad and isinstance(value, float) and not math.isfinite(value):
+        bad = True
+    if not bad:
+        bad = (low is not None and (value <= low if low_open else value < low)) or (high is not None and value > high)
+    if bad:
+        bounds = {"min": low, "max": high, "exclusive_min": low_open}
+        raise SearchParameterInvalid(f"`{name}` is out of range.", code=code,
+                                     details={name: value if isinstance(value, (int, float, str)) else repr(value),
+                                              **bounds})
+
+
+def validate_search_knobs(*, limit: Any, rrf_k: Any, min_similarity: Any, recency_half_life_days: Any) -> None:
+    """400 with a specific code for each knob out of range."""
+    _check_number("limit", limit, "LIMIT_INVALID", low=1, high=MAX_LIMIT, integer=True)
+    _check_number("rrf_k", rrf_k, "RRF_K_INVALID", low=0, high=None, low_open=True)
+    if min_similarity is not None:
+        _check_number("min_similarity", min_similarity, "MIN_SIMILARITY_INVALID", low=-1, high=1)
+    _check_number("recency_half_life_days", recency_half_life_days, "HALF_LIFE_INVALID", low=0, high=None)
+
+
+def _string_list(name: str, value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set)) or not all(
+        isinstance(v, str) for v in value
+    ):
+        raise ValidationFailed(f"`{name}` must be a list of strings.", details={"field": name})
+    return list(dict.fromkeys(value))
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def resolve_scope(
+    *,
+    project: Project,
+    query: str | None,
+    memory_store_ids: list[str] | None,
+    document_ids: list[str] | None,
+    document_paths: list[str] | None,
+    tags: dict[str, Any] | None,
+) -> _Scope:
+    """Which sources to search; unknown or foreign ids -> UNKNOWN_SCOPE naming them."""
+    store_ids = _string_list("memory_store_ids", memory_store_ids)
+    doc_ids = _string_list("document_ids", document_ids)
+    paths = _string_list("document_paths", document_paths)
+    if tags is not None and not isinstance(tags, dict):
+        raise ValidationFailed("`tags` must be a JSON object.", details={"field": "tags"})
+    unknown: dict[str, list[str]] = {}
+    if store_ids:
+        found = set(MemoryStore.objects.filter(project=project, pk__in=store_ids).values_list("pk", flat=True))
+        missing = [i for i in store_ids if i not in found]
+        if missing:
+            unknown["memory_store_ids"] = missing
+    if doc_ids:
+        found = set(Document.objects.filter(project=project, pk__in=doc_ids).values_list("pk", flat=True))
+        missing = [i for i in doc_ids if i not in found]
+        if missing:
+            unknown["document_ids"] = missing
+    if unknown:
+        names = ", ".join(i for ids in unknown.values() for i in ids)
+        raise UnknownScope(f"Not found in your project: {names}.", details=unknown)
+
+    tags = tags or None
+    memories = bool(store_ids) or tags is not None
+    if tags is not None and not store_ids:
+        store_ids = list(MemoryStore.objects.filter(project=project).values_list("pk", flat=True))
+    documents = bool(doc_ids) or bool(paths) or tags is not None or (query is not None and not memories)
+    return _Scope(
+        project_id=project.pk,
+        store_ids=store_ids if memories else None,
+        search_documents=documents,
+        document_ids=doc_ids or None,
+        path_patterns=[_like_prefix(p) for p in paths] if paths else None,
+        tags=tags,
+    )
+
+
+# --------------------------------------------------------------------------- SQL pieces
+
+MEM = Memory._meta.db_table
+CONTENT = MemoryContent._meta.db_table
+STORE = MemoryStore._meta.db_table
+CHUNK = Chunk._meta.db_table
+DOC = Document._meta.db_table
+
+
+def _memory_where(scope: _Scope) -> str:
+    where = "m.store_id = ANY(%(store_ids)s) AND m.invalidated_at IS NULL"
+    if scope.tags is not None:
+        where += " AND (m.tags @> %(tags)s OR s.tags @> %(tags)s)"
+    return where
+
+
+def _document_where(scope: _Scope) -> str:
+    where = "d.project_id = %(project)s"
+    alternatives = []
+    if scope.document_ids:
+        alternatives.append("d.id = ANY(%(doc_ids)s)")
+    if scope.path_patterns:
+        alternatives.append("d.path LIKE ANY(%(path_patterns)s)")
+    if alternatives:
+        where += " AND (" + " OR ".join(alternatives) + ")"
+    if scope.tags is not None:
+        where += " AND d.tags @> %(tags)s"
+    return where
+
+
+def _tsquery_sql() -> str:
+    """The lexical query expression for the configured operator."""
+    operator = str(engine_settings.KNOWLEDGE_TEXT_SEARCH_OPERATOR).lower()
+    if operator == "or":
+        # Any term: the query's own lexemes OR-ed (phrases and negation are ignored).
+        return (
+            "(SELECT coalesce(string_agg('''' || replace(replace(l, '\\', '\\\\'), '''', '''''') || '''',"
+            " ' | '), '')::tsquery FROM unnest(tsvector_to_array(to_tsvector(%(tsconfig)s::regconfig,"
+            " %(qtext)s))) AS l)"
+        )
+    return "websearch_to_tsquery(%(tsconfig)s::regconfig, %(qtext)s)"
+
+
+def _tsvector_sql(alias: str) -> str:
+    """The indexed generated column when the configs agree, else computed on the fly."""
+    if str(engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG) == COLUMN_TEXT_SEARCH_CONFIG:
+        return f"{alias}.search_vector"
+    return f"to_tsvector(%(tsconfig)s::regconfig, {alias}.text)"
+
+
+def _vector_cte(source: str, scope: _Scope, exact: bool) -> str:
+    order = "(x.embedding <=> %(qvec)s::vector) + 0" if exact else "x.embedding <=> %(qvec)s::vector"
+    if source == MEMORY:
+        return f"""
+        SELECT m.id AS id, x.embedding <=> %(qvec)s::vector AS dist
+        FROM {CONTENT} x
+        JOIN {MEM} m ON m.content_id = x.id
+        JOIN {STORE} s ON s.id = m.store_id
+        WHERE x.store_id = ANY(%(store_ids)s) AND x.embedding IS NOT NULL AND {_memory_where(scope)}
+        ORDER BY {order}
+        LIMIT %(k)s"""
+    return f"""
+        SELECT x.id AS id, x.embedding <=> %(qvec)s::vector AS dist
+        FROM {CHUNK} x
+        JOIN {DOC} d ON d.id = x.document_id
+        WHERE x.embedding IS NOT NULL AND {_document_where(scope)}
+        ORDER BY {order}
+        LIMIT %(k)s"""
+
+
+def _lexical_cte(source: str, scope: _Scope, with_vector: bool) -> str:
+    tsv = _tsvector_sql("x")
+    dist = "x.embedding <=> %(qvec)s::vector" if with_vector else "NULL::float8"
+    rank = f"ts_rank_cd({tsv}, (SELECT q FROM tsq))"
+    if source == MEMORY:
+        return f"""
+        SELECT m.id AS id, {rank} AS lex, {dist} AS dist
+        FROM {CONTENT} x
+        JOIN {MEM} m ON m.content_id = x.id
+        JOIN {STORE} s ON s.id = m.store_id
+        WHERE {tsv} @@ (SELECT q FROM tsq) AND x.store_id = ANY(%(store_ids)s) AND {_memory_where(scope)}
+        ORDER BY lex DESC, m.id
+        LIMIT %(k)s"""
+    return f"""
+        SELECT x.id AS id, {rank} AS lex, {dist} AS dist
+        FROM {CHUNK} x
+        JOIN {DOC} d ON d.id = x.document_id
+        WHERE {tsv} @@ (SELECT q FROM tsq) AND {_document_where(scope)}
+        ORDER BY lex DESC, x.id
+        LIMIT %(k)s"""
+
+
+def build_search_sql(scope: _Scope, *, vector: bool, lexical: bool, exact: dict[str, bool]) -> str:
+    """One statement: up to four candidate lists, ranked per channel, with display fields."""
+    sources = ([MEMORY] if scope.store_ids is not None else []) + ([DOCUMENT] if scope.search_documents else [])
+    ctes: list[str] = []
+    vec_parts: list[str] = []
+    lex_parts: list[str] = []
+    if lexical:
+        ctes.append(f"tsq AS (SELECT {_tsquery_sql()} AS q)")
+    for source in sources:
+        short = "m" if source == MEMORY else "c"
+        if vector:
+            ctes.append(f"{short}_vec AS ({_vector_cte(source, scope, exact[source])})")
+            vec_parts.append(f"SELECT '{source}'::text AS src, id, dist FROM {short}_vec")
+        if lexical:
+            ctes.append(f"{short}_lex AS ({_lexical_cte(source, scope, vector)})")
+            lex_parts.append(f"SELECT '{source}'::text AS src, id, lex, dist FROM {short}_lex")
+    parts = [f"SELECT src, id, dist, true AS v, NULL::float8 AS lex FROM ({p}) a" for p in vec_parts]
+    parts += [f"SELECT src, id, dist, false AS v, lex FROM ({p}) b" for p in lex_parts]
+    ctes.append(f"""cand AS (
+        SELECT src, id, min(dist) AS dist, bool_or(v) AS v, max(lex) AS lex
+        FROM ({' UNION ALL '.join(parts)}) u GROUP BY src, id)""")
+    return "WITH " + ",\n".join(ctes) + f"""
+    SELECT cand.src, cand.id, cand.dist, cand.v, cand.lex,
+           coalesce(mc.text, ch.text), coalesce(mm.tags, d.tags),
+           d.id, d.path, d.title, ch.page, ch.chunk_index, ms.id, ms.name, mm.created_at
+    FROM cand
+    LEFT JOIN {MEM} mm ON cand.src = '{MEMORY}' AND mm.id = cand.id
+    LEFT JOIN {CONTENT} mc ON mc.id = mm.content_id
+    LEFT JOIN {STORE} ms ON ms.id = mm.store_id
+    LEFT JOIN {CHUNK} ch ON cand.src = '{DOCUMENT}' AND ch.id = cand.id
+    LEFT JOIN {DOC} d ON d.id = ch.document_id"""
+
+
+def _scope_sizes(cursor: Any, scope: _Scope, cap: int) -> dict[str, int]:
+    """Rows each vector channel would rank, counted up to ``cap`` (index-only scans)."""
+    parts = []
+    if scope.store_ids is not None:
+        parts.append(f"""(SELECT count(*) FROM (SELECT 1 FROM {MEM} m JOIN {STORE} s ON s.id = m.store_id
+                      WHERE {_memory_where(scope)} LIMIT %(cap)s) a) AS memory""")
+    if scope.search_documents:
+        parts.append(f"""(SELECT count(*) FROM (SELECT 1 FROM {CHUNK} x JOIN {DOC} d ON d.id = x.document_id
+                      WHERE {_document_where(scope)} LIMIT %(cap)s) b) AS document""")
+    if not parts:
+        return {}
+    cursor.execute("SELECT " + ", ".join(parts), {**scope.params(), "cap": cap})
+    row = cursor.fetchone()
+    names = ([MEMORY] if scope.store_ids is not None else []) + ([DOCUMENT] if scope.search_documents else [])
+    return dict(zip(names, row, strict=True))
+
+
+# --------------------------------------------------------------------------- the function
+
+
+def knowledge_search(
+    *,
+    project: Project,
+    query: str | None = None,
+    memory_store_ids: list[str] | None = None,
+    document_ids: list[str] | None = None,
+    document_paths: list[str] | None = None,
+    tags: dict[str, Any] | None = None,
+    min_similarity: float | None = None,
+    rrf_k: float = 60,
+    recency_half_life_days: float = 0,
+    limit: int = 10,
+) -> SearchResult:
+    """Search the project's memories and documents; see the module docstring for the algorithm.
+
+    Raises SearchParameterInvalid (400) for knobs out of range, UnknownScope (400) for
+    ids outside the project, EmbeddingNotConfigured (503) when a query needs a vector
+    and no provider is configured. A failing embedder or lexical channel degrades.
+    """
+    validate_search_knobs(limit=limit, rrf_k=rrf_k, min_similarity=min_similarity,
+                          recency_half_life_days=recency_half_life_days)
+    if query is not None and not isinstance(query, str):
+        raise ValidationFailed("`query` must be a string.", details={"field": "query"})
+    if query is not None:
+        query = query.replace("\x00", " ").strip() or None
+    scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
+                          document_ids=document_ids, document_paths=document_paths, tags=tags)
+    if scope.store_ids is None and not scope.search_documents:
+        return SearchResult(results=[])
+    if query is None:
+        return SearchResult(results=_ordered_read(scope, limit))
+
+    timings: dict[str, float] = {}
+    degraded: list[str] = []
+    provider = require_embedding_provider()
+    started = time.perf_counter()
+    qvec: list[float] | None
+    try:
+        qvec = provider.embed_query(query)
+    except EmbeddingError as exc:
+        logger.warning("query embedding failed; searching lexically only: %s", exc)
+        qvec, degraded = None, [Degraded.EMBEDDING_UNAVAILABLE]
+    timings["embedding_ms"] = (time.perf_counter() - started) * 1000
+
+    started = time.perf_counter()
+    rows = _run(scope, query, qvec, limit, min_similarity, degraded)
+    hits = _fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=limit, min_similarity=min_similarity)
+    timings["search_ms"] = (time.perf_counter() - started) * 1000
+    return SearchResult(results=hits, degraded=degraded, timings=timings)
+
+
+def _run(scope: _Scope, query: str, qvec: list[float] | None, limit: int,
+         min_similarity: float | None, degraded: list[str]) -> list[tuple[Any, ...]]:
+    from memory_engine.services.memory_write import vector_literal
+
+    params = {
+        **scope.params(),
+        "qvec": vector_literal(qvec) if qvec is not None else None,
+        "qtext": query[:MAX_LEXICAL_QUERY_CHARS],
+        "tsconfig": str(engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG),
+        "k": limit,
+    }
+    cap = int(engine_settings.SEARCH_EXACT_SCAN_MAX)
+    with transaction.atomic(), connection.cursor() as cursor:
+        exact = {MEMORY: True, DOCUMENT: True}
+        if qvec is not None:
+            sizes = _scope_sizes(cursor, scope, cap + 1)
+            exact = {source: sizes.get(source, 0) <= cap for source in exact}
+            if not all(exact.values()):
+                ef = min(1000, max(int(engine_settings.HNSW_EF_SEARCH), 2 * limit))
+                cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef)])
+        lexical = True
+        try:
+            with transaction.atomic():
+                rows = _execute(cursor, scope, params, vector=qvec is not None, lexical=True, exact=exact)
+        except DatabaseError as exc:
+            if qvec is None:
+                raise
+            logger.warning("lexical channel failed; answering from vectors only: %s", exc)
+            degraded.append(Degraded.LEXICAL_UNAVAILABLE)
+            lexical = False
+            rows = _execute(cursor, scope, params, vector=True, lexical=False, exact=exact)
+        if qvec is not None and not all(exact.values()):
+            short = _short_hnsw_sources(rows, exact, limit)
+            if short:
+                # Post-filtering left fewer rows than asked: rank those sources exactly.
+                exact = {source: exact[source] or source in short for source in exact}
+                rows = _execute(cursor, scope, params, vector=True, lexical=lexical, exact=exact)
+    return rows
+
+
+def _execute(cursor: Any, scope: _Scope, params: dict[str, Any], *, vector: bool, lexical: bool,
+             exact: dict[str, bool]) -> list[tuple[Any, ...]]:
+    cursor.execute(build_search_sql(scope, vector=vector, lexical=lexical, exact=exact), params)
+    return cursor.fetchall()
+
+
+def _short_hnsw_sources(rows: list[tuple[Any, ...]], exact: dict[str, bool], limit: int) -> set[str]:
+    """HNSW sources whose vector list (before min_similarity) came back shorter than ``limit``."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row[3]:
+            counts[row[0]] = counts.get(row[0], 0) + 1
+    return {source for source, is_exact in exact.items() if not is_exact and counts.get(source, 0) < limit}
+
+
+def _channel_ranks(rows: list[tuple[Any, ...]], min_similarity: float | None) -> tuple[dict, dict]:
+    """One ranking per channel, memories and chunks merged on the channel's own value."""
+    vector = [r for r in rows if r[3] and (min_similarity is None or 1.0 - r[2] >= min_similarity)]
+    vector.sort(key=lambda r: (r[2], r[1]))
+    lexical = [r for r in rows if r[4] is not None]
+    lexical.sort(key=lambda r: (-r[4], r[1]))
+    return ({(r[0], r[1]): i for i, r in enumerate(vector, 1)},
+            {(r[0], r[1]): i for i, r in enumerate(lexical, 1)})
+
+
+def _fuse(rows: list[tuple[Any, ...]], *, rrf_k: float, half_life: float, limit: int,
+          min_similarity: float | None) -> list[SearchHit]:
+    now = timezone.now()
+    vector_ranks, lexical_ranks = _channel_ranks(rows, min_similarity)
+    hits = []
+    for (src, pk, dist, _v, _lex, text, tags, doc_id, path, title, page, chunk_index,
+         store_id, store_name, created_at) in rows:
+        vrank, lrank = vector_ranks.get((src, pk)), lexical_ranks.get((src, pk))
+        if vrank is None and lrank is None:
+            continue  # a vector candidate below min_similarity
+        score = sum(1.0 / (rrf_k + rank) for rank in (vrank, lrank) if rank is not None)
+        if half_life and src == MEMORY and created_at is not None:
+            age_days = max(0.0, (now - created_at).total_seconds() / 86400.0)
+            score *= 0.5 ** (age_days / half_life)
+        hits.append(SearchHit(
+            source=src, id=pk, text=text, score=score,
+            similarity_score=None if dist is None else 1.0 - float(dist),
+            ranks={"vector": vrank, "lexical": lrank}, tags=tags or {},
+            document_id=doc_id, document_path=path, document_title=title, page=page,
+            chunk_index=chunk_index, memory_store_id=store_id, memory_store_name=store_name,
+            created_at=created_at,
+        ))
+    hits.sort(key=lambda h: (-h.score, h.ranks["vector"] or 1 << 30, h.ranks["lexical"] or 1 << 30, h.id))
+    return hits[:limit]
+
+
+def _ordered_read(scope: _Scope, limit: int) -> list[SearchHit]:
+    """No query: memories oldest first, then chunks by document path and chunk_index."""
+    parts = []
+    if scope.store_ids is not None:
+        parts.append(f"""(SELECT 0 AS part, m.id, mc.text, m.tags, NULL::varchar AS doc_id, NULL::varchar AS path,
+                NULL::varchar AS title, NULL::int AS page, NULL::int AS chunk_index, s.id AS store_id,
+                s.name AS store_name, m.created_at, m.created_at AS k1, NULL::varchar AS k2, 0 AS k3
+            FROM {MEM} m JOIN {CONTENT} mc ON mc.id = m.content_id JOIN {STORE} s ON s.id = m.store_id
+            WHERE {_memory_where(scope)} ORDER BY m.created_at, m.id LIMIT %(k)s)""")
+    if scope.search_documents:
+        parts.append(f"""(SELECT 1, x.id, x.text, d.tags, d.id, d.path, d.title, x.page, x.chunk_index,
+                NULL, NULL, NULL::timestamptz, NULL::timestamptz, d.path, x.chunk_index
+            FROM {CHUNK} x JOIN {DOC} d ON d.id = x.document_id
+            WHERE {_document_where(scope)} ORDER BY d.path, x.chunk_index LIMIT %(k)s)""")
+    sql = "SELECT * FROM (" + " UNION ALL ".join(parts) + ") u ORDER BY 1, 13, 14, 15, 2 LIMIT %(k)s"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {**scope.params(), "k": limit})
+        rows = cursor.fetchall()
+    return [
+        SearchHit(
+            source=MEMORY if part == 0 else DOCUMENT, id=pk, text=text, score=0.0, similarity_score=None,
+            ranks={"vector": None, "lexical": None}, tags=tags or {}, document_id=doc_id, document_path=path,
+            document_title=title, page=page, chunk_index=chunk_index, memory_store_id=store_id,
+            memory_store_name=store_name, created_at=created_at,
+        )
+        for (part, pk, text, tags, doc_id, path, title, page, chunk_index, store_id, store_name, created_at,
+             *_keys) in rows
+    ]
