@@ -2,3 +2,4 @@
 "why was this fact retired?" and "why is this PDF not searchable?"."""
 
 from . import memories, tenancy  # noqa: F401  (registers ModelAdmins)
+from . import rules  # noqa: F401  (memory rules and generations)

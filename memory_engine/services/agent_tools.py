@@ -25,7 +25,7 @@ def agent_write_memory(
     thresholds; ``generation_id`` names the turn the tool was called in and must be
     one of this agent's generations."""
     store = agent.write_memory_store
-    if store is None:
+    if store is None or store.project_id != agent.project_id:
         raise ValidationFailed(
             f"Agent {agent.name} has no write memory store; set its write_memory_store_id first.",
             code="NO_WRITE_MEMORY_STORE", details={"agent_id": agent.pk},

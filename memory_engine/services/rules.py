@@ -33,8 +33,8 @@ from django.db.models import Q
 from django.utils.module_loading import import_string
 
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import MemoryEngineError, RuleHandlerFailed, ValidationFailed
-from memory_engine.models import Generation, MemoryRule
+from memory_engine.exceptions import MemoryEngineError, NotFound, RuleHandlerFailed, ValidationFailed
+from memory_engine.models import Agent, Generation, MemoryRule, MemoryStore
 from memory_engine.models.agents import GenerationStatus
 from memory_engine.models.memories import Mechanism, SourceType
 from memory_engine.providers.http import ProviderHTTPError, post_json
@@ -456,3 +456,72 @@ def memory_rule_fire(*, rule_id: str, generation_id: str) -> dict[str, Any] | No
     record_rule_counts(generation_id=generation.pk, rule_id=rule.pk, counts=counts)
     logger.info("rule %s on %s: %s", rule.pk, generation.pk, counts)
     return counts
+
+
+# --- rule management -----------------------------------------------------------------------------
+
+def _project_agents(*, project_id: str, agent_ids: Iterable[str]) -> list[Agent]:
+    wanted = list(dict.fromkeys(agent_ids))
+    agents = list(Agent.objects.filter(project_id=project_id, pk__in=wanted))
+    missing = sorted(set(wanted) - {a.pk for a in agents})
+    if missing:
+        raise NotFound("Some agent ids do not exist in your project.", code="AGENT_NOT_FOUND",
+                       details={"agent_ids": missing})
+    return agents
+
+
+def _clean_handler(store: MemoryStore, handler_type: str, config: dict[str, Any], trusted: bool) -> dict[str, Any]:
+    config = validate_rule_handler(handler_type=handler_type, config=config, trusted=trusted)
+    if config.get("agent_id"):
+        _project_agents(project_id=store.project_id, agent_ids=[config["agent_id"]])
+    return config
+
+
+@transaction.atomic
+def memory_rule_create(
+    *,
+    store: MemoryStore,
+    handler_type: str,
+    handler_config: dict[str, Any] | None = None,
+    source_agent_ids: Iterable[str] = (),
+    enabled: bool = True,
+    on: str = MemoryRule.On.GENERATION_COMPLETED,
+    trusted: bool = False,
+) -> MemoryRule:
+    """A rule on ``store``; ``trusted`` (admins) may name any callable."""
+    config = _clean_handler(store, handler_type, handler_config or {}, trusted)
+    agents = _project_agents(project_id=store.project_id, agent_ids=source_agent_ids)
+    rule = MemoryRule.objects.create(store=store, on=on, enabled=enabled, handler_type=handler_type,
+                                     handler_config=config)
+    rule.source_agents.set(agents)
+    return rule
+
+
+@transaction.atomic
+def memory_rule_update(
+    *,
+    rule: MemoryRule,
+    handler_type: str | None = None,
+    handler_config: dict[str, Any] | None = None,
+    source_agent_ids: Iterable[str] | None = None,
+    enabled: bool | None = None,
+    on: str | None = None,
+    trusted: bool = False,
+) -> MemoryRule:
+    """Change what is given; a new handler of the same type keeps its secret when none is sent."""
+    if handler_type is not None or handler_config is not None:
+        new_type = handler_type or rule.handler_type
+        config = dict(handler_config or {})
+        old = rule.handler_config or {}
+        if new_type == rule.handler_type and "secret" in old and "secret" not in config:
+            config["secret"] = old["secret"]
+        rule.handler_type = new_type
+        rule.handler_config = _clean_handler(rule.store, new_type, config, trusted)
+    if enabled is not None:
+        rule.enabled = enabled
+    if on is not None:
+        rule.on = on
+    rule.save()
+    if source_agent_ids is not None:
+        rule.source_agents.set(_project_agents(project_id=rule.store.project_id, agent_ids=source_agent_ids))
+    return rule

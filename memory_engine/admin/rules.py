@@ -1,0 +1,144 @@
+"""Admin for memory rules and generations: per-rule counts and handler errors at a glance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
+
+from memory_engine.exceptions import MemoryEngineError
+from memory_engine.models import Generation, MemoryRule
+from memory_engine.services.rules import enqueue_rule_firing, matching_rule_ids, validate_rule_handler
+
+from .memories import admin_link
+
+COUNT_KEYS = ("created", "superseded", "skipped", "failed")
+
+
+class MemoryRuleForm(forms.ModelForm):
+    class Meta:
+        model = MemoryRule
+        fields = ["store", "on", "enabled", "source_agents", "handler_type", "handler_config"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        store = data.get("store")
+        agents = data.get("source_agents")
+        if store is not None and agents and any(a.project_id != store.project_id for a in agents):
+            raise ValidationError("Source agents must belong to the store's project.")
+        try:
+            # Staff may name any callable; API callers are limited to RULE_CALLABLE_PREFIXES.
+            data["handler_config"] = validate_rule_handler(
+                handler_type=data.get("handler_type", ""), config=data.get("handler_config") or {}, trusted=True
+            )
+        except MemoryEngineError as exc:
+            raise ValidationError(f"{exc.code}: {exc.message}") from exc
+        return data
+
+
+@admin.register(MemoryRule)
+class MemoryRuleAdmin(admin.ModelAdmin):
+    form = MemoryRuleForm
+    list_display = ["id", "store", "handler_type", "enabled", "on", "agents", "created_at"]
+    list_filter = ["enabled", "handler_type", "store__project"]
+    search_fields = ["id", "store__name"]
+    list_select_related = ["store"]
+    filter_horizontal = ["source_agents"]
+    readonly_fields = ["id", "created_at"]
+
+    @admin.display(description="source agents")
+    def agents(self, obj: MemoryRule) -> str:
+        names = [a.name for a in obj.source_agents.all()]
+        return ", ".join(names) if names else "all agents"
+
+    def get_queryset(self, request: Any) -> Any:
+        return super().get_queryset(request).prefetch_related("source_agents")
+
+
+class ExtractionErrorFilter(admin.SimpleListFilter):
+    title = "rule errors"
+    parameter_name = "rule_errors"
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "With a rule error"), ("llm", "LLM_NOT_CONFIGURED")]
+
+    def queryset(self, request: Any, queryset: Any) -> Any:
+        if self.value() == "yes":
+            return queryset.filter(extraction__icontains='"code"')
+        if self.value() == "llm":
+            return queryset.filter(extraction__icontains="LLM_NOT_CONFIGURED")
+        return queryset
+
+
+@admin.register(Generation)
+class GenerationAdmin(admin.ModelAdmin):
+    list_display = ["id", "agent", "project", "status", "rule_counts", "rule_errors", "created_at", "completed_at"]
+    list_filter = ["status", ExtractionErrorFilter, "project", "agent"]
+    search_fields = ["id", "agent__name", "output"]
+    list_select_related = ["agent", "project"]
+    date_hierarchy = "created_at"
+    readonly_fields = ["id", "project", "agent", "status", "initiator_link", "started_by_rule", "input_messages",
+                       "output", "extraction_table", "created_at", "completed_at"]
+    fields = readonly_fields
+    actions = ["fire_rules"]
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="initiator")
+    def initiator_link(self, obj: Generation) -> str:
+        return admin_link(obj.initiator)
+
+    @admin.display(description="rules: created/superseded/skipped/failed")
+    def rule_counts(self, obj: Generation) -> str:
+        entries = list((obj.extraction or {}).values())
+        if not entries:
+            return "-"
+        totals = [sum(int(e.get(k) or 0) for e in entries if isinstance(e, dict)) for k in COUNT_KEYS]
+        return f"{len(entries)} rule(s): " + "/".join(map(str, totals))
+
+    @admin.display(description="rule errors")
+    def rule_errors(self, obj: Generation) -> str:
+        codes = sorted({
+            e["error"].get("code", "?") for e in (obj.extraction or {}).values()
+            if isinstance(e, dict) and isinstance(e.get("error"), dict)
+        })
+        if not codes:
+            return "-"
+        return format_html('<strong style="color:#ba2121">{}</strong>', ", ".join(codes))
+
+    @admin.display(description="extraction (per rule)")
+    def extraction_table(self, obj: Generation) -> str:
+        extraction = obj.extraction or {}
+        if not extraction:
+            return "No rule has fired for this generation (yet)."
+        rules = {r.pk: r for r in MemoryRule.objects.filter(pk__in=list(extraction)).select_related("store")}
+        rows = []
+        for rule_id, entry in extraction.items():
+            entry = entry if isinstance(entry, dict) else {}
+            error = entry.get("error") if isinstance(entry.get("error"), dict) else None
+            rows.append((
+                admin_link(rules.get(rule_id), rule_id) if rule_id in rules else rule_id,
+                *(entry.get(k, 0) for k in COUNT_KEYS),
+                f"{error.get('code')}: {error.get('message')}" if error else "",
+            ))
+        header = "".join(f"<th>{h}</th>" for h in ("rule", *COUNT_KEYS, "error"))
+        body = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                                rows)
+        return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", mark_safe(header), body)
+
+    @admin.action(description="Run the matching memory rules again (in the background)")
+    def fire_rules(self, request: Any, queryset: Any) -> None:
+        enqueued = 0
+        for generation in queryset:
+            for rule_id in matching_rule_ids(generation=generation):
+                enqueue_rule_firing(rule_id=rule_id, generation_id=generation.pk)
+                enqueued += 1
+        self.message_user(request, f"Enqueued {enqueued} rule firing(s).", messages.SUCCESS)

@@ -1,0 +1,188 @@
+"""Generations (an agent's recorded turns) and the agent's ``write_memory`` tool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory_engine.exceptions import NotFound, ValidationFailed
+from memory_engine.models import Agent, Generation, MemoryAssertion, MemoryRule
+from memory_engine.models.agents import GenerationStatus
+from memory_engine.services.agent_tools import agent_write_memory
+from memory_engine.services.generations import complete_generation, record_generation
+
+from . import serializers as s
+from .fields import JSONObjectField
+from .scoping import ProjectScopedMixin
+from .views import ERRORS, _api_judge
+
+
+class GenerationSerializer(serializers.ModelSerializer):
+    agent_id = serializers.CharField(read_only=True)
+    initiator_id = serializers.CharField(read_only=True, allow_null=True)
+    started_by_rule_id = serializers.CharField(read_only=True, allow_null=True)
+    extraction = serializers.DictField(
+        read_only=True, help_text="Per rule id: {created, superseded, skipped, failed, error}."
+    )
+
+    class Meta:
+        model = Generation
+        fields = ["id", "agent_id", "input_messages", "output", "status", "initiator_id", "started_by_rule_id",
+                  "extraction", "created_at", "completed_at"]
+        read_only_fields = fields
+
+
+class GenerationCreateSerializer(serializers.Serializer):
+    agent_id = serializers.CharField(max_length=40)
+    input_messages = serializers.JSONField(default=list, help_text="OpenAI chat format: [{role, content}].")
+    output = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    status = serializers.ChoiceField(choices=GenerationStatus.choices, default=GenerationStatus.RUNNING)
+    initiator_id = serializers.CharField(required=False, allow_null=True, max_length=40)
+    started_by_rule_id = serializers.CharField(
+        required=False, allow_null=True, max_length=40,
+        help_text="Set by a rule handler recording its own turn; such generations fire no rules.",
+    )
+
+
+class GenerationCompleteSerializer(serializers.Serializer):
+    output = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    # The full status set (one enum in the schema); `running` is refused by the service.
+    status = serializers.ChoiceField(choices=GenerationStatus.choices, default=GenerationStatus.COMPLETED,
+                                     help_text="`completed` or `failed`.")
+
+
+class GenerationFilter(django_filters.FilterSet):
+    agent_id = django_filters.CharFilter(field_name="agent_id")
+    status = django_filters.ChoiceFilter(choices=GenerationStatus.choices)
+
+    class Meta:
+        model = Generation
+        fields = ["agent_id", "status"]
+
+
+def project_agent(project: Any, agent_id: str) -> Agent:
+    agent = Agent.objects.filter(project=project, pk=agent_id).select_related("write_memory_store").first()
+    if agent is None:
+        raise NotFound("No agent with this id exists in your project.", code="AGENT_NOT_FOUND",
+                       details={"agent_id": agent_id})
+    return agent
+
+
+@extend_schema_view(
+    list=extend_schema(responses={200: GenerationSerializer(many=True), **ERRORS}),
+    retrieve=extend_schema(responses={200: GenerationSerializer, **ERRORS}),
+)
+class GenerationViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                        viewsets.GenericViewSet):
+    """Record an agent's turns; completing one fires the matching memory rules in the background."""
+
+    queryset = Generation.objects.none()  # schema generation only; get_queryset scopes by project
+    serializer_class = GenerationSerializer
+    filterset_class = GenerationFilter
+
+    def get_queryset(self) -> QuerySet[Generation]:
+        return Generation.objects.filter(project=self.project).order_by("-created_at", "-id")
+
+    @extend_schema(request=GenerationCreateSerializer, responses={201: GenerationSerializer, **ERRORS})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = GenerationCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        agent = project_agent(self.project, data["agent_id"])
+        initiator = None
+        if data.get("initiator_id"):
+            initiator = Generation.objects.filter(project=self.project, pk=data["initiator_id"]).first()
+            if initiator is None:
+                raise NotFound("No generation with this id exists in your project.", code="GENERATION_NOT_FOUND",
+                               details={"initiator_id": data["initiator_id"]})
+        rule = None
+        if data.get("started_by_rule_id"):
+            rule = MemoryRule.objects.filter(store__project=self.project, pk=data["started_by_rule_id"]).first()
+            if rule is None:
+                raise NotFound("No memory rule with this id exists in your project.", code="RULE_NOT_FOUND",
+                               details={"started_by_rule_id": data["started_by_rule_id"]})
+        generation = record_generation(
+            agent=agent, input_messages=data["input_messages"], output=data.get("output"),
+            status=data["status"], initiator=initiator, started_by_rule=rule,
+        )
+        return Response(GenerationSerializer(generation).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=GenerationCompleteSerializer,
+        responses={200: GenerationSerializer, 409: OpenApiResponse(s.ErrorSerializer, "Already completed"),
+                   **ERRORS},
+    )
+    @action(detail=True, methods=["post"], filterset_class=None)
+    def complete(self, request: Request, pk: str | None = None) -> Response:
+        """Store the reply and final status; matching memory rules run afterwards in a worker."""
+        generation = self.get_object()
+        serializer = GenerationCompleteSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        generation = complete_generation(generation=generation, **serializer.validated_data)
+        return Response(GenerationSerializer(generation).data)
+
+    @extend_schema(responses={200: s.MemoryAssertionSerializer(many=True), **ERRORS}, filters=False)
+    @action(detail=True, methods=["get"], url_path="memory-assertions", filterset_class=None)
+    def memory_assertions(self, request: Request, pk: str | None = None) -> Response:
+        """The ledger rows written in this turn: by its rules and by the agent's write_memory tool."""
+        generation = self.get_object()
+        queryset = MemoryAssertion.objects.filter(
+            generation_id=generation.pk, store__project=self.project
+        ).order_by("created_at", "id")
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(s.MemoryAssertionSerializer(page, many=True).data)
+
+
+class WriteMemoryToolSerializer(serializers.Serializer):
+    content = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    tags = JSONObjectField(required=False)
+    metadata = JSONObjectField(required=False)
+    about = s.AboutSerializer(required=False, allow_null=True)
+    generation_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=40)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        given = sorted({"duplicate_threshold", "supersede_threshold"} & set(self.initial_data or {}))
+        if given:
+            raise ValidationFailed("The write_memory tool writes on the store's thresholds only.",
+                                   code="THRESHOLDS_NOT_ALLOWED", details={"fields": given})
+        return attrs
+
+
+class WriteMemoryToolView(ProjectScopedMixin, APIView):
+    """The agent's ``write_memory`` tool: one fact into the agent's write memory store."""
+
+    @extend_schema(
+        request=WriteMemoryToolSerializer,
+        responses={
+            201: OpenApiResponse(s.MemoryWriteResultSerializer, description="created or superseded"),
+            200: OpenApiResponse(s.MemoryWriteResultSerializer, description="skipped (a duplicate)"),
+            429: OpenApiResponse(s.ErrorSerializer, description="Quota exceeded"),
+            **ERRORS,
+        },
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        agent = project_agent(self.project, agent_id)
+        serializer = WriteMemoryToolSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        store = agent.write_memory_store
+        result = agent_write_memory(
+            agent=agent,
+            content=data["content"],
+            tags=data.get("tags"),
+            metadata=data.get("metadata"),
+            about=data.get("about"),
+            generation_id=data.get("generation_id") or None,
+            principal=self.principal,
+            judge=_api_judge(store) if store is not None else None,
+        )
+        code = status.HTTP_200_OK if result.action == "skipped" else status.HTTP_201_CREATED
+        return Response(s.write_result_data(result), status=code)
