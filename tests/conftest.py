@@ -94,16 +94,26 @@ def no_embedder(settings: Any) -> None:
 
 
 @pytest.fixture
-def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[subprocess.Popen]:
+def qcluster_env() -> dict[str, str]:
+    """Extra environment for the qcluster worker; override this fixture in a test module
+    (e.g. MEMORY_ENGINE_EMBEDDING_PROVIDER, MEMORY_ENGINE_LLM_BASE_URL, Q_WORKERS)."""
+    return {}
+
+
+@pytest.fixture
+def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch,
+             qcluster_env: dict[str, str]) -> Iterator[subprocess.Popen]:
     """A real django-q2 worker (`manage.py qcluster`) on the test database.
 
-    Tests using it must commit their data (they get ``transactional_db``).
+    Tests using it must commit their data (they get ``transactional_db``). The worker
+    reads example_project/settings.py and the environment, plus ``qcluster_env``.
     """
     from django_q.conf import Conf
 
     monkeypatch.setattr(Conf, "SYNC", False)
     env = dict(os.environ, MEMORY_ENGINE_DB_NAME=connection.settings_dict["NAME"], Q_WORKERS="1",
                PYTHONUNBUFFERED="1")
+    env.update(qcluster_env)
     log = open(ROOT / ".pytest_cache" / "qcluster.log", "ab") if (ROOT / ".pytest_cache").is_dir() else None
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "manage.py"), "qcluster"], cwd=ROOT, env=env,
