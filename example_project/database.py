@@ -32,16 +32,16 @@ def database_from_url(url: str) -> dict[str, Any]:
 
 
 def embedded_database(data_dir: Path) -> dict[str, Any]:
-    try:
-        import pgserver
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise RuntimeError(
-            "DATABASE_URL is unset and the embedded PostgreSQL is not installed; "
-            "`pip install 'django-memory-engine[embedded]'` or set DATABASE_URL."
-        ) from exc
     data_dir.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on servers
+        try:
+            import pgserver
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise RuntimeError(
+                "DATABASE_URL is unset and the embedded PostgreSQL is not installed; "
+                "`pip install 'django-memory-engine[embedded]'` or set DATABASE_URL."
+            ) from exc
         server = pgserver.get_server(str(data_dir), cleanup_mode="stop")
     return database_from_url(server.get_uri())
 

@@ -25,6 +25,15 @@ class JSONObjectField(serializers.JSONField):
         return value
 
 
+class StrictCharField(serializers.CharField):
+    """A CharField that refuses numbers and booleans instead of stringifying them."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        return super().to_internal_value(data)
+
+
 def parse_tags_param(raw: str | None) -> dict[str, Any] | None:
     """``?tags={"team": "a"}`` -> dict, or a clear 400."""
     if raw in (None, ""):

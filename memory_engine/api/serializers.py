@@ -9,7 +9,7 @@ from rest_framework import serializers
 from memory_engine.models import Memory, MemoryAssertion, MemoryStore
 from memory_engine.services.memory_write import validate_thresholds
 
-from .fields import JSONObjectField
+from .fields import JSONObjectField, StrictCharField
 
 
 class MemoryStoreSerializer(serializers.ModelSerializer):
@@ -44,7 +44,7 @@ class AboutSerializer(serializers.Serializer):
 
 class MemoryWriteSerializer(serializers.Serializer):
     memory_store_id = serializers.CharField(max_length=40)
-    content = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    content = StrictCharField(allow_blank=True, trim_whitespace=False)
     tags = JSONObjectField(required=False)
     metadata = JSONObjectField(required=False)
     duplicate_threshold = serializers.FloatField(required=False, allow_null=True)

@@ -92,6 +92,10 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
             "created_at", "id"
         )
 
+    def filter_queryset(self, queryset: QuerySet[Memory]) -> QuerySet[Memory]:
+        # List filters (valid-only by default) never hide a memory read or forgotten by id.
+        return super().filter_queryset(queryset) if self.action == "list" else queryset
+
     @extend_schema(
         request=s.MemoryWriteSerializer,
         responses={

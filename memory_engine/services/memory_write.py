@@ -135,10 +135,10 @@ def resolve_thresholds(
     """Request -> store -> settings default, then validated as a pair."""
     dup = duplicate if duplicate is not None else store.duplicate_threshold
     sup = supersede if supersede is not None else store.supersede_threshold
-    dup = float(dup if dup is not None else engine_settings.DUPLICATE_THRESHOLD)
-    sup = float(sup if sup is not None else engine_settings.SUPERSEDE_THRESHOLD)
+    dup = dup if dup is not None else engine_settings.DUPLICATE_THRESHOLD
+    sup = sup if sup is not None else engine_settings.SUPERSEDE_THRESHOLD
     validate_thresholds(dup, sup)
-    return dup, sup
+    return float(dup), float(sup)
 
 
 def vector_literal(vector: list[float]) -> str:

@@ -1,0 +1,61 @@
+"""manage.py memory_engine_apply FILE --project NAME — declarative stores and memories.
+
+FILE is YAML or JSON:
+
+    stores:
+      - name: support-facts
+        description: What every support agent must know
+        memories:
+          - Refunds are processed within 5 business days.
+          - content: The support line is open 9am to 5pm CET.
+            tags: {topic: hours}
+
+Idempotent: re-applying keeps what exists, creates what is new and retires declared
+memories that are no longer in the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from memory_engine.exceptions import MemoryEngineError
+from memory_engine.models import Project
+from memory_engine.services.formation import apply_declaration
+
+
+class Command(BaseCommand):
+    help = "Apply a YAML/JSON declaration of memory stores and their memories."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("file", help="Path to a .yaml, .yml or .json declaration.")
+        parser.add_argument("--project", required=True, help="Project name or id (created if missing).")
+
+    def handle(self, *args: Any, file: str, project: str, **options: Any) -> None:
+        path = Path(file)
+        if not path.is_file():
+            raise CommandError(f"{file}: no such file.")
+        try:
+            text = path.read_text(encoding="utf-8")
+            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise CommandError(f"{file}: cannot parse: {exc}") from exc
+        found = Project.objects.filter(pk=project).first() or Project.objects.filter(name=project).first()
+        if found is None:
+            found = Project.objects.create(name=project)
+        try:
+            report = apply_declaration(project=found, data=data)
+        except MemoryEngineError as exc:
+            raise CommandError(f"{exc.code}: {exc.message}") from exc
+        for name in report.stores_created:
+            self.stdout.write(f"store created: {name}")
+        for label, rows in (("created", report.created), ("kept", report.kept), ("retired", report.retired)):
+            for store, text in rows:
+                self.stdout.write(f"{label:<8} [{store}] {text[:100]}")
+        self.stdout.write(self.style.SUCCESS(
+            f"{len(report.created)} created, {len(report.kept)} kept, {len(report.retired)} retired."
+        ))

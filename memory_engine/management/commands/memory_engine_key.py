@@ -1,0 +1,59 @@
+"""manage.py memory_engine_key create|list|revoke — API keys from the command line.
+
+`create` prints the new key alone on stdout, so scripts can capture it:
+    KEY=$(python manage.py memory_engine_key create --project demo)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from memory_engine.models import ApiKey, Project
+from memory_engine.services.keys import api_key_create, api_key_revoke
+
+
+class Command(BaseCommand):
+    help = "Create, list or revoke API keys."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        create = sub.add_parser("create", help="Create a key; prints the secret once.")
+        create.add_argument("--project", required=True, help="Project name or id (created if missing).")
+        create.add_argument("--name", default="", help="A label for the key.")
+        create.add_argument("--read-only", action="store_true", help="The key may only read.")
+        listing = sub.add_parser("list", help="List keys (prefix, project, scope, state).")
+        listing.add_argument("--project", help="Only this project's keys.")
+        revoke = sub.add_parser("revoke", help="Revoke a key by id or prefix.")
+        revoke.add_argument("key", help="Key id (key_…) or prefix.")
+
+    def handle(self, *args: Any, action: str, **options: Any) -> None:
+        getattr(self, f"handle_{action.replace('-', '_')}")(**options)
+
+    def handle_create(self, *, project: str, name: str, read_only: bool, **options: Any) -> None:
+        found = Project.objects.filter(pk=project).first() or Project.objects.filter(name=project).first()
+        if found is None:
+            found = Project.objects.create(name=project)
+            self.stderr.write(f"Created project {found.name} ({found.pk}).")
+        key, raw = api_key_create(project=found, name=name, read_only=read_only)
+        self.stderr.write(f"Key {key.pk} ({'read-only' if read_only else 'read-write'}) for {found.name}; "
+                          "the secret below is shown once:")
+        self.stdout.write(raw)
+
+    def handle_list(self, *, project: str | None = None, **options: Any) -> None:
+        keys = ApiKey.objects.select_related("project").order_by("project__name", "-created_at")
+        if project:
+            keys = keys.filter(project__name=project) | keys.filter(project_id=project)
+        self.stdout.write(f"{'id':<32} {'prefix':<10} {'project':<24} {'scope':<10} state")
+        for key in keys:
+            state = "revoked" if key.revoked_at else ("expired" if not key.is_active else "active")
+            scope = "read-only" if key.read_only else "read-write"
+            self.stdout.write(f"{key.pk:<32} {key.prefix:<10} {key.project.name[:24]:<24} {scope:<10} {state}")
+
+    def handle_revoke(self, *, key: str, **options: Any) -> None:
+        found = ApiKey.objects.filter(pk=key).first() or ApiKey.objects.filter(prefix=key).first()
+        if found is None:
+            raise CommandError(f"No API key with id or prefix {key!r}.")
+        api_key_revoke(key=found)
+        self.stdout.write(f"Revoked {found.pk} ({found.prefix}).")

@@ -1,0 +1,45 @@
+"""A small terminal progress bar for long management commands (no extra dependency)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+class ProgressBar:
+    """``bar = ProgressBar(total, label); bar.advance(n); bar.close()`` — redraws in place on a
+    terminal, prints a line every 10% otherwise (logs stay readable)."""
+
+    def __init__(self, total: int, label: str = "", stream: TextIO | None = None, width: int = 30) -> None:
+        self.total = max(total, 0)
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.width = width
+        self.done = 0
+        self.started = time.monotonic()
+        self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._last_decile = -1
+
+    def advance(self, count: int = 1) -> None:
+        self.done += count
+        self._draw()
+
+    def _draw(self, final: bool = False) -> None:
+        fraction = 1.0 if self.total == 0 else min(self.done / self.total, 1.0)
+        elapsed = time.monotonic() - self.started
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        filled = int(self.width * fraction)
+        line = (f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] "
+                f"{self.done}/{self.total} {fraction:6.1%} {rate:7.1f}/s")
+        if self._tty:
+            self.stream.write("\r" + line + ("\n" if final else ""))
+            self.stream.flush()
+        else:
+            decile = int(fraction * 10)
+            if decile != self._last_decile or final:
+                self._last_decile = decile
+                self.stream.write(line + "\n")
+
+    def close(self) -> None:
+        self._draw(final=True)

@@ -1,0 +1,124 @@
+"""Management commands: keys, formation (apply), re-embedding; and the system checks."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from memory_engine.checks import _database_errors
+from memory_engine.models import ApiKey, Memory, MemoryAssertion, MemoryContent, MemoryStore, Project
+from memory_engine.services.memory_write import memory_write
+from tests.conftest import api_client, use_embedder
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+def test_key_create_prints_only_the_key_and_it_works():
+    raw = run("memory_engine_key", "create", "--project", "acme").strip()
+    assert raw.startswith("me_") and "\n" not in raw
+    assert api_client(raw).get("/api/v1/memories").status_code == 200
+    listing = run("memory_engine_key", "list")
+    assert "acme" in listing and raw not in listing
+    key = ApiKey.objects.get()
+    run("memory_engine_key", "revoke", key.prefix)
+    assert api_client(raw).get("/api/v1/memories").status_code == 401
+    with pytest.raises(CommandError):
+        run("memory_engine_key", "revoke", "nope")
+
+
+def test_key_create_read_only():
+    raw = run("memory_engine_key", "create", "--project", "acme", "--read-only").strip()
+    assert ApiKey.objects.get().read_only
+    assert api_client(raw).post("/api/v1/memory-stores", {"name": "x"}, format="json").status_code == 403
+
+
+DECLARATION = """
+stores:
+  - name: support
+    description: What support agents must know
+    memories:
+      - Refunds are processed within 5 business days.
+      - content: The support line is open 9am to 5pm CET.
+        tags: {topic: hours}
+"""
+
+
+def test_apply_is_idempotent_and_retires_undeclared(tmp_path):
+    path = tmp_path / "memories.yaml"
+    path.write_text(DECLARATION)
+    first = run("memory_engine_apply", str(path), "--project", "acme")
+    assert "2 created, 0 kept, 0 retired" in first
+    second = run("memory_engine_apply", str(path), "--project", "acme")
+    assert "0 created, 2 kept, 0 retired" in second
+    store = MemoryStore.objects.get(name="support")
+    # a memory written through the API door is never touched by formation
+    memory_write(store=store, content="Agents must never share passwords.", principal="test")
+    path.write_text(DECLARATION.replace("      - Refunds are processed within 5 business days.\n", ""))
+    third = run("memory_engine_apply", str(path), "--project", "acme")
+    assert "0 created, 1 kept, 1 retired" in third
+    valid = set(Memory.objects.filter(store=store, invalidated_at__isnull=True)
+                .values_list("content__text", flat=True))
+    assert valid == {"The support line is open 9am to 5pm CET.", "Agents must never share passwords."}
+    mechanisms = MemoryAssertion.objects.filter(mechanism="formation").count()
+    assert mechanisms == 2 + 2 + 2  # one assertion per declared decision
+
+
+def test_apply_json_and_bad_files(tmp_path):
+    good = tmp_path / "m.json"
+    good.write_text(json.dumps({"stores": [{"name": "s", "memories": ["A fact."]}]}))
+    assert "1 created" in run("memory_engine_apply", str(good), "--project", "p")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"stores": [{"name": "s", "memories": [{"content": "  "}]}]}))
+    with pytest.raises(CommandError, match="CONTENT_EMPTY"):
+        run("memory_engine_apply", str(bad), "--project", "p")
+    with pytest.raises(CommandError, match="no such file"):
+        run("memory_engine_apply", str(tmp_path / "missing.yaml"), "--project", "p")
+
+
+def test_reembed_missing_repairs_failed_writes(settings, store):
+    use_embedder(settings, "tests.providers.FailingEmbeddingProvider", MODEL="all-MiniLM-L6-v2")
+    memory_write(store=store, content="Invoices go out on the first of the month.", principal="t")
+    memory_write(store=store, content="The office closes at 6pm.", principal="t")
+    assert MemoryContent.objects.filter(embedding__isnull=True).count() == 2
+    output = run("memory_engine_reembed", "--missing")  # still failing: counted, nothing lost
+    assert "memory_contents" in output and "failed" in output
+    use_embedder(settings, "onnx")
+    output = run("memory_engine_reembed", "--missing")
+    assert MemoryContent.objects.filter(embedding__isnull=True).count() == 0
+    assert MemoryContent.objects.filter(embedding_model="all-MiniLM-L6-v2").count() == 2
+    # nothing left to do
+    assert "memory_contents          0" in run("memory_engine_reembed")
+
+
+def test_reembed_without_provider_fails_clearly(no_embedder):
+    with pytest.raises(CommandError, match="EMBEDDING_NOT_CONFIGURED"):
+        run("memory_engine_reembed")
+
+
+def test_checks_flag_dimension_and_model_mismatch(settings, store):
+    memory_write(store=store, content="A fact with a vector.", principal="t")
+    assert _database_errors() == []
+    use_embedder(settings, "onnx", DIMENSIONS=768)
+    assert {e.id for e in _database_errors()} == {"memory_engine.E004"}
+    use_embedder(settings, "onnx", MODEL="another-model", DIMENSIONS=384)
+    assert {e.id for e in _database_errors()} == {"memory_engine.E005"}
+
+
+def test_demo_command_is_rerunnable(tmp_path):
+    credentials = tmp_path / "demo.json"
+    first = run("memory_engine_demo", "--credentials-file", str(credentials))
+    second = run("memory_engine_demo", "--credentials-file", str(credentials))
+    data = json.loads(credentials.read_text())
+    assert data["api_key"] in first and data["api_key"] in second
+    assert Project.objects.filter(name="demo").count() == 1
+    assert api_client(data["api_key"]).get("/api/v1/memories").json()["count"] > 0

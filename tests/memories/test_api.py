@@ -1,0 +1,206 @@
+"""The memory REST API: wire shapes, errors with codes, tenancy and auth."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from memory_engine.models import ApiKey, MemoryAssertion
+from tests.conftest import api_client
+from tests.factories import MemoryStoreFactory, make_key
+
+pytestmark = pytest.mark.django_db
+
+
+def create_store(client, **body):
+    response = client.post("/api/v1/memory-stores", {"name": "facts", **body}, format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def post_memory(client, store_id, content, **body):
+    return client.post("/api/v1/memories", {"memory_store_id": store_id, "content": content, **body},
+                       format="json")
+
+
+def test_store_crud_and_thresholds(client):
+    store = create_store(client, description="d", tags={"team": "a"}, duplicate_threshold=0.97,
+                         supersede_threshold=0.92)
+    assert store["id"].startswith("ms_")
+    assert store["duplicate_threshold"] == 0.97
+    listed = client.get("/api/v1/memory-stores").json()
+    assert listed["count"] == 1 and listed["results"][0]["name"] == "facts"
+    patched = client.patch(f"/api/v1/memory-stores/{store['id']}", {"supersede_threshold": 0.99}, format="json")
+    assert patched.status_code == 400 and patched.json()["code"] == "THRESHOLDS_INVALID"
+    taken = client.post("/api/v1/memory-stores", {"name": "facts"}, format="json")
+    assert taken.status_code == 409 and taken.json()["code"] == "NAME_TAKEN"
+    assert client.delete(f"/api/v1/memory-stores/{store['id']}").status_code == 204
+
+
+def test_write_answers_created_skipped_superseded(client):
+    store = create_store(client)
+    created = post_memory(client, store["id"], "Our main database is hosted in Frankfurt", tags={"env": "prod"})
+    assert created.status_code == 201
+    body = created.json()
+    assert body["action"] == "created" and body["id"].startswith("mem_")
+    for key in ("memory_store_id", "content", "tags", "metadata", "source_type", "created_at",
+                "invalidated_at", "superseded_by_memory_id", "similarity"):
+        assert key in body
+    skipped = post_memory(client, store["id"], "Our main database is hosted in Frankfurt ")
+    assert skipped.status_code == 200 and skipped.json()["action"] == "skipped"
+    assert skipped.json()["id"] == body["id"]
+    superseded = post_memory(client, store["id"], "Our main database is now hosted in Frankfurt and Paris",
+                             conversation_id="conv-1")
+    assert superseded.status_code == 201
+    new = superseded.json()
+    assert new["action"] == "superseded" and new["source_type"] == "conversation"
+    assert new["metadata"]["conversation_id"] == "conv-1" and new["tags"] == {"env": "prod"}
+    assert new["superseded_memory_id"] == body["id"]
+
+    old = client.get(f"/api/v1/memories/{body['id']}").json()
+    assert old["invalidated_at"] is not None and old["superseded_by_memory_id"] == new["id"]
+    valid = client.get(f"/api/v1/memories?memory_store_id={store['id']}").json()
+    assert [m["id"] for m in valid["results"]] == [new["id"]]
+    everything = client.get(f"/api/v1/memories?memory_store_id={store['id']}&include_invalidated=true").json()
+    assert everything["count"] == 2
+
+    ledger = client.get(f"/api/v1/memory-assertions?memory_store_id={store['id']}").json()
+    assert [a["outcome"] for a in ledger["results"]] == ["created", "skipped", "superseded"]
+    assert all(a["principal"].startswith("key:key_") and a["mechanism"] == "api" for a in ledger["results"])
+    only_skips = client.get("/api/v1/memory-assertions?outcome=skipped").json()
+    assert only_skips["count"] == 1
+    per_memory = client.get(f"/api/v1/memories/{body['id']}/assertions").json()
+    assert {a["outcome"] for a in per_memory["results"]} == {"created", "skipped", "superseded"}
+
+
+def test_forget(client):
+    store = create_store(client)
+    memory = post_memory(client, store["id"], "The office closes at 6pm").json()
+    assert client.delete(f"/api/v1/memories/{memory['id']}").status_code == 204
+    assert client.get(f"/api/v1/memories/{memory['id']}").json()["invalidated_at"] is not None
+    outcomes = [a["outcome"] for a in client.get(f"/api/v1/memories/{memory['id']}/assertions").json()["results"]]
+    assert outcomes == ["created", "forgotten"]
+
+
+def test_tags_filter(client):
+    store = create_store(client, tags={"team": "core"})
+    post_memory(client, store["id"], "The office closes at 6pm", tags={"topic": "hours"})
+    post_memory(client, store["id"], "Invoices are sent on the first of the month", tags={"topic": "billing"})
+    hours = client.get('/api/v1/memories?tags={"topic":"hours"}').json()
+    assert hours["count"] == 1
+    by_store_tag = client.get('/api/v1/memories?tags={"team":"core"}').json()
+    assert by_store_tag["count"] == 2
+    bad = client.get("/api/v1/memories?tags=notjson")
+    assert bad.status_code == 400 and bad.json()["code"] == "VALIDATION_ERROR"
+
+
+@pytest.mark.parametrize(
+    "body,code",
+    [
+        ({"content": ""}, "CONTENT_EMPTY"),
+        ({"content": "   \n"}, "CONTENT_EMPTY"),
+        ({"content": "x" * 40000}, "CONTENT_TOO_LONG"),
+        ({"content": "ok", "duplicate_threshold": 1.5}, "THRESHOLDS_INVALID"),
+        ({"content": "ok", "duplicate_threshold": 0.8, "supersede_threshold": 0.9}, "THRESHOLDS_INVALID"),
+        ({"content": "a\x00b"}, "VALIDATION_ERROR"),
+        ({"content": 12}, "VALIDATION_ERROR"),
+        ({"content": "ok", "tags": ["not", "an", "object"]}, "VALIDATION_ERROR"),
+    ],
+)
+def test_bad_writes_answer_400_with_code_and_write_nothing(client, body, code):
+    store = create_store(client)
+    response = client.post("/api/v1/memories", {"memory_store_id": store["id"], **body}, format="json")
+    assert response.status_code == 400, response.json()
+    assert response.json()["code"] == code and response.json()["message"]
+    assert not MemoryAssertion.objects.exists()
+
+
+def test_malformed_json(client):
+    response = client.post("/api/v1/memories", data="{not json", content_type="application/json")
+    assert response.status_code == 400 and response.json()["code"] == "MALFORMED_REQUEST"
+
+
+def test_unknown_store(client):
+    response = post_memory(client, "ms_doesnotexist", "hello")
+    assert response.status_code == 404 and response.json()["code"] == "MEMORY_STORE_NOT_FOUND"
+
+
+def test_missing_invalid_revoked_and_expired_keys(project):
+    assert api_client().get("/api/v1/memories").status_code == 401
+    assert api_client("me_nope_nope").get("/api/v1/memories").json()["code"] == "AUTHENTICATION_FAILED"
+    raw = make_key(project)
+    assert api_client(raw).get("/api/v1/memories").status_code == 200
+    ApiKey.objects.filter(project=project).update(revoked_at=timezone.now())
+    response = api_client(raw).get("/api/v1/memories")
+    assert response.status_code == 401 and response.json()["code"] == "AUTHENTICATION_FAILED"
+    expired = make_key(project)
+    ApiKey.objects.filter(revoked_at__isnull=True).update(expires_at=timezone.now())
+    assert api_client(expired).get("/api/v1/memories").status_code == 401
+
+
+def test_keys_are_stored_hashed(project):
+    raw = make_key(project)
+    key = ApiKey.objects.get(project=project)
+    assert raw not in (key.hashed_key, key.prefix) and raw.split("_")[2] not in key.hashed_key
+    assert key.matches(raw)
+
+
+def test_read_only_key_reads_but_cannot_write(client, readonly_client):
+    store = create_store(client)
+    assert readonly_client.get("/api/v1/memories").status_code == 200
+    response = post_memory(readonly_client, store["id"], "hello")
+    assert response.status_code == 403 and response.json()["code"] == "READ_ONLY_KEY"
+    assert readonly_client.post("/api/v1/embeddings", {"input": "hi"}, format="json").status_code == 200
+
+
+def test_other_projects_rows_answer_404(client, other_client, other_project):
+    store = create_store(client)
+    memory = post_memory(client, store["id"], "The office closes at 6pm").json()
+    assertion_id = MemoryAssertion.objects.get().pk
+    for url in (f"/api/v1/memory-stores/{store['id']}", f"/api/v1/memories/{memory['id']}",
+                f"/api/v1/memories/{memory['id']}/assertions", f"/api/v1/memory-assertions/{assertion_id}"):
+        assert client.get(url).status_code == 200
+        response = other_client.get(url)
+        assert response.status_code == 404 and response.json()["code"] == "NOT_FOUND", url
+    assert other_client.delete(f"/api/v1/memories/{memory['id']}").status_code == 404
+    assert other_client.patch(f"/api/v1/memory-stores/{store['id']}", {"name": "x"}, format="json").status_code == 404
+    assert other_client.delete(f"/api/v1/memory-stores/{store['id']}").status_code == 404
+    response = post_memory(other_client, store["id"], "sneaky")
+    assert response.status_code == 404 and response.json()["code"] == "MEMORY_STORE_NOT_FOUND"
+    # lists and filters never show or count the other project's rows
+    for url in ("/api/v1/memory-stores", "/api/v1/memories", "/api/v1/memory-assertions",
+                f"/api/v1/memories?memory_store_id={store['id']}",
+                f"/api/v1/memory-assertions?memory_store_id={store['id']}"):
+        assert other_client.get(url).json()["count"] == 0, url
+    MemoryStoreFactory(project=other_project, name="facts")  # same name in another project is fine
+
+
+def test_embeddings_endpoint(client):
+    response = client.post("/api/v1/embeddings", {"input": ["one", "two"]}, format="json")
+    body = response.json()
+    assert response.status_code == 200 and body["model"] == "all-MiniLM-L6-v2"
+    assert [d["index"] for d in body["data"]] == [0, 1] and len(body["data"][0]["embedding"]) == 384
+    bad = client.post("/api/v1/embeddings", {"input": []}, format="json")
+    assert bad.status_code == 400 and bad.json()["code"] == "VALIDATION_ERROR"
+
+
+def test_embeddings_without_provider_is_503(client, no_embedder):
+    response = client.post("/api/v1/embeddings", {"input": "x"}, format="json")
+    assert response.status_code == 503 and response.json()["code"] == "EMBEDDING_NOT_CONFIGURED"
+
+
+def test_staff_session_names_its_project(project, admin_user):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(admin_user)
+    assert client.get("/api/v1/memories").json()["code"] == "PROJECT_REQUIRED"
+    assert client.get(f"/api/v1/memories?project_id={project.pk}").status_code == 200
+    assert client.get("/api/v1/memories", HTTP_X_PROJECT_ID=project.pk).status_code == 200
+
+
+def test_openapi_schema_is_served(client):
+    response = client.get("/api/schema/?format=json")
+    assert response.status_code == 200
+    paths = response.json()["paths"]
+    assert "/api/v1/memories" in paths and "/api/v1/memory-assertions" in paths

@@ -1,0 +1,221 @@
+"""The write funnel, with the real default embedder (dedup depends on meaning)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import IntegrityError, InternalError, close_old_connections, connection, transaction
+
+from memory_engine.exceptions import ContentEmpty, ContentTooLong, QuotaExceeded, ThresholdsInvalid
+from memory_engine.models import Memory, MemoryAssertion, MemoryContent
+from memory_engine.services.memory_write import memory_forget, memory_write
+from tests import providers
+from tests.factories import MemoryStoreFactory, ProjectFactory
+
+pytestmark = pytest.mark.django_db
+
+EMAIL = "The customer prefers email contact"
+
+
+def write(store, text, **kwargs):
+    return memory_write(store=store, content=text, principal="test", **kwargs)
+
+
+def test_new_fact_is_created_with_one_assertion(store):
+    result = write(store, EMAIL)
+    assert result.action == "created"
+    assert result.memory.content.text == EMAIL
+    assert result.memory.content.embedding is not None
+    assert list(MemoryAssertion.objects.filter(store=store).values_list("outcome", flat=True)) == ["created"]
+
+
+def test_exact_restatement_and_whitespace_variant_are_skipped_without_embedding(store, settings):
+    first = write(store, EMAIL)
+    from tests.conftest import use_embedder
+
+    use_embedder(settings, "tests.providers.HashingEmbeddingProvider", MODEL="all-MiniLM-L6-v2")
+    providers.CALLS.clear()
+    again = write(store, EMAIL)
+    spaced = write(store, f"  The customer   prefers email\ncontact  ")
+    assert (again.action, spaced.action) == ("skipped", "skipped")
+    assert again.memory.pk == spaced.memory.pk == first.memory.pk
+    assert again.similarity == 1.0
+    assert providers.CALLS == []  # hash hit: the stored vector is reused
+    assert MemoryContent.objects.filter(store=store).count() == 1
+    assert MemoryAssertion.objects.filter(store=store).count() == 3
+
+
+def test_close_restatement_is_skipped(store):
+    first = write(store, EMAIL)
+    result = write(store, "The customer prefers contact by email")  # cosine ~0.97 with MiniLM
+    assert result.action == "skipped"
+    assert result.memory.pk == first.memory.pk
+    assert 0.95 <= result.similarity < 1.0
+
+
+def test_changed_fact_above_supersede_threshold_supersedes(store):
+    first = write(store, "Our main database is hosted in Frankfurt", tags={"team": "core"})
+    # MiniLM puts this pair at ~0.91, between 0.90 and 0.95 -> supersede on the default thresholds
+    result = write(store, "Our main database is now hosted in Frankfurt and Paris", tags={"room": "A"})
+    assert result.action == "superseded", result.similarity
+    assert 0.90 <= result.similarity < 0.95
+    old = Memory.objects.get(pk=first.memory.pk)
+    assert old.invalidated_at is not None and old.superseded_by_id == result.memory.pk
+    # inherited tags under the incoming ones
+    assert result.memory.tags == {"team": "core", "room": "A"}
+    assertion = result.assertion
+    assert assertion.outcome == "superseded" and assertion.replaced_memory_id == old.pk
+
+
+def test_unrelated_fact_is_created(store):
+    write(store, EMAIL)
+    result = write(store, "The quarterly revenue grew 5%")
+    assert result.action == "created"
+    assert result.similarity is not None and result.similarity < 0.5
+
+
+def test_paraphrase_below_thresholds_is_created_beside(store):
+    write(store, EMAIL)
+    result = write(store, "Client would rather be reached by email")  # ~0.62
+    assert result.action == "created"
+
+
+def test_invalidated_memories_are_not_dedup_candidates(store):
+    first = write(store, "Our main database is hosted in Frankfurt")
+    second = write(store, "Our main database is now hosted in Frankfurt and Paris")
+    assert second.action == "superseded"
+    # writing the retired text again compares against the valid memory only
+    again = write(store, "Our main database is hosted in Frankfurt")
+    assert again.memory.pk != first.memory.pk
+    assert again.action in ("superseded", "created")
+    assert Memory.objects.filter(store=store, invalidated_at__isnull=True).count() == 1
+    # the retired memory and the new one share the content row
+    assert again.memory.content_id == first.memory.content_id
+
+
+def test_threshold_precedence_request_over_store_over_default(store):
+    write(store, EMAIL)
+    # default 0.95 -> skipped (~0.97)
+    assert write(store, "The customer prefers contact by email").action == "skipped"
+    store.duplicate_threshold = 0.99
+    store.supersede_threshold = 0.90
+    store.save()
+    assert write(store, "The customer prefers contact by email.").action == "superseded"
+    # request overrides store
+    result = write(store, "Customer prefers contact by email", duplicate_threshold=0.5, supersede_threshold=0.4)
+    assert result.action == "skipped"
+
+
+@pytest.mark.parametrize("dup,sup", [(1.2, 0.9), (0.9, -0.1), (0.8, 0.9), ("x", 0.5)])
+def test_invalid_thresholds_raise(store, dup, sup):
+    with pytest.raises(ThresholdsInvalid):
+        write(store, EMAIL, duplicate_threshold=dup, supersede_threshold=sup)
+    assert not MemoryAssertion.objects.exists()
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t"])
+def test_empty_text_raises(store, text):
+    with pytest.raises(ContentEmpty):
+        write(store, text)
+
+
+def test_text_over_maximum_raises(store, settings):
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "MAX_MEMORY_CHARS": 100}
+    with pytest.raises(ContentTooLong):
+        write(store, "x" * 101)
+
+
+def test_embedder_failure_stores_without_vector_and_next_write_repairs(store, settings):
+    from tests.conftest import use_embedder
+
+    use_embedder(settings, "tests.providers.FailingEmbeddingProvider", MODEL="all-MiniLM-L6-v2")
+    result = write(store, EMAIL)
+    assert result.action == "created"
+    assert result.memory.content.embedding is None
+    assert result.assertion.details["embedding"] == "embedding_failed"
+    use_embedder(settings, "onnx")
+    again = write(store, EMAIL)
+    assert again.action == "skipped" and again.memory.pk == result.memory.pk
+    assert MemoryContent.objects.get(pk=result.memory.content_id).embedding is not None
+    assert MemoryAssertion.objects.filter(store=store).count() == 2
+
+
+def test_without_embedder_writes_still_land(store, no_embedder):
+    result = write(store, EMAIL)
+    assert result.action == "created"
+    assert write(store, EMAIL).action == "skipped"
+
+
+def test_forget_invalidates_and_records(store):
+    memory = write(store, EMAIL).memory
+    assertion = memory_forget(memory=memory, principal="test")
+    memory.refresh_from_db()
+    assert memory.invalidated_at is not None
+    assert assertion.outcome == "forgotten"
+    assert write(store, EMAIL).action == "created"
+
+
+def test_quota_exceeded_on_create(store):
+    store.project.max_memories = 1
+    store.project.save()
+    write(store, EMAIL)
+    with pytest.raises(QuotaExceeded):
+        write(store, "The quarterly revenue grew 5%")
+    assert write(store, EMAIL).action == "skipped"  # skips add nothing: allowed
+
+
+def test_stores_are_independent(project):
+    a = MemoryStoreFactory(project=project)
+    b = MemoryStoreFactory(project=project)
+    write(a, EMAIL)
+    assert write(b, EMAIL).action == "created"
+
+
+def test_ledger_is_append_only_in_the_database(store):
+    assertion = write(store, EMAIL).assertion
+    with pytest.raises((IntegrityError, InternalError)), transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE memory_engine_memoryassertion SET outcome = 'skipped' WHERE id = %s",
+                           [assertion.pk])
+    with pytest.raises((IntegrityError, InternalError)), transaction.atomic():
+        MemoryAssertion.objects.filter(pk=assertion.pk).delete()
+    with pytest.raises(Exception, match="append-only"):
+        assertion.save()
+    assert MemoryAssertion.objects.get(pk=assertion.pk).outcome == "created"
+
+
+def test_project_erasure_removes_the_ledger_with_it(store):
+    from memory_engine.services.stores import project_delete
+
+    write(store, EMAIL)
+    project_delete(project=store.project)
+    assert not MemoryAssertion.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_of_the_same_text_make_one_memory():
+    project = ProjectFactory()
+    store = MemoryStoreFactory(project=project)
+    barrier = threading.Barrier(8)
+    results, errors = [], []
+
+    def worker() -> None:
+        try:
+            barrier.wait()
+            results.append(write(store, "Deployments happen every Tuesday afternoon").action)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(results) == ["created"] + ["skipped"] * 7
+    assert Memory.objects.filter(store=store).count() == 1
+    assert MemoryAssertion.objects.filter(store=store).count() == 8

@@ -1,0 +1,162 @@
+"""One contract every embedding provider passes, plus each provider's failure modes.
+
+HTTP providers run against a real HTTP server on 127.0.0.1 that computes vectors
+with the real default model, so the contract checks meaning, not just shapes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import pytest
+
+from memory_engine.providers.embeddings.base import EmbeddingError, EmbeddingProvider
+from memory_engine.providers.embeddings.http import OllamaEmbeddingProvider, OpenAIEmbeddingProvider
+from memory_engine.providers.embeddings.onnx import OnnxEmbeddingProvider
+from tests.httpserver import LocalServer
+
+_reference = OnnxEmbeddingProvider(model="all-MiniLM-L6-v2", dimensions=384)
+
+
+def ollama_handler(method, path, headers, body):
+    request = json.loads(body)
+    assert path == "/api/embed"
+    return 200, {"model": request["model"], "embeddings": _reference.embed_documents(request["input"])}
+
+
+def openai_handler(method, path, headers, body):
+    request = json.loads(body)
+    assert path == "/v1/embeddings"
+    vectors = _reference.embed_documents(request["input"])
+    rows = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+    return 200, {"object": "list", "data": list(reversed(rows)), "model": request["model"]}
+
+
+class EmbeddingProviderContract:
+    """Mixin: subclasses provide a ``provider`` fixture."""
+
+    def test_shape_and_normalisation(self, provider: EmbeddingProvider) -> None:
+        vectors = provider.embed_documents(["The cat sat on the mat.", "Quarterly revenue grew 5%.", "ü ñ 日本語"])
+        assert len(vectors) == 3
+        for vector in vectors:
+            assert len(vector) == provider.dimensions == 384
+            assert math.isclose(math.sqrt(sum(x * x for x in vector)), 1.0, rel_tol=1e-3)
+
+    def test_meaning(self, provider: EmbeddingProvider) -> None:
+        a, b, c = provider.embed_documents([
+            "The customer prefers email contact",
+            "The customer prefers contact by email",
+            "The quarterly revenue grew 5%",
+        ])
+        cos = lambda x, y: sum(p * q for p, q in zip(x, y))  # noqa: E731
+        assert cos(a, b) > 0.9 > 0.3 > cos(a, c)
+
+    def test_order_is_kept_across_batches(self, provider: EmbeddingProvider) -> None:
+        texts = [f"sentence number {i} about {'cats' if i % 2 else 'finance'}" for i in range(70)]
+        batched = provider.embed_documents(texts)
+        single = [provider.embed_query(t) for t in (texts[0], texts[69])]
+        for got, want in ((batched[0], single[0]), (batched[69], single[1])):
+            assert sum(p * q for p, q in zip(got, want)) > 0.999
+
+    def test_empty_input(self, provider: EmbeddingProvider) -> None:
+        assert provider.embed_documents([]) == []
+
+    def test_model_name(self, provider: EmbeddingProvider) -> None:
+        assert provider.model_name
+
+
+class TestOnnxProvider(EmbeddingProviderContract):
+    @pytest.fixture
+    def provider(self):
+        return _reference
+
+    def test_rejects_a_tampered_model_file(self, tmp_path):
+        fake = tmp_path / "model.onnx"
+        fake.write_bytes(b"not a model")
+        provider = OnnxEmbeddingProvider(dimensions=384, options={"MODEL_PATH": str(fake),
+                                                                  "MODEL_SHA256": "0" * 64})
+        with pytest.raises(EmbeddingError, match="sha256"):
+            provider.embed_documents(["x"])
+
+    def test_long_text_is_truncated_not_failed(self):
+        assert len(_reference.embed_query("word " * 5000)) == 384
+
+
+class TestOllamaProvider(EmbeddingProviderContract):
+    @pytest.fixture
+    def provider(self):
+        with LocalServer(ollama_handler) as server:
+            yield OllamaEmbeddingProvider(model="all-minilm", dimensions=384,
+                                          options={"BASE_URL": server.url, "BATCH_SIZE": 16})
+
+
+class TestOpenAIProvider(EmbeddingProviderContract):
+    @pytest.fixture
+    def provider(self):
+        with LocalServer(openai_handler) as server:
+            yield OpenAIEmbeddingProvider(model="text-embedding-test", dimensions=384,
+                                          options={"BASE_URL": f"{server.url}/v1", "API_KEY": "sk-test",
+                                                   "BATCH_SIZE": 32})
+
+    def test_sends_the_key(self):
+        with LocalServer(openai_handler) as server:
+            provider = OpenAIEmbeddingProvider(dimensions=384, options={"BASE_URL": f"{server.url}/v1",
+                                                                       "API_KEY": "sk-test"})
+            provider.embed_query("x")
+            assert server.requests[0]["headers"]["Authorization"] == "Bearer sk-test"
+
+
+def test_http_provider_retries_5xx_then_succeeds():
+    calls = []
+
+    def flaky(method, path, headers, body):
+        calls.append(1)
+        return (500, {"error": "boom"}) if len(calls) < 3 else ollama_handler(method, path, headers, body)
+
+    with LocalServer(flaky) as server:
+        provider = OllamaEmbeddingProvider(dimensions=384, options={"BASE_URL": server.url, "RETRIES": 2})
+        assert len(provider.embed_query("hello")) == 384
+    assert len(calls) == 3
+
+
+def test_http_provider_gives_up_with_embedding_error():
+    with LocalServer(lambda *a: (500, {"error": "down"})) as server:
+        provider = OllamaEmbeddingProvider(dimensions=384, options={"BASE_URL": server.url, "RETRIES": 1})
+        with pytest.raises(EmbeddingError, match="500"):
+            provider.embed_query("hello")
+
+
+def test_http_provider_times_out():
+    def slow(*args):
+        time.sleep(1.0)
+        return 200, {"embeddings": [[0.0] * 384]}
+
+    with LocalServer(slow) as server:
+        provider = OllamaEmbeddingProvider(dimensions=384, options={"BASE_URL": server.url, "TIMEOUT": 0.2,
+                                                                    "RETRIES": 0})
+        started = time.monotonic()
+        with pytest.raises(EmbeddingError, match="timed out"):
+            provider.embed_query("hello")
+        assert time.monotonic() - started < 1.0
+
+
+def test_wrong_dimension_is_an_error():
+    with LocalServer(lambda *a: (200, {"embeddings": [[0.1] * 10]})) as server:
+        provider = OllamaEmbeddingProvider(dimensions=384, options={"BASE_URL": server.url})
+        with pytest.raises(EmbeddingError, match="10 dimensions"):
+            provider.embed_query("hello")
+
+
+def test_unexpected_shape_is_an_error():
+    with LocalServer(lambda *a: (200, {"nope": 1})) as server:
+        provider = OpenAIEmbeddingProvider(dimensions=384, options={"BASE_URL": server.url})
+        with pytest.raises(EmbeddingError, match="unexpected shape"):
+            provider.embed_query("hello")
+
+
+def test_no_server_is_an_error():
+    provider = OllamaEmbeddingProvider(dimensions=384, options={"BASE_URL": "http://127.0.0.1:9", "RETRIES": 0})
+    with pytest.raises(EmbeddingError, match="connection failed"):
+        provider.embed_query("hello")
