@@ -42,6 +42,7 @@ ERRORS = {
 class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     """Memory stores of your project, with their dedup thresholds."""
 
+    queryset = MemoryStore.objects.none()  # for the schema generator; requests use get_queryset
     serializer_class = s.MemoryStoreSerializer
     filterset_fields: list[str] = []
 
@@ -84,6 +85,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
                     mixins.DestroyModelMixin, viewsets.GenericViewSet):
     """Write facts through the funnel; list valid memories; read any memory by id."""
 
+    queryset = Memory.objects.none()
     serializer_class = s.MemorySerializer
     filterset_class = MemoryFilter
 
@@ -166,6 +168,7 @@ def _api_judge(store: MemoryStore) -> Any:
 class MemoryAssertionViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
     """The append-only ledger: one row per write attempt, skips included."""
 
+    queryset = MemoryAssertion.objects.none()
     serializer_class = s.MemoryAssertionSerializer
     filterset_class = MemoryAssertionFilter
 

@@ -1,0 +1,39 @@
+# memory_engine — the two commands a newcomer needs:
+#   make run    start the engine with embedded defaults (PostgreSQL, embedder, worker, demo data)
+#   make test   install what the tests need and run the whole suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+
+.PHONY: run test install check bench clean-db
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Reinstall whenever pyproject.toml changes.
+$(INSTALLED): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(INSTALLED)
+
+install: $(INSTALLED)
+
+run: install
+	$(BIN)/python -m example_project.run
+
+# Static checks that guard the contract: migrations match the models, the OpenAPI schema is valid.
+check: install
+	$(BIN)/python manage.py makemigrations --check --dry-run memory_engine
+	$(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
+
+test: install check
+	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python bench/write.py
+	$(BIN)/python bench/dedup.py
+
+# Stop nothing, delete the embedded database (the demo is recreated by the next `make run`).
+clean-db:
+	rm -rf .pgdata .demo-credentials.json
