@@ -59,6 +59,9 @@ DEFAULTS: dict[str, Any] = {
     # Absolute base of the callback and download URLs given to HTTP converters, e.g.
     # "https://memory.example.com"; None = the base URL of the request that created the document.
     "PUBLIC_BASE_URL": None,
+    # Import-path prefixes API callers may name as `callable` converters (admins may name
+    # any). Empty: callable converters are admin-only.
+    "CONVERTER_CALLABLE_PREFIXES": [],
     # Read side.
     "KNOWLEDGE_TEXT_SEARCH_CONFIG": "simple",
     # "and": websearch_to_tsquery as written (every term must match); "or": any term

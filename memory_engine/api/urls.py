@@ -3,13 +3,15 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from . import generations, rules, views
+from . import documents, generations, rules, views
 
 router = DefaultRouter(trailing_slash=False)
 router.register("memory-stores", views.MemoryStoreViewSet, basename="memory-store")
 router.register("memories", views.MemoryViewSet, basename="memory")
 router.register("memory-assertions", views.MemoryAssertionViewSet, basename="memory-assertion")
 router.register("generations", generations.GenerationViewSet, basename="generation")
+router.register("documents", documents.DocumentViewSet, basename="document")
+router.register("ingestion-rules", documents.IngestionRuleViewSet, basename="ingestion-rule")
 
 urlpatterns = [
     path("embeddings", views.EmbeddingsView.as_view(), name="embeddings"),
@@ -20,5 +22,8 @@ urlpatterns = [
     path("memory-stores/<str:store_id>/rules/<str:pk>",
          rules.MemoryRuleViewSet.as_view({"get": "retrieve", "put": "update", "patch": "partial_update",
                                           "delete": "destroy"}), name="memory-rule-detail"),
+    path("documents/<str:pk>/converter-callback", documents.ConverterCallbackView.as_view(),
+         name="document-converter-callback"),
+    path("documents/<str:pk>/file", documents.DocumentFileView.as_view(), name="document-file"),
     *router.urls,
 ]

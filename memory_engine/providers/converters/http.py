@@ -1,0 +1,64 @@
+"""HTTP converters: POST the file (base64 or a signed download URL) as JSON.
+
+Request body::
+
+    {"document": {"id", "path", "title", "content_type", "filename", "size_bytes", "sha256"},
+     "file": "<base64>" | null, "download_url": "https://..." | null,
+     "callback_url": "https://.../converter-callback?token=...", "sent_at": 1700000000}
+
+When the rule has a secret, the header ``X-Memory-Engine-Signature: sha256=<hex>`` carries
+HMAC-SHA256(secret, raw body) so the converter can tell the call is ours. The answer is
+``{"pages": [...]}`` or ``{"status": "pending"}`` (then ``POST {"pages": [...]}`` to
+``callback_url`` later, signed the same way).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from typing import Any
+
+from memory_engine.conf import engine_settings
+from memory_engine.providers.http import ProviderHTTPError, post_json
+
+from . import ConverterError, ConverterRequest, ConverterResult, parse_answer
+
+SIGNATURE_HEADER = "X-Memory-Engine-Signature"
+
+
+def sign_body(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def signature_matches(secret: str, body: bytes, header: str | None) -> bool:
+    return bool(header) and hmac.compare_digest(sign_body(secret, body), header or "")
+
+
+def run_http_converter(rule: Any, request: ConverterRequest) -> ConverterResult:
+    document = request.document
+    use_url = rule.file_delivery == "download_url"
+    payload = {
+        "document": {
+            "id": document.pk, "path": document.path, "title": document.title,
+            "content_type": request.content_type, "filename": request.filename,
+            "size_bytes": len(request.data), "sha256": hashlib.sha256(request.data).hexdigest(),
+        },
+        "file": None if use_url else base64.b64encode(request.data).decode("ascii"),
+        "download_url": request.download_url if use_url else None,
+        "callback_url": request.callback_url,
+        "sent_at": int(time.time()),
+    }
+    body = json.dumps(payload).encode()
+    headers = {"Content-Type": "application/json"}
+    if rule.converter_secret:
+        headers[SIGNATURE_HEADER] = sign_body(rule.converter_secret, body)
+    try:
+        answer = post_json(rule.converter_url, payload, content=body, headers=headers,
+                           timeout=rule.converter_timeout, retries=int(engine_settings.HTTP_RETRIES))
+    except ProviderHTTPError as exc:
+        code = "CONVERTER_TIMEOUT" if "timed out" in str(exc) else "CONVERTER_FAILED"
+        raise ConverterError(code, f"The HTTP converter failed: {exc}", {"status": exc.status}) from exc
+    return parse_answer(answer, source=rule.converter_url)
