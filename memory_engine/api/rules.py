@@ -124,7 +124,8 @@ class MemoryRuleViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
         data = serializer.validated_data
         rule = memory_rule_update(
             rule=rule, source_agent_ids=data.get("source_agent_ids", None if partial else []),
-            enabled=data.get("enabled"), on=data.get("on"), **_handler_args(data),
+            enabled=data.get("enabled", None if partial else True),
+            on=data.get("on", None if partial else MemoryRule.On.GENERATION_COMPLETED), **_handler_args(data),
         )
         return Response(self.get_serializer(rule).data)
 
