@@ -93,7 +93,7 @@ def _apply_store(store: MemoryStore, memories: list[dict[str, Any]], vectors: di
     declared_ids = set()
     for item in memories:
         digest = content_hash(item["content"])
-        content = _resolve_content(store, item["content"], digest, vectors.get(digest))
+        content, _ = _resolve_content(store, item["content"], digest, vectors.get(digest))
         memory = Memory.objects.filter(store=store, content=content, invalidated_at__isnull=True).first()
         action = "kept"
         if memory is None:

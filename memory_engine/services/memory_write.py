@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
+from memory_engine.ids import new_id
 from memory_engine.exceptions import (
     AboutRequired,
     ContentEmpty,
@@ -151,37 +153,67 @@ def lock_store(store_id: str) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"memory_engine.store:{store_id}"])
 
 
-def nearest_valid_memory(store: MemoryStore, vector: list[float]) -> tuple[str, float] | None:
-    """Top-1 (memory id, cosine) among the store's valid memories with a vector.
+# store id -> (use exact scan, monotonic time checked); stores only grow, so a stale
+# "exact" answer costs a little speed, never correctness.
+_scan_mode_cache: dict[str, tuple[bool, float]] = {}
+SCAN_MODE_TTL = 300.0
 
-    Small stores are scanned exactly (the ``+ 0`` keeps the planner off the HNSW
-    index); large ones use HNSW with a raised ef_search, where the store dominates
-    the candidates anyway.
-    """
+
+def _use_exact_scan(cursor: Any, store_id: str) -> bool:
+    cached = _scan_mode_cache.get(store_id)
+    now = time.monotonic()
+    if cached and now - cached[1] < SCAN_MODE_TTL:
+        return cached[0]
     exact_max = engine_settings.DEDUP_EXACT_SCAN_MAX
+    cursor.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM memory_engine_memorycontent WHERE store_id = %s LIMIT %s) s",
+        [store_id, exact_max + 1],
+    )
+    exact = cursor.fetchone()[0] <= exact_max
+    _scan_mode_cache[store_id] = (exact, now)
+    return exact
+
+
+def nearest_valid_memory(store: MemoryStore, content_id: str) -> tuple[str, float] | None:
+    """Top-1 (memory id, cosine) among the store's valid memories, against a content row's vector.
+
+    The query vector is read from the content row inside PostgreSQL, so no vector
+    travels over the wire. Small stores are scanned exactly (``+ 0`` keeps the planner
+    off the HNSW index, which could miss rows when other stores crowd it); large ones
+    use HNSW with a raised ef_search, where the store dominates the candidates anyway.
+    """
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM memory_engine_memorycontent WHERE store_id = %s LIMIT %s) s",
-            [store.pk, exact_max + 1],
-        )
-        exact = cursor.fetchone()[0] <= exact_max
-        order = "(c.embedding <=> %(q)s::vector) + 0" if exact else "c.embedding <=> %(q)s::vector"
+        exact = _use_exact_scan(cursor, store.pk)
+        order = "(c.embedding <=> q.v) + 0" if exact else "c.embedding <=> q.v"
         if not exact:
             cursor.execute(f"SET LOCAL hnsw.ef_search = {int(engine_settings.HNSW_EF_SEARCH)}")
         cursor.execute(
             f"""
-            SELECT m.id, 1 - (c.embedding <=> %(q)s::vector)
-            FROM memory_engine_memorycontent c
+            WITH q AS (SELECT embedding AS v FROM memory_engine_memorycontent WHERE id = %(content)s)
+            SELECT m.id, 1 - (c.embedding <=> q.v)
+            FROM q, memory_engine_memorycontent c
             JOIN memory_engine_memory m ON m.content_id = c.id
             WHERE c.store_id = %(store)s AND m.store_id = %(store)s
-              AND m.invalidated_at IS NULL AND c.embedding IS NOT NULL
+              AND m.invalidated_at IS NULL AND c.embedding IS NOT NULL AND q.v IS NOT NULL
             ORDER BY {order}
             LIMIT 1
             """,
-            {"q": vector_literal(vector), "store": store.pk},
+            {"content": content_id, "store": store.pk},
         )
         row = cursor.fetchone()
     return (row[0], float(row[1])) if row else None
+
+
+def content_cosine(a_id: str, b_id: str) -> float | None:
+    """Cosine between two content rows' vectors (None when either has none)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 - (a.embedding <=> b.embedding) FROM memory_engine_memorycontent a, "
+            "memory_engine_memorycontent b WHERE a.id = %s AND b.id = %s",
+            [a_id, b_id],
+        )
+        row = cursor.fetchone()
+    return None if row is None or row[0] is None else float(row[0])
 
 
 def embed_best_effort(text: str) -> tuple[list[float] | None, str]:
@@ -225,16 +257,35 @@ def _prepare_vector(store: MemoryStore, text: str, digest: str) -> tuple[list[fl
     return vector, ({"embedding": failure} if failure else {})
 
 
-def _resolve_content(store: MemoryStore, text: str, digest: str, vector: list[float] | None) -> MemoryContent:
-    """Find or make the content row, filling its vector when it has none yet."""
-    row, _ = MemoryContent.objects.get_or_create(store=store, content_hash=digest, defaults={"text": text})
-    if row.embedding is None and vector is not None:
-        provider = get_embedding_provider()
-        MemoryContent.objects.filter(pk=row.pk, embedding__isnull=True).update(
-            embedding=vector, embedding_model=provider.model_name if provider else ""
+CONTENT_FIELDS = ["id", "store_id", "content_hash", "text", "embedding_model", "created_at"]
+
+
+def _resolve_content(store: MemoryStore, text: str, digest: str,
+                     vector: list[float] | None) -> tuple[MemoryContent, bool]:
+    """Find or make the content row in one statement, filling its vector if it had none.
+
+    Returns the row (its vector deferred: it stays in PostgreSQL) and whether it has a vector.
+    """
+    provider = get_embedding_provider()
+    model_name = provider.model_name if (provider and vector is not None) else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO memory_engine_memorycontent
+                (id, store_id, content_hash, text, embedding, embedding_model, created_at)
+            VALUES (%(id)s, %(store)s, %(hash)s, %(text)s, %(vector)s::vector, %(model)s, now())
+            ON CONFLICT (store_id, content_hash) DO UPDATE SET
+                embedding = COALESCE(memory_engine_memorycontent.embedding, EXCLUDED.embedding),
+                embedding_model = CASE WHEN memory_engine_memorycontent.embedding IS NULL
+                    THEN EXCLUDED.embedding_model ELSE memory_engine_memorycontent.embedding_model END
+            RETURNING id, store_id, content_hash, text, embedding_model, created_at, embedding IS NOT NULL
+            """,
+            {"id": new_id("mc"), "store": store.pk, "hash": digest, "text": text,
+             "vector": vector_literal(vector) if vector is not None else None, "model": model_name},
         )
-        row.refresh_from_db(fields=["embedding", "embedding_model"])
-    return row
+        row = cursor.fetchone()
+    content = MemoryContent.from_db(connection.alias, CONTENT_FIELDS, row[:6])
+    return content, bool(row[6])
 
 
 def memory_write(
@@ -276,20 +327,20 @@ def memory_write(
     vector, notes = _prepare_vector(store, text, digest)
 
     with transaction.atomic():
-        content_row = _resolve_content(store, text, digest, vector)
         lock_store(store.pk)
+        content_row, has_vector = _resolve_content(store, text, digest, vector)
 
         match: Memory | None = None
         similarity: float | None = None
         action, reason = Outcome.CREATED, Reason.BELOW_THRESHOLD
         changes: list[dict[str, Any]] = []
 
-        same_text = Memory.objects.filter(store=store, content=content_row, invalidated_at__isnull=True).first()
+        valid = Memory.objects.filter(store=store, invalidated_at__isnull=True).select_related("content") \
+            .defer("content__embedding", "content__search_vector")
+        same_text = valid.filter(content=content_row).first()
         about_match = None
         if about is not None:
-            about_match = Memory.objects.filter(
-                store=store, invalidated_at__isnull=True, about_kind=about.kind, about_key=about.key
-            ).select_related("content").first()
+            about_match = valid.filter(about_kind=about.kind, about_key=about.key).first()
 
         if about_match is not None:
             match = about_match
@@ -297,14 +348,14 @@ def memory_write(
                 action, reason, similarity = Outcome.SKIPPED, Reason.DUPLICATE, 1.0
             else:
                 action, reason = Outcome.SUPERSEDED, Reason.ABOUT_KEY
-                similarity = _cosine(content_row, about_match.content)
+                similarity = content_cosine(content_row.pk, about_match.content_id)
         elif same_text is not None:
             match, similarity = same_text, 1.0
             action, reason = Outcome.SKIPPED, Reason.DUPLICATE
-        elif content_row.embedding is not None:
-            nearest = nearest_valid_memory(store, list(content_row.embedding))
+        elif has_vector:
+            nearest = nearest_valid_memory(store, content_row.pk)
             if nearest is not None:
-                match = Memory.objects.select_related("content").get(pk=nearest[0])
+                match = valid.get(pk=nearest[0])
                 similarity = nearest[1]
                 if similarity >= dup_t:
                     changes = _changed_details(match.content.text, text)
@@ -383,14 +434,6 @@ def memory_write(
         action=str(action), memory=memory, assertion=assertion, similarity=similarity,
         decision_reason=reason, changed_details=changes, replaced=replaced,
     )
-
-
-def _cosine(a: MemoryContent, b: MemoryContent) -> float | None:
-    if a.embedding is None or b.embedding is None:
-        return None
-    import numpy as np
-
-    return float(np.dot(np.asarray(a.embedding), np.asarray(b.embedding)))
 
 
 @transaction.atomic

@@ -1,0 +1,117 @@
+"""Benchmark bootstrap: Django on a dedicated database, shared data path, result files.
+
+Benchmarks never touch the development or test databases: each uses its own database
+on the same server (created and migrated on first use).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+SHARED_DATA = Path(os.environ.get("MEMORY_ENGINE_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+def setup_django(db_name: str = "bench_memory_engine", *, migrate: bool = True) -> None:
+    """Point Django at ``db_name`` (created if missing), migrate it, and set Django up."""
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
+    os.environ["MEMORY_ENGINE_DB_NAME"] = db_name
+    os.environ.setdefault("MEMORY_ENGINE_LOG_LEVEL", "WARNING")
+    import django
+    from django.conf import settings
+
+    django.setup()
+    import psycopg
+
+    admin = dict(settings.DATABASES["default"])
+    conninfo = {"dbname": "postgres", "user": admin["USER"] or None, "host": admin["HOST"] or None,
+                "port": admin["PORT"] or None, "password": admin["PASSWORD"] or None}
+    with psycopg.connect(**{k: v for k, v in conninfo.items() if v}, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [db_name]).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{db_name}"')
+    if migrate:
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0, interactive=False)
+
+
+def percentile(values: list[float], pct: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def summary_ms(values: list[float]) -> dict[str, float]:
+    """p50/p95/p99/mean of durations given in seconds, in milliseconds."""
+    return {
+        "p50_ms": round(percentile(values, 50) * 1000, 3),
+        "p95_ms": round(percentile(values, 95) * 1000, 3),
+        "p99_ms": round(percentile(values, 99) * 1000, 3),
+        "mean_ms": round(statistics.fmean(values) * 1000, 3) if values else float("nan"),
+        "n": len(values),
+    }
+
+
+def print_table(headers: list[str], rows: list[list[Any]]) -> None:
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for n, row in enumerate(cells):
+        print("  ".join(cell.rjust(widths[i]) if i else cell.ljust(widths[i]) for i, cell in enumerate(row)))
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def write_results(name: str, data: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    payload = {
+        "benchmark": name,
+        "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        **data,
+    }
+    path.write_text(json.dumps(payload, indent=2))
+    print(f"\nresults written to {path.relative_to(ROOT)}")
+    return path
+
+
+def timing_provider_path() -> str:
+    """Dotted path of an onnx provider that records how long each embed call took."""
+    return "_setup.TimingOnnxProvider"
+
+
+EMBED_SECONDS: list[float] = []
+
+
+def _timing_class() -> Any:
+    from memory_engine.providers.embeddings.onnx import OnnxEmbeddingProvider
+
+    class TimingOnnxProvider(OnnxEmbeddingProvider):
+        def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+            import time
+
+            started = time.perf_counter()
+            try:
+                return super().embed_documents(texts)
+            finally:
+                EMBED_SECONDS.append(time.perf_counter() - started)
+
+    return TimingOnnxProvider
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TimingOnnxProvider":
+        return _timing_class()
+    raise AttributeError(name)
