@@ -1,0 +1,66 @@
+"""Test embedders and converters for the document pipeline (importable by a worker subprocess)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from memory_engine.providers.embeddings.base import EmbeddingError
+
+from ..providers import HashingEmbeddingProvider
+
+#: (indexed_chunks, unembedded_chunks) of the document being ingested, read at each embed call.
+PROGRESS: list[tuple[int, int]] = []
+#: Called with the texts of each batch (set by a test).
+ON_BATCH: list[Any] = []
+
+
+class ProgressRecordingProvider(HashingEmbeddingProvider):
+    """Hashing embedder that records the ingesting document's progress before each batch;
+    batches whose first text contains FAIL_ME fail."""
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        from memory_engine.models import Document
+
+        document = Document.objects.filter(status="processing").order_by("-updated_at").first()
+        if document is not None:
+            PROGRESS.append((document.indexed_chunks, document.unembedded_chunks))
+        for hook in ON_BATCH:
+            hook(texts)
+        if any("FAIL_ME" in text for text in texts):
+            raise EmbeddingError("batch refused by the test provider")
+        return super().embed_documents(texts)
+
+
+def pages_converter(*, data: bytes, content_type: str, filename: str, document: Any) -> list[Any]:
+    """A callable converter: two pages, the second with an explicit page number."""
+    return [f"converted {filename} ({len(data)} bytes, {content_type})", {"text": "second page text", "page": 7}]
+
+
+def pending_converter(*, data: bytes, content_type: str, filename: str, document: Any) -> dict[str, str]:
+    Path(document.metadata["callback_file"]).write_text(document.converter_callback_url)
+    return {"status": "pending"}
+
+
+def broken_converter(*, data: bytes, content_type: str, filename: str, document: Any) -> list[str]:
+    raise RuntimeError("converter exploded")
+
+
+def sleepy_converter(*, data: bytes, content_type: str, filename: str, document: Any) -> list[str]:
+    """Slow on the first attempt (so a test can kill the worker mid-ingest), fast afterwards.
+
+    Writes ``<marker>.attempt<N>`` when it starts, so the test knows the worker is inside it.
+    """
+    marker = Path(document.metadata["marker"])
+    Path(f"{marker}.attempt{document.attempts}").write_text(str(os.getpid()))
+    if document.attempts == 1:
+        time.sleep(float(document.metadata.get("sleep", 120)))
+    return ["recovered text after the worker died", "and a second page"]
+
+
+def slow_converter(*, data: bytes, content_type: str, filename: str, document: Any) -> list[str]:
+    time.sleep(2)
+    return ["too late"]

@@ -1,0 +1,244 @@
+"""The ingestion pipeline end to end (API -> task -> chunks) on the shared PDFs and on text."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from memory_engine.models import Chunk, Document
+from memory_engine.services.documents import document_ingest, document_reingest
+from tests.shared_data import PDFS
+from tests.test_extraction import PASSWORDS, PDF_FILES, Fails, Text, expected_outcome
+
+from .conftest import pdf_file, upload
+from .providers import PROGRESS
+
+pytestmark = pytest.mark.usefixtures("hashing_embedder")
+
+
+def ingest_pdf(client, committed, name, **fields):
+    response = committed(upload, client, pdf_file(name), **fields)
+    assert response.status_code == 202, response.json()
+    return Document.objects.get(pk=response.json()["id"])
+
+
+@pytest.mark.parametrize("name", [n for n in PDF_FILES if (PDFS / n).stat().st_size > 0])
+def test_every_shared_pdf_ends_in_its_terminal_status(client, committed, name):
+    document = ingest_pdf(client, committed, name)
+    expected = expected_outcome(name, with_password=False)
+    if name in PASSWORDS:
+        expected = Fails("PDF_ENCRYPTED", {"reason": "password_required"})
+    if isinstance(expected, Fails):
+        assert document.status == "failed", document.error
+        assert document.error["code"] == expected.code
+        assert document.error["message"]
+        assert document.total_chunks == 0 and not document.chunks.exists()
+        return
+    assert_ready_with_pages(document, expected)
+
+
+def assert_ready_with_pages(document: Document, expected: Text) -> None:
+    assert document.status == "ready", document.error
+    assert document.chunk_strategy == "page"
+    chunks = list(document.chunks.order_by("chunk_index"))
+    assert [chunk.page for chunk in chunks] == list(expected.text_pages or range(1, expected.pages + 1))
+    assert expected.contains in "\n".join(chunk.text for chunk in chunks)
+    assert document.total_chunks == document.indexed_chunks == len(chunks)
+    assert document.unembedded_chunks == 0 and all(chunk.embedding is not None for chunk in chunks)
+    assert document.attempts == 1 and document.error is None and document.ingested_at
+
+
+@pytest.mark.parametrize("name", sorted(PASSWORDS))
+def test_encrypted_pdfs_open_with_their_password(client, committed, name):
+    document = ingest_pdf(client, committed, name, password=PASSWORDS[name])
+    expected = expected_outcome(name, with_password=True)
+    assert isinstance(expected, Text)
+    assert_ready_with_pages(document, expected)
+    assert "openpassword" not in str(document.converter_state)  # stored encrypted
+
+
+def test_wrong_password_fails_then_reingest_with_the_right_one(client, committed):
+    document = ingest_pdf(client, committed, "plumber-password-example.pdf", password="nope")
+    assert document.error["code"] == "PDF_ENCRYPTED"
+    assert document.error["details"]["reason"] == "wrong_password"
+    response = committed(client.post, f"/api/v1/documents/{document.pk}/ingest", {"password": "test"},
+                         format="json")
+    assert response.status_code == 202
+    document.refresh_from_db()
+    assert document.status == "ready" and document.total_chunks == 4
+
+
+def test_zero_byte_file_is_refused_up_front(client):
+    response = upload(client, pdf_file("plumber-empty.pdf"))
+    assert response.status_code == 400
+    assert response.json()["code"] == "EMPTY_FILE"
+    assert not Document.objects.exists()
+
+
+def test_wait_true_ingests_inline_and_answers_201(client):
+    response = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true")
+    assert response.status_code == 201
+    body = response.json()
+    assert body["status"] == "ready" and body["total_chunks"] == body["indexed_chunks"] == 4
+    assert body["path"] == "/sf-pdflatex-4-pages.pdf"
+    assert {"id", "path", "title", "content_type", "status", "error", "total_chunks", "indexed_chunks",
+            "unembedded_chunks", "attempts", "chunk_strategy", "chunk_size", "chunk_overlap", "tags",
+            "metadata", "created_at"} <= set(body)
+
+
+def test_wait_true_over_the_sync_limit_runs_in_the_background(client, committed, engine):
+    engine(SYNC_INGESTION_MAX_BYTES=100)
+    response = committed(upload, client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true")
+    assert response.status_code == 202
+    assert response.json()["status"] == "pending"
+    assert Document.objects.get().status == "ready"  # the task ran (inline broker in tests)
+
+
+def test_wait_true_failure_is_201_with_the_error(client):
+    response = upload(client, pdf_file("ocrmypdf-linn-scanned.pdf"), wait="true")
+    assert response.status_code == 201
+    assert response.json()["status"] == "failed"
+    assert response.json()["error"]["code"] == "NO_TEXT_LAYER"
+
+
+def test_size_strategy_windows_and_page_attribution(client):
+    response = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true", chunk_strategy="size",
+                      chunk_size=300, chunk_overlap=50)
+    body = response.json()
+    assert (body["chunk_strategy"], body["chunk_size"], body["chunk_overlap"]) == ("size", 300, 50)
+    chunks = list(Chunk.objects.filter(document_id=body["id"]).order_by("chunk_index"))
+    assert len(chunks) > 4
+    assert all(len(chunk.text) <= 300 for chunk in chunks)
+    assert chunks[1].text[:50] == chunks[0].text[250:300]
+    pages = [chunk.page for chunk in chunks]
+    assert pages == sorted(pages) and pages[0] == 1 and pages[-1] == 4
+
+
+def test_invalid_chunk_settings_are_400(client):
+    response = upload(client, pdf_file("sf-minimal-document.pdf"), chunk_strategy="size", chunk_size=100,
+                      chunk_overlap=100)
+    assert response.status_code == 400
+    assert response.json()["code"] == "CHUNK_SETTINGS_INVALID"
+
+
+def test_text_document_defaults_to_whole(client, committed):
+    response = committed(client.post, "/api/v1/documents",
+                         {"content": "# Leave policy\n\nTwenty days a year.", "path": "/hr/leave.md",
+                          "title": "Leave", "tags": {"team": "hr"}}, format="json")
+    assert response.status_code == 202, response.json()
+    document = Document.objects.get(pk=response.json()["id"])
+    assert (document.status, document.content_type, document.chunk_strategy) == ("ready", "text/markdown", "whole")
+    chunk = document.chunks.get()
+    assert chunk.page is None and chunk.text.startswith("# Leave policy")
+    assert document.file.read().decode().startswith("# Leave policy")
+
+
+def test_text_document_without_path_gets_one(client):
+    response = client.post("/api/v1/documents", {"content": "plain words", "title": "Some Note", "wait": True},
+                           format="json")
+    assert response.status_code == 201
+    assert response.json()["path"].startswith("/some-note-") and response.json()["content_type"] == "text/plain"
+
+
+def test_blank_text_is_400(client):
+    response = client.post("/api/v1/documents", {"content": "  \n "}, format="json")
+    assert response.status_code == 400 and response.json()["code"] == "EMPTY_FILE"
+
+
+def test_markdown_upload_with_size_strategy(client):
+    text = "# Title\n\n" + "word " * 500
+    file = SimpleUploadedFile("notes.md", text.encode(), content_type="application/octet-stream")
+    body = upload(client, file, wait="true", chunk_strategy="size").json()
+    assert body["content_type"] == "text/markdown" and body["status"] == "ready"
+    assert (body["chunk_size"], body["chunk_overlap"]) == (1000, 200) and body["total_chunks"] == 3
+
+
+def test_indexed_chunks_advance_per_batch(client, engine, settings):
+    from tests.conftest import use_embedder
+
+    use_embedder(settings, "tests.documents.providers.ProgressRecordingProvider", MODEL="all-MiniLM-L6-v2")
+    engine(EMBEDDING_BATCH_SIZE=2)
+    PROGRESS.clear()
+    body = upload(client, pdf_file("pypdf-GeoBase_NHNC1_Data_Model_UML_EN.pdf"), wait="true").json()
+    assert body["status"] == "ready" and body["total_chunks"] == body["indexed_chunks"]
+    assert [indexed for indexed, _ in PROGRESS] == list(range(0, body["total_chunks"], 2))
+
+
+def test_a_failed_embedding_batch_is_stored_without_vectors(client, engine, settings):
+    from tests.conftest import use_embedder
+
+    use_embedder(settings, "tests.documents.providers.ProgressRecordingProvider", MODEL="all-MiniLM-L6-v2")
+    engine(EMBEDDING_BATCH_SIZE=2)
+    blocks = ["alpha " * 50, "beta. " * 50, ("FAIL_ME " + "gamma " * 50)[:300], "delta " * 50, "omega " * 50]
+    assert all(len(block) == 300 for block in blocks)
+    text = "".join(blocks)  # windows of 300 are the blocks; batches of 2: the 2nd batch fails
+    body = client.post("/api/v1/documents", {"content": text, "chunk_strategy": "size", "chunk_size": 300,
+                                             "chunk_overlap": 0, "wait": True}, format="json").json()
+    assert body["status"] == "ready"
+    chunks = list(Chunk.objects.filter(document_id=body["id"]).order_by("chunk_index"))
+    missing = [chunk.chunk_index for chunk in chunks if chunk.embedding is None]
+    assert body["unembedded_chunks"] == len(missing) == 2
+    assert all(chunk.embedding_model == "" for chunk in chunks if chunk.embedding is None)
+
+
+def test_failing_embedder_still_makes_the_document_lexically_searchable(client, failing_embedder):
+    body = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true").json()
+    assert body["status"] == "ready"
+    assert body["unembedded_chunks"] == body["total_chunks"] == 4
+    assert Chunk.objects.filter(document_id=body["id"], search_vector="hello").exists()
+
+
+def test_no_embedder_configured(client, no_embedder):
+    body = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    assert body["status"] == "ready" and body["unembedded_chunks"] == 1
+
+
+def test_ingest_is_idempotent(client):
+    body = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true").json()
+    ids = set(Chunk.objects.filter(document_id=body["id"]).values_list("pk", flat=True))
+    document = document_ingest(document_id=body["id"])  # a duplicate delivery of the task
+    assert document.status == "ready" and document.attempts == 1
+    assert set(Chunk.objects.filter(document_id=body["id"]).values_list("pk", flat=True)) == ids
+
+
+def test_reingest_with_new_settings_replaces_the_chunks(client, committed):
+    body = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true").json()
+    old = set(Chunk.objects.filter(document_id=body["id"]).values_list("pk", flat=True))
+    response = committed(client.post, f"/api/v1/documents/{body['id']}/ingest",
+                         {"chunk_strategy": "whole"}, format="json")
+    assert response.status_code == 202 and response.json()["status"] == "pending"
+    document = Document.objects.get(pk=body["id"])
+    assert (document.status, document.chunk_strategy, document.total_chunks) == ("ready", "whole", 1)
+    assert not old & set(document.chunks.values_list("pk", flat=True))
+    # The new settings stick for later re-ingests without settings.
+    document = committed(document_reingest, document=document)
+    document.refresh_from_db()
+    assert document.chunk_strategy == "whole" and document.total_chunks == 1
+
+
+def test_failed_reingest_keeps_the_previous_chunks(client, committed):
+    body = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    document = Document.objects.get(pk=body["id"])
+    Path(document.file.path).write_bytes(b"%PDF-1.4\n garbage")  # the stored file got damaged
+    committed(document_reingest, document=document)
+    document.refresh_from_db()
+    assert document.status == "failed" and document.error["code"] == "PDF_DAMAGED"
+    assert document.total_chunks == document.chunks.count() == 1
+
+
+def test_delete_removes_chunks_and_the_stored_file(client, committed):
+    body = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    path = Path(Document.objects.get(pk=body["id"]).file.path)
+    assert path.exists()
+    response = committed(client.delete, f"/api/v1/documents/{body['id']}")
+    assert response.status_code == 204
+    assert not Document.objects.exists() and not Chunk.objects.exists() and not path.exists()
+
+
+def test_sha256_and_size_are_recorded(client):
+    data = (PDFS / "sf-minimal-document.pdf").read_bytes()
+    body = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    assert body["sha256"] == hashlib.sha256(data).hexdigest() and body["size_bytes"] == len(data)
