@@ -36,7 +36,11 @@ DEFAULTS: dict[str, Any] = {
     "MAX_MEMORY_CHARS": 32 * 1024,
     # Before skipping a near-duplicate, compare numbers, dates, names, negation...:
     # a changed detail turns the skip into a supersede (memory_engine.details).
-    "CHANGED_DETAIL_GATE": False,
+    "CHANGED_DETAIL_GATE": True,
+    # Optional same-fact judge (stores opt in with judge_enabled; needs LLM): asked only
+    # when the best match's cosine lies in [JUDGE_FLOOR, supersede threshold).
+    "JUDGE_FLOOR": 0.75,
+    "JUDGE_TIMEOUT": 5.0,
     # Stores with at most this many contents are searched exactly for dedup; larger
     # stores use the HNSW index (with HNSW_EF_SEARCH).
     "DEDUP_EXACT_SCAN_MAX": 20000,

@@ -22,7 +22,7 @@ from memory_engine.services.generations import complete_generation, record_gener
 from . import serializers as s
 from .fields import JSONObjectField
 from .scoping import ProjectScopedMixin
-from .views import ERRORS, _api_judge
+from .views import ERRORS
 
 
 class GenerationSerializer(serializers.ModelSerializer):
@@ -173,7 +173,6 @@ class WriteMemoryToolView(ProjectScopedMixin, APIView):
         serializer = WriteMemoryToolSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        store = agent.write_memory_store
         result = agent_write_memory(
             agent=agent,
             content=data["content"],
@@ -182,7 +181,6 @@ class WriteMemoryToolView(ProjectScopedMixin, APIView):
             about=data.get("about"),
             generation_id=data.get("generation_id") or None,
             principal=self.principal,
-            judge=_api_judge(store) if store is not None else None,
         )
         code = status.HTTP_200_OK if result.action == "skipped" else status.HTTP_201_CREATED
         return Response(s.write_result_data(result), status=code)

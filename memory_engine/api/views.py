@@ -130,7 +130,6 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
             about=data.get("about"),
             principal=self.principal,
             mechanism=Mechanism.API,
-            judge=_api_judge(store),
         )
         code = status.HTTP_200_OK if result.action == "skipped" else status.HTTP_201_CREATED
         return Response(s.write_result_data(result), status=code)
@@ -148,17 +147,6 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         ).order_by("created_at", "id")
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(s.MemoryAssertionSerializer(page, many=True).data)
-
-
-def _api_judge(store: MemoryStore) -> Any:
-    """The same-fact judge on the API door is opt-in per store (it adds a model call)."""
-    if not store.judge_enabled:
-        return None
-    try:
-        from memory_engine.services.judge import get_judge
-    except ImportError:
-        return None
-    return get_judge()
 
 
 @extend_schema_view(

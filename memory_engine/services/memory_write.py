@@ -307,9 +307,9 @@ def memory_write(
     """Write one fact into a store: skip, supersede or create, and record one assertion.
 
     Raises ContentEmpty / ContentTooLong / ThresholdsInvalid / AboutRequired /
-    QuotaExceeded before anything is written. ``judge`` is an optional callable
-    ``(old_text, new_text) -> bool | None`` consulted between JUDGE_FLOOR and the
-    supersede threshold (see memory_engine.services.judge).
+    QuotaExceeded before anything is written. Stores with ``judge_enabled`` consult the
+    same-fact judge (memory_engine.services.judge) between JUDGE_FLOOR and the supersede
+    threshold; ``judge`` may pass another callable ``(old, new, similarity) -> verdict``.
     """
     text = validate_content(content)
     tags = dict(tags or {})
@@ -324,6 +324,10 @@ def memory_write(
             details={"kind": kind, "require_about_for_kinds": required},
         )
     digest = content_hash(text)
+    if judge is None and store.judge_enabled:
+        from .judge import get_judge
+
+        judge = get_judge()
     vector, notes = _prepare_vector(store, text, digest)
 
     with transaction.atomic():
@@ -357,7 +361,11 @@ def memory_write(
             if nearest is not None:
                 match = valid.get(pk=nearest[0])
                 similarity = nearest[1]
-                if similarity >= dup_t:
+                if about is not None and match.about_key is not None:
+                    # the match is explicitly about something else: a different fact
+                    reason = Reason.ABOUT_KEY
+                    notes["about_mismatch"] = {"kind": match.about_kind, "key": match.about_key}
+                elif similarity >= dup_t:
                     changes = _changed_details(match.content.text, text)
                     if changes:
                         action, reason = Outcome.SUPERSEDED, Reason.CHANGED_DETAIL
@@ -367,11 +375,14 @@ def memory_write(
                     action, reason = Outcome.SUPERSEDED, Reason.SIMILAR
                 elif judge is not None:
                     verdict = judge(match.content.text, text, similarity)
-                    notes["judge"] = verdict.as_dict() if hasattr(verdict, "as_dict") else verdict
-                    if getattr(verdict, "same_fact", None) is True:
-                        action, reason = Outcome.SUPERSEDED, Reason.JUDGE
-                    elif getattr(verdict, "same_fact", None) is False:
-                        reason = Reason.JUDGE
+                    if verdict is not None:
+                        notes["judge"] = verdict.as_dict()
+                        if verdict.same_fact is True:
+                            action, reason = Outcome.SUPERSEDED, Reason.JUDGE
+                        elif verdict.same_fact is False:
+                            reason = Reason.JUDGE
+                        else:
+                            notes["judge"]["fallback"] = "cosine"
         else:
             notes.setdefault("embedding", "missing")
 
