@@ -3,7 +3,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from . import documents, generations, rules, views
+from . import agents, documents, generations, rules, search, views
 
 router = DefaultRouter(trailing_slash=False)
 router.register("memory-stores", views.MemoryStoreViewSet, basename="memory-store")
@@ -12,9 +12,11 @@ router.register("memory-assertions", views.MemoryAssertionViewSet, basename="mem
 router.register("generations", generations.GenerationViewSet, basename="generation")
 router.register("documents", documents.DocumentViewSet, basename="document")
 router.register("ingestion-rules", documents.IngestionRuleViewSet, basename="ingestion-rule")
+router.register("agents", agents.AgentViewSet, basename="agent")
 
 urlpatterns = [
     path("embeddings", views.EmbeddingsView.as_view(), name="embeddings"),
+    path("knowledge/search", search.KnowledgeSearchView.as_view(), name="knowledge-search"),
     path("agents/<str:agent_id>/tools/write_memory", generations.WriteMemoryToolView.as_view(),
          name="agent-tool-write-memory"),
     path("memory-stores/<str:store_id>/rules",

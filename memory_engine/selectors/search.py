@@ -25,6 +25,7 @@ silently returns fewer rows than exist.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -463,6 +464,13 @@ def _channel_ranks(rows: list[tuple[Any, ...]], min_similarity: float | None) ->
             {(r[0], r[1]): i for i, r in enumerate(lexical, 1)})
 
 
+def _json(value: Any) -> dict[str, Any]:
+    """jsonb from a raw cursor arrives as text (Django registers a text loader for psycopg)."""
+    if isinstance(value, str):
+        return json.loads(value)
+    return value or {}
+
+
 def _fuse(rows: list[tuple[Any, ...]], *, rrf_k: float, half_life: float, limit: int,
           min_similarity: float | None) -> list[SearchHit]:
     now = timezone.now()
@@ -480,7 +488,7 @@ def _fuse(rows: list[tuple[Any, ...]], *, rrf_k: float, half_life: float, limit:
         hits.append(SearchHit(
             source=src, id=pk, text=text, score=score,
             similarity_score=None if dist is None else 1.0 - float(dist),
-            ranks={"vector": vrank, "lexical": lrank}, tags=tags or {},
+            ranks={"vector": vrank, "lexical": lrank}, tags=_json(tags),
             document_id=doc_id, document_path=path, document_title=title, page=page,
             chunk_index=chunk_index, memory_store_id=store_id, memory_store_name=store_name,
             created_at=created_at,
@@ -510,7 +518,7 @@ def _ordered_read(scope: _Scope, limit: int) -> list[SearchHit]:
     return [
         SearchHit(
             source=MEMORY if part == 0 else DOCUMENT, id=pk, text=text, score=0.0, similarity_score=None,
-            ranks={"vector": None, "lexical": None}, tags=tags or {}, document_id=doc_id, document_path=path,
+            ranks={"vector": None, "lexical": None}, tags=_json(tags), document_id=doc_id, document_path=path,
             document_title=title, page=page, chunk_index=chunk_index, memory_store_id=store_id,
             memory_store_name=store_name, created_at=created_at,
         )

@@ -1,0 +1,153 @@
+"""Agents: CRUD, push retrieval (``/context``) and tool definitions (``/tools``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memory_engine.exceptions import NotFound
+from memory_engine.injection import inject_knowledge
+from memory_engine.models import Agent
+from memory_engine.services.agents import UNSET, agent_create, agent_update
+from memory_engine.tools import FORMATS, agent_tool_definitions, run_search_knowledge
+
+from .fields import JSONObjectField
+from .scoping import ProjectScopedMixin
+from .search import SearchResultSerializer
+from .serializers import ErrorSerializer
+from .views import ERRORS
+
+
+class AgentSerializer(serializers.ModelSerializer):
+    knowledge_config = JSONObjectField(
+        required=False,
+        help_text="memory_store_ids, document_ids, document_paths, tags, min_score, limit (5), rrf_k, "
+                  "recency_half_life_days.",
+    )
+    write_memory_store_id = serializers.CharField(required=False, allow_null=True, max_length=40)
+    name = serializers.CharField(max_length=200)
+
+    class Meta:
+        model = Agent
+        fields = ["id", "name", "knowledge_config", "write_memory_store_id", "created_at"]
+        read_only_fields = ["id", "created_at"]
+
+
+class AgentContextRequestSerializer(serializers.Serializer):
+    messages = serializers.ListField(child=serializers.DictField(), help_text="Chat messages [{role, content}].")
+    override = JSONObjectField(required=False, allow_null=True,
+                               help_text="Per-generation knowledge_config override (arrays unioned, "
+                                         "tags merged per key, scalars overridden).")
+    query = serializers.CharField(required=False, allow_null=True, trim_whitespace=False,
+                                  help_text="Defaults to the last user message.")
+
+
+class AgentContextResponseSerializer(serializers.Serializer):
+    messages = serializers.ListField(child=serializers.DictField())
+    injected = serializers.BooleanField()
+    knowledge = SearchResultSerializer()
+
+
+class ToolsResponseSerializer(serializers.Serializer):
+    provider = serializers.ChoiceField(choices=FORMATS)
+    tools = serializers.ListField(child=serializers.DictField())
+
+
+class SearchToolRequestSerializer(serializers.Serializer):
+    query = serializers.CharField(trim_whitespace=False)
+    limit = serializers.IntegerField(required=False)
+
+
+class SearchToolResponseSerializer(serializers.Serializer):
+    content = serializers.CharField(help_text="Text to hand back to the model as the tool result.")
+    knowledge = SearchResultSerializer()
+
+
+@extend_schema_view(
+    list=extend_schema(responses={200: AgentSerializer(many=True), **ERRORS}),
+    create=extend_schema(responses={201: AgentSerializer, **ERRORS}),
+    retrieve=extend_schema(responses={200: AgentSerializer, **ERRORS}),
+    update=extend_schema(responses={200: AgentSerializer, **ERRORS}),
+    partial_update=extend_schema(responses={200: AgentSerializer, **ERRORS}),
+    destroy=extend_schema(responses={204: None, **ERRORS}),
+)
+class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
+    """Your agents: their retrieval scope (knowledge_config) and optional write memory store."""
+
+    queryset = Agent.objects.none()  # schema generation only; get_queryset scopes by project
+    serializer_class = AgentSerializer
+    filterset_fields: list[str] = []
+    #: Set per action: reading context or running a search is allowed with read-only keys.
+    read_only_key_allowed = False
+
+    def get_queryset(self) -> QuerySet[Agent]:
+        return Agent.objects.filter(project=self.project).select_related("project").order_by("name", "id")
+
+    def get_object(self) -> Agent:
+        agent = self.get_queryset().filter(pk=self.kwargs["pk"]).first()
+        if agent is None:
+            raise NotFound("No agent with this id exists in your project.", code="AGENT_NOT_FOUND",
+                           details={"agent_id": self.kwargs["pk"]})
+        return agent
+
+    def perform_create(self, serializer: Any) -> None:
+        data = serializer.validated_data
+        serializer.instance = agent_create(
+            project=self.project, name=data["name"], knowledge_config=data.get("knowledge_config"),
+            write_memory_store_id=data.get("write_memory_store_id", UNSET),
+        )
+
+    def perform_update(self, serializer: Any) -> None:
+        data = serializer.validated_data
+        serializer.instance = agent_update(
+            agent=serializer.instance, name=data.get("name"),
+            knowledge_config=data.get("knowledge_config", UNSET),
+            write_memory_store_id=data.get("write_memory_store_id", UNSET),
+        )
+
+    @extend_schema(request=AgentContextRequestSerializer,
+                   responses={200: AgentContextResponseSerializer,
+                              503: OpenApiResponse(ErrorSerializer, description="No embedding provider"),
+                              **ERRORS})
+    @action(detail=True, methods=["post"], read_only_key_allowed=True)
+    def context(self, request: Request, pk: str | None = None) -> Response:
+        """The turn's messages with a fenced <knowledge> block prepended as a user message."""
+        agent = self.get_object()
+        serializer = AgentContextRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        messages, result = inject_knowledge(data["messages"], agent=agent, override=data.get("override"),
+                                            query=data.get("query") or None)
+        return Response({
+            "messages": messages,
+            "injected": len(messages) > len(data["messages"]),
+            "knowledge": SearchResultSerializer(result.as_dict()).data,
+        })
+
+    @extend_schema(
+        parameters=[OpenApiParameter("provider", str, enum=list(FORMATS), default="openai",
+                                     description="Function-calling shape (`?format=` is DRF's renderer switch).")],
+        responses={200: ToolsResponseSerializer, **ERRORS}, filters=False,
+    )
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def tools(self, request: Request, pk: str | None = None) -> Response:
+        """Function-calling definitions: search_knowledge, and write_memory when a write store is set."""
+        agent = self.get_object()
+        fmt = request.query_params.get("provider", "openai")
+        return Response({"provider": fmt, "tools": agent_tool_definitions(agent, fmt=fmt)})
+
+    @extend_schema(request=SearchToolRequestSerializer,
+                   responses={200: SearchToolResponseSerializer, **ERRORS})
+    @action(detail=True, methods=["post"], url_path="tools/search_knowledge", read_only_key_allowed=True)
+    def search_knowledge(self, request: Request, pk: str | None = None) -> Response:
+        """Run a search_knowledge tool call inside the agent's scope."""
+        agent = self.get_object()
+        content, result = run_search_knowledge(agent, dict(request.data))
+        return Response({"content": content, "knowledge": SearchResultSerializer(result.as_dict()).data},
+                        status=status.HTTP_200_OK)

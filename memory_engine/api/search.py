@@ -1,0 +1,100 @@
+"""``POST /api/v1/knowledge/search``: the one search function over HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory_engine.selectors.search import MAX_LIMIT, SearchResult, knowledge_search
+
+from .fields import JSONObjectField
+from .scoping import ProjectScopedMixin
+from .serializers import ErrorSerializer
+from .views import ERRORS
+
+
+class KnowledgeSearchRequestSerializer(serializers.Serializer):
+    query = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                  help_text="Natural-language query. Without one the read is deterministic.")
+    memory_store_ids = serializers.ListField(child=serializers.CharField(max_length=40), required=False,
+                                             max_length=1000)
+    document_ids = serializers.ListField(child=serializers.CharField(max_length=40), required=False,
+                                         max_length=1000)
+    document_paths = serializers.ListField(child=serializers.CharField(max_length=1000), required=False,
+                                           max_length=1000, help_text="Path prefixes.")
+    tags = JSONObjectField(required=False, allow_null=True,
+                           help_text="jsonb containment on the memory's, its store's or the document's tags.")
+    min_similarity = serializers.FloatField(required=False, allow_null=True,
+                                            help_text="Cosine floor for vector candidates, in [-1, 1].")
+    rrf_k = serializers.FloatField(required=False, default=60)
+    recency_half_life_days = serializers.FloatField(required=False, default=0)
+    limit = serializers.IntegerField(required=False, default=10, help_text=f"1 to {MAX_LIMIT}.")
+
+
+class SearchRanksSerializer(serializers.Serializer):
+    vector = serializers.IntegerField(allow_null=True)
+    lexical = serializers.IntegerField(allow_null=True)
+
+
+class SearchHitSerializer(serializers.Serializer):
+    source = serializers.ChoiceField(choices=["document", "memory"])
+    id = serializers.CharField()
+    text = serializers.CharField()
+    score = serializers.FloatField(help_text="Fused RRF value; comparable only inside one response.")
+    similarity_score = serializers.FloatField(allow_null=True, help_text="Raw cosine similarity.")
+    document_id = serializers.CharField(allow_null=True)
+    document_path = serializers.CharField(allow_null=True)
+    document_title = serializers.CharField(allow_null=True)
+    page = serializers.IntegerField(allow_null=True)
+    chunk_index = serializers.IntegerField(allow_null=True)
+    memory_store_id = serializers.CharField(allow_null=True)
+    memory_store_name = serializers.CharField(allow_null=True)
+    tags = serializers.DictField()
+    created_at = serializers.DateTimeField(allow_null=True)
+    ranks = SearchRanksSerializer()
+
+
+class SearchResultSerializer(serializers.Serializer):
+    results = SearchHitSerializer(many=True)
+    degraded = serializers.ListField(child=serializers.CharField(),
+                                     help_text="e.g. embedding_unavailable, lexical_unavailable")
+
+
+def search_response(result: SearchResult) -> Response:
+    """The answer plus a Server-Timing header (query embedding and database time, ms)."""
+    headers = {}
+    if result.timings:
+        headers["Server-Timing"] = ", ".join(
+            f"{name.removesuffix('_ms')};dur={value:.2f}" for name, value in result.timings.items()
+        )
+    return Response(SearchResultSerializer(result.as_dict()).data, headers=headers)
+
+
+def search_arguments(data: dict[str, Any]) -> dict[str, Any]:
+    args = {key: value for key, value in data.items() if value is not None}
+    if args.get("query") == "":
+        args.pop("query")
+    return args
+
+
+class KnowledgeSearchView(ProjectScopedMixin, APIView):
+    """Hybrid search over your memories and documents (vector + full text, fused by RRF)."""
+
+    read_only_key_allowed = True
+
+    @extend_schema(
+        request=KnowledgeSearchRequestSerializer,
+        responses={200: SearchResultSerializer,
+                   503: OpenApiResponse(ErrorSerializer, description="No embedding provider configured"),
+                   **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = KnowledgeSearchRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        result = knowledge_search(project=self.project, **search_arguments(serializer.validated_data))
+        return search_response(result)
