@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
+from django.core.validators import ProhibitNullCharactersValidator
 from django.db.models import QuerySet
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
@@ -39,6 +40,14 @@ from .serializers import ErrorSerializer
 from .views import ERRORS
 
 # --- serializers ---------------------------------------------------------------------
+
+
+class PathField(serializers.CharField):
+    """A path checked by the service (PATH_INVALID names the problem), NUL characters included."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(trim_whitespace=False, max_length=4000, **kwargs)
+        self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
 
 
 class DocumentErrorSerializer(serializers.Serializer):
@@ -88,8 +97,7 @@ class ChunkSettingsSerializer(serializers.Serializer):
 
 class DocumentUploadSerializer(ChunkSettingsSerializer):
     file = serializers.FileField(allow_empty_file=True)
-    path = serializers.CharField(required=False, max_length=1000, trim_whitespace=False,
-                                 help_text="Default: /<original filename>.")
+    path = PathField(required=False, help_text="Default: /<original filename>.")
     title = serializers.CharField(required=False, allow_blank=True, max_length=500)
     tags = JSONObjectField(required=False)
     metadata = JSONObjectField(required=False)
@@ -100,7 +108,7 @@ class DocumentUploadSerializer(ChunkSettingsSerializer):
 class DocumentTextSerializer(ChunkSettingsSerializer):
     content = serializers.CharField(allow_blank=True, trim_whitespace=False)
     content_type = serializers.ChoiceField(choices=["text/plain", "text/markdown"], required=False)
-    path = serializers.CharField(required=False, max_length=1000, trim_whitespace=False)
+    path = PathField(required=False)
     title = serializers.CharField(required=False, allow_blank=True, max_length=500)
     tags = JSONObjectField(required=False)
     metadata = JSONObjectField(required=False)

@@ -539,17 +539,17 @@ def _convert(document: Document, run: str, rule: IngestionRule, data: bytes,
         document=document, callback_url=callback_url,
         download_url=download_url(document) if rule.file_delivery == IngestionRule.FileDelivery.DOWNLOAD_URL else "",
     )
+    context = {"rule_id": rule.pk}
+    if native_error is not None:
+        context["native_error"] = native_error.code
     try:
         result = run_converter(rule, request)
     except ConverterError as exc:
-        details = {**exc.details, "rule_id": rule.pk}
-        if native_error is not None:
-            details["native_error"] = native_error.code
-        raise IngestionFailure(exc.code, exc.message, details) from exc
+        raise IngestionFailure(exc.code, exc.message, {**exc.details, **context}) from exc
     if not result.pending:
         if not any(page.text.strip() for page in result.pages):
             raise IngestionFailure("CONVERTER_EMPTY", "The converter returned no text; check the converter and "
-                                   "re-ingest the document.", {"rule_id": rule.pk, "pages": len(result.pages)})
+                                   "re-ingest the document.", {**context, "pages": len(result.pages)})
         return result.pages
     with transaction.atomic():
         current = _owned(document.pk, run).select_for_update().first()
@@ -677,16 +677,18 @@ def converter_callback(*, document_id: str, token: str, body: bytes, signature: 
                                    code="CALLBACK_SIGNATURE_INVALID")
         try:
             result = parse_answer(json.loads(body or b"null"), source="callback")
-        except (ValueError, ConverterError) as exc:
-            if isinstance(exc, ConverterError) and exc.code == "CONVERTER_FAILED":
-                callback["used"] = True
-                state["callback"] = callback
-                Document.objects.filter(pk=document.pk).update(converter_state=state)
-                transaction.on_commit(lambda: _fail(document_id, state.get("run"), exc.code, exc.message,
-                                                    exc.details))
-                return document
-            message = exc.message if isinstance(exc, ConverterError) else "The body is not JSON."
-            raise ValidationFailed(message, code="CALLBACK_BODY_INVALID") from exc
+        except ValueError as exc:
+            raise ValidationFailed("The body is not JSON; send {\"pages\": [...]}.",
+                                   code="CALLBACK_BODY_INVALID") from exc
+        except ConverterError as exc:
+            if exc.code != "CONVERTER_FAILED":
+                raise ValidationFailed(exc.message, code="CALLBACK_BODY_INVALID", details=exc.details) from exc
+            state["callback"] = {**callback, "used": True}
+            document.converter_state = state
+            document.save(update_fields=["converter_state", "updated_at"])
+            _fail(document_id, state.get("run"), exc.code, exc.message, exc.details)
+            document.refresh_from_db()
+            return document
         if result.pending:
             raise ValidationFailed("Send the pages: {\"pages\": [...]}.", code="CALLBACK_BODY_INVALID")
         callback["used"] = True
