@@ -127,7 +127,10 @@ def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch,
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=20)
         except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:  # the test already killed the whole group
+                pass
         if log:
             log.close()
 
