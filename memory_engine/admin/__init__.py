@@ -4,3 +4,4 @@
 from . import memories, tenancy  # noqa: F401  (registers ModelAdmins)
 from . import rules  # noqa: F401  (memory rules and generations)
 from . import agents  # noqa: F401  (agents)
+from . import documents  # noqa: F401  (documents and ingestion rules)

@@ -1,0 +1,258 @@
+"""Admin for documents (why is this PDF not searchable?) and ingestion rules.
+
+Uploads, re-ingests and rule edits go through the same services as the API.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.utils.html import format_html
+
+from memory_engine.exceptions import MemoryEngineError
+from memory_engine.models import Chunk, Document, IngestionRule
+from memory_engine.models.documents import ChunkStrategy, DocumentStatus
+from memory_engine.services.documents import Upload, document_create, document_delete, document_reingest
+from memory_engine.services.ingestion_rules import validate_rule
+
+from .memories import admin_link
+
+STATUS_COLOURS = {
+    DocumentStatus.PENDING: "#777",
+    DocumentStatus.PROCESSING: "#1f6feb",
+    DocumentStatus.READY: "#1a7f37",
+    DocumentStatus.FAILED: "#cf222e",
+}
+
+#: What an operator should do about each failure code (the error message has the specifics).
+NEXT_STEPS = {
+    "PDF_ENCRYPTED": "Re-ingest with the PDF's password (API: POST /documents/{id}/ingest {password}).",
+    "PDF_DAMAGED": "Repair the file (print it to a new PDF) and upload it again, or add a converter rule.",
+    "NO_TEXT_LAYER": "Add an ingestion rule for application/pdf with an OCR converter, then re-ingest.",
+    "UNSUPPORTED_CONTENT_TYPE": "Add an ingestion rule with a converter for this content type, then re-ingest.",
+    "EMPTY_FILE": "The file has no content; upload the right file.",
+    "PDF_TOO_LARGE": "Split the PDF or raise MEMORY_ENGINE['MAX_PDF_PAGES'], then re-ingest.",
+    "TEXT_DECODE_ERROR": "Re-save the file as UTF-8 and upload it again.",
+    "CONVERTER_FAILED": "Check the converter (its URL or callable and its logs), then re-ingest.",
+    "CONVERTER_TIMEOUT": "The converter was too slow or never called back; check it, then re-ingest.",
+    "CONVERTER_BAD_RESPONSE": "The converter answered an unexpected shape; fix it, then re-ingest.",
+    "CONVERTER_EMPTY": "The converter returned no text; check it, then re-ingest.",
+    "CONVERTER_NOT_FOUND": "The rule names a callable that cannot be imported; fix the rule, then re-ingest.",
+    "INGESTION_STALLED": "Workers died on this file repeatedly; check the worker logs and memory, then re-ingest.",
+    "INGESTION_ERROR": "An unexpected error; see the worker log, then re-ingest.",
+    "FILE_MISSING": "The stored file is gone; upload the document again.",
+    "NO_TEXT": "No text came out of the file; check it or its converter.",
+}
+
+
+class ChunkInline(admin.TabularInline):
+    model = Chunk
+    fields = ["chunk_index", "page", "text_preview", "embedded"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = False
+    classes = ["collapse"]
+
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="text")
+    def text_preview(self, obj: Chunk) -> str:
+        return obj.text[:300] + ("…" if len(obj.text) > 300 else "")
+
+    @admin.display(boolean=True)
+    def embedded(self, obj: Chunk) -> bool:
+        return obj.embedding is not None
+
+    def get_queryset(self, request: Any) -> QuerySet[Chunk]:
+        return super().get_queryset(request).defer("embedding").order_by("chunk_index")
+
+
+class DocumentUploadForm(forms.ModelForm):
+    """Upload through the admin: the same service (and checks) as POST /documents/ingest."""
+
+    upload = forms.FileField(help_text="The content type is sniffed from the bytes.")
+    document_path = forms.CharField(required=False, label="Path", help_text="Default: /<file name>.")
+    strategy = forms.ChoiceField(choices=[("", "default (page)"), *ChunkStrategy.choices], required=False,
+                                 label="Chunk strategy")
+    size = forms.IntegerField(required=False, min_value=1, label="Chunk size")
+    overlap = forms.IntegerField(required=False, min_value=0, label="Chunk overlap")
+    password = forms.CharField(required=False, widget=forms.PasswordInput, help_text="For an encrypted PDF.")
+
+    class Meta:
+        model = Document
+        fields = ["project", "title", "tags", "metadata"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        file = data["upload"]
+        try:
+            self.created = document_create(
+                project=data["project"],
+                upload=Upload(file.read(), filename=file.name or "", declared_content_type=file.content_type),
+                path=data.get("document_path") or None, title=data.get("title") or "",
+                tags=data.get("tags") or {}, metadata=data.get("metadata") or {},
+                chunk_strategy=data.get("strategy") or None, chunk_size=data.get("size"),
+                chunk_overlap=data.get("overlap"), password=data.get("password") or None,
+            )
+        except MemoryEngineError as exc:
+            raise ValidationError(f"{exc.code}: {exc.message}") from exc
+        return data
+
+
+@admin.register(Document)
+class DocumentAdmin(admin.ModelAdmin):
+    list_display = ["path", "project", "status_badge", "progress", "error_code", "chunking", "rule",
+                    "size_bytes", "created_at"]
+    list_filter = ["status", "project", "content_type", "chunk_strategy"]
+    search_fields = ["path", "title", "id", "sha256"]
+    list_select_related = ["project", "ingestion_rule"]
+    date_hierarchy = "created_at"
+    actions = ["reingest", "reembed_missing"]
+    inlines = [ChunkInline]
+    readonly_fields = [
+        "id", "project", "path", "content_type", "file", "original_filename", "size_bytes", "sha256",
+        "status_badge", "progress", "error_explained", "chunking", "rule", "attempts", "heartbeat_at",
+        "ingested_at", "created_at", "updated_at",
+    ]
+    fieldsets = [
+        (None, {"fields": ["id", "project", "path", "title", "tags", "metadata"]}),
+        ("Ingestion", {"fields": ["status_badge", "progress", "error_explained", "chunking", "rule", "attempts",
+                                  "heartbeat_at", "ingested_at"]}),
+        ("File", {"fields": ["content_type", "file", "original_filename", "size_bytes", "sha256", "created_at",
+                             "updated_at"]}),
+    ]
+
+    def get_form(self, request: Any, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        if obj is None:
+            kwargs["form"] = DocumentUploadForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fieldsets(self, request: Any, obj: Any = None) -> Any:
+        if obj is None:
+            return [(None, {"fields": ["project", "upload", "document_path", "title", "tags", "metadata",
+                                       "strategy", "size", "overlap", "password"]})]
+        return self.fieldsets
+
+    def get_readonly_fields(self, request: Any, obj: Any = None) -> Any:
+        return [] if obj is None else self.readonly_fields
+
+    def get_inlines(self, request: Any, obj: Any) -> Any:
+        return self.inlines if obj is not None else []
+
+    def save_model(self, request: Any, obj: Document, form: Any, change: bool) -> None:
+        if change:
+            obj.save(update_fields=["title", "tags", "metadata", "updated_at"])
+            return
+        created = form.created  # made by DocumentUploadForm.clean through the service
+        obj.__dict__.update({k: v for k, v in created.__dict__.items() if k != "_state"})
+        obj._state.adding = False
+
+    def delete_model(self, request: Any, obj: Document) -> None:
+        document_delete(document=obj)
+
+    def delete_queryset(self, request: Any, queryset: QuerySet[Document]) -> None:
+        for document in queryset:
+            document_delete(document=document)
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj: Document) -> str:
+        return format_html('<b style="color:#fff;background:{};padding:1px 6px;border-radius:3px">{}</b>',
+                           STATUS_COLOURS.get(obj.status, "#777"), obj.status)
+
+    @admin.display(description="progress")
+    def progress(self, obj: Document) -> str:
+        text = f"{obj.indexed_chunks}/{obj.total_chunks}"
+        if obj.unembedded_chunks:
+            text += f" ({obj.unembedded_chunks} without vectors)"
+        return text
+
+    @admin.display(description="error")
+    def error_code(self, obj: Document) -> str:
+        return (obj.error or {}).get("code", "")
+
+    @admin.display(description="error and next step")
+    def error_explained(self, obj: Document) -> str:
+        if not obj.error:
+            return "-"
+        code = obj.error.get("code", "")
+        return format_html("<b>{}</b>: {}<br><i>Next:</i> {}<br><small>{}</small>", code, obj.error.get("message", ""),
+                           NEXT_STEPS.get(code, "Fix the cause, then re-ingest."),
+                           json.dumps(obj.error.get("details") or {}))
+
+    @admin.display(description="chunking")
+    def chunking(self, obj: Document) -> str:
+        if obj.chunk_strategy == ChunkStrategy.SIZE:
+            return f"size {obj.chunk_size} / overlap {obj.chunk_overlap}"
+        return obj.chunk_strategy
+
+    @admin.display(description="ingestion rule")
+    def rule(self, obj: Document) -> str:
+        return admin_link(obj.ingestion_rule, obj.ingestion_rule.content_type_glob) if obj.ingestion_rule else "-"
+
+    @admin.action(description="Re-ingest the selected documents")
+    def reingest(self, request: Any, queryset: QuerySet[Document]) -> None:
+        count = 0
+        for document in queryset:
+            document_reingest(document=document)
+            count += 1
+        self.message_user(request, f"{count} document(s) queued for re-ingestion.", messages.SUCCESS)
+
+    @admin.action(description="Re-embed missing vectors of the selected documents")
+    def reembed_missing(self, request: Any, queryset: QuerySet[Document]) -> None:
+        from memory_engine.services.reembed import reembed_missing
+
+        report = reembed_missing(document_ids=list(queryset.values_list("pk", flat=True)))
+        embedded, failed = sum(report.embedded.values()), sum(report.failed.values())
+        level = messages.WARNING if failed else messages.SUCCESS
+        self.message_user(request, f"{embedded} chunk vector(s) filled, {failed} failed.", level)
+
+
+class IngestionRuleForm(forms.ModelForm):
+    converter_url = forms.URLField(required=False, max_length=1000, assume_scheme="https")
+
+    class Meta:
+        model = IngestionRule
+        fields = ["project", "name", "content_type_glob", "converter_type", "converter_path", "converter_url",
+                  "converter_secret", "converter_timeout", "native_extraction", "file_delivery",
+                  "chunk_strategy", "chunk_size", "chunk_overlap", "enabled"]
+        widgets = {"converter_secret": forms.PasswordInput(render_value=True)}
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        probe = IngestionRule(pk=self.instance.pk, **{k: v for k, v in data.items()})
+        try:
+            validate_rule(probe)  # staff may name any callable (API callers are limited by prefix)
+        except MemoryEngineError as exc:
+            raise ValidationError(f"{exc.code}: {exc.message}") from exc
+        data["content_type_glob"] = probe.content_type_glob
+        return data
+
+
+@admin.register(IngestionRule)
+class IngestionRuleAdmin(admin.ModelAdmin):
+    form = IngestionRuleForm
+    list_display = ["content_type_glob", "project", "converter_type", "target", "native_extraction",
+                    "file_delivery", "enabled", "documents_count", "created_at"]
+    list_filter = ["enabled", "converter_type", "project"]
+    search_fields = ["content_type_glob", "name", "id", "converter_url", "converter_path"]
+    list_select_related = ["project"]
+    readonly_fields = ["id", "created_at"]
+
+    @admin.display(description="converter")
+    def target(self, obj: IngestionRule) -> str:
+        return obj.converter_url if obj.converter_type == IngestionRule.ConverterType.HTTP else obj.converter_path
+
+    @admin.display(description="documents")
+    def documents_count(self, obj: IngestionRule) -> int:
+        return obj.documents.count()
