@@ -87,15 +87,15 @@ def complete_generation(
     (GENERATION_ALREADY_COMPLETED).
     """
     _check_status(status)
-    updated = Generation.objects.filter(pk=generation.pk, status=GenerationStatus.RUNNING).update(
-        status=status,
-        output=output if output is not None else generation.output,
-        completed_at=timezone.now(),
-    )
+    values = {"status": status, "output": output if output is not None else generation.output,
+              "completed_at": timezone.now()}
+    # A conditional UPDATE: of two concurrent completions exactly one wins.
+    updated = Generation.objects.filter(pk=generation.pk, status=GenerationStatus.RUNNING).update(**values)
     if not updated:
         raise Conflict("This generation is already completed.", code="GENERATION_ALREADY_COMPLETED",
                        details={"generation_id": generation.pk})
-    generation.refresh_from_db()
+    for name, value in values.items():
+        setattr(generation, name, value)
     generation_id = generation.pk
     transaction.on_commit(
         lambda: generation_completed.send(sender=Generation, generation_id=generation_id), robust=True

@@ -29,7 +29,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from django.db import DatabaseError, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef
+from django.db.models.fields.json import KT
 from django.utils.module_loading import import_string
 
 from memory_engine.conf import engine_settings
@@ -331,18 +332,32 @@ def _validate_callable(path: str, *, trusted: bool) -> None:
 
 # --- selection and loop prevention ---------------------------------------------------------------
 
+def _project_rules(*, project_id: str, agent_id: str) -> list[dict[str, Any]]:
+    """Every rule of the project in one query: whether it selects ``agent_id`` and which
+    agent handles it (``handler_config.agent_id``)."""
+    through = MemoryRule.source_agents.through
+    return list(
+        MemoryRule.objects.filter(store__project_id=project_id)
+        .annotate(
+            handler_agent=KT("handler_config__agent_id"),
+            selects_agent=Exists(through.objects.filter(memoryrule_id=OuterRef("pk"), agent_id=agent_id)),
+            has_agents=Exists(through.objects.filter(memoryrule_id=OuterRef("pk"))),
+        )
+        .order_by("created_at", "id")
+        .values("id", "enabled", "on", "handler_agent", "selects_agent", "has_agents")
+    )
+
+
 def handler_agent_ids(*, project_id: str) -> set[str]:
     """Agents that handle a rule of the project (named in a rule's ``handler_config.agent_id``)."""
-    values = MemoryRule.objects.filter(
-        store__project_id=project_id, handler_config__has_key="agent_id"
-    ).values_list("handler_config__agent_id", flat=True)
-    return {v for v in values if isinstance(v, str)}
+    return {r["handler_agent"] for r in _project_rules(project_id=project_id, agent_id="") if r["handler_agent"]}
 
 
-def fires_rules(generation: Generation) -> bool:
+def fires_rules(generation: Generation, *, handler_agents: set[str] | None = None) -> bool:
     """False for a rule handler's generation, a handler agent's generation, or any
     generation initiated (directly or further up) by one."""
-    handler_agents = handler_agent_ids(project_id=generation.project_id)
+    if handler_agents is None:
+        handler_agents = handler_agent_ids(project_id=generation.project_id)
     current: Generation | None = generation
     seen: set[str] = set()
     for _ in range(MAX_INITIATOR_DEPTH):
@@ -361,18 +376,22 @@ def fires_rules(generation: Generation) -> bool:
 
 def matching_rule_ids(*, generation: Generation) -> list[str]:
     """Enabled ``generation.completed`` rules of the generation's project that select its
-    agent (no source agents = every agent); none when the generation must not fire."""
-    if generation.status != GenerationStatus.COMPLETED or not fires_rules(generation):
+    agent (no source agents = every agent); none when the generation must not fire.
+
+    One query for the rules (the completion request waits for it), plus one per
+    ``initiator`` hop when the generation has an initiator.
+    """
+    if generation.status != GenerationStatus.COMPLETED:
         return []
-    return list(
-        MemoryRule.objects.filter(
-            store__project_id=generation.project_id, enabled=True, on=MemoryRule.On.GENERATION_COMPLETED
-        )
-        .filter(Q(source_agents__isnull=True) | Q(source_agents=generation.agent_id))
-        .order_by("created_at", "id")
-        .values_list("id", flat=True)
-        .distinct()
-    )
+    rules = _project_rules(project_id=generation.project_id, agent_id=generation.agent_id)
+    handler_agents = {r["handler_agent"] for r in rules if r["handler_agent"]}
+    if not fires_rules(generation, handler_agents=handler_agents):
+        return []
+    return [
+        r["id"] for r in rules
+        if r["enabled"] and r["on"] == MemoryRule.On.GENERATION_COMPLETED
+        and (r["selects_agent"] or not r["has_agents"])
+    ]
 
 
 def enqueue_rule_firing(*, rule_id: str, generation_id: str) -> None:
