@@ -111,6 +111,7 @@ def main() -> None:
     parser.add_argument("--embedder", choices=sorted(EMBEDDERS), default="hashing")
     args = parser.parse_args()
 
+    load_before = os.getloadavg()
     llm = instant_llm()
     env_extra = {
         "MEMORY_ENGINE_EMBEDDING_PROVIDER": EMBEDDERS[args.embedder],
@@ -175,7 +176,9 @@ def main() -> None:
          worker["firings_per_second"]],
         ["in-process (no queue)", args.inline, round(inline_seconds, 3), round(args.inline / inline_seconds, 1)],
     ])
+    load_after = os.getloadavg()
     print(f"\nqueued before the worker: {queued}; generations with a rule error: {errors}")
+    print(f"load average (1 min) before/after: {load_before[0]:.2f} / {load_after[0]:.2f} on {os.cpu_count()} CPUs")
     write_results(f"rules-{args.embedder}", {
         "embedder": args.embedder,
         "complete_request": {"one_rule": rule_ms, "no_rule": none_ms, "added": added},
@@ -183,6 +186,7 @@ def main() -> None:
         "inline": {"firings": args.inline, "seconds": round(inline_seconds, 3),
                    "firings_per_second": round(args.inline / inline_seconds, 1), "per_firing": summary_ms(durations)},
         "errors": errors,
+        "load_average_1min": {"before": round(load_before[0], 2), "after": round(load_after[0], 2)},
     })
 
 
