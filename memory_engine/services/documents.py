@@ -494,7 +494,6 @@ def _run(document: Document, run: str) -> None:
         raise IngestionFailure("NO_TEXT", "No text was found in the document (every page is empty); check the "
                                "file or the ingestion rule's converter, then re-ingest it.",
                                {"pages": len(pages)})
-    _beat(document.pk, run, total_chunks=len(specs), indexed_chunks=0, unembedded_chunks=0)
     vectors, model = _embed(document.pk, run, specs)
     _swap(document.pk, run, specs, vectors, model)
 
@@ -571,9 +570,10 @@ def _embed(document_id: str, run: str, specs: list[ChunkSpec]) -> tuple[list[lis
     provider = get_embedding_provider()
     vectors: list[list[float] | None] = [None] * len(specs)
     if provider is None:
-        _beat(document_id, run, indexed_chunks=len(specs), unembedded_chunks=len(specs))
         return vectors, ""
     batch_size = max(1, int(engine_settings.EMBEDDING_BATCH_SIZE))
+    if len(specs) > batch_size:  # progress is worth reporting (one batch: the swap reports it)
+        _beat(document_id, run, total_chunks=len(specs), indexed_chunks=0, unembedded_chunks=0)
     missing = 0
     for start in range(0, len(specs), batch_size):
         batch = specs[start:start + batch_size]
@@ -583,7 +583,8 @@ def _embed(document_id: str, run: str, specs: list[ChunkSpec]) -> tuple[list[lis
             missing += len(batch)
             logger.warning("embedding batch failed; chunks stored without vectors",
                            extra={"document_id": document_id, "error": str(exc)[:200]})
-        _beat(document_id, run, indexed_chunks=start + len(batch), unembedded_chunks=missing)
+        if start + len(batch) < len(specs):  # the swap records the last batch
+            _beat(document_id, run, indexed_chunks=start + len(batch), unembedded_chunks=missing)
     return vectors, provider.model_name
 
 
@@ -610,7 +611,8 @@ def _swap(document_id: str, run: str, specs: list[ChunkSpec], vectors: list[list
         document.unembedded_chunks = sum(vector is None for vector in vectors)
         document.ingested_at = document.heartbeat_at = now
         document.converter_state = _persistent(document.converter_state)
-        document.save()
+        document.save(update_fields=["status", "error", "total_chunks", "indexed_chunks", "unembedded_chunks",
+                                     "ingested_at", "heartbeat_at", "converter_state", "updated_at"])
 
 
 def _persistent(state: dict[str, Any] | None) -> dict[str, Any]:

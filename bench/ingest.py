@@ -1,0 +1,161 @@
+"""Ingestion throughput against the embedder's own throughput on the same chunks.
+
+For the two largest shared PDFs and 1,000 SciFact abstracts (one text document each):
+
+* raw:      the default embedder alone on exactly the chunk texts the pipeline produces,
+            in batches of EMBEDDING_BATCH_SIZE (and, for SciFact, per document as the
+            pipeline calls it);
+* pipeline: bytes -> document_create -> document_ingest (store the file, read it back,
+            extract, chunk, embed in batches, swap the chunks in, mark ready), inline.
+
+Pages/s and chunks/s of both, and pipeline / raw. Runs on its own database
+(``bench_ingest``) and a temporary MEDIA_ROOT.
+
+    python bench/ingest.py [--docs 1000] [--rounds 2] [--skip-scifact] [--skip-pdfs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _setup import SHARED_DATA, print_table, setup_django, write_results  # noqa: E402
+
+PDFS = ["plumber-WARN-Report-2015-2016.pdf", "pypdf-GeoBase_NHNC1_Data_Model_UML_EN.pdf"]
+
+
+def scifact_texts(limit: int) -> list[str]:
+    texts = []
+    with open(SHARED_DATA / "scifact" / "corpus.jsonl") as handle:
+        for line in handle:
+            row = json.loads(line)
+            texts.append(f"{row['title']}\n\n{row['text']}")
+            if len(texts) == limit:
+                break
+    return texts
+
+
+def embed_raw(provider: Any, texts: list[str], batch: int) -> float:
+    started = time.perf_counter()
+    for start in range(0, len(texts), batch):
+        provider.embed_documents(texts[start:start + batch])
+    return time.perf_counter() - started
+
+
+def run_pdf(name: str, project: Any, provider: Any, batch: int, rounds: int) -> dict[str, Any]:
+    from memory_engine.chunking import chunk_pages
+    from memory_engine.extraction import extract_pages
+    from memory_engine.services.documents import Upload, document_create, document_delete, document_ingest
+
+    data = (SHARED_DATA / "pdfs" / name).read_bytes()
+    started = time.perf_counter()
+    pages = extract_pages(data, "application/pdf")
+    extract_s = time.perf_counter() - started
+    texts = [spec.text for spec in chunk_pages(pages, strategy="page")]
+    raw, pipeline = [], []
+    for _ in range(rounds):
+        raw.append(embed_raw(provider, texts, batch))
+        started = time.perf_counter()
+        document = document_create(project=project, upload=Upload(data, filename=name), path=f"/bench/{name}",
+                                   enqueue=False)
+        document = document_ingest(document_id=document.pk)
+        pipeline.append(time.perf_counter() - started)
+        assert document.status == "ready" and document.total_chunks == len(texts), document.error
+        assert document.unembedded_chunks == 0
+        document_delete(document=document)
+    return _row(name, pages=len(pages), chunks=len(texts), raw_s=min(raw), pipeline_s=min(pipeline),
+                extract_s=extract_s)
+
+
+def run_scifact(limit: int, project: Any, provider: Any, batch: int, rounds: int) -> list[dict[str, Any]]:
+    from memory_engine.models import Document
+    from memory_engine.services.documents import document_create_text, document_ingest
+
+    texts = scifact_texts(limit)
+    raw_batched, raw_single, pipeline = [], [], []
+    for _ in range(rounds):
+        raw_batched.append(embed_raw(provider, texts, batch))
+        raw_single.append(embed_raw(provider, texts, 1))
+        started = time.perf_counter()
+        for index, text in enumerate(texts):
+            document = document_create_text(project=project, content=text, path=f"/scifact/{index}.txt",
+                                            enqueue=False)
+            document = document_ingest(document_id=document.pk)
+            assert document.status == "ready" and document.unembedded_chunks == 0, document.error
+        pipeline.append(time.perf_counter() - started)
+        Document.objects.filter(project=project).delete()
+    label = f"SciFact x{limit} (1 chunk/doc)"
+    return [
+        _row(f"{label} vs raw batch {batch}", pages=limit, chunks=limit, raw_s=min(raw_batched),
+             pipeline_s=min(pipeline)),
+        _row(f"{label} vs raw per document", pages=limit, chunks=limit, raw_s=min(raw_single),
+             pipeline_s=min(pipeline)),
+    ]
+
+
+def _row(name: str, *, pages: int, chunks: int, raw_s: float, pipeline_s: float,
+         extract_s: float | None = None) -> dict[str, Any]:
+    return {
+        "corpus": name, "pages": pages, "chunks": chunks,
+        "raw_s": round(raw_s, 3), "pipeline_s": round(pipeline_s, 3),
+        "extract_s": round(extract_s, 3) if extract_s is not None else None,
+        "raw_chunks_per_s": round(chunks / raw_s, 2),
+        "pipeline_chunks_per_s": round(chunks / pipeline_s, 2),
+        "pipeline_pages_per_s": round(pages / pipeline_s, 2),
+        "pipeline_over_raw": round(raw_s / pipeline_s, 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=1000, help="SciFact abstracts to ingest.")
+    parser.add_argument("--rounds", type=int, default=2, help="Repeat each measurement; the best run counts.")
+    parser.add_argument("--skip-scifact", action="store_true")
+    parser.add_argument("--skip-pdfs", action="store_true")
+    args = parser.parse_args()
+
+    media = tempfile.mkdtemp(prefix="bench-ingest-media-")
+    os.environ["MEDIA_ROOT"] = media
+    setup_django("bench_ingest")
+    from memory_engine.conf import engine_settings
+    from memory_engine.models import Project
+    from memory_engine.providers.embeddings import require_embedding_provider
+    from memory_engine.services.stores import project_delete
+
+    provider = require_embedding_provider()
+    batch = int(engine_settings.EMBEDDING_BATCH_SIZE)
+    provider.embed_documents(["warm up the model"] * 4)
+    Project.objects.filter(name="bench-ingest").delete()
+    project = Project.objects.create(name="bench-ingest")
+    rows: list[dict[str, Any]] = []
+    try:
+        if not args.skip_pdfs:
+            for name in PDFS:
+                rows.append(run_pdf(name, project, provider, batch, args.rounds))
+        if not args.skip_scifact:
+            rows.extend(run_scifact(args.docs, project, provider, batch, args.rounds))
+    finally:
+        project_delete(project=project)
+
+    print(f"\nembedder: {provider.model_name} ({engine_settings.EMBEDDING['PROVIDER']}), batch {batch}, "
+          f"best of {args.rounds}\n")
+    print_table(
+        ["corpus", "pages", "chunks", "extract s", "raw s", "pipeline s", "pages/s", "chunks/s", "raw chunks/s",
+         "pipeline/raw"],
+        [[r["corpus"], r["pages"], r["chunks"], r["extract_s"] if r["extract_s"] is not None else "-", r["raw_s"],
+          r["pipeline_s"], r["pipeline_pages_per_s"], r["pipeline_chunks_per_s"], r["raw_chunks_per_s"],
+          f"{r['pipeline_over_raw']:.1%}"] for r in rows],
+    )
+    write_results("ingest", {"embedder": provider.model_name, "batch_size": batch, "rounds": args.rounds,
+                             "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
