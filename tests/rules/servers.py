@@ -5,65 +5,39 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from ..httpserver import LocalServer
 
 Reply = tuple[int, Any, float]  # (status, body: dict/list/str/bytes, delay seconds)
 
 
-class FakeServer:
-    """``responder(request) -> (status, body, delay)``; every request is kept in ``requests``."""
+class FakeServer(LocalServer):
+    """``responder(request) -> (status, body, delay)``; every request is kept in ``received``
+    as ``{path, headers, raw, json}``. Started at once; ``close()`` stops it."""
 
     def __init__(self, responder: Callable[[dict[str, Any]], Reply]) -> None:
         self.responder = responder
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        server = self
+        self.received: list[dict[str, Any]] = []
+        super().__init__(self._handle)
+        self.__enter__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                try:
-                    body = json.loads(raw or b"null")
-                except ValueError:
-                    body = None
-                request = {"path": self.path, "headers": dict(self.headers), "raw": raw, "json": body}
-                with server._lock:
-                    server.requests.append(request)
-                status, payload, delay = server.responder(request)
-                if delay:
-                    time.sleep(delay)
-                data = payload if isinstance(payload, bytes) else (
-                    payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
-                )
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+    def _handle(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, Any]:
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            body = None
+        request = {"path": path, "headers": headers, "raw": raw, "json": body}
+        self.received.append(request)
+        status, payload, delay = self.responder(request)
+        if delay:
+            time.sleep(delay)
+        return status, payload.encode() if isinstance(payload, str) else payload
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.__exit__(None, None, None)
 
 
 def chat_reply(text: str) -> dict[str, Any]:

@@ -63,7 +63,7 @@ def test_builtin_good_json_writes_through_the_funnel(llm: Any, agent: Any, store
     assert {(r.mechanism, r.rule_id, r.principal) for r in rows} == {("rule", rule.pk, f"rule:{rule.pk}")}
     memory = Memory.objects.get(content__text="The user prefers email.")
     assert memory.tags == {"kind": "preference"} and memory.source_type == "conversation"
-    request = llm.requests[0]["json"]
+    request = llm.received[0]["json"]
     assert request["temperature"] == 0.0 and "tools" not in request
     assert request["messages"][0]["role"] == "system" and "JSON array" in request["messages"][0]["content"]
     assert "Bergen" in request["messages"][1]["content"] and "Oslo" not in request["messages"][1]["content"]
@@ -146,7 +146,7 @@ def test_rule_prompt_model_and_provider_overrides(settings: Any, hashing_embedde
                      provider={"BASE_URL": fake_llm.base_url, "TIMEOUT": 1, "RETRIES": 0})
     counts = fire(rule, turn(agent))
     assert counts == {"created": 0, "superseded": 0, "skipped": 0, "failed": 0, "error": None}
-    sent = fake_llm.requests[0]["json"]
+    sent = fake_llm.received[0]["json"]
     assert sent["model"] == "tiny" and sent["messages"][0]["content"] == "Only names."
 
 
@@ -192,7 +192,7 @@ def test_http_handler_signs_and_is_answered(hashing_embedder: None, agent: Any, 
         counts = fire(rule, turn(agent, output="hello there"))
         assert counts["created"] == 1, counts
         assert Memory.objects.get(store=store).tags == {"via": "http"}
-        assert server.requests[0]["json"]["transcript"].endswith("assistant: hello there")
+        assert server.received[0]["json"]["transcript"].endswith("assistant: hello there")
         wrong = make_rule(store, "http", url=f"{server.url}/extract", secret="wrong", retries=0)
         counts = fire(wrong, turn(agent))
         assert counts["error"]["code"] == "HANDLER_HTTP_ERROR"

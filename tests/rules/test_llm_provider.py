@@ -32,7 +32,7 @@ def test_overrides_alone_configure_a_provider(settings: Any, fake_llm: FakeLLM) 
     provider = get_llm_provider({"base_url": fake_llm.base_url, "model": "m2", "retries": 0})
     fake_llm.reply = "hello"
     assert provider is not None and provider.complete([{"role": "user", "content": "hi"}]) == "hello"
-    assert fake_llm.requests[0]["json"]["model"] == "m2"
+    assert fake_llm.received[0]["json"]["model"] == "m2"
 
 
 def test_complete_posts_an_openai_chat_request(settings: Any, fake_llm: FakeLLM) -> None:
@@ -41,7 +41,7 @@ def test_complete_posts_an_openai_chat_request(settings: Any, fake_llm: FakeLLM)
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
     text = get_llm_provider().complete(messages, max_tokens=50)
     assert text == '["a fact"]'
-    request = fake_llm.requests[0]
+    request = fake_llm.received[0]
     assert request["path"] == "/v1/chat/completions"
     assert request["headers"]["Authorization"] == "Bearer sk-test"
     assert request["json"]["messages"] == messages
@@ -54,7 +54,7 @@ def test_complete_posts_an_openai_chat_request(settings: Any, fake_llm: FakeLLM)
 def test_model_argument_overrides_the_configured_model(settings: Any, fake_llm: FakeLLM) -> None:
     configure(settings, fake_llm)
     get_llm_provider().complete([{"role": "user", "content": "x"}], model="other")
-    assert fake_llm.requests[0]["json"]["model"] == "other"
+    assert fake_llm.received[0]["json"]["model"] == "other"
 
 
 def test_no_model_anywhere_is_not_configured(settings: Any, fake_llm: FakeLLM) -> None:
@@ -62,7 +62,7 @@ def test_no_model_anywhere_is_not_configured(settings: Any, fake_llm: FakeLLM) -
     with pytest.raises(LLMError) as info:
         get_llm_provider().complete([{"role": "user", "content": "x"}])
     assert info.value.code == "LLM_NOT_CONFIGURED"
-    assert fake_llm.requests == []
+    assert fake_llm.received == []
 
 
 def test_server_error_is_llm_http_error_after_retries(settings: Any, fake_llm: FakeLLM) -> None:
@@ -71,7 +71,7 @@ def test_server_error_is_llm_http_error_after_retries(settings: Any, fake_llm: F
     with pytest.raises(LLMError) as info:
         get_llm_provider().complete([{"role": "user", "content": "x"}])
     assert info.value.code == "LLM_HTTP_ERROR"
-    assert len(fake_llm.requests) == 2
+    assert len(fake_llm.received) == 2
 
 
 def test_client_error_is_not_retried(settings: Any, fake_llm: FakeLLM) -> None:
@@ -80,7 +80,7 @@ def test_client_error_is_not_retried(settings: Any, fake_llm: FakeLLM) -> None:
     with pytest.raises(LLMError) as info:
         get_llm_provider().complete([{"role": "user", "content": "x"}])
     assert info.value.code == "LLM_HTTP_ERROR"
-    assert len(fake_llm.requests) == 1
+    assert len(fake_llm.received) == 1
     assert "sk-test" not in info.value.message
 
 

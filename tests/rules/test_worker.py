@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,26 +23,19 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def worker_llm() -> Iterator[FakeLLM]:
-    server = FakeLLM()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def qcluster_env(worker_llm: FakeLLM) -> dict[str, str]:
+def qcluster_env(fake_llm: FakeLLM) -> dict[str, str]:
     """What the worker subprocess reads: the hashing embedder, the fake LLM, two workers."""
     return {
         "MEMORY_ENGINE_EMBEDDING_PROVIDER": "tests.providers.HashingEmbeddingProvider",
-        "MEMORY_ENGINE_LLM_BASE_URL": worker_llm.base_url,
+        "MEMORY_ENGINE_LLM_BASE_URL": fake_llm.base_url,
         "MEMORY_ENGINE_LLM_MODEL": "test-model",
         "Q_WORKERS": "2",
     }
 
 
-def test_end_to_end_with_a_real_worker(qcluster: Any, worker_llm: FakeLLM, client: Any, project: Any,
+def test_end_to_end_with_a_real_worker(qcluster: Any, fake_llm: FakeLLM, client: Any, project: Any,
                                        hashing_embedder: None) -> None:
-    worker_llm.reply = "Here you go: " + json.dumps(
+    fake_llm.reply = "Here you go: " + json.dumps(
         ["The user lives in Bergen.", {"content": "The user prefers email.", "tags": {"kind": "preference"}}]
     )
     store = MemoryStoreFactory(project=project)
@@ -68,7 +60,7 @@ def test_end_to_end_with_a_real_worker(qcluster: Any, worker_llm: FakeLLM, clien
     rows = client.get(f"/api/v1/generations/{gen_id}/memory-assertions").data["results"]
     assert {(r["mechanism"], r["rule_id"], r["outcome"]) for r in rows} == {("rule", rule.pk, "created")}
     assert len(rows) == 2
-    sent = worker_llm.requests[0]["json"]
+    sent = fake_llm.received[0]["json"]
     assert sent["model"] == "test-model" and sent["temperature"] == 0.0
     assert "I live in Bergen" in sent["messages"][1]["content"]
 
