@@ -68,12 +68,20 @@ class GenerationFilter(django_filters.FilterSet):
         fields = ["agent_id", "status"]
 
 
+def project_row(queryset: QuerySet, pk: str | None, *, code: str, field: str) -> Any:
+    """The row ``pk`` of an already project-filtered queryset, None for no id, or a 404 ``code``."""
+    if not pk:
+        return None
+    row = queryset.filter(pk=pk).first()
+    if row is None:
+        noun = code.removesuffix("_NOT_FOUND").lower().replace("_", " ")
+        raise NotFound(f"No {noun} with this id exists in your project.", code=code, details={field: pk})
+    return row
+
+
 def project_agent(project: Any, agent_id: str) -> Agent:
-    agent = Agent.objects.filter(project=project, pk=agent_id).select_related("write_memory_store").first()
-    if agent is None:
-        raise NotFound("No agent with this id exists in your project.", code="AGENT_NOT_FOUND",
-                       details={"agent_id": agent_id})
-    return agent
+    return project_row(Agent.objects.filter(project=project).select_related("write_memory_store"), agent_id,
+                       code="AGENT_NOT_FOUND", field="agent_id")
 
 
 @extend_schema_view(
@@ -97,18 +105,10 @@ class GenerationViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         agent = project_agent(self.project, data["agent_id"])
-        initiator = None
-        if data.get("initiator_id"):
-            initiator = Generation.objects.filter(project=self.project, pk=data["initiator_id"]).first()
-            if initiator is None:
-                raise NotFound("No generation with this id exists in your project.", code="GENERATION_NOT_FOUND",
-                               details={"initiator_id": data["initiator_id"]})
-        rule = None
-        if data.get("started_by_rule_id"):
-            rule = MemoryRule.objects.filter(store__project=self.project, pk=data["started_by_rule_id"]).first()
-            if rule is None:
-                raise NotFound("No memory rule with this id exists in your project.", code="RULE_NOT_FOUND",
-                               details={"started_by_rule_id": data["started_by_rule_id"]})
+        initiator = project_row(Generation.objects.filter(project=self.project), data.get("initiator_id"),
+                                code="GENERATION_NOT_FOUND", field="initiator_id")
+        rule = project_row(MemoryRule.objects.filter(store__project=self.project), data.get("started_by_rule_id"),
+                           code="RULE_NOT_FOUND", field="started_by_rule_id")
         generation = record_generation(
             agent=agent, input_messages=data["input_messages"], output=data.get("output"),
             status=data["status"], initiator=initiator, started_by_rule=rule,
