@@ -409,7 +409,9 @@ def enqueue_memory_rules(sender: Any, *, generation_id: str, **kwargs: Any) -> N
     if generation is None:
         return
     for rule_id in matching_rule_ids(generation=generation):
-        transaction.on_commit(partial(enqueue_rule_firing, rule_id=rule_id, generation_id=generation_id))
+        # robust: one failed enqueue is logged and does not keep the other rules from firing
+        transaction.on_commit(partial(enqueue_rule_firing, rule_id=rule_id, generation_id=generation_id),
+                              robust=True)
 
 
 # --- firing --------------------------------------------------------------------------------------
