@@ -442,7 +442,7 @@ def _run_handler(rule: MemoryRule, generation: Generation) -> tuple[list[Fact], 
 
 def memory_rule_fire(*, rule_id: str, generation_id: str) -> dict[str, Any] | None:
     """Run one rule on one generation and record its counts; None when either is gone."""
-    rule = MemoryRule.objects.select_related("store").filter(pk=rule_id).first()
+    rule = MemoryRule.objects.select_related("store__project").filter(pk=rule_id).first()
     generation = Generation.objects.filter(pk=generation_id).first()
     if rule is None or generation is None or rule.store.project_id != generation.project_id:
         logger.info("rule firing skipped: rule %s or generation %s is gone", rule_id, generation_id)
