@@ -71,11 +71,17 @@ DEFAULTS: dict[str, Any] = {
     # "and": websearch_to_tsquery as written (every term must match); "or": any term
     # matches and ts_rank_cd orders by how many and how close (docs/retrieval.md).
     "KNOWLEDGE_TEXT_SEARCH_OPERATOR": "and",
+    # With "or": query words this config treats as stop words are dropped ("" keeps all).
+    "KNOWLEDGE_TEXT_SEARCH_STOPWORDS": "english",
+    # ts_rank_cd normalization bit mask (0 = none; 1 = divide by 1 + log(length); 4 = by
+    # the mean harmonic distance between extents; 32 = rank / (rank + 1)).
+    "KNOWLEDGE_TEXT_SEARCH_RANK_NORMALIZATION": 0,
     "HNSW_EF_SEARCH": 100,
     # Search scopes (valid memories / chunks) up to this size are ranked by an exact
-    # cosine scan; larger ones use HNSW with ef_search >= 2 * limit and fall back to
-    # the exact scan when post-filtering leaves fewer than `limit` rows.
-    "SEARCH_EXACT_SCAN_MAX": 10000,
+    # cosine scan; larger ones use HNSW with ef_search >= 2 * limit, widened (x4, 1000)
+    # and finally replaced by the exact scan when post-filtering leaves fewer than
+    # `limit` rows (docs/retrieval.md).
+    "SEARCH_EXACT_SCAN_MAX": 5000,
     # HTTP providers.
     "HTTP_TIMEOUT": 30.0,
     "HTTP_RETRIES": 2,

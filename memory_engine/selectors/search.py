@@ -18,9 +18,10 @@ Without a query the read is deterministic: memories oldest first, then chunks in
 
 HNSW post-filtering (pgvector 0.6 has no iterative scans): a scope of at most
 ``SEARCH_EXACT_SCAN_MAX`` rows is ranked by an exact scan; a larger one by HNSW with
-``hnsw.ef_search`` raised to at least twice the limit, and when the filtered index scan
-still returns fewer than ``limit`` rows the exact scan runs instead, so a search never
-silently returns fewer rows than exist.
+``hnsw.ef_search`` raised to at least twice the limit. When the filtered index scan
+returns fewer than ``limit`` rows, it is repeated with ef_search x4, then 1000, and
+finally replaced by the exact scan, so a search never silently returns fewer rows
+than exist.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from memory_engine.providers.embeddings import EmbeddingError, require_embedding
 logger = logging.getLogger("memory_engine.search")
 
 MAX_LIMIT = 100
+#: pgvector's upper bound for hnsw.ef_search.
+MAX_EF_SEARCH = 1000
 #: The text search config the generated ``search_vector`` columns were built with.
 COLUMN_TEXT_SEARCH_CONFIG = "simple"
 #: Longer queries are cut for the lexical channel (the embedder truncates on its own).
@@ -237,13 +240,20 @@ def _tsquery_sql() -> str:
     """The lexical query expression for the configured operator."""
     operator = str(engine_settings.KNOWLEDGE_TEXT_SEARCH_OPERATOR).lower()
     if operator == "or":
-        # Any term: the query's own lexemes OR-ed (phrases and negation are ignored).
+        # Any term: the query's own lexemes OR-ed (phrases and negation are ignored), minus
+        # the stop words of KNOWLEDGE_TEXT_SEARCH_STOPWORDS (a config that drops them, e.g.
+        # 'english'), so "the" and "of" do not match every row under the 'simple' config.
+        stop = " AND to_tsvector(%(stopconfig)s::regconfig, l) <> ''::tsvector" if _stopwords() else ""
         return (
             "(SELECT coalesce(string_agg('''' || replace(replace(l, '\\', '\\\\'), '''', '''''') || '''',"
             " ' | '), '')::tsquery FROM unnest(tsvector_to_array(to_tsvector(%(tsconfig)s::regconfig,"
-            " %(qtext)s))) AS l)"
+            " %(qtext)s))) AS l WHERE true" + stop + ")"
         )
     return "websearch_to_tsquery(%(tsconfig)s::regconfig, %(qtext)s)"
+
+
+def _stopwords() -> str:
+    return str(engine_settings.KNOWLEDGE_TEXT_SEARCH_STOPWORDS or "")
 
 
 def _tsvector_sql(alias: str) -> str:
@@ -254,29 +264,31 @@ def _tsvector_sql(alias: str) -> str:
 
 
 def _vector_cte(source: str, scope: _Scope, exact: bool) -> str:
-    order = "(x.embedding <=> %(qvec)s::vector) + 0" if exact else "x.embedding <=> %(qvec)s::vector"
+    """Top-k by cosine distance: through the HNSW index, or (exact) a scan of the scope
+    that computes each distance once (``OFFSET 0`` keeps the subquery, and so the index,
+    out of the ORDER BY)."""
     if source == MEMORY:
-        return f"""
+        inner = f"""
         SELECT m.id AS id, x.embedding <=> %(qvec)s::vector AS dist
         FROM {CONTENT} x
         JOIN {MEM} m ON m.content_id = x.id
         JOIN {STORE} s ON s.id = m.store_id
-        WHERE x.store_id = ANY(%(store_ids)s) AND x.embedding IS NOT NULL AND {_memory_where(scope)}
-        ORDER BY {order}
-        LIMIT %(k)s"""
-    return f"""
+        WHERE x.store_id = ANY(%(store_ids)s) AND x.embedding IS NOT NULL AND {_memory_where(scope)}"""
+    else:
+        inner = f"""
         SELECT x.id AS id, x.embedding <=> %(qvec)s::vector AS dist
         FROM {CHUNK} x
         JOIN {DOC} d ON d.id = x.document_id
-        WHERE x.embedding IS NOT NULL AND {_document_where(scope)}
-        ORDER BY {order}
-        LIMIT %(k)s"""
+        WHERE x.embedding IS NOT NULL AND {_document_where(scope)}"""
+    if exact:
+        return f"SELECT id, dist FROM ({inner} OFFSET 0) e ORDER BY dist, id LIMIT %(k)s"
+    return f"{inner}\n        ORDER BY x.embedding <=> %(qvec)s::vector LIMIT %(k)s"
 
 
 def _lexical_cte(source: str, scope: _Scope, with_vector: bool) -> str:
     tsv = _tsvector_sql("x")
     dist = "x.embedding <=> %(qvec)s::vector" if with_vector else "NULL::float8"
-    rank = f"ts_rank_cd({tsv}, (SELECT q FROM tsq))"
+    rank = f"ts_rank_cd({tsv}, (SELECT q FROM tsq), %(rank_norm)s)"
     if source == MEMORY:
         return f"""
         SELECT m.id AS id, {rank} AS lex, {dist} AS dist
@@ -360,13 +372,17 @@ def knowledge_search(
     rrf_k: float = 60,
     recency_half_life_days: float = 0,
     limit: int = 10,
+    channels: tuple[str, ...] = ("vector", "lexical"),
 ) -> SearchResult:
     """Search the project's memories and documents; see the module docstring for the algorithm.
 
     Raises SearchParameterInvalid (400) for knobs out of range, UnknownScope (400) for
     ids outside the project, EmbeddingNotConfigured (503) when a query needs a vector
     and no provider is configured. A failing embedder or lexical channel degrades.
+    ``channels`` switches a channel off (the evaluation harness measures each alone).
     """
+    if not channels or not set(channels) <= {"vector", "lexical"}:
+        raise ValidationFailed("`channels` must name vector and/or lexical.", details={"channels": list(channels)})
     validate_search_knobs(limit=limit, rrf_k=rrf_k, min_similarity=min_similarity,
                           recency_half_life_days=recency_half_life_days)
     if query is not None and not isinstance(query, str):
@@ -382,25 +398,26 @@ def knowledge_search(
 
     timings: dict[str, float] = {}
     degraded: list[str] = []
-    provider = require_embedding_provider()
-    started = time.perf_counter()
-    qvec: list[float] | None
-    try:
-        qvec = provider.embed_query(query)
-    except EmbeddingError as exc:
-        logger.warning("query embedding failed; searching lexically only: %s", exc)
-        qvec, degraded = None, [Degraded.EMBEDDING_UNAVAILABLE]
-    timings["embedding_ms"] = (time.perf_counter() - started) * 1000
+    qvec: list[float] | None = None
+    if "vector" in channels:
+        provider = require_embedding_provider()
+        started = time.perf_counter()
+        try:
+            qvec = provider.embed_query(query)
+        except EmbeddingError as exc:
+            logger.warning("query embedding failed; searching lexically only: %s", exc)
+            degraded.append(Degraded.EMBEDDING_UNAVAILABLE)
+        timings["embedding_ms"] = (time.perf_counter() - started) * 1000
 
     started = time.perf_counter()
-    rows = _run(scope, query, qvec, limit, min_similarity, degraded)
+    rows = _run(scope, query, qvec, limit, degraded, lexical="lexical" in channels)
     hits = _fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=limit, min_similarity=min_similarity)
     timings["search_ms"] = (time.perf_counter() - started) * 1000
     return SearchResult(results=hits, degraded=degraded, timings=timings)
 
 
-def _run(scope: _Scope, query: str, qvec: list[float] | None, limit: int,
-         min_similarity: float | None, degraded: list[str]) -> list[tuple[Any, ...]]:
+def _run(scope: _Scope, query: str, qvec: list[float] | None, limit: int, degraded: list[str], *,
+         lexical: bool) -> list[tuple[Any, ...]]:
     from memory_engine.services.memory_write import vector_literal
 
     params = {
@@ -408,35 +425,47 @@ def _run(scope: _Scope, query: str, qvec: list[float] | None, limit: int,
         "qvec": vector_literal(qvec) if qvec is not None else None,
         "qtext": query[:MAX_LEXICAL_QUERY_CHARS],
         "tsconfig": str(engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG),
+        "stopconfig": _stopwords(),
+        "rank_norm": int(engine_settings.KNOWLEDGE_TEXT_SEARCH_RANK_NORMALIZATION),
         "k": limit,
     }
     cap = int(engine_settings.SEARCH_EXACT_SCAN_MAX)
     with transaction.atomic(), connection.cursor() as cursor:
         exact = {MEMORY: True, DOCUMENT: True}
+        ef_steps: list[int] = []
         if qvec is not None:
             sizes = _scope_sizes(cursor, scope, cap + 1)
             exact = {source: sizes.get(source, 0) <= cap for source in exact}
             if not all(exact.values()):
-                ef = min(1000, max(int(engine_settings.HNSW_EF_SEARCH), 2 * limit))
-                cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef)])
-        lexical = True
+                ef = min(MAX_EF_SEARCH, max(int(engine_settings.HNSW_EF_SEARCH), 2 * limit))
+                ef_steps = sorted({ef, min(MAX_EF_SEARCH, ef * 4), MAX_EF_SEARCH})
+                _set_ef_search(cursor, ef_steps.pop(0))
         try:
             with transaction.atomic():
-                rows = _execute(cursor, scope, params, vector=qvec is not None, lexical=True, exact=exact)
+                rows = _execute(cursor, scope, params, vector=qvec is not None, lexical=lexical, exact=exact)
         except DatabaseError as exc:
-            if qvec is None:
+            if qvec is None or not lexical:
                 raise
             logger.warning("lexical channel failed; answering from vectors only: %s", exc)
             degraded.append(Degraded.LEXICAL_UNAVAILABLE)
             lexical = False
             rows = _execute(cursor, scope, params, vector=True, lexical=False, exact=exact)
-        if qvec is not None and not all(exact.values()):
+        while qvec is not None and not all(exact.values()):
             short = _short_hnsw_sources(rows, exact, limit)
-            if short:
-                # Post-filtering left fewer rows than asked: rank those sources exactly.
+            if not short:
+                break
+            # Post-filtering left fewer rows than asked: widen the HNSW search, and in
+            # the end rank the short sources by an exact scan.
+            if ef_steps:
+                _set_ef_search(cursor, ef_steps.pop(0))
+            else:
                 exact = {source: exact[source] or source in short for source in exact}
-                rows = _execute(cursor, scope, params, vector=True, lexical=lexical, exact=exact)
+            rows = _execute(cursor, scope, params, vector=True, lexical=lexical, exact=exact)
     return rows
+
+
+def _set_ef_search(cursor: Any, ef: int) -> None:
+    cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef)])
 
 
 def _execute(cursor: Any, scope: _Scope, params: dict[str, Any], *, vector: bool, lexical: bool,

@@ -1,0 +1,434 @@
+"""Retrieval quality of ``knowledge_search`` on real benchmarks (no LLM needed).
+
+    .venv/bin/python bench/eval_retrieval.py                          # SciFact train + LoCoMo
+    .venv/bin/python bench/eval_retrieval.py --qrels ../shared/data/scifact/qrels/test.tsv
+    .venv/bin/python bench/eval_retrieval.py --limit-docs 800 --limit-queries 100 --skip-locomo
+    .venv/bin/python bench/eval_retrieval.py --operators and,or       # compare lexical settings
+
+- SciFact (BEIR): every abstract is a document with one chunk ("title\\n\\ntext", the
+  ``whole`` strategy), inserted in bulk with vectors cached under bench/results/cache/
+  (keyed by model), so only the first run pays the ~6 minutes of embedding. Every query
+  of the qrels file is searched; nDCG@10, recall@10, recall@100 and MRR@10.
+- LoCoMo: every dialogue turn is written as a memory through the write funnel
+  (``speaker: text``; metadata conversation, turn id, session date), one store per
+  conversation; every question of categories 1-4 is searched in its conversation's store;
+  evidence recall@5 / recall@10 and MRR@10 by category.
+- Three modes in one run: lexical only, vector only, hybrid (the default RRF fusion).
+
+Runs in its own database (``bench_eval`` on the same server), never the test databases.
+Tune only on qrels/train.tsv. Prints a table and writes JSON to bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = (ROOT / ".." / "shared" / "data").resolve()
+RESULTS = ROOT / "bench" / "results"
+CACHE = RESULTS / "cache"
+DB_NAME = "bench_eval"
+MODES = {"lexical": ("lexical",), "vector": ("vector",), "hybrid": ("vector", "lexical")}
+
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
+os.environ.setdefault("MEMORY_ENGINE_LOG_LEVEL", "WARNING")
+
+
+def setup_django(db_name: str) -> None:
+    """Create (once) and migrate a database of our own on the configured server."""
+    import django
+    from django.conf import settings
+
+    django.setup()
+    from django.db import connection, connections
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [db_name])
+        if cursor.fetchone() is None:
+            cursor.execute(f'CREATE DATABASE "{db_name}"')
+    connections.close_all()
+    settings.DATABASES["default"]["NAME"] = db_name
+    connections["default"].settings_dict["NAME"] = db_name
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+# --------------------------------------------------------------------------- embeddings
+
+
+class CachedEmbeddingProvider:
+    """Wraps the deployment's provider: texts embedded once are served from a disk cache.
+
+    Installed as MEMORY_ENGINE['EMBEDDING']['PROVIDER'] so the write funnel and the search
+    function use it unchanged; the model name (and so every stored vector) is the real one's.
+    """
+
+    def __init__(self, inner: Any, path: Path) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dimensions = inner.dimensions
+        self.path = path
+        self.cache: dict[str, list[float]] = {}
+        if path.exists():
+            self.cache = json.loads(path.read_text())
+        self.dirty = False
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha1(text.encode()).hexdigest()
+
+    def prefill(self, texts: Sequence[str], batch: int = 64) -> None:
+        missing = list(dict.fromkeys(t for t in texts if self.key(t) not in self.cache))
+        for i in range(0, len(missing), batch):
+            part = missing[i:i + batch]
+            for text, vector in zip(part, self.inner.embed_documents(part), strict=True):
+                self.cache[self.key(text)] = [round(x, 6) for x in vector]
+            self.dirty = True
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.prefill(texts)
+        return [self.cache[self.key(t)] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+    def save(self) -> None:
+        if self.dirty:
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.cache))
+            tmp.replace(self.path)
+            self.dirty = False
+
+
+def install_cached_provider() -> CachedEmbeddingProvider:
+    import memory_engine.providers.embeddings as embeddings
+
+    inner = embeddings.get_embedding_provider()
+    if inner is None:
+        raise SystemExit("An embedding provider must be configured.")
+    cached = CachedEmbeddingProvider(inner, CACHE / f"texts-{inner.model_name}-{inner.dimensions}.json")
+    embeddings._provider, embeddings._loaded = cached, True  # type: ignore[assignment]
+    return cached
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    dcg = sum(relevant.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranked[:k]))
+    ideal = sorted(relevant.values(), reverse=True)[:k]
+    idcg = sum(rel / math.log2(i + 2) for i, rel in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def recall_at(ranked: list[str], relevant: Sequence[str] | dict[str, int], k: int) -> float:
+    wanted = set(relevant)
+    return len(wanted & set(ranked[:k])) / len(wanted) if wanted else 0.0
+
+
+def mrr_at(ranked: list[str], relevant: Sequence[str] | dict[str, int], k: int) -> float:
+    wanted = set(relevant)
+    return next((1.0 / (i + 1) for i, doc in enumerate(ranked[:k]) if doc in wanted), 0.0)
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+# --------------------------------------------------------------------------- SciFact
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path) as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    with open(path) as handle:
+        for line in handle:
+            parts = line.strip().split("\t")
+            if len(parts) != 3 or not parts[2].lstrip("-").isdigit():
+                continue  # header
+            qrels[parts[0]][parts[1]] = int(parts[2])
+    return dict(qrels)
+
+
+def corpus_vectors(texts: list[str], provider: CachedEmbeddingProvider) -> Any:
+    """Vectors of the whole corpus, cached as .npy keyed by model (about 6 minutes once)."""
+    import numpy as np
+
+    path = CACHE / f"scifact-corpus-{provider.model_name}-{provider.dimensions}.npy"
+    if path.exists():
+        vectors = np.load(path)
+        if len(vectors) == len(texts):
+            return vectors
+    started = time.time()
+    out = []
+    for i in range(0, len(texts), 64):
+        out.extend(provider.inner.embed_documents(texts[i:i + 64]))
+        print(f"  embedded {min(i + 64, len(texts))}/{len(texts)} ({time.time() - started:.0f}s)", flush=True)
+    vectors = np.asarray(out, dtype=np.float32)
+    np.save(path, vectors)
+    return vectors
+
+
+def load_scifact(project_name: str, docs: list[dict[str, Any]], vectors: Any, model: str) -> Any:
+    """Documents + chunks in bulk (a benchmark shortcut around the ingestion pipeline)."""
+    from django.db import transaction
+
+    from memory_engine.models import Chunk, Document, Project
+
+    project, _ = Project.objects.get_or_create(name=project_name)
+    if Chunk.objects.filter(document__project=project).count() == len(docs):
+        return project
+    Document.objects.filter(project=project).delete()
+    started = time.time()
+    batch = 1000
+    for start in range(0, len(docs), batch):
+        part = docs[start:start + batch]
+        with transaction.atomic():
+            created = Document.objects.bulk_create([
+                Document(project=project, path=f"/scifact/{d['_id']}", title=d["title"][:500],
+                         content_type="text/plain", chunk_strategy="whole", status="ready", total_chunks=1,
+                         indexed_chunks=1, size_bytes=len(d["text"].encode()), metadata={"corpus_id": d["_id"]})
+                for d in part
+            ])
+            Chunk.objects.bulk_create([
+                Chunk(document=doc, chunk_index=0, text=f"{d['title']}\n\n{d['text']}",
+                      embedding=vectors[start + i].tolist(), embedding_model=model)
+                for i, (doc, d) in enumerate(zip(created, part, strict=True))
+            ])
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memory_engine_chunk; ANALYZE memory_engine_document")
+    print(f"  loaded {len(docs)} documents in {time.time() - started:.0f}s", flush=True)
+    return project
+
+
+def eval_scifact(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> dict[str, Any]:
+    from memory_engine.selectors.search import knowledge_search
+
+    root = DATA / "scifact"
+    qrels = read_qrels(Path(args.qrels))
+    queries = {q["_id"]: q["text"] for q in read_jsonl(root / "queries.jsonl") if q["_id"] in qrels}
+    query_ids = sorted(queries, key=lambda q: int(q) if q.isdigit() else q)[: args.limit_queries or None]
+    corpus = read_jsonl(root / "corpus.jsonl")
+    vectors = corpus_vectors([f"{d['title']}\n\n{d['text']}" for d in corpus], provider)
+    name = "eval-scifact"
+    if args.limit_docs:
+        wanted = {doc for q in query_ids for doc in qrels[q]}
+        keep = [i for i, d in enumerate(corpus) if i < args.limit_docs or d["_id"] in wanted]
+        corpus, vectors = [corpus[i] for i in keep], vectors[keep]
+        name = f"eval-scifact-{len(corpus)}"
+    project = load_scifact(name, corpus, vectors, provider.model_name)
+    provider.prefill([queries[q] for q in query_ids])
+    path_to_id = lambda path: path.rsplit("/", 1)[-1]  # noqa: E731
+    out: dict[str, Any] = {"queries": len(query_ids), "documents": len(corpus), "qrels": str(args.qrels)}
+    for mode, channels in MODES.items():
+        metrics: dict[str, list[float]] = defaultdict(list)
+        started = time.time()
+        for qid in query_ids:
+            hits = knowledge_search(project=project, query=queries[qid], limit=100, channels=channels).results
+            ranked = [path_to_id(h.document_path) for h in hits]
+            rel = qrels[qid]
+            metrics["ndcg@10"].append(ndcg_at(ranked, rel, 10))
+            metrics["recall@10"].append(recall_at(ranked, rel, 10))
+            metrics["recall@100"].append(recall_at(ranked, rel, 100))
+            metrics["mrr@10"].append(mrr_at(ranked, rel, 10))
+            if mode == "hybrid":  # the default configuration: limit 10, so per-channel depth 10
+                top10 = knowledge_search(project=project, query=queries[qid], limit=10).results
+                metrics["ndcg@10 (limit=10)"].append(ndcg_at([path_to_id(h.document_path) for h in top10], rel, 10))
+        out[mode] = {k: round(mean(v), 4) for k, v in metrics.items()}
+        out[mode]["seconds"] = round(time.time() - started, 1)
+    return out
+
+
+# --------------------------------------------------------------------------- LoCoMo
+
+
+def turn_text(turn: dict[str, Any]) -> str:
+    return f"{turn['speaker']}: {turn['text']}"
+
+
+def load_locomo(conversations: list[dict[str, Any]], provider: CachedEmbeddingProvider) -> dict[str, Any]:
+    """One store per conversation, every turn a memory through the funnel."""
+    from memory_engine.models import Memory, MemoryStore, Project
+    from memory_engine.models.memories import SourceType
+    from memory_engine.services.memory_write import memory_write
+
+    project, _ = Project.objects.get_or_create(name="eval-locomo")
+    turns_by_conv = {}
+    for conv in conversations:
+        c = conv["conversation"]
+        turns = []
+        for key in sorted((k for k in c if k.startswith("session_") and not k.endswith("date_time")),
+                          key=lambda k: int(k.split("_")[1])):
+            for turn in c[key] or []:
+                turns.append((turn, c.get(f"{key}_date_time", "")))
+        turns_by_conv[conv["sample_id"]] = turns
+    provider.prefill([turn_text(t) for turns in turns_by_conv.values() for t, _ in turns])
+    stores, memory_turns = {}, defaultdict(set)
+    started = time.time()
+    for sample_id, turns in turns_by_conv.items():
+        store, created = MemoryStore.objects.get_or_create(project=project, name=f"locomo-{sample_id}")
+        stores[sample_id] = store
+        if not created and Memory.objects.filter(store=store).count():
+            for memory in Memory.objects.filter(store=store):
+                for turn_id in memory.metadata.get("turn_ids", [memory.metadata.get("turn_id")]):
+                    memory_turns[memory.pk].add(turn_id)
+            continue
+        for turn, date in turns:
+            result = memory_write(
+                store=store, content=turn_text(turn), principal="eval", source_type=SourceType.CONVERSATION,
+                metadata={"conversation": sample_id, "turn_id": turn["dia_id"], "session_date": date},
+                duplicate_threshold=1.0, supersede_threshold=1.0,
+            )
+            memory_turns[result.memory.pk].add(turn["dia_id"])
+            if result.action == "skipped":  # the same words said twice: one memory, both turn ids
+                memory = result.memory
+                memory.metadata["turn_ids"] = sorted(memory_turns[memory.pk])
+                Memory.objects.filter(pk=memory.pk).update(metadata=memory.metadata)
+    print(f"  locomo: {sum(len(t) for t in turns_by_conv.values())} turns ready in {time.time() - started:.0f}s",
+          flush=True)
+    return {"project": project, "stores": stores, "memory_turns": memory_turns}
+
+
+def eval_locomo(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> dict[str, Any]:
+    from memory_engine.selectors.search import knowledge_search
+
+    conversations = json.loads((DATA / "locomo" / "locomo-dev.json").read_text())
+    loaded = load_locomo(conversations, provider)
+    questions = []
+    for conv in conversations:
+        for qa in conv["qa"]:
+            if qa.get("category") in (1, 2, 3, 4):
+                evidence = {e.strip() for item in qa.get("evidence", []) for e in item.replace(",", ";").split(";")
+                            if e.strip()}
+                if evidence:
+                    questions.append((conv["sample_id"], qa["question"], int(qa["category"]), evidence))
+    questions = questions[: args.limit_queries or None]
+    provider.prefill([q for _, q, _, _ in questions])
+    out: dict[str, Any] = {"questions": len(questions)}
+    for mode, channels in MODES.items():
+        by_cat: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for sample_id, question, category, evidence in questions:
+            hits = knowledge_search(project=loaded["project"], query=question,
+                                    memory_store_ids=[loaded["stores"][sample_id].pk], limit=10,
+                                    channels=channels).results
+            ranked: list[str] = []
+            for hit in hits:  # a memory may stand for several identical turns
+                ranked.extend(sorted(loaded["memory_turns"].get(hit.id, ())) or [hit.id])
+            for bucket in (str(category), "all"):
+                by_cat[bucket]["recall@5"].append(recall_at(ranked[:5], evidence, 5))
+                by_cat[bucket]["recall@10"].append(recall_at(ranked, evidence, len(ranked)))
+                by_cat[bucket]["mrr@10"].append(mrr_at(ranked, evidence, len(ranked)))
+        out[mode] = {cat: {k: round(mean(v), 4) for k, v in m.items()} | {"n": len(m["recall@5"])}
+                     for cat, m in sorted(by_cat.items())}
+    return out
+
+
+# --------------------------------------------------------------------------- main
+
+
+def print_tables(label: str, report: dict[str, Any]) -> None:
+    sci = report.get("scifact")
+    if sci:
+        print(f"\nSciFact [{label}] ({sci['queries']} queries, {sci['documents']} docs, {Path(sci['qrels']).name})")
+        cols = ["ndcg@10", "recall@10", "recall@100", "mrr@10"]
+        print(f"  {'mode':8} " + " ".join(f"{c:>10}" for c in cols))
+        for mode in MODES:
+            print(f"  {mode:8} " + " ".join(f"{sci[mode][c]:>10.3f}" for c in cols))
+        print(f"  hybrid at the default limit=10: nDCG@10 {sci['hybrid']['ndcg@10 (limit=10)']:.3f}")
+    loc = report.get("locomo")
+    if loc:
+        print(f"\nLoCoMo [{label}] ({loc['questions']} questions, categories 1-4)")
+        names = {"1": "multi-hop", "2": "temporal", "3": "open-dom", "4": "single-hop", "all": "all"}
+        print(f"  {'mode':8} {'category':11} {'n':>5} {'R@5':>7} {'R@10':>7} {'MRR':>7}")
+        for mode in MODES:
+            for cat, m in loc[mode].items():
+                print(f"  {mode:8} {names.get(cat, cat):11} {m['n']:>5} {m['recall@5']:>7.3f} "
+                      f"{m['recall@10']:>7.3f} {m['mrr@10']:>7.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--qrels", default=str(DATA / "scifact" / "qrels" / "train.tsv"))
+    parser.add_argument("--limit-docs", type=int, default=0, help="SciFact: first N abstracts (+ the relevant ones)")
+    parser.add_argument("--limit-queries", type=int, default=0)
+    parser.add_argument("--skip-scifact", action="store_true")
+    parser.add_argument("--skip-locomo", action="store_true")
+    parser.add_argument("--operators", default="", help="comma list of KNOWLEDGE_TEXT_SEARCH_OPERATOR values "
+                        "to compare (default: the configured one)")
+    parser.add_argument("--variant", action="append", default=[],
+                        help="label:SETTING=value,SETTING=value (MEMORY_ENGINE overrides), repeatable; "
+                             "e.g. or-norm1:KNOWLEDGE_TEXT_SEARCH_OPERATOR=or,KNOWLEDGE_TEXT_SEARCH_RANK_NORMALIZATION=1")
+    parser.add_argument("--db", default=DB_NAME)
+    parser.add_argument("--out", default="")
+    args = parser.parse_args()
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    setup_django(args.db)
+    from django.conf import settings
+    from django.test.utils import override_settings
+
+    from memory_engine.conf import engine_settings
+
+    provider = install_cached_provider()
+    variants: dict[str, dict[str, Any]] = {
+        f"operator={o}": {"KNOWLEDGE_TEXT_SEARCH_OPERATOR": o} for o in args.operators.split(",") if o
+    }
+    for spec in args.variant:
+        label, _, assignments = spec.partition(":")
+        variants[label] = {k: json_or_str(v) for k, _, v in (a.partition("=") for a in assignments.split(",") if a)}
+    variants = variants or {"default": {}}
+    reports = {}
+    for label, changes in variants.items():
+        overrides = {**(getattr(settings, "MEMORY_ENGINE", None) or {}), **changes}
+        with override_settings(MEMORY_ENGINE=overrides):
+            install_cached_provider_again(provider)
+            keys = ("KNOWLEDGE_TEXT_SEARCH_CONFIG", "KNOWLEDGE_TEXT_SEARCH_OPERATOR", "KNOWLEDGE_TEXT_SEARCH_STOPWORDS",
+                    "KNOWLEDGE_TEXT_SEARCH_RANK_NORMALIZATION")
+            effective = {k: getattr(engine_settings, k) for k in keys}
+            report: dict[str, Any] = {"settings": {**effective, "model": provider.model_name}}
+            if not args.skip_scifact:
+                report["scifact"] = eval_scifact(args, provider)
+            if not args.skip_locomo:
+                report["locomo"] = eval_locomo(args, provider)
+            provider.save()
+            print_tables(label, report)
+            reports[label] = report
+    out = Path(args.out) if args.out else RESULTS / f"eval_retrieval-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps(reports, indent=2))
+    print(f"\nwrote {out}")
+
+
+def json_or_str(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def install_cached_provider_again(provider: CachedEmbeddingProvider) -> None:
+    """override_settings resets the provider cache; put the cached wrapper back."""
+    import memory_engine.providers.embeddings as embeddings
+
+    embeddings._provider, embeddings._loaded = provider, True  # type: ignore[assignment]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,364 @@
+"""Hybrid search latency at 10k -> 100k -> 300k rows (1/3 memories in 10 stores, 2/3 chunks).
+
+    .venv/bin/python bench/search.py                 # full run (~15 min on 2 cores)
+    .venv/bin/python bench/search.py --sizes 10000 --queries 50
+
+Data is synthetic but shaped like the real thing: every row takes the text of a real
+LoCoMo turn (memories) or SciFact abstract cut to 1,000 characters (chunks) and a vector
+near that text's real embedding (cosine ~0.9), loaded with COPY into a database of its
+own (``bench_search``), HNSW indexes rebuilt after each load. Queries are real LoCoMo
+questions and SciFact claims embedded with the real model.
+
+Measured:
+- server-side: the database part of ``knowledge_search`` (timings["search_ms"]: scope
+  check, SQL, fusion), query embedding excluded, at concurrency 1 and 8 (threads, one
+  connection each);
+- end to end: POST /api/v1/knowledge/search on `manage.py runserver` (threaded), query
+  embedding included, at concurrency 1 and 8, with the embedding's share from the
+  Server-Timing header;
+for three query shapes: one store (10% of the memories), everything (all 10 stores +
+all documents), documents only. Results go to bench/results/search-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+DATA = (ROOT / ".." / "shared" / "data").resolve()
+DB_NAME = "bench_search"
+STORES = 10
+PORT = 8765
+
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
+os.environ.setdefault("MEMORY_ENGINE_LOG_LEVEL", "WARNING")
+
+
+def setup_django(db_name: str) -> None:
+    import django
+    from django.conf import settings
+
+    django.setup()
+    from django.db import connection, connections
+
+    with connection.cursor() as cursor:  # a fresh database every run
+        cursor.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+        cursor.execute(f'CREATE DATABASE "{db_name}"')
+    connections.close_all()
+    settings.DATABASES["default"]["NAME"] = db_name
+    connections["default"].settings_dict["NAME"] = db_name
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+# --------------------------------------------------------------------------- data
+
+
+def base_material(provider: Any) -> dict[str, Any]:
+    """Real texts with their real vectors: LoCoMo turns and SciFact abstracts."""
+    import numpy as np
+
+    cache = RESULTS / "cache"
+    corpus = [json.loads(line) for line in open(DATA / "scifact" / "corpus.jsonl")]
+    npy = cache / f"scifact-corpus-{provider.model_name}-{provider.dimensions}.npy"
+    if not npy.exists():
+        raise SystemExit(f"run bench/eval_retrieval.py first (it caches {npy.name})")
+    doc_vectors = np.load(npy)
+    doc_texts = [f"{d['title']}\n\n{d['text']}"[:1000] for d in corpus]
+    conversations = json.loads((DATA / "locomo" / "locomo-dev.json").read_text())
+    turns = [f"{t['speaker']}: {t['text']}" for c in conversations for k, v in c["conversation"].items()
+             if k.startswith("session_") and isinstance(v, list) for t in v]
+    turn_cache = cache / f"texts-{provider.model_name}-{provider.dimensions}.json"
+    cached = json.loads(turn_cache.read_text()) if turn_cache.exists() else {}
+    keys = [hashlib.sha1(t.encode()).hexdigest() for t in turns]
+    missing = [t for t, k in zip(turns, keys, strict=True) if k not in cached]
+    if missing:
+        for i in range(0, len(missing), 64):
+            for t, v in zip(missing[i:i + 64], provider.embed_documents(missing[i:i + 64]), strict=True):
+                cached[hashlib.sha1(t.encode()).hexdigest()] = v
+    turn_vectors = np.asarray([cached[k] for k in keys], dtype=np.float32)
+    questions = [qa["question"] for c in conversations for qa in c["qa"]]
+    claims = [json.loads(line)["text"] for line in open(DATA / "scifact" / "queries.jsonl")]
+    return {"doc_texts": doc_texts, "doc_vectors": doc_vectors, "turns": turns, "turn_vectors": turn_vectors,
+            "questions": questions, "claims": claims}
+
+
+def near(vectors: Any, rng: Any, n: int) -> tuple[Any, Any]:
+    """n vectors at cosine ~0.9 from randomly chosen base vectors; returns (vectors, base indexes)."""
+    import numpy as np
+
+    idx = rng.integers(0, len(vectors), n)
+    out = vectors[idx] + rng.normal(0, 0.025, (n, vectors.shape[1])).astype(np.float32)
+    out /= np.linalg.norm(out, axis=1, keepdims=True)
+    return out, idx
+
+
+def vec_text(v: Any) -> str:
+    return "[" + ",".join(f"{x:.5f}" for x in v.tolist()) + "]"
+
+
+def load_rows(project: Any, stores: list[Any], material: dict[str, Any], n_memories: int, n_chunks: int,
+              seed: int) -> None:
+    """Append n_memories memories (spread over the stores) and n_chunks chunks with COPY."""
+    import numpy as np
+    from django.db import connection
+    from django.utils import timezone
+
+    from memory_engine.ids import new_id
+    from memory_engine.models import Document
+
+    rng = np.random.default_rng(seed)
+    now = timezone.now()
+    model = "all-MiniLM-L6-v2"
+    raw = connection.connection
+    with raw.cursor() as cursor:
+        vectors, idx = near(material["turn_vectors"], rng, n_memories)
+        contents, memories = [], []
+        for i in range(n_memories):
+            store = stores[i % len(stores)]
+            text = material["turns"][idx[i]]
+            cid = new_id("mc")
+            digest = hashlib.sha256(f"{text}#{seed}#{i}".encode()).hexdigest()
+            contents.append((cid, store.pk, digest, text, vec_text(vectors[i]), model, now))
+            memories.append((new_id("mem"), store.pk, cid, "{}", "{}", "manual", now))
+        with cursor.copy("COPY memory_engine_memorycontent (id, store_id, content_hash, text, embedding, "
+                         "embedding_model, created_at) FROM STDIN") as copy:
+            for row in contents:
+                copy.write_row(row)
+        with cursor.copy("COPY memory_engine_memory (id, store_id, content_id, tags, metadata, source_type, "
+                         "created_at) FROM STDIN") as copy:
+            for row in memories:
+                copy.write_row(row)
+        per_doc = 100
+        docs = Document.objects.bulk_create([
+            Document(project=project, path=f"/bench/{seed}/{d:05d}.txt", title=f"doc {d}", content_type="text/plain",
+                     chunk_strategy="size", status="ready", total_chunks=per_doc, indexed_chunks=per_doc)
+            for d in range((n_chunks + per_doc - 1) // per_doc)
+        ])
+        vectors, idx = near(material["doc_vectors"], rng, n_chunks)
+        with cursor.copy("COPY memory_engine_chunk (id, document_id, chunk_index, text, embedding, "
+                         "embedding_model) FROM STDIN") as copy:
+            for i in range(n_chunks):
+                copy.write_row((new_id("chk"), docs[i // per_doc].pk, i % per_doc, material["doc_texts"][idx[i]],
+                                vec_text(vectors[i]), model))
+    raw.commit()
+
+
+INDEXES = {
+    "me_content_embedding_hnsw": "memory_engine_memorycontent",
+    "me_chunk_embedding_hnsw": "memory_engine_chunk",
+}
+
+
+def drop_hnsw() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        for name in INDEXES:
+            cursor.execute(f"DROP INDEX IF EXISTS {name}")
+
+
+def build_hnsw() -> float:
+    from django.db import connection
+
+    started = time.time()
+    with connection.cursor() as cursor:
+        cursor.execute("SET maintenance_work_mem = '1GB'")
+        for name, table in INDEXES.items():
+            cursor.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw (embedding vector_cosine_ops) "
+                           "WITH (m = 16, ef_construction = 64)")
+        cursor.execute("VACUUM ANALYZE memory_engine_memorycontent")
+        cursor.execute("VACUUM ANALYZE memory_engine_memory")
+        cursor.execute("VACUUM ANALYZE memory_engine_chunk")
+        cursor.execute("VACUUM ANALYZE memory_engine_document")
+    return time.time() - started
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def summary(values: list[float], wall: float | None = None) -> dict[str, float]:
+    out = {"p50_ms": round(statistics.median(values), 2), "p95_ms": round(pct(values, 95), 2),
+           "mean_ms": round(statistics.fmean(values), 2), "n": len(values)}
+    if wall:
+        out["qps"] = round(len(values) / wall, 1)
+    return out
+
+
+def shapes(project: Any, stores: list[Any]) -> dict[str, dict[str, Any]]:
+    return {
+        "one_store": {"memory_store_ids": [stores[0].pk]},
+        "everything": {"memory_store_ids": [s.pk for s in stores], "document_paths": ["/"]},
+        "documents": {},
+    }
+
+
+def server_side(project: Any, stores: list[Any], queries: list[str], concurrency: int) -> dict[str, Any]:
+    from django.db import connections
+
+    from memory_engine.selectors.search import knowledge_search
+
+    out = {}
+    for shape, kwargs in shapes(project, stores).items():
+        timings: list[float] = []
+        lock = threading.Lock()
+
+        def run(query: str, kwargs: dict[str, Any] = kwargs) -> None:
+            result = knowledge_search(project=project, query=query, limit=10, **kwargs)
+            with lock:
+                timings.append(result.timings["search_ms"])
+
+        for q in queries[:5]:
+            run(q)  # warm up
+        timings.clear()
+        started = time.perf_counter()
+        if concurrency == 1:
+            for q in queries:
+                run(q)
+        else:
+            def worker(chunk: list[str]) -> None:
+                try:
+                    for q in chunk:
+                        run(q)
+                finally:
+                    connections.close_all()
+
+            with ThreadPoolExecutor(concurrency) as pool:
+                list(pool.map(worker, [queries[i::concurrency] for i in range(concurrency)]))
+        out[shape] = summary(timings, time.perf_counter() - started)
+    return out
+
+
+def start_server(db_name: str) -> subprocess.Popen:
+    env = dict(os.environ, MEMORY_ENGINE_DB_NAME=db_name, MEMORY_ENGINE_RATE="1000000/min",
+               DJANGO_DEBUG="false", MEMORY_ENGINE_LOG_LEVEL="WARNING")
+    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "runserver", "--noreload",
+                             f"127.0.0.1:{PORT}"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/api/v1/", timeout=1)
+        except urllib.error.HTTPError:
+            return proc
+        except OSError:
+            time.sleep(0.5)
+            continue
+        return proc
+    proc.kill()
+    raise SystemExit("runserver did not start")
+
+
+def end_to_end(key: str, stores: list[Any], queries: list[str], concurrency: int) -> dict[str, Any]:
+    out = {}
+    for shape, body in shapes(None, stores).items():
+        totals: list[float] = []
+        embeds: list[float] = []
+        lock = threading.Lock()
+
+        def call(query: str, body: dict[str, Any] = body) -> None:
+            data = json.dumps({"query": query, "limit": 10, **body}).encode()
+            request = urllib.request.Request(f"http://127.0.0.1:{PORT}/api/v1/knowledge/search", data=data,
+                                             headers={"Authorization": f"Bearer {key}",
+                                                      "Content-Type": "application/json"})
+            started = time.perf_counter()
+            with urllib.request.urlopen(request, timeout=60) as response:
+                response.read()
+                timing = response.headers.get("Server-Timing", "")
+            elapsed = (time.perf_counter() - started) * 1000
+            embed = next((float(part.split("dur=")[1]) for part in timing.split(",") if "embedding" in part), 0.0)
+            with lock:
+                totals.append(elapsed)
+                embeds.append(embed)
+
+        for q in queries[:5]:
+            call(q)
+        totals.clear()
+        embeds.clear()
+        started = time.perf_counter()
+        with ThreadPoolExecutor(concurrency) as pool:
+            list(pool.map(call, queries))
+        out[shape] = {**summary(totals, time.perf_counter() - started),
+                      "embedding_p50_ms": round(statistics.median(embeds), 2)}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000,300000", help="total rows per stage (1/3 memories)")
+    parser.add_argument("--queries", type=int, default=200, help="queries per measurement")
+    parser.add_argument("--db", default=DB_NAME)
+    parser.add_argument("--no-api", action="store_true")
+    args = parser.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    setup_django(args.db)
+    from memory_engine.models import MemoryStore, Project
+    from memory_engine.providers.embeddings import get_embedding_provider
+    from memory_engine.services.keys import api_key_create
+
+    provider = get_embedding_provider()
+    material = base_material(provider)
+    project = Project.objects.create(name="bench-search")
+    stores = [MemoryStore.objects.create(project=project, name=f"store-{i}") for i in range(STORES)]
+    key = api_key_create(project=project)[1]
+    rng = random.Random(1)
+    queries = material["questions"] + material["claims"]
+    rng.shuffle(queries)
+    queries = queries[: args.queries]
+    provider.embed_documents(queries[:1])
+
+    report: dict[str, Any] = {"stages": {}, "queries": len(queries)}
+    loaded_mem = loaded_chunks = 0
+    for stage, total in enumerate(int(s) for s in args.sizes.split(",")):
+        want_mem, want_chunks = total // 3, total - total // 3
+        started = time.time()
+        drop_hnsw()
+        load_rows(project, stores, material, want_mem - loaded_mem, want_chunks - loaded_chunks, seed=stage)
+        loaded_mem, loaded_chunks = want_mem, want_chunks
+        load_s = time.time() - started
+        index_s = build_hnsw()
+        print(f"[{total:,} rows: {loaded_mem:,} memories + {loaded_chunks:,} chunks] "
+              f"load {load_s:.0f}s, HNSW + analyze {index_s:.0f}s", flush=True)
+        stage_report: dict[str, Any] = {"memories": loaded_mem, "chunks": loaded_chunks,
+                                        "load_seconds": round(load_s, 1), "index_seconds": round(index_s, 1)}
+        for concurrency in (1, 8):
+            stage_report[f"server_c{concurrency}"] = server_side(project, stores, queries, concurrency)
+            print(f"  server-side c={concurrency}: " + json.dumps(stage_report[f"server_c{concurrency}"]), flush=True)
+        if not args.no_api and stage == len(args.sizes.split(",")) - 1:
+            server = start_server(args.db)
+            try:
+                for concurrency in (1, 8):
+                    stage_report[f"api_c{concurrency}"] = end_to_end(key, stores, queries, concurrency)
+                    print(f"  API c={concurrency}: " + json.dumps(stage_report[f"api_c{concurrency}"]), flush=True)
+            finally:
+                os.killpg(server.pid, 15)
+                server.wait(timeout=20)
+        report["stages"][str(total)] = stage_report
+    out = RESULTS / f"search-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps(report, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
