@@ -35,6 +35,7 @@ __all__ = [
     "NATIVE_CONTENT_TYPES",
     "ExtractionError",
     "extract_pages",
+    "iter_pages",
     "sniff_content_type",
 ]
 
@@ -164,11 +165,29 @@ def extract_pages(
     failing that, as Latin-1 when it has no control characters.
     Raises :class:`ExtractionError` for everything a file can do wrong.
     """
+    return list(iter_pages(data, content_type, password=password, max_pages=max_pages))
+
+
+def iter_pages(
+    data: bytes,
+    content_type: str,
+    *,
+    password: str | None = None,
+    max_pages: int = 2000,
+) -> Iterator[Page]:
+    """Like :func:`extract_pages`, but yields each PDF page as soon as its text is extracted.
+
+    Errors that concern the whole file (empty, encrypted, damaged structure, too many
+    pages) are raised before the first page; ``NO_TEXT_LAYER`` and "every page failed"
+    (``PDF_DAMAGED``) are raised after the last page, once they are known. A caller
+    may therefore start work on early pages while later ones are still being read.
+    """
     if not data:
         raise _empty_file()
     content_type = _base_type(content_type)
     if content_type == PDF:
-        return _extract_pdf(data, password=password, max_pages=max_pages)
+        yield from _iter_pdf(data, password=password, max_pages=max_pages)
+        return
     if content_type in (TEXT_PLAIN, TEXT_MARKDOWN):
         text = _decode_text(data, allow_latin1=True)
         if text is None:
@@ -184,7 +203,8 @@ def extract_pages(
                 "The file contains only whitespace; there is no text to index.",
                 {"content_type": content_type, "bytes": len(data)},
             )
-        return [Page(text=text, number=None)]
+        yield Page(text=text, number=None)
+        return
     raise ExtractionError(
         "UNSUPPORTED_CONTENT_TYPE",
         f"There is no built-in extractor for {content_type or 'this file'}; "
@@ -263,7 +283,7 @@ def _crypto_missing(exc: DependencyError) -> ExtractionError:
     )
 
 
-def _extract_pdf(data: bytes, *, password: str | None, max_pages: int) -> list[Page]:
+def _iter_pdf(data: bytes, *, password: str | None, max_pages: int) -> Iterator[Page]:
     with _quiet_pypdf():
         try:
             reader = PdfReader(io.BytesIO(data), strict=False)
@@ -292,7 +312,8 @@ def _extract_pdf(data: bytes, *, password: str | None, max_pages: int) -> list[P
                 "EMPTY_FILE", "The PDF has no pages; there is nothing to index.", {"pages": 0}
             )
 
-        pages: list[Page] = []
+        extracted = 0
+        with_text = 0
         failures: list[tuple[int, BaseException]] = []
         for index in range(page_count):
             try:
@@ -302,23 +323,25 @@ def _extract_pdf(data: bytes, *, password: str | None, max_pages: int) -> list[P
             except _PYPDF_FAILURES as exc:
                 failures.append((index + 1, exc))
                 continue
-            pages.append(Page(text=clean_text(text or ""), number=index + 1))
+            page = Page(text=clean_text(text or ""), number=index + 1)
+            extracted += 1
+            with_text += bool(page.text.strip())
+            yield page
 
     if failures:
         logger.warning(
             "PDF text extraction failed on %d of %d pages (first: page %d, %s: %.200s)",
             len(failures), page_count, failures[0][0], type(failures[0][1]).__name__, failures[0][1],
         )
-    if not pages:
+    if not extracted:
         raise _damaged(failures[0][1], stage="extract_text", pages=page_count, failed_pages=len(failures))
-    if not any(page.text.strip() for page in pages):
+    if not with_text:
         raise ExtractionError(
             "NO_TEXT_LAYER",
             "The PDF has no text layer (it is probably a scan); add an ingestion rule with an "
             "OCR converter for application/pdf and ingest it again.",
             {"pages": page_count, "failed_pages": len(failures)},
         )
-    return pages
 
 
 def _decrypt(reader: PdfReader, password: str | None) -> None:

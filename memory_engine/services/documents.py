@@ -27,11 +27,13 @@ import base64
 import hashlib
 import json
 import logging
+import queue
 import secrets
+import threading
 import time
 import unicodedata
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -56,7 +58,13 @@ from memory_engine.exceptions import (
     UnsupportedContentType,
     ValidationFailed,
 )
-from memory_engine.extraction import NATIVE_CONTENT_TYPES, ExtractionError, extract_pages, sniff_content_type
+from memory_engine.extraction import (
+    NATIVE_CONTENT_TYPES,
+    ExtractionError,
+    extract_pages,
+    iter_pages,
+    sniff_content_type,
+)
 from memory_engine.models import Chunk, Document, IngestionRule, Project
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
 from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
@@ -485,9 +493,30 @@ def _run(document: Document, run: str) -> None:
     if delivered is not None:
         pages = [Page(text=page["text"], number=page["page"]) for page in delivered]
     else:
-        pages = _pages(document, run)
-        if pages is None:
-            return  # a pending converter will deliver the pages to the callback URL
+        data = _read_file(document)
+        rule = document.ingestion_rule
+        native_error: ExtractionError | None = None
+        streamed = None
+        if rule is None or rule.native_extraction == IngestionRule.NativeExtraction.FIRST:
+            try:
+                if _streamable(document):
+                    streamed = _stream_pdf_pages(document, run, data)
+                else:
+                    pages = extract_pages(data, document.content_type, password=_open_password(document),
+                                          max_pages=engine_settings.MAX_PDF_PAGES)
+            except ExtractionError as exc:
+                if rule is None or exc.code not in CONVERTER_FALLBACK_CODES:
+                    raise IngestionFailure(exc.code, exc.message, exc.details) from exc
+                native_error = exc
+        if streamed is not None:
+            _swap(document.pk, run, *streamed)
+            return
+        skip_native = rule is not None and rule.native_extraction == IngestionRule.NativeExtraction.SKIP
+        if rule is not None and (native_error is not None or skip_native):
+            converted = _convert(document, run, rule, data, native_error)
+            if converted is None:
+                return  # a pending converter will deliver the pages to the callback URL
+            pages = converted
     specs = chunk_pages(pages, strategy=document.chunk_strategy, chunk_size=document.chunk_size,
                         chunk_overlap=document.chunk_overlap)
     if not specs:
@@ -509,19 +538,76 @@ def _read_file(document: Document) -> bytes:
                                {"file": document.file.name}) from None
 
 
-def _pages(document: Document, run: str) -> list[Page] | None:
-    data = _read_file(document)
-    rule = document.ingestion_rule
-    native_error: ExtractionError | None = None
-    if rule is None or rule.native_extraction == IngestionRule.NativeExtraction.FIRST:
+def _streamable(document: Document) -> bool:
+    """PDF pages chunked one per page can be embedded while later pages are still being read."""
+    return (document.content_type == "application/pdf" and document.chunk_strategy == ChunkStrategy.PAGE
+            and get_embedding_provider() is not None)
+
+
+_END_OF_PAGES = object()
+
+
+def _stream_pdf_pages(document: Document, run: str,
+                      data: bytes) -> tuple[list[ChunkSpec], list[list[float] | None], str]:
+    """Read pages in a helper thread and embed them as they arrive (``page`` strategy only).
+
+    pypdf is pure Python and holds the GIL; the embedder spends its time in native code
+    without it, so reading page n+1 overlaps embedding page n. Each embedder call takes
+    every page read so far (up to EMBEDDING_BATCH_SIZE). The chunks are exactly those of
+    ``chunk_pages(pages, strategy="page")``. Raises ExtractionError like extract_pages.
+    """
+    provider = get_embedding_provider()
+    assert provider is not None
+    pages = iter_pages(data, document.content_type, password=_open_password(document),
+                       max_pages=engine_settings.MAX_PDF_PAGES)
+    arrivals: queue.Queue[Any] = queue.Queue()
+
+    def read() -> None:
         try:
-            return extract_pages(data, document.content_type, password=_open_password(document),
-                                 max_pages=engine_settings.MAX_PDF_PAGES)
-        except ExtractionError as exc:
-            if rule is None or exc.code not in CONVERTER_FALLBACK_CODES:
-                raise IngestionFailure(exc.code, exc.message, exc.details) from exc
-            native_error = exc
-    return _convert(document, run, rule, data, native_error)
+            for page in pages:
+                arrivals.put(page)
+            arrivals.put(_END_OF_PAGES)
+        except BaseException as exc:  # noqa: BLE001  (re-raised in the ingesting thread)
+            arrivals.put(exc)
+
+    threading.Thread(target=read, name=f"extract:{document.pk}", daemon=True).start()
+    batch_size = max(1, int(engine_settings.EMBEDDING_BATCH_SIZE))
+    specs: list[ChunkSpec] = []
+    vectors: list[list[float] | None] = []
+    missing = 0
+    finished = False
+    while not finished:
+        arrived = [arrivals.get()]
+        while len(arrived) < batch_size:
+            try:
+                arrived.append(arrivals.get_nowait())
+            except queue.Empty:
+                break
+        batch_pages: list[Page] = []
+        for item in arrived:
+            if item is _END_OF_PAGES:
+                finished = True
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                batch_pages.append(item)
+        batch = [replace(spec, chunk_index=len(specs) + offset)
+                 for offset, spec in enumerate(chunk_pages(batch_pages, strategy=ChunkStrategy.PAGE))]
+        if not batch:
+            continue
+        try:
+            vectors.extend(provider.embed_documents([spec.text for spec in batch]))
+        except EmbeddingError as exc:
+            vectors.extend([None] * len(batch))
+            missing += len(batch)
+            logger.warning("embedding batch failed; chunks stored without vectors",
+                           extra={"document_id": document.pk, "error": str(exc)[:200]})
+        specs.extend(batch)
+        if not finished:  # the total grows as pages are read; the swap records the end
+            _beat(document.pk, run, total_chunks=len(specs), indexed_chunks=len(specs), unembedded_chunks=missing)
+    if not specs:
+        raise IngestionFailure("NO_TEXT", "No text was found in the document (every page is empty).")
+    return specs, vectors, provider.model_name
 
 
 def _convert(document: Document, run: str, rule: IngestionRule, data: bytes,

@@ -162,9 +162,29 @@ def test_indexed_chunks_advance_per_batch(client, engine, settings):
     use_embedder(settings, "tests.documents.providers.ProgressRecordingProvider", MODEL="all-MiniLM-L6-v2")
     engine(EMBEDDING_BATCH_SIZE=2)
     PROGRESS.clear()
-    body = upload(client, pdf_file("pypdf-GeoBase_NHNC1_Data_Model_UML_EN.pdf"), wait="true").json()
-    assert body["status"] == "ready" and body["total_chunks"] == body["indexed_chunks"]
+    body = upload(client, pdf_file("pypdf-GeoBase_NHNC1_Data_Model_UML_EN.pdf"), wait="true",
+                  chunk_strategy="size").json()
+    assert body["status"] == "ready" and body["total_chunks"] == body["indexed_chunks"] > 10
     assert [indexed for indexed, _ in PROGRESS] == list(range(0, body["total_chunks"], 2))
+
+
+def test_pdf_pages_are_embedded_while_later_pages_are_read(client, engine, settings):
+    """page strategy on a PDF streams: each embedder call takes the pages read so far."""
+    from memory_engine.chunking import chunk_pages
+    from memory_engine.extraction import extract_pages
+    from tests.conftest import use_embedder
+
+    use_embedder(settings, "tests.documents.providers.ProgressRecordingProvider", MODEL="all-MiniLM-L6-v2")
+    engine(EMBEDDING_BATCH_SIZE=4)
+    PROGRESS.clear()
+    name = "pypdf-GeoBase_NHNC1_Data_Model_UML_EN.pdf"
+    body = upload(client, pdf_file(name), wait="true").json()
+    assert body["status"] == "ready" and body["total_chunks"] == body["indexed_chunks"] == 19
+    indexed = [done for done, _ in PROGRESS]
+    assert len(indexed) >= 5 and indexed == sorted(indexed) and indexed[0] == 0
+    expected = chunk_pages(extract_pages((PDFS / name).read_bytes(), "application/pdf"), strategy="page")
+    stored = list(Chunk.objects.filter(document_id=body["id"]).order_by("chunk_index"))
+    assert [(c.chunk_index, c.page, c.text) for c in stored] == [(e.chunk_index, e.page, e.text) for e in expected]
 
 
 def test_a_failed_embedding_batch_is_stored_without_vectors(client, engine, settings):
