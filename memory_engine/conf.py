@@ -68,9 +68,14 @@ DEFAULTS: dict[str, Any] = {
     "CONVERTER_CALLABLE_PREFIXES": [],
     # Read side.
     "KNOWLEDGE_TEXT_SEARCH_CONFIG": "simple",
-    # "and": websearch_to_tsquery as written (every term must match); "or": any term
-    # matches and ts_rank_cd orders by how many and how close (docs/retrieval.md).
+    # "and": websearch_to_tsquery as written (every term must match), ts_rank_cd;
+    # "or": any term matches, ts_rank_cd; "bm25": any term matches, the top
+    # KNOWLEDGE_BM25_CANDIDATES by ts_rank_cd re-scored by Okapi BM25 with IDF from the
+    # column's ANALYZE statistics (measured in docs/benchmarks.md, docs/retrieval.md).
     "KNOWLEDGE_TEXT_SEARCH_OPERATOR": "and",
+    "KNOWLEDGE_BM25_CANDIDATES": 200,
+    "KNOWLEDGE_BM25_K1": 1.2,
+    "KNOWLEDGE_BM25_B": 0.75,
     # With "or": query words this config treats as stop words are dropped ("" keeps all).
     "KNOWLEDGE_TEXT_SEARCH_STOPWORDS": "english",
     # ts_rank_cd normalization bit mask (0 = none; 1 = divide by 1 + log(length); 4 = by

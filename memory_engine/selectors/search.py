@@ -236,14 +236,37 @@ def _document_where(scope: _Scope) -> str:
     return where
 
 
+def _operator() -> str:
+    return str(engine_settings.KNOWLEDGE_TEXT_SEARCH_OPERATOR).lower()
+
+
+def _stop_filter() -> str:
+    return " AND to_tsvector(%(stopconfig)s::regconfig, l) <> ''::tsvector" if _stopwords() else ""
+
+
+def _bm25_term_ctes() -> list[str]:
+    """Query terms (stop words dropped), their OR-query, and the columns' lexeme statistics."""
+    return [
+        f"""qterms AS (SELECT DISTINCT l AS term FROM unnest(tsvector_to_array(to_tsvector(%(tsconfig)s::regconfig,
+        %(qtext)s))) AS l WHERE true{_stop_filter()})""",
+        """tsq AS (SELECT coalesce(string_agg(quote_literal(term), ' | '), '')::tsquery AS q FROM qterms)""",
+        f"""lex_stats AS (
+        SELECT s.tablename::text AS tab, u.e, u.f FROM pg_stats s,
+            unnest(s.most_common_elems::text::text[],
+                   s.most_common_elem_freqs[1:cardinality(s.most_common_elems::text::text[])]) AS u(e, f)
+        WHERE s.schemaname = current_schema() AND s.tablename IN ('{CONTENT}', '{CHUNK}')
+          AND s.attname = 'search_vector')""",
+    ]
+
+
 def _tsquery_sql() -> str:
     """The lexical query expression for the configured operator."""
-    operator = str(engine_settings.KNOWLEDGE_TEXT_SEARCH_OPERATOR).lower()
+    operator = _operator()
     if operator == "or":
         # Any term: the query's own lexemes OR-ed (phrases and negation are ignored), minus
         # the stop words of KNOWLEDGE_TEXT_SEARCH_STOPWORDS (a config that drops them, e.g.
         # 'english'), so "the" and "of" do not match every row under the 'simple' config.
-        stop = " AND to_tsvector(%(stopconfig)s::regconfig, l) <> ''::tsvector" if _stopwords() else ""
+        stop = _stop_filter()
         return (
             "(SELECT coalesce(string_agg('''' || replace(replace(l, '\\', '\\\\'), '''', '''''') || '''',"
             " ' | '), '')::tsquery FROM unnest(tsvector_to_array(to_tsvector(%(tsconfig)s::regconfig,"
@@ -285,26 +308,44 @@ def _vector_cte(source: str, scope: _Scope, exact: bool) -> str:
     return f"{inner}\n        ORDER BY x.embedding <=> %(qvec)s::vector LIMIT %(k)s"
 
 
-def _lexical_cte(source: str, scope: _Scope, with_vector: bool) -> str:
+def _lexical_ctes(source: str, scope: _Scope, with_vector: bool, short: str) -> list[str]:
+    """The full-text top-k of one source (``{short}_lex``: id, lex, dist).
+
+    "and" / "or": ordered by ts_rank_cd. "bm25": the top BM25_CANDIDATES by ts_rank_cd
+    are re-scored with Okapi BM25, IDF taken from the column's ANALYZE statistics.
+    """
     tsv = _tsvector_sql("x")
     dist = "x.embedding <=> %(qvec)s::vector" if with_vector else "NULL::float8"
     rank = f"ts_rank_cd({tsv}, (SELECT q FROM tsq), %(rank_norm)s)"
     if source == MEMORY:
-        return f"""
-        SELECT m.id AS id, {rank} AS lex, {dist} AS dist
-        FROM {CONTENT} x
+        pk, body = "m.id", f"""FROM {CONTENT} x
         JOIN {MEM} m ON m.content_id = x.id
         JOIN {STORE} s ON s.id = m.store_id
-        WHERE {tsv} @@ (SELECT q FROM tsq) AND x.store_id = ANY(%(store_ids)s) AND {_memory_where(scope)}
-        ORDER BY lex DESC, m.id
-        LIMIT %(k)s"""
-    return f"""
-        SELECT x.id AS id, {rank} AS lex, {dist} AS dist
-        FROM {CHUNK} x
+        WHERE {tsv} @@ (SELECT q FROM tsq) AND x.store_id = ANY(%(store_ids)s) AND {_memory_where(scope)}"""
+    else:
+        pk, body = "x.id", f"""FROM {CHUNK} x
         JOIN {DOC} d ON d.id = x.document_id
-        WHERE {tsv} @@ (SELECT q FROM tsq) AND {_document_where(scope)}
-        ORDER BY lex DESC, x.id
-        LIMIT %(k)s"""
+        WHERE {tsv} @@ (SELECT q FROM tsq) AND {_document_where(scope)}"""
+    if _operator() != "bm25":
+        return [f"{short}_lex AS (SELECT {pk} AS id, {rank} AS lex, {dist} AS dist {body} "
+                f"ORDER BY lex DESC, {pk} LIMIT %(k)s)"]
+    table = CONTENT if source == MEMORY else CHUNK
+    return [
+        f"{short}_pre AS (SELECT {pk} AS id, {tsv} AS v, {dist} AS dist {body} "
+        f"ORDER BY ts_rank_cd({tsv}, (SELECT q FROM tsq), 1) DESC, {pk} LIMIT %(bm25_candidates)s)",
+        f"""{short}_idf AS (
+        SELECT t.term, ln(1 + (1 - coalesce(st.f, fl.f)) / coalesce(st.f, fl.f)) AS idf
+        FROM qterms t
+        CROSS JOIN (SELECT coalesce(min(f), 0.001) / 2 AS f FROM lex_stats WHERE tab = '{table}') fl
+        LEFT JOIN lex_stats st ON st.tab = '{table}' AND st.e = t.term)""",
+        f"""{short}_lex AS (
+        SELECT p.id, sum(i.idf * (array_length(u.positions, 1) * (%(bm25_k1)s + 1))
+                   / (array_length(u.positions, 1) + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * length(p.v)
+                      / (SELECT greatest(avg(length(v)), 1) FROM {short}_pre)))) AS lex,
+               min(p.dist) AS dist
+        FROM {short}_pre p CROSS JOIN LATERAL unnest(p.v) u JOIN {short}_idf i ON i.term = u.lexeme
+        GROUP BY p.id ORDER BY lex DESC, p.id LIMIT %(k)s)""",
+    ]
 
 
 def build_search_sql(scope: _Scope, *, vector: bool, lexical: bool, exact: dict[str, bool]) -> str:
@@ -313,7 +354,9 @@ def build_search_sql(scope: _Scope, *, vector: bool, lexical: bool, exact: dict[
     ctes: list[str] = []
     vec_parts: list[str] = []
     lex_parts: list[str] = []
-    if lexical:
+    if lexical and _operator() == "bm25":
+        ctes.extend(_bm25_term_ctes())
+    elif lexical:
         ctes.append(f"tsq AS (SELECT {_tsquery_sql()} AS q)")
     for source in sources:
         short = "m" if source == MEMORY else "c"
@@ -321,7 +364,7 @@ def build_search_sql(scope: _Scope, *, vector: bool, lexical: bool, exact: dict[
             ctes.append(f"{short}_vec AS ({_vector_cte(source, scope, exact[source])})")
             vec_parts.append(f"SELECT '{source}'::text AS src, id, dist FROM {short}_vec")
         if lexical:
-            ctes.append(f"{short}_lex AS ({_lexical_cte(source, scope, vector)})")
+            ctes.extend(_lexical_ctes(source, scope, vector, short))
             lex_parts.append(f"SELECT '{source}'::text AS src, id, lex, dist FROM {short}_lex")
     parts = [f"SELECT src, id, dist, true AS v, NULL::float8 AS lex FROM ({p}) a" for p in vec_parts]
     parts += [f"SELECT src, id, dist, false AS v, lex FROM ({p}) b" for p in lex_parts]
@@ -427,6 +470,9 @@ def _run(scope: _Scope, query: str, qvec: list[float] | None, limit: int, degrad
         "tsconfig": str(engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG),
         "stopconfig": _stopwords(),
         "rank_norm": int(engine_settings.KNOWLEDGE_TEXT_SEARCH_RANK_NORMALIZATION),
+        "bm25_candidates": max(int(engine_settings.KNOWLEDGE_BM25_CANDIDATES), limit),
+        "bm25_k1": float(engine_settings.KNOWLEDGE_BM25_K1),
+        "bm25_b": float(engine_settings.KNOWLEDGE_BM25_B),
         "k": limit,
     }
     cap = int(engine_settings.SEARCH_EXACT_SCAN_MAX)

@@ -235,3 +235,18 @@ def test_or_operator_setting_matches_any_term(project, settings):
     assert sorted(h.ranks["lexical"] for h in or_hits.results) == [1, 2]
     # Quotes and backslashes in lexemes stay literal.
     knowledge_search(project=project, query="it's a back\\slash 'quote'")
+
+
+@pytest.mark.parametrize("query", ["the cats of Rome", "!", "it's a back\\slash 'quote' :* &", "the of and"])
+def test_bm25_operator_setting(project, settings, query):
+    make_document(project, "/d.txt", ["The cats of Rome sleep in the ruins of the Forum.",
+                                      "The history of the city and of the empire.",
+                                      "Dogs of the countryside."])
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "KNOWLEDGE_TEXT_SEARCH_OPERATOR": "bm25"}
+    result = knowledge_search(project=project, query=query)
+    lexical = sorted((h for h in result.results if h.ranks["lexical"]), key=lambda h: h.ranks["lexical"])
+    if query == "the cats of Rome":
+        assert lexical[0].text.startswith("The cats of Rome")
+        assert len(lexical) == 1  # stop words alone never make a match
+    if query == "the of and":
+        assert lexical == []
