@@ -38,6 +38,9 @@ def main() -> int:
     worker = subprocess.Popen([*MANAGE, "qcluster"], cwd=ROOT, start_new_session=True)
     server = subprocess.Popen([*MANAGE, "runserver", address, "--noreload"], cwd=ROOT, start_new_session=True)
     children = [worker, server]
+    # `kill`, a CI timeout or a closed terminal stop the children too, like Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *args: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGHUP, lambda *args: (_ for _ in ()).throw(KeyboardInterrupt()))
     print(f"    API docs  http://{address}/api/docs/\n    Admin     http://{address}/admin/", flush=True)
     try:
         while all(child.poll() is None for child in children):
