@@ -22,6 +22,10 @@ def step(message: str) -> None:
     print(f"\033[1m==> {message}\033[0m", flush=True)
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
     sys.path.insert(0, str(ROOT))
@@ -39,8 +43,8 @@ def main() -> int:
     server = subprocess.Popen([*MANAGE, "runserver", address, "--noreload"], cwd=ROOT, start_new_session=True)
     children = [worker, server]
     # `kill`, a CI timeout or a closed terminal stop the children too, like Ctrl-C does.
-    signal.signal(signal.SIGTERM, lambda *args: (_ for _ in ()).throw(KeyboardInterrupt()))
-    signal.signal(signal.SIGHUP, lambda *args: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGHUP, _stop)
     print(f"    API docs  http://{address}/api/docs/\n    Admin     http://{address}/admin/", flush=True)
     try:
         while all(child.poll() is None for child in children):
