@@ -76,6 +76,8 @@ DEFAULTS: dict[str, Any] = {
     "KNOWLEDGE_BM25_CANDIDATES": 200,
     "KNOWLEDGE_BM25_K1": 1.2,
     "KNOWLEDGE_BM25_B": 0.75,
+    # Query terms found in more than this share of rows do not select candidates.
+    "KNOWLEDGE_BM25_MAX_DF": 0.1,
     # With "or": query words this config treats as stop words are dropped ("" keeps all).
     "KNOWLEDGE_TEXT_SEARCH_STOPWORDS": "english",
     # ts_rank_cd normalization bit mask (0 = none; 1 = divide by 1 + log(length); 4 = by

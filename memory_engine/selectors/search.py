@@ -245,17 +245,23 @@ def _stop_filter() -> str:
 
 
 def _bm25_term_ctes() -> list[str]:
-    """Query terms (stop words dropped), their OR-query, and the columns' lexeme statistics."""
+    """Query terms (stop words dropped), the columns' lexeme statistics, and the OR-query
+    that selects candidates: terms in more than KNOWLEDGE_BM25_MAX_DF of the rows are
+    left out of it (they would select most of a large table; BM25 still scores them)."""
     return [
         f"""qterms AS (SELECT DISTINCT l AS term FROM unnest(tsvector_to_array(to_tsvector(%(tsconfig)s::regconfig,
         %(qtext)s))) AS l WHERE true{_stop_filter()})""",
-        """tsq AS (SELECT coalesce(string_agg(quote_literal(term), ' | '), '')::tsquery AS q FROM qterms)""",
         f"""lex_stats AS (
         SELECT s.tablename::text AS tab, u.e, u.f FROM pg_stats s,
             unnest(s.most_common_elems::text::text[],
                    s.most_common_elem_freqs[1:cardinality(s.most_common_elems::text::text[])]) AS u(e, f)
         WHERE s.schemaname = current_schema() AND s.tablename IN ('{CONTENT}', '{CHUNK}')
           AND s.attname = 'search_vector')""",
+        """tsq AS (
+        SELECT coalesce(nullif(string_agg(quote_literal(term), ' | ') FILTER (WHERE df <= %(bm25_max_df)s), ''),
+                        string_agg(quote_literal(term), ' | '), '')::tsquery AS q
+        FROM (SELECT t.term, coalesce(max(st.f), 0) AS df FROM qterms t
+              LEFT JOIN lex_stats st ON st.e = t.term GROUP BY t.term) terms)""",
     ]
 
 
@@ -473,6 +479,7 @@ def _run(scope: _Scope, query: str, qvec: list[float] | None, limit: int, degrad
         "bm25_candidates": max(int(engine_settings.KNOWLEDGE_BM25_CANDIDATES), limit),
         "bm25_k1": float(engine_settings.KNOWLEDGE_BM25_K1),
         "bm25_b": float(engine_settings.KNOWLEDGE_BM25_B),
+        "bm25_max_df": float(engine_settings.KNOWLEDGE_BM25_MAX_DF),
         "k": limit,
     }
     cap = int(engine_settings.SEARCH_EXACT_SCAN_MAX)
