@@ -509,7 +509,7 @@ def _run(document: Document, run: str) -> None:
                     raise IngestionFailure(exc.code, exc.message, exc.details) from exc
                 native_error = exc
         if streamed is not None:
-            _swap(document.pk, run, *streamed)
+            _swap(document, run, *streamed)
             return
         skip_native = rule is not None and rule.native_extraction == IngestionRule.NativeExtraction.SKIP
         if rule is not None and (native_error is not None or skip_native):
@@ -524,7 +524,7 @@ def _run(document: Document, run: str) -> None:
                                "file or the ingestion rule's converter, then re-ingest it.",
                                {"pages": len(pages)})
     vectors, model = _embed(document.pk, run, specs)
-    _swap(document.pk, run, specs, vectors, model)
+    _swap(document, run, specs, vectors, model)
 
 
 def _read_file(document: Document) -> bytes:
@@ -674,31 +674,31 @@ def _embed(document_id: str, run: str, specs: list[ChunkSpec]) -> tuple[list[lis
     return vectors, provider.model_name
 
 
-def _swap(document_id: str, run: str, specs: list[ChunkSpec], vectors: list[list[float] | None],
+def _swap(document: Document, run: str, specs: list[ChunkSpec], vectors: list[list[float] | None],
           model: str) -> None:
-    """One transaction: old chunks out, new chunks in, document ready."""
+    """One transaction: document ready, old chunks out, new chunks in.
+
+    The fenced UPDATE comes first: it checks the claim and holds the row lock until the
+    commit, so a re-ingest or the sweep cannot interleave with the swap.
+    """
+    now = timezone.now()
     with transaction.atomic():
-        document = _owned(document_id, run).select_for_update().first()
-        if document is None:
+        claimed = _owned(document.pk, run).update(
+            status=DocumentStatus.READY, error=None, total_chunks=len(specs), indexed_chunks=len(specs),
+            unembedded_chunks=sum(vector is None for vector in vectors), ingested_at=now, heartbeat_at=now,
+            converter_state=_persistent(document.converter_state), updated_at=now,
+        )
+        if not claimed:
             raise _Superseded()
-        Chunk.objects.filter(document=document).delete()
+        Chunk.objects.filter(document_id=document.pk).delete()
         Chunk.objects.bulk_create(
             [
-                Chunk(document=document, chunk_index=spec.chunk_index, page=spec.page, text=spec.text,
+                Chunk(document_id=document.pk, chunk_index=spec.chunk_index, page=spec.page, text=spec.text,
                       embedding=vector, embedding_model=model if vector is not None else "")
                 for spec, vector in zip(specs, vectors, strict=True)
             ],
             batch_size=500,
         )
-        now = timezone.now()
-        document.status = DocumentStatus.READY
-        document.error = None
-        document.total_chunks = document.indexed_chunks = len(specs)
-        document.unembedded_chunks = sum(vector is None for vector in vectors)
-        document.ingested_at = document.heartbeat_at = now
-        document.converter_state = _persistent(document.converter_state)
-        document.save(update_fields=["status", "error", "total_chunks", "indexed_chunks", "unembedded_chunks",
-                                     "ingested_at", "heartbeat_at", "converter_state", "updated_at"])
 
 
 def _persistent(state: dict[str, Any] | None) -> dict[str, Any]:
@@ -823,10 +823,12 @@ def document_sweep() -> dict[str, int]:
             counts[_recover(document.pk, stale_before, max_attempts)] += 1
     stuck = Document.objects.filter(status=DocumentStatus.PENDING, updated_at__lt=stale_before)
     for document_id in stuck.values_list("pk", flat=True):
-        from memory_engine.tasks import enqueue_document_ingest
-
-        enqueue_document_ingest(document_id)
-        counts["requeued"] += 1
+        # Touch the row so a long queue gets one extra task per timeout, not one per sweep;
+        # a duplicate is harmless (the claim turns it into a no-op).
+        if Document.objects.filter(pk=document_id, status=DocumentStatus.PENDING,
+                                   updated_at__lt=stale_before).update(updated_at=now):
+            _enqueue_on_commit(document_id)
+            counts["requeued"] += 1
     if any(counts.values()):
         logger.info("ingestion sweep: %s", counts)
     return counts
