@@ -1,0 +1,130 @@
+"""Two projects with data of every kind, built through the services (hardening suites)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_engine.models import Chunk, Memory, MemoryAssertion, Project
+from memory_engine.models.memories import Mechanism
+from memory_engine.services.agents import agent_create
+from memory_engine.services.documents import document_create_text, document_ingest
+from memory_engine.services.generations import record_generation
+from memory_engine.services.ingestion_rules import ingestion_rule_save
+from memory_engine.services.memory_write import memory_write
+from memory_engine.services.rules import memory_rule_create
+
+from ..factories import MemoryStoreFactory, ProjectFactory, make_key
+
+#: An unroutable local URL: rules and converters pointing here are never called by these suites.
+DEAD_URL = "http://127.0.0.1:9/never"
+
+
+@dataclass
+class World:
+    """One project's rows by kind (``ids[kind]`` lists public ids), its keys and a marker
+    string that appears in its texts, paths and tags."""
+
+    project: Project
+    marker: str
+    key: str
+    readonly_key: str
+    ids: dict[str, list[str]] = field(default_factory=dict)
+
+    def first(self, kind: str) -> str:
+        return self.ids[kind][0]
+
+    def all_ids(self) -> set[str]:
+        return {value for values in self.ids.values() for value in values} | {self.project.pk}
+
+
+def build_world(label: str) -> World:
+    """A project with stores, memories (one superseded), assertions, a document with chunks,
+    an ingestion rule, agents, generations (running and completed) and a memory rule."""
+    marker = f"{label}{uuid.uuid4().hex[:10]}"
+    project = ProjectFactory(name=f"project-{marker}")
+    store = MemoryStoreFactory(project=project, name=f"store-{marker}", tags={"team": marker})
+    store2 = MemoryStoreFactory(project=project, name=f"store2-{marker}")
+    principal = f"test:{marker}"
+    first = memory_write(store=store, content=f"The {marker} deployment region is eu-west-1.",
+                         principal=principal, mechanism=Mechanism.API, tags={"team": marker})
+    memory_write(store=store, content=f"The {marker} deployment region is us-east-2.",
+                 principal=principal, mechanism=Mechanism.API, about={"kind": "region", "key": marker})
+    memory_write(store=store2, content=f"{marker} prefers tea over coffee.", principal=principal,
+                 mechanism=Mechanism.API)
+    document = document_create_text(project=project, content=f"# {marker}\n\nThe {marker} handbook says hello.",
+                                    content_type="text/markdown", path=f"/{marker}/handbook.md",
+                                    tags={"team": marker}, enqueue=False)
+    document_ingest(document_id=document.pk)
+    ingestion_rule = ingestion_rule_save(project=project, name=f"rule-{marker}",
+                                         content_type_glob="application/x-hardening",
+                                         converter_type="http", converter_url=DEAD_URL,
+                                         converter_secret=f"conv-secret-{marker}")
+    agent = agent_create(project=project, name=f"agent-{marker}",
+                         knowledge_config={"memory_store_ids": [store.pk], "document_ids": [document.pk]},
+                         write_memory_store_id=store.pk)
+    agent2 = agent_create(project=project, name=f"agent2-{marker}")
+    running = record_generation(agent=agent, input_messages=[{"role": "user", "content": f"hi {marker}"}])
+    completed = record_generation(agent=agent, input_messages=[{"role": "user", "content": marker}],
+                                  output=f"reply {marker}", status="completed", initiator=running)
+    # Created after the generations completed, so nothing fires during setup.
+    rule = memory_rule_create(store=store, handler_type="http",
+                              handler_config={"url": DEAD_URL, "secret": f"rule-secret-{marker}"},
+                              source_agent_ids=[agent.pk])
+    ids = {
+        "project": [project.pk],
+        "store": [store.pk, store2.pk],
+        "memory": list(Memory.objects.filter(store__project=project).order_by("created_at")
+                       .values_list("pk", flat=True)),
+        "assertion": list(MemoryAssertion.objects.filter(store__project=project).values_list("pk", flat=True)),
+        "document": [document.pk],
+        "chunk": list(Chunk.objects.filter(document=document).values_list("pk", flat=True)),
+        "ingestion_rule": [ingestion_rule.pk],
+        "agent": [agent.pk, agent2.pk],
+        "generation": [running.pk, completed.pk],
+        "memory_rule": [rule.pk],
+        "content": list(Memory.objects.filter(store__project=project).values_list("content_id", flat=True)),
+    }
+    assert first.action == "created"
+    return World(project=project, marker=marker, key=make_key(project),
+                 readonly_key=make_key(project, read_only=True), ids=ids)
+
+
+def counts(world: World) -> dict[str, int]:
+    """Row counts of the project's data (to prove a refused call changed nothing)."""
+    from memory_engine.models import Agent, Document, Generation, IngestionRule, MemoryRule, MemoryStore
+
+    project = world.project
+    return {
+        "stores": MemoryStore.objects.filter(project=project).count(),
+        "valid_memories": Memory.objects.filter(store__project=project, invalidated_at__isnull=True).count(),
+        "assertions": MemoryAssertion.objects.filter(store__project=project).count(),
+        "documents": Document.objects.filter(project=project).count(),
+        "chunks": Chunk.objects.filter(document__project=project).count(),
+        "ingestion_rules": IngestionRule.objects.filter(project=project).count(),
+        "agents": Agent.objects.filter(project=project).count(),
+        "generations": Generation.objects.filter(project=project).count(),
+        "running_generations": Generation.objects.filter(project=project, status="running").count(),
+        "memory_rules": MemoryRule.objects.filter(store__project=project).count(),
+    }
+
+
+def leaks(payload: Any, world: World, *, sent: tuple[str, ...] = ()) -> list[str]:
+    """Ids or the marker of ``world`` found anywhere in a response body (the ids the caller
+    sent itself may be echoed back)."""
+    text = payload if isinstance(payload, str) else repr(payload)
+    found = sorted(i for i in world.all_ids() - set(sent) if i in text)
+    if world.marker in text:
+        found.append(f"marker {world.marker}")
+    return found
+
+
+def api_key_header(raw_key: str) -> dict[str, str]:
+    return {"HTTP_AUTHORIZATION": f"Bearer {raw_key}"}
+
+
+def nonexistent_id(prefix_of: str) -> str:
+    """A well-formed id with the same prefix as ``prefix_of`` that names no row."""
+    prefix = prefix_of.split("_", 1)[0]
+    return f"{prefix}_{'0' * 10}{uuid.uuid4().hex[:16]}"
