@@ -75,7 +75,7 @@ def test_filtered_hnsw_returns_every_row_that_exists(project, many_stores):
     with CaptureQueriesContext(connection) as ctx:
         knowledge_search(project=project, query="alpha bravo charlie", memory_store_ids=[store.pk], limit=20)
     main_queries = [q["sql"] for q in ctx.captured_queries if q["sql"].lstrip().startswith("WITH")]
-    assert len(main_queries) == 2, "the short HNSW answer must be re-ranked exactly"
+    assert len(main_queries) >= 2, "a short HNSW answer must be widened or re-ranked exactly"
     assert "me_content_embedding_hnsw" in _plan(main_queries[0])
     for limit in (5, 20, 25, 50):
         hits = knowledge_search(project=project, query="alpha bravo charlie", memory_store_ids=[store.pk],
