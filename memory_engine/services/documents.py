@@ -32,6 +32,7 @@ import secrets
 import threading
 import time
 import unicodedata
+from urllib.parse import unquote
 import uuid
 from dataclasses import dataclass, replace
 from typing import Any
@@ -108,7 +109,8 @@ def normalize_path(raw: str) -> str:
         raise PathInvalid("Paths may not contain backslashes, NUL or control characters.",
                           details={"path": path[:200], "character": f"U+{ord(bad[0]):04X}"})
     segments = [segment for segment in path.split("/") if segment not in ("", ".")]
-    if ".." in segments:
+    decoded = [part for segment in segments for part in unquote(segment).replace("\\", "/").split("/")]
+    if ".." in segments or ".." in decoded:  # %2e%2e and %2f..%5c too
         raise PathInvalid("Paths may not contain `..` segments.", details={"path": path[:200]})
     if not segments:
         raise PathInvalid("The path names no file; use something like /handbook/hr.pdf.",
