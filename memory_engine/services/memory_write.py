@@ -288,6 +288,70 @@ def _resolve_content(store: MemoryStore, text: str, digest: str,
     return content, bool(row[6])
 
 
+@dataclass
+class Decision:
+    """What the funnel decided for one write, before anything is stored."""
+
+    action: str = Outcome.CREATED
+    reason: str = Reason.BELOW_THRESHOLD
+    match: Memory | None = None
+    similarity: float | None = None
+    changes: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _decide(*, store: MemoryStore, content_row: MemoryContent, has_vector: bool, text: str,
+            about: About | None, thresholds: tuple[float, float], judge: Any,
+            notes: dict[str, Any]) -> Decision:
+    """Skip, supersede or create (see docs/write-funnel.md); runs under the store lock.
+
+    ``notes`` collects what the assertion should record about the decision.
+    """
+    dup_t, sup_t = thresholds
+    valid = Memory.objects.filter(store=store, invalidated_at__isnull=True).select_related("content") \
+        .defer("content__embedding", "content__search_vector")
+    if about is not None:
+        about_match = valid.filter(about_kind=about.kind, about_key=about.key).first()
+        if about_match is not None:
+            if about_match.content_id == content_row.pk:
+                return Decision(Outcome.SKIPPED, Reason.DUPLICATE, about_match, 1.0)
+            return Decision(Outcome.SUPERSEDED, Reason.ABOUT_KEY, about_match,
+                            content_cosine(content_row.pk, about_match.content_id))
+    same_text = valid.filter(content=content_row).first()
+    if same_text is not None:
+        return Decision(Outcome.SKIPPED, Reason.DUPLICATE, same_text, 1.0)
+    if not has_vector:
+        notes.setdefault("embedding", "missing")
+        return Decision()
+    nearest = nearest_valid_memory(store, content_row.pk)
+    if nearest is None:
+        return Decision()
+    match, similarity = valid.get(pk=nearest[0]), nearest[1]
+    decision = Decision(match=match, similarity=similarity)
+    if about is not None and match.about_key is not None:
+        # the match is explicitly about something else: a different fact
+        notes["about_mismatch"] = {"kind": match.about_kind, "key": match.about_key}
+        decision.reason = Reason.ABOUT_KEY
+    elif similarity >= dup_t:
+        decision.changes = _changed_details(match.content.text, text)
+        if decision.changes:
+            decision.action, decision.reason = Outcome.SUPERSEDED, Reason.CHANGED_DETAIL
+        else:
+            decision.action, decision.reason = Outcome.SKIPPED, Reason.DUPLICATE
+    elif similarity >= sup_t:
+        decision.action, decision.reason = Outcome.SUPERSEDED, Reason.SIMILAR
+    elif judge is not None:
+        verdict = judge(match.content.text, text, similarity)
+        if verdict is not None:
+            notes["judge"] = verdict.as_dict()
+            if verdict.same_fact is True:
+                decision.action, decision.reason = Outcome.SUPERSEDED, Reason.JUDGE
+            elif verdict.same_fact is False:
+                decision.reason = Reason.JUDGE
+            else:
+                notes["judge"]["fallback"] = "cosine"
+    return decision
+
+
 def memory_write(
     *,
     store: MemoryStore,
@@ -333,58 +397,10 @@ def memory_write(
     with transaction.atomic():
         lock_store(store.pk)
         content_row, has_vector = _resolve_content(store, text, digest, vector)
-
-        match: Memory | None = None
-        similarity: float | None = None
-        action, reason = Outcome.CREATED, Reason.BELOW_THRESHOLD
-        changes: list[dict[str, Any]] = []
-
-        valid = Memory.objects.filter(store=store, invalidated_at__isnull=True).select_related("content") \
-            .defer("content__embedding", "content__search_vector")
-        same_text = valid.filter(content=content_row).first()
-        about_match = None
-        if about is not None:
-            about_match = valid.filter(about_kind=about.kind, about_key=about.key).first()
-
-        if about_match is not None:
-            match = about_match
-            if about_match.content_id == content_row.pk:
-                action, reason, similarity = Outcome.SKIPPED, Reason.DUPLICATE, 1.0
-            else:
-                action, reason = Outcome.SUPERSEDED, Reason.ABOUT_KEY
-                similarity = content_cosine(content_row.pk, about_match.content_id)
-        elif same_text is not None:
-            match, similarity = same_text, 1.0
-            action, reason = Outcome.SKIPPED, Reason.DUPLICATE
-        elif has_vector:
-            nearest = nearest_valid_memory(store, content_row.pk)
-            if nearest is not None:
-                match = valid.get(pk=nearest[0])
-                similarity = nearest[1]
-                if about is not None and match.about_key is not None:
-                    # the match is explicitly about something else: a different fact
-                    reason = Reason.ABOUT_KEY
-                    notes["about_mismatch"] = {"kind": match.about_kind, "key": match.about_key}
-                elif similarity >= dup_t:
-                    changes = _changed_details(match.content.text, text)
-                    if changes:
-                        action, reason = Outcome.SUPERSEDED, Reason.CHANGED_DETAIL
-                    else:
-                        action, reason = Outcome.SKIPPED, Reason.DUPLICATE
-                elif similarity >= sup_t:
-                    action, reason = Outcome.SUPERSEDED, Reason.SIMILAR
-                elif judge is not None:
-                    verdict = judge(match.content.text, text, similarity)
-                    if verdict is not None:
-                        notes["judge"] = verdict.as_dict()
-                        if verdict.same_fact is True:
-                            action, reason = Outcome.SUPERSEDED, Reason.JUDGE
-                        elif verdict.same_fact is False:
-                            reason = Reason.JUDGE
-                        else:
-                            notes["judge"]["fallback"] = "cosine"
-        else:
-            notes.setdefault("embedding", "missing")
+        decision = _decide(store=store, content_row=content_row, has_vector=has_vector, text=text,
+                           about=about, thresholds=(dup_t, sup_t), judge=judge, notes=notes)
+        action, reason, match = decision.action, decision.reason, decision.match
+        similarity, changes = decision.similarity, decision.changes
 
         if action == Outcome.CREATED:
             check_memory_quota(store)
