@@ -87,7 +87,7 @@ def drain_with_one_worker(rule_id: str, expected: int, env: dict[str, str]) -> d
                 break
             time.sleep(0.05)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)  # the main process stops its children in order
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
