@@ -127,7 +127,7 @@ def main() -> None:
     from memory_engine.models import Agent, Generation, MemoryRule, MemoryStore, Project
     from memory_engine.services.generations import record_generation
     from memory_engine.services.keys import api_key_create
-    from memory_engine.services.rules import memory_rule_fire
+    from memory_engine.services.rules import enqueue_rule_firing, memory_rule_fire
 
     OrmQ.objects.all().delete()
     suffix = str(int(time.time()))
@@ -146,6 +146,16 @@ def main() -> None:
     rule_ms, none_ms = summary_ms(timings["rule"]), summary_ms(timings["none"])
     added = {"p50_ms": round(rule_ms["p50_ms"] - none_ms["p50_ms"], 3),
              "p95_ms": round(rule_ms["p95_ms"] - none_ms["p95_ms"], 3)}
+
+    # The added work alone: what the receiver does for one matching rule (one queue insert).
+    queued_ids = list(OrmQ.objects.values_list("id", flat=True))
+    enqueue_seconds = []
+    for generation in Generation.objects.filter(agent=agents["rule"]).order_by("created_at")[:args.requests]:
+        t0 = time.perf_counter()
+        enqueue_rule_firing(rule_id=rule.pk, generation_id=generation.pk)
+        enqueue_seconds.append(time.perf_counter() - t0)
+    OrmQ.objects.exclude(id__in=queued_ids).delete()  # leave the queue as the requests left it
+    enqueue_ms = summary_ms(enqueue_seconds)
 
     env = dict(os.environ, MEMORY_ENGINE_DB_NAME=DB_NAME, Q_WORKERS="1", **env_extra)
     worker = drain_with_one_worker(rule.pk, args.requests + 20, env)
@@ -169,6 +179,7 @@ def main() -> None:
         ["one matching rule (enqueue)", rule_ms["p50_ms"], rule_ms["p95_ms"], rule_ms["n"]],
         ["no rule fires", none_ms["p50_ms"], none_ms["p95_ms"], none_ms["n"]],
         ["added by the rule", added["p50_ms"], added["p95_ms"], ""],
+        ["enqueue alone (no request)", enqueue_ms["p50_ms"], enqueue_ms["p95_ms"], enqueue_ms["n"]],
     ])
     print()
     print_table(["firings", "count", "seconds", "firings/s"], [
@@ -181,7 +192,7 @@ def main() -> None:
     print(f"load average (1 min) before/after: {load_before[0]:.2f} / {load_after[0]:.2f} on {os.cpu_count()} CPUs")
     write_results(f"rules-{args.embedder}", {
         "embedder": args.embedder,
-        "complete_request": {"one_rule": rule_ms, "no_rule": none_ms, "added": added},
+        "complete_request": {"one_rule": rule_ms, "no_rule": none_ms, "added": added, "enqueue_alone": enqueue_ms},
         "worker": worker,
         "inline": {"firings": args.inline, "seconds": round(inline_seconds, 3),
                    "firings_per_second": round(args.inline / inline_seconds, 1), "per_firing": summary_ms(durations)},
