@@ -7,6 +7,7 @@ memory-rule receiver only enqueues work, so completing stays fast.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.db import transaction
@@ -35,7 +36,25 @@ def validate_messages(messages: Any) -> list[dict[str, Any]]:
         if content is not None and not isinstance(content, (str, list)):
             raise ValidationFailed("A message's `content` must be a string, a list of parts or null.",
                                    details={"field": "input_messages", "index": index})
+    if _has_nul(messages):
+        raise ValidationFailed("`input_messages` must not contain NUL characters.",
+                               details={"field": "input_messages"})
     return messages
+
+
+def _has_nul(value: Any) -> bool:
+    """PostgreSQL text and jsonb cannot hold NUL characters."""
+    return "\x00" in value if isinstance(value, str) else "\\u0000" in json.dumps(value)
+
+
+def validate_output(output: Any) -> str | None:
+    if output is None:
+        return None
+    if not isinstance(output, str):
+        raise ValidationFailed("`output` must be a string.", details={"field": "output"})
+    if _has_nul(output):
+        raise ValidationFailed("`output` must not contain NUL characters.", details={"field": "output"})
+    return output
 
 
 def _check_status(status: str) -> None:
@@ -67,7 +86,7 @@ def record_generation(
         project_id=agent.project_id,
         agent=agent,
         input_messages=validate_messages(input_messages),
-        output=output or "",
+        output=validate_output(output) or "",
         initiator=initiator,
         started_by_rule=started_by_rule,
     )
@@ -87,6 +106,7 @@ def complete_generation(
     (GENERATION_ALREADY_COMPLETED).
     """
     _check_status(status)
+    output = validate_output(output)
     values = {"status": status, "output": output if output is not None else generation.output,
               "completed_at": timezone.now()}
     # A conditional UPDATE: of two concurrent completions exactly one wins.

@@ -285,6 +285,8 @@ def validate_rule_handler(*, handler_type: str, config: dict[str, Any], trusted:
         raise ValidationFailed(f"Unknown handler type {handler_type!r}.", code="HANDLER_INVALID",
                                details={"type": handler_type, "allowed": sorted(HANDLERS)})
     config = {k: v for k, v in (config or {}).items() if v is not None}
+    if "\\u0000" in json.dumps(config):
+        raise ValidationFailed("The handler configuration must not contain NUL characters.", code="HANDLER_INVALID")
     unknown = set(config) - HANDLER_KEYS[handler_type]
     if unknown:
         raise ValidationFailed(f"Unknown keys for a {handler_type} handler: {', '.join(sorted(unknown))}.",
