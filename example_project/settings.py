@@ -36,6 +36,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Under /api/: 413 for oversized bodies before anything reads them, JSON bodies for
+    # Django's own error pages (docs/security.md).
+    "memory_engine.api.limits.ApiGuardMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -89,9 +89,25 @@ DEFAULTS: dict[str, Any] = {
     # and finally replaced by the exact scan when post-filtering leaves fewer than
     # `limit` rows (docs/retrieval.md).
     "SEARCH_EXACT_SCAN_MAX": 5000,
-    # HTTP providers.
+    # HTTP providers. Every outbound call also ends after HTTP_MAX_SECONDS in total (a slow
+    # drip of bytes cannot hold a worker) and refuses answers over HTTP_MAX_RESPONSE_BYTES.
     "HTTP_TIMEOUT": 30.0,
     "HTTP_RETRIES": 2,
+    "HTTP_MAX_SECONDS": 600.0,
+    "HTTP_MAX_RESPONSE_BYTES": 64 * 1024 * 1024,
+    # Hardening (docs/security.md). Request bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (multipart:
+    # MAX_UPLOAD_BYTES + MULTIPART_OVERHEAD_BYTES) get 413 before parsing, on these path prefixes
+    # (ApiGuardMiddleware; empty = every path) and in every API view.
+    "API_PATH_PREFIXES": ["/api/"],
+    "MULTIPART_OVERHEAD_BYTES": 1024 * 1024,
+    "MAX_JSON_DEPTH": 64,
+    # At most this many keys in a `tags` filter (search, ?tags= on lists): 400 TAG_FILTER_TOO_LARGE.
+    "MAX_TAG_FILTER_KEYS": 64,
+    # Failed API-key authentications per client address (DRF rate syntax); over it -> 429
+    # THROTTLED with Retry-After, even for a valid key, until the window passes. None disables.
+    "AUTH_FAILURE_RATE": "20/min",
+    # Requests per project when the host's REST_FRAMEWORK names no 'project' throttle rate.
+    "PROJECT_RATE": "6000/min",
     # Memory rules (memory_engine.services.rules).
     "RULE_MAX_FACTS": 20,
     "RULE_TRANSCRIPT_MAX_CHARS": 24000,

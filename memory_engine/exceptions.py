@@ -135,6 +135,24 @@ class FileTooLarge(DocumentError):
     default_message = "The file is larger than MAX_UPLOAD_BYTES."
 
 
+class RequestTooLarge(MemoryEngineError):
+    code = "REQUEST_TOO_LARGE"
+    status_code = 413
+    default_message = "The request body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE."
+
+
+class JSONTooDeep(MemoryEngineError):
+    code = "JSON_TOO_DEEP"
+    default_message = "The JSON body is nested too deeply (MAX_JSON_DEPTH)."
+
+
+class InputInvalid(MemoryEngineError):
+    """Text the database cannot store (NUL characters) or values out of its range."""
+
+    code = "INPUT_INVALID"
+    default_message = "The request contains a value the database cannot store (e.g. a NUL character)."
+
+
 class UnsupportedContentType(DocumentError):
     code = "UNSUPPORTED_CONTENT_TYPE"
     status_code = 415

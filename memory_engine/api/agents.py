@@ -148,6 +148,8 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     def search_knowledge(self, request: Request, pk: str | None = None) -> Response:
         """Run a search_knowledge tool call inside the agent's scope."""
         agent = self.get_object()
-        content, result = run_search_knowledge(agent, dict(request.data))
+        serializer = SearchToolRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        content, result = run_search_knowledge(agent, dict(serializer.validated_data))
         return Response({"content": content, "knowledge": SearchResultSerializer(result.as_dict()).data},
                         status=status.HTTP_200_OK)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 from typing import Any
 
 from django.utils import timezone
@@ -10,6 +11,8 @@ from rest_framework import authentication, exceptions
 
 from memory_engine.models import ApiKey
 from memory_engine.models.tenancy import KEY_PREFIX, hash_key
+
+from .throttling import FailedAuthThrottle
 
 
 class ApiKeyPrincipal:
@@ -40,6 +43,15 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
+        throttle = FailedAuthThrottle()
+        throttle.check(request)  # an address over its failure budget is refused, valid key or not
+        try:
+            return self._authenticate_key(header)
+        except exceptions.AuthenticationFailed:
+            throttle.record_failure(request)
+            raise
+
+    def _authenticate_key(self, header: list[bytes]) -> tuple[ApiKeyPrincipal, ApiKey]:
         if len(header) != 2:
             raise exceptions.AuthenticationFailed("Malformed Authorization header; send `Bearer <key>`.")
         try:
@@ -52,7 +64,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         key = ApiKey.objects.select_related("project").filter(prefix=parts[1]).first()
         # Hash even when the prefix is unknown, so timing does not reveal which prefixes exist.
         digest = hash_key(raw)
-        if key is None or key.hashed_key != digest:
+        if key is None or not hmac.compare_digest(key.hashed_key, digest):
             raise exceptions.AuthenticationFailed("Invalid API key.")
         if not key.is_active:
             raise exceptions.AuthenticationFailed("This API key is revoked or expired.")

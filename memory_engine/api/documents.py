@@ -12,7 +12,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -35,6 +35,7 @@ from memory_engine.services.ingestion_rules import FIELDS as RULE_FIELDS
 from memory_engine.services.ingestion_rules import ingestion_rule_save
 
 from .fields import JSONObjectField, parse_tags_param
+from .limits import SafeJSONParser
 from .scoping import ProjectScopedMixin
 from .serializers import ErrorSerializer
 from .views import ERRORS
@@ -217,7 +218,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
     queryset = Document.objects.none()  # for the schema; get_queryset scopes by project
     serializer_class = DocumentSerializer
     filterset_class = DocumentFilter
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    parser_classes = [SafeJSONParser, MultiPartParser, FormParser]
 
     def get_queryset(self) -> QuerySet[Document]:
         return Document.objects.filter(project=self.project).order_by("path", "id")

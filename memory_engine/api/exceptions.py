@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
+from django.db import DatabaseError, DataError, InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
+from rest_framework.views import set_rollback
 
-from memory_engine.exceptions import MemoryEngineError
+from memory_engine.exceptions import InputInvalid, JSONTooDeep, MemoryEngineError, RequestTooLarge
 
 logger = logging.getLogger("memory_engine.api")
 
@@ -66,6 +67,20 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         if isinstance(exc, exceptions.ValidationError):
             return error_response(code, _message(exc.detail), exc.status_code, {"fields": exc.detail})
         return error_response(code, _message(exc.detail), exc.status_code, None, headers or None)
+    if isinstance(exc, RequestDataTooBig):
+        exc = RequestTooLarge()
+        return error_response(exc.code, exc.message, exc.status_code)
+    if isinstance(exc, SuspiciousOperation):  # too many form fields or files, a malformed multipart body
+        return error_response("MALFORMED_REQUEST", str(exc) or "The request is malformed.", 400)
+    if isinstance(exc, RecursionError):  # a parser or validator met absurdly nested input
+        exc = JSONTooDeep()
+        return error_response(exc.code, exc.message, exc.status_code)
+    if isinstance(exc, DataError) or (isinstance(exc, ValueError) and "NUL" in str(exc)):
+        # PostgreSQL refused a value (NUL characters, out-of-range numbers): the input's fault.
+        logger.info("input refused by the database: %s", exc.__class__.__name__)
+        set_rollback()  # with ATOMIC_REQUESTS the failed transaction must not be committed
+        exc = InputInvalid()
+        return error_response(exc.code, exc.message, exc.status_code)
     if isinstance(exc, (OperationalError, InterfaceError)):
         logger.warning("database unavailable: %s", exc.__class__.__name__)
         return error_response(

@@ -7,11 +7,29 @@ from typing import Any
 
 from rest_framework import serializers
 
+from memory_engine.conf import engine_settings
 from memory_engine.exceptions import ValidationFailed
 
 
+def contains_nul(value: Any) -> bool:
+    """True when a NUL character hides in any key or string of a JSON value (PostgreSQL
+    cannot store it); iterative, so deep values cannot exhaust the stack."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                return True
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
 class JSONObjectField(serializers.JSONField):
-    """A JSON object (dict) field; arrays and scalars are rejected."""
+    """A JSON object (dict) field; arrays, scalars and NUL characters are rejected."""
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         value = super().to_internal_value(data)
@@ -22,7 +40,25 @@ class JSONObjectField(serializers.JSONField):
                 raise serializers.ValidationError("Must be a JSON object.") from None
         if not isinstance(value, dict):
             raise serializers.ValidationError("Must be a JSON object.")
+        if contains_nul(value):
+            raise serializers.ValidationError("Null characters are not allowed.")
         return value
+
+
+def check_tag_filter(tags: dict[str, Any]) -> dict[str, Any]:
+    """A ``tags`` filter has at most MAX_TAG_FILTER_KEYS keys (400 TAG_FILTER_TOO_LARGE)."""
+    limit = int(engine_settings.MAX_TAG_FILTER_KEYS)
+    if len(tags) > limit:
+        raise ValidationFailed(f"A tags filter may name at most {limit} keys; this one names {len(tags)}.",
+                               code="TAG_FILTER_TOO_LARGE", details={"keys": len(tags), "max_keys": limit})
+    return tags
+
+
+class TagFilterField(JSONObjectField):
+    """A ``tags`` filter: a JSON object of at most MAX_TAG_FILTER_KEYS keys."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        return check_tag_filter(super().to_internal_value(data))
 
 
 class StrictCharField(serializers.CharField):
@@ -45,4 +81,6 @@ def parse_tags_param(raw: str | None) -> dict[str, Any] | None:
                                details={"tags": raw[:200]}) from None
     if not isinstance(value, dict):
         raise ValidationFailed("`tags` must be a JSON object.", details={"tags": raw[:200]})
-    return value
+    if contains_nul(value):
+        raise ValidationFailed("`tags` may not contain null characters.", details={"tags": raw[:200]})
+    return check_tag_filter(value)

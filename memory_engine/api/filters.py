@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from datetime import timezone as dt_timezone
 from typing import Any
 
 import django_filters
 from django.db.models import Q, QuerySet
 
+from memory_engine.exceptions import ValidationFailed
 from memory_engine.models import Memory, MemoryAssertion
 
 from .fields import parse_tags_param
@@ -46,12 +49,22 @@ class MemoryAssertionFilter(django_filters.FilterSet):
     principal = django_filters.CharFilter()
     generation_id = django_filters.CharFilter(field_name="generation_id")
     rule_id = django_filters.CharFilter(field_name="rule_id")
-    created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    created_after = django_filters.IsoDateTimeFilter(method="filter_created")
+    created_before = django_filters.IsoDateTimeFilter(method="filter_created")
 
     class Meta:
         model = MemoryAssertion
         fields: list[str] = []
+
+    def filter_created(self, queryset: QuerySet, name: str, value: datetime | None) -> QuerySet:
+        if value is None:
+            return queryset
+        try:  # PostgreSQL refuses UTC offsets over 15:59 that Python accepts
+            value = value.astimezone(dt_timezone.utc)
+        except OverflowError:
+            raise ValidationFailed(f"`{name}` is out of range.", details={name: str(value)}) from None
+        lookup = "created_at__gte" if name == "created_after" else "created_at__lt"
+        return queryset.filter(**{lookup: value})
 
     def filter_memory(self, queryset: QuerySet, name: str, value: Any) -> QuerySet:
         return queryset.filter(Q(memory_id=value) | Q(replaced_memory_id=value))

@@ -55,8 +55,7 @@ class MemoryRuleSerializer(serializers.ModelSerializer):
         handler.update({k: v for k, v in config.items() if k not in SECRET_KEYS})
         if isinstance(handler.get("provider"), dict) and handler["provider"].get("API_KEY"):
             handler["provider"] = {**handler["provider"], "API_KEY": "***"}
-        if rule.handler_type == MemoryRule.HandlerType.HTTP:
-            handler["secret_set"] = bool(config.get("secret"))
+        handler["secret_set"] = bool(config.get("secret"))
         return {
             "id": rule.pk,
             "memory_store_id": rule.store_id,

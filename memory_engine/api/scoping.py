@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from rest_framework.parsers import FormParser, MultiPartParser
+
 from memory_engine.exceptions import NotFound, ProjectRequired
 from memory_engine.models import ApiKey, Project
+
+from .limits import SafeJSONParser, check_request_size
 
 
 def request_project(request: Any) -> Project:
@@ -37,9 +41,15 @@ def request_principal(request: Any) -> str:
 
 
 class ProjectScopedMixin:
-    """Viewset mixin: ``self.project`` and ``self.principal`` from the request."""
+    """Viewset mixin: ``self.project`` and ``self.principal`` from the request; request
+    size and JSON depth limits (memory_engine.api.limits) for every API view."""
 
     request: Any
+    parser_classes = [SafeJSONParser, FormParser, MultiPartParser]
+
+    def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
+        check_request_size(request)  # before authentication reads anything, and before parsing
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
 
     @property
     def project(self) -> Project:

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from memory_engine.selectors.search import MAX_LIMIT, SearchResult, knowledge_search
 
-from .fields import JSONObjectField
+from .fields import TagFilterField
 from .scoping import ProjectScopedMixin
 from .serializers import ErrorSerializer
 from .views import ERRORS
@@ -27,7 +27,7 @@ class KnowledgeSearchRequestSerializer(serializers.Serializer):
                                          max_length=1000)
     document_paths = serializers.ListField(child=serializers.CharField(max_length=1000), required=False,
                                            max_length=1000, help_text="Path prefixes.")
-    tags = JSONObjectField(required=False, allow_null=True,
+    tags = TagFilterField(required=False, allow_null=True,
                            help_text="jsonb containment on the memory's, its store's or the document's tags.")
     min_similarity = serializers.FloatField(required=False, allow_null=True,
                                             help_text="Cosine floor for vector candidates, in [-1, 1].")

@@ -60,7 +60,8 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
 
     def perform_create(self, serializer: Any) -> None:
         self._check_name(serializer.validated_data.get("name"))
-        serializer.save(project=self.project)
+        store = serializer.save(project=self.project)
+        store.valid_memories = 0  # the list/retrieve annotation, for the 201 answer
 
     def perform_update(self, serializer: Any) -> None:
         self._check_name(serializer.validated_data.get("name"), exclude=serializer.instance.pk)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import ssl
 import time
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -29,6 +31,58 @@ class ProviderHTTPError(Exception):
         super().__init__(message)
 
 
+def redact_url(url: str) -> str:
+    """The URL without credentials or query string, for messages and logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid url>"
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+class RedactURLFilter(logging.Filter):
+    """On the ``httpx`` logger: request URLs are logged without credentials or query string
+    (HTTP handler and converter URLs may carry tokens)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(arg, httpx.URL) for arg in record.args):
+            record.args = tuple(redact_url(str(arg)) if isinstance(arg, httpx.URL) else arg for arg in record.args)
+        return True
+
+
+_httpx_logger = logging.getLogger("httpx")
+if not any(isinstance(f, RedactURLFilter) for f in _httpx_logger.filters):
+    _httpx_logger.addFilter(RedactURLFilter())
+
+
+def scrub(text: str, headers: dict[str, str] | None) -> str:
+    """``text`` with the values of the request's headers (keys, signatures) masked, in case
+    the far end echoes them back in an error body."""
+    for name, value in (headers or {}).items():
+        if name.lower() == "content-type":
+            continue
+        for secret in {value, value.split(" ", 1)[-1]}:
+            if len(secret) >= 8:
+                text = text.replace(secret, "***")
+    return text
+
+
+def _read_bounded(response: httpx.Response, *, deadline: float, max_bytes: int) -> bytes:
+    """The body, refusing more than ``max_bytes`` or reading past ``deadline`` (a slow drip
+    of bytes resets httpx's per-read timeout but not this one)."""
+    received = bytearray()
+    for chunk in response.iter_bytes():
+        received += chunk
+        if len(received) > max_bytes:
+            raise ProviderHTTPError(f"answered more than {max_bytes} bytes", status=response.status_code)
+        if time.monotonic() > deadline:
+            raise httpx.ReadTimeout("total deadline exceeded")
+    return bytes(received)
+
+
 def post_json(
     url: str,
     payload: dict[str, Any],
@@ -41,36 +95,48 @@ def post_json(
 ) -> Any:
     """POST JSON (or the given raw body) and return the decoded answer.
 
-    Retries connection errors, timeouts and 408/429/5xx with exponential backoff;
-    4xx answers are not retried. Raises ProviderHTTPError with a message fit for an
-    operator (never containing secrets from the headers).
+    ``timeout`` bounds connecting and each read, and each attempt as a whole (capped by
+    HTTP_MAX_SECONDS); answers over HTTP_MAX_RESPONSE_BYTES are refused. Retries connection
+    errors, timeouts and 408/429/5xx with exponential backoff; 4xx answers are not retried.
+    Raises ProviderHTTPError with a message fit for an operator (no credentials, query
+    strings or header values).
     """
+    from memory_engine.conf import engine_settings
+
+    shown = redact_url(url)
+    timeout = float(timeout)
+    total = min(timeout, float(engine_settings.HTTP_MAX_SECONDS))
+    max_bytes = int(engine_settings.HTTP_MAX_RESPONSE_BYTES)
+    body = content if content is not None else json.dumps(payload).encode()
+    send_headers = {"Content-Type": "application/json", **(headers or {})}
     last_error = "no attempt made"
     status: int | None = None
     for attempt in range(retries + 1):
         if attempt:
             time.sleep(backoff * (2 ** (attempt - 1)))
         try:
-            if content is not None:
-                response = httpx.post(url, content=content, headers=headers, timeout=timeout,
-                                      verify=_ssl_context())
-            else:
-                response = httpx.post(url, json=payload, headers=headers, timeout=timeout, verify=_ssl_context())
+            deadline = time.monotonic() + total
+            with httpx.stream("POST", url, content=body, headers=send_headers, timeout=timeout,
+                              verify=_ssl_context()) as response:
+                status = response.status_code
+                if status in RETRY_STATUSES:
+                    last_error = f"answered HTTP {status}"
+                    continue
+                data = _read_bounded(response, deadline=deadline, max_bytes=max_bytes)
         except httpx.TimeoutException:
-            last_error, status = f"timed out after {timeout}s", None
+            last_error, status = f"timed out after {timeout:g}s", None
             continue
         except httpx.HTTPError as exc:
             last_error, status = f"connection failed: {exc.__class__.__name__}", None
             continue
-        status = response.status_code
-        if status in RETRY_STATUSES:
-            last_error = f"answered HTTP {status}"
-            continue
+        except ProviderHTTPError as exc:
+            raise ProviderHTTPError(f"{shown} {exc}", status=exc.status) from None
         if status >= 400:
-            raise ProviderHTTPError(f"{url} answered HTTP {status}: {response.text[:200]}", status=status)
+            text = scrub(data[:2000].decode("utf-8", "replace"), headers)[:200]
+            raise ProviderHTTPError(f"{shown} answered HTTP {status}: {text}", status=status)
         try:
-            return response.json()
+            return json.loads(data)
         except ValueError as exc:
-            raise ProviderHTTPError(f"{url} answered invalid JSON", status=status) from exc
-    logger.warning("provider call failed", extra={"url": url, "error": last_error})
-    raise ProviderHTTPError(f"{url} {last_error} ({retries + 1} attempts)", status=status)
+            raise ProviderHTTPError(f"{shown} answered invalid JSON", status=status) from exc
+    logger.warning("provider call failed: %s %s", shown, last_error, extra={"url": shown, "error": last_error})
+    raise ProviderHTTPError(f"{shown} {last_error} ({retries + 1} attempts)", status=status)

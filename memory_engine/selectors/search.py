@@ -458,6 +458,8 @@ def knowledge_search(
             logger.warning("query embedding failed; searching lexically only: %s", exc)
             degraded.append(Degraded.EMBEDDING_UNAVAILABLE)
         timings["embedding_ms"] = (time.perf_counter() - started) * 1000
+        if qvec is not None and not any(qvec):
+            qvec = None  # a zero vector has no direction: every cosine would be NaN
 
     rows = _run(scope, query, qvec, limit, degraded, lexical="lexical" in channels)
     hits = _fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=limit, min_similarity=min_similarity)
@@ -570,7 +572,7 @@ def _fuse(rows: list[tuple[Any, ...]], *, rrf_k: float, half_life: float, limit:
             score *= 0.5 ** (age_days / half_life)
         hits.append(SearchHit(
             source=src, id=pk, text=text, score=score,
-            similarity_score=None if dist is None else 1.0 - float(dist),
+            similarity_score=None if dist is None or math.isnan(float(dist)) else 1.0 - float(dist),
             ranks={"vector": vrank, "lexical": lrank}, tags=_json(tags),
             document_id=doc_id, document_path=path, document_title=title, page=page,
             chunk_index=chunk_index, memory_store_id=store_id, memory_store_name=store_name,

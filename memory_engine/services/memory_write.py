@@ -452,10 +452,14 @@ def memory_write(
             generation_id=generation_id,
             rule_id=rule_id,
         )
+    rounded = None if similarity is None else round(similarity, 4)
     logger.info(
         "memory write outcome=%s reason=%s store=%s memory=%s assertion=%s similarity=%s mechanism=%s",
-        action, reason, store.pk, memory.pk, assertion.pk,
-        None if similarity is None else round(similarity, 4), mechanism,
+        action, reason, store.pk, memory.pk, assertion.pk, rounded, mechanism,
+        extra={"outcome": str(action), "decision_reason": reason, "store_id": store.pk, "memory_id": memory.pk,
+               "assertion_id": assertion.pk, "replaced_memory_id": replaced.pk if replaced else None,
+               "similarity": rounded, "mechanism": str(mechanism), "generation_id": generation_id,
+               "rule_id": rule_id},
     )
     return WriteResult(
         action=str(action), memory=memory, assertion=assertion, similarity=similarity,

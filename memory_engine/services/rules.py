@@ -433,7 +433,8 @@ def _run_handler(rule: MemoryRule, generation: Generation) -> tuple[list[Fact], 
         items = HANDLERS[rule.handler_type](build_transcript(generation), rule, generation)
         facts, invalid = coerce_facts(items)
     except MemoryEngineError as exc:  # LLMError, RuleHandlerFailed...
-        logger.warning("rule %s on %s: handler failed: %s %s", rule.pk, generation.pk, exc.code, exc.message)
+        logger.warning("rule %s on %s: handler failed: %s %s", rule.pk, generation.pk, exc.code, exc.message,
+                       extra={"rule_id": rule.pk, "generation_id": generation.pk, "code": exc.code})
         return [], 0, _error(exc.code, exc.message)
     except Exception as exc:  # a host callable may raise anything; the turn must not suffer
         logger.exception("rule %s on %s: handler raised", rule.pk, generation.pk)
@@ -477,7 +478,9 @@ def memory_rule_fire(*, rule_id: str, generation_id: str) -> dict[str, Any] | No
         else:
             counts[result.action] += 1
     record_rule_counts(generation_id=generation.pk, rule_id=rule.pk, counts=counts)
-    logger.info("rule %s on %s: %s", rule.pk, generation.pk, counts)
+    logger.info("rule %s on %s: %s", rule.pk, generation.pk, counts,
+                extra={"rule_id": rule.pk, "generation_id": generation.pk, "store_id": rule.store_id,
+                       "handler_type": rule.handler_type, "counts": counts})
     return counts
 
 

@@ -1,0 +1,123 @@
+"""Request limits enforced before a body is read or parsed.
+
+* Body size: ``Content-Length`` is compared with the limit before anything reads the
+  body: multipart uploads may carry ``MAX_UPLOAD_BYTES`` plus ``MULTIPART_OVERHEAD_BYTES``,
+  every other body ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (Django's setting; None = no limit).
+  Too large -> 413 ``REQUEST_TOO_LARGE`` (``FILE_TOO_LARGE`` for multipart uploads).
+  :class:`ApiGuardMiddleware` answers before the view runs (and covers the
+  signed-URL views); ``ProjectScopedMixin.initial`` checks again for hosts without it.
+* JSON depth: :class:`SafeJSONParser` refuses documents nested deeper than
+  ``MAX_JSON_DEPTH`` with 400 ``JSON_TOO_DEEP`` (never a RecursionError 500).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from rest_framework.parsers import JSONParser
+
+from memory_engine.conf import engine_settings
+from memory_engine.exceptions import FileTooLarge, JSONTooDeep, RequestTooLarge
+
+API_PREFIX_SETTING = "API_PATH_PREFIXES"
+
+
+def _content_length(request: HttpRequest) -> int:
+    try:
+        return max(0, int(request.META.get("CONTENT_LENGTH") or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def body_limit(request: HttpRequest) -> tuple[int | None, bool]:
+    """(max bytes or None, whether the request is a multipart upload)."""
+    content_type = (request.META.get("CONTENT_TYPE") or "").lower()
+    if content_type.startswith("multipart/form-data"):
+        return int(engine_settings.MAX_UPLOAD_BYTES) + int(engine_settings.MULTIPART_OVERHEAD_BYTES), True
+    limit = getattr(settings, "DATA_UPLOAD_MAX_MEMORY_SIZE", None)
+    return (None if limit is None else int(limit)), False
+
+
+def check_request_size(request: HttpRequest) -> None:
+    """Raise 413 when the declared body is over the limit; never reads the body."""
+    length = _content_length(request)
+    limit, multipart = body_limit(request)
+    if limit is None or length <= limit:
+        return
+    details = {"bytes": length, "max_bytes": limit}
+    if multipart:
+        raise FileTooLarge(f"The upload is {length} bytes; the limit is {limit} bytes (MAX_UPLOAD_BYTES).",
+                           details=details)
+    raise RequestTooLarge(f"The request body is {length} bytes; the limit is {limit} bytes.", details=details)
+
+
+#: Codes for errors Django answers itself (an unmatched URL, a CSRF failure, a crash).
+HTML_ERROR_CODES = {400: "MALFORMED_REQUEST", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+                    405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE", 500: "SERVER_ERROR"}
+
+
+class ApiGuardMiddleware:
+    """Under the API prefixes (MEMORY_ENGINE['API_PATH_PREFIXES']):
+
+    * 413 ``{"code", "message", "details"}`` for oversized bodies before any view or
+      parser reads them;
+    * errors Django renders as HTML (a URL no route matches, a CSRF failure, a 500 page)
+      become ``{"code", "message", "details"}`` JSON like every other API error.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        prefixes = tuple(getattr(engine_settings, API_PREFIX_SETTING) or ())
+        if prefixes and not request.path.startswith(prefixes):
+            return self.get_response(request)
+        try:
+            check_request_size(request)
+        except (RequestTooLarge, FileTooLarge) as exc:
+            response = JsonResponse(exc.as_dict(), status=exc.status_code)
+            response["Connection"] = "close"  # the unread body must not be taken for the next request
+            return response
+        response = self.get_response(request)
+        content_type = response.get("Content-Type", "")
+        if response.status_code >= 400 and content_type.startswith("text/html"):
+            code = HTML_ERROR_CODES.get(response.status_code, "ERROR")
+            message = response.reason_phrase or "Error"
+            response = JsonResponse({"code": code, "message": f"{message}.", "details": {}},
+                                    status=response.status_code)
+        return response
+
+
+
+def json_depth_exceeds(value: Any, limit: int) -> bool:
+    """True when containers nest deeper than ``limit`` (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+class SafeJSONParser(JSONParser):
+    """DRF's JSONParser with a nesting limit (MAX_JSON_DEPTH) and no RecursionError."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        limit = int(engine_settings.MAX_JSON_DEPTH)
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise JSONTooDeep(details={"max_depth": limit}) from None
+        if json_depth_exceeds(data, limit):
+            raise JSONTooDeep(details={"max_depth": limit})
+        return data
