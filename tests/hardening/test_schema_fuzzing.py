@@ -4,12 +4,13 @@ of every kind (path ids point at real rows). Checks: no 5xx, bodies conform to t
 content types conform, and every 4xx body carries ``code`` and ``message``.
 
 Budget: FUZZ_EXAMPLES examples per operation (env MEMORY_ENGINE_FUZZ_EXAMPLES), derandomized
-so a failure reproduces; the whole module runs in about a minute on two cores.
+so a failure reproduces (raise it locally for a deeper run, e.g. 200).
 """
 
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +26,7 @@ from schemathesis.specs.openapi import checks as openapi_checks
 from .test_isolation_matrix import OPERATIONS, load_schema, path_kind
 from .world import World, build_world
 
-FUZZ_EXAMPLES = int(os.environ.get("MEMORY_ENGINE_FUZZ_EXAMPLES", "12"))
+FUZZ_EXAMPLES = int(os.environ.get("MEMORY_ENGINE_FUZZ_EXAMPLES", "8"))
 
 schema = schemathesis.openapi.from_dict(load_schema())
 schema.app = get_wsgi_application()
@@ -78,7 +79,7 @@ def test_fuzz(case: Any, fuzz_world: World) -> None:
         # Half of the path ids name real rows of the caller's project, the rest are generated.
         for name in op.path_params:
             kind = path_kind(op, name)
-            if kind and case.path_parameters and hash(repr(case.body)) % 2 == 0:
+            if kind and case.path_parameters and zlib.crc32(repr(case.body).encode()) % 2 == 0:
                 case.path_parameters[name] = fuzz_world.first(kind)
     headers = {"Authorization": f"Bearer {fuzz_world.key}"} if op is None or op.keyed else {}
     case.call_and_validate(headers=headers, checks=CHECKS)
