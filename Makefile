@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: run test install check bench clean-db
+.PHONY: run test install check bench clean-db browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,15 @@ check: install
 	$(BIN)/python manage.py makemigrations --check --dry-run memory_engine
 	$(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 
-test: install check
+test: install check browser
 	$(BIN)/python -m pytest
+
+# Headless Chromium for the operator console's browser suite (tests/admin/test_browser.py).
+# Installed with apt-get only when missing and we are root; otherwise those tests skip.
+browser:
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	fi
 
 bench: install
 	$(BIN)/python bench/write.py
