@@ -112,6 +112,11 @@ DEFAULTS: dict[str, Any] = {
     "RULE_MAX_FACTS": 20,
     "RULE_TRANSCRIPT_MAX_CHARS": 24000,
     "RULE_HANDLER_TIMEOUT": 30.0,
+    # A firing still pending this many seconds after it was enqueued lost its worker: the
+    # scheduled sweep enqueues it again (keep it above Q_CLUSTER["timeout"] and the worst
+    # queue delay), and records RULE_FIRING_STALLED after RULE_FIRING_MAX_ATTEMPTS.
+    "RULE_FIRING_TIMEOUT": 900,
+    "RULE_FIRING_MAX_ATTEMPTS": 3,
     # Import-path prefixes that API callers may name as `callable` rule handlers
     # (admins may name any). Empty: callable handlers are admin-only.
     "RULE_CALLABLE_PREFIXES": [],

@@ -12,13 +12,23 @@ from typing import Any
 INGEST_TASK = "memory_engine.tasks.document_ingest_task"
 SWEEP_TASK = "memory_engine.tasks.document_sweep_task"
 SWEEP_SCHEDULE_NAME = "memory_engine: ingestion sweep"
+RULE_SWEEP_TASK = "memory_engine.tasks.rule_firing_sweep_task"
+RULE_SWEEP_SCHEDULE_NAME = "memory_engine: rule firing sweep"
 
 
-def memory_rule_fire_task(rule_id: str, generation_id: str) -> dict[str, Any] | None:
-    """Run one memory rule on one completed generation (enqueued by the signal receiver)."""
+def memory_rule_fire_task(rule_id: str, generation_id: str, resume: bool = False) -> dict[str, Any] | None:
+    """Run one memory rule on one completed generation (enqueued by the signal receiver,
+    or again by the rule-firing sweep with ``resume=True``)."""
     from memory_engine.services.rules import memory_rule_fire
 
-    return memory_rule_fire(rule_id=rule_id, generation_id=generation_id)
+    return memory_rule_fire(rule_id=rule_id, generation_id=generation_id, resume=resume)
+
+
+def rule_firing_sweep_task() -> dict[str, int]:
+    """Re-enqueue rule firings whose worker died (still pending after RULE_FIRING_TIMEOUT)."""
+    from memory_engine.services.rules import rule_firing_sweep
+
+    return rule_firing_sweep()
 
 
 def document_ingest_task(document_id: str) -> str | None:
@@ -44,7 +54,7 @@ def enqueue_document_ingest(document_id: str) -> None:
 
 
 def ensure_schedules(**kwargs: Any) -> None:
-    """post_migrate receiver: create or update the ingestion-sweep Schedule."""
+    """post_migrate receiver: create or update the ingestion and rule-firing sweep Schedules."""
     from django.db import DEFAULT_DB_ALIAS
 
     from memory_engine.conf import engine_settings
@@ -54,12 +64,9 @@ def ensure_schedules(**kwargs: Any) -> None:
     except ImportError:  # django_q not installed: run `document_sweep` from your own scheduler
         return
     using = kwargs.get("using") or DEFAULT_DB_ALIAS
-    Schedule.objects.using(using).update_or_create(
-        name=SWEEP_SCHEDULE_NAME,
-        defaults={
-            "func": SWEEP_TASK,
-            "schedule_type": Schedule.MINUTES,
-            "minutes": max(1, int(engine_settings.INGESTION_SWEEP_MINUTES)),
-            "repeats": -1,
-        },
-    )
+    minutes = max(1, int(engine_settings.INGESTION_SWEEP_MINUTES))
+    for name, func in ((SWEEP_SCHEDULE_NAME, SWEEP_TASK), (RULE_SWEEP_SCHEDULE_NAME, RULE_SWEEP_TASK)):
+        Schedule.objects.using(using).update_or_create(
+            name=name,
+            defaults={"func": func, "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1},
+        )

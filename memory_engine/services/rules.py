@@ -24,6 +24,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 from urllib.parse import urlparse
@@ -31,11 +32,12 @@ from urllib.parse import urlparse
 from django.db import DatabaseError, transaction
 from django.db.models import Exists, OuterRef
 from django.db.models.fields.json import KT
+from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import MemoryEngineError, NotFound, RuleHandlerFailed, ValidationFailed
-from memory_engine.models import Agent, Generation, MemoryRule, MemoryStore
+from memory_engine.models import Agent, Generation, MemoryAssertion, MemoryRule, MemoryStore
 from memory_engine.models.agents import GenerationStatus
 from memory_engine.models.memories import Mechanism, SourceType
 from memory_engine.providers.http import ProviderHTTPError, post_json
@@ -67,6 +69,9 @@ when nothing is worth remembering."""
 
 _KNOWLEDGE_BLOCK = re.compile(r"<knowledge\b[^>]*>.*?</knowledge>", re.DOTALL | re.IGNORECASE)
 TRANSCRIPT_ROLES = ("user", "assistant")
+
+#: ``extraction[rule_id]["status"]`` of a firing enqueued and not finished yet.
+PENDING = "pending"
 
 
 @dataclass
@@ -396,10 +401,17 @@ def matching_rule_ids(*, generation: Generation) -> list[str]:
     ]
 
 
-def enqueue_rule_firing(*, rule_id: str, generation_id: str) -> None:
+def enqueue_rule_firing(*, rule_id: str, generation_id: str, attempt: int = 1) -> None:
+    """Record the firing as pending on ``generation.extraction`` and queue its task.
+
+    The pending entry (``{"status": "pending", "enqueued_at", "attempts"}``) is what
+    :func:`rule_firing_sweep` looks for: a task whose worker died never replaces it with
+    counts, so the sweep enqueues it again.
+    """
     from django_q.tasks import async_task
 
-    async_task("memory_engine.tasks.memory_rule_fire_task", rule_id, generation_id,
+    mark_firing_pending(rule_id=rule_id, generation_id=generation_id, attempt=attempt)
+    async_task("memory_engine.tasks.memory_rule_fire_task", rule_id, generation_id, attempt > 1,
                task_name=f"rule {rule_id} on {generation_id}", group="memory_rules")
 
 
@@ -420,11 +432,101 @@ def enqueue_memory_rules(sender: Any, *, generation_id: str, **kwargs: Any) -> N
 
 @transaction.atomic
 def record_rule_counts(*, generation_id: str, rule_id: str, counts: dict[str, Any]) -> None:
-    """Set ``extraction[rule_id]`` under a row lock: firings of several rules finish concurrently."""
-    generation = Generation.objects.select_for_update().only("id", "extraction").get(pk=generation_id)
+    """Set ``extraction[rule_id]`` under a row lock: firings of several rules finish concurrently.
+
+    The counts *replace* the entry (a pending marker, or the counts of an earlier run), so a
+    firing run twice is never counted twice.
+    """
+    generation = Generation.objects.select_for_update().only("id", "extraction").filter(pk=generation_id).first()
+    if generation is None:
+        return
     extraction = dict(generation.extraction or {})
     extraction[rule_id] = counts
     Generation.objects.filter(pk=generation_id).update(extraction=extraction)
+
+
+def mark_firing_pending(*, rule_id: str, generation_id: str, attempt: int = 1) -> None:
+    """``extraction[rule_id] = {"status": "pending", "enqueued_at": <iso>, "attempts": n}``."""
+    record_rule_counts(generation_id=generation_id, rule_id=rule_id, counts={
+        "status": PENDING, "enqueued_at": timezone.now().isoformat(), "attempts": attempt,
+    })
+
+
+@transaction.atomic
+def _drop_pending(*, generation_id: str, rule_id: str) -> None:
+    """Forget the pending marker of a firing that will not run (its rule was disabled or deleted)."""
+    generation = Generation.objects.select_for_update().only("id", "extraction").filter(pk=generation_id).first()
+    if generation is not None and is_pending((generation.extraction or {}).get(rule_id)):
+        extraction = dict(generation.extraction)
+        del extraction[rule_id]
+        Generation.objects.filter(pk=generation_id).update(extraction=extraction)
+
+
+def is_pending(entry: Any) -> bool:
+    return isinstance(entry, dict) and entry.get("status") == PENDING
+
+
+def rule_firing_sweep(*, now: datetime | None = None) -> dict[str, int]:
+    """Re-enqueue firings still pending after ``RULE_FIRING_TIMEOUT`` seconds (their task
+    was lost: the worker was killed, or the queue lost it); after ``RULE_FIRING_MAX_ATTEMPTS``
+    record ``RULE_FIRING_STALLED`` instead. Runs as a django-q2 schedule
+    (``memory_engine.tasks.rule_firing_sweep_task``)."""
+    now = now or timezone.now()
+    stale_before = now - timedelta(seconds=float(engine_settings.RULE_FIRING_TIMEOUT))
+    max_attempts = int(engine_settings.RULE_FIRING_MAX_ATTEMPTS)
+    counts = {"requeued": 0, "stalled": 0}
+    # jsonpath over each generation's extraction: only generations with a pending firing match.
+    candidates = Generation.objects.extra(
+        where=["extraction @? '$.* ? (@.status == \"pending\")'"]
+    ).values_list("pk", flat=True)
+    for generation_id in candidates:
+        for rule_id, attempt in _claim_stale_firings(generation_id, stale_before, max_attempts, now):
+            if attempt is None:
+                counts["stalled"] += 1
+                continue
+            transaction.on_commit(partial(enqueue_rule_firing, rule_id=rule_id, generation_id=generation_id,
+                                          attempt=attempt), robust=True)
+            counts["requeued"] += 1
+    if any(counts.values()):
+        logger.warning("rule firing sweep: %s", counts, extra={"counts": counts})
+    return counts
+
+
+@transaction.atomic
+def _claim_stale_firings(generation_id: str, stale_before: datetime, max_attempts: int,
+                         now: datetime) -> list[tuple[str, int | None]]:
+    """Under the row lock: the stale pending entries of one generation, as (rule id, next
+    attempt) to re-enqueue or (rule id, None) when given up (recorded as stalled). Touching
+    ``enqueued_at`` here keeps a concurrent sweep from enqueueing the same firing twice."""
+    generation = Generation.objects.select_for_update(skip_locked=True).only("id", "extraction").filter(
+        pk=generation_id).first()
+    if generation is None:
+        return []
+    extraction = dict(generation.extraction or {})
+    claimed: list[tuple[str, int | None]] = []
+    for rule_id, entry in extraction.items():
+        if not is_pending(entry):
+            continue
+        try:
+            enqueued_at = datetime.fromisoformat(entry.get("enqueued_at") or "")
+        except ValueError:
+            enqueued_at = None
+        if enqueued_at is not None and enqueued_at >= stale_before:
+            continue
+        attempts = int(entry.get("attempts") or 1)
+        if attempts >= max_attempts:
+            extraction[rule_id] = {**new_counts(), "error": _error(
+                "RULE_FIRING_STALLED",
+                f"The worker running this rule stopped {attempts} times without finishing (no result after "
+                f"{engine_settings.RULE_FIRING_TIMEOUT}s each); check the worker logs, then run the rule again "
+                "from the admin.")}
+            claimed.append((rule_id, None))
+        else:
+            extraction[rule_id] = {**entry, "enqueued_at": now.isoformat()}
+            claimed.append((rule_id, attempts + 1))
+    if claimed:
+        Generation.objects.filter(pk=generation_id).update(extraction=extraction)
+    return claimed
 
 
 def _run_handler(rule: MemoryRule, generation: Generation) -> tuple[list[Fact], int, dict[str, str] | None]:
@@ -443,16 +545,34 @@ def _run_handler(rule: MemoryRule, generation: Generation) -> tuple[list[Fact], 
     return facts, invalid, error
 
 
-def memory_rule_fire(*, rule_id: str, generation_id: str) -> dict[str, Any] | None:
-    """Run one rule on one generation and record its counts; None when either is gone."""
+def memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool = False) -> dict[str, Any] | None:
+    """Run one rule on one generation and record its counts; None when either is gone.
+
+    ``resume`` (a re-run enqueued by :func:`rule_firing_sweep`) does nothing when the firing
+    is no longer pending (a duplicate finished it), and counts a fact skipped as the
+    duplicate of a memory this very firing created or superseded before it died as that
+    original action, so the recorded counts are what one uninterrupted run would show.
+    """
     rule = MemoryRule.objects.select_related("store__project").filter(pk=rule_id).first()
     generation = Generation.objects.filter(pk=generation_id).first()
     if rule is None or generation is None or rule.store.project_id != generation.project_id:
         logger.info("rule firing skipped: rule %s or generation %s is gone", rule_id, generation_id)
+        _drop_pending(generation_id=generation_id, rule_id=rule_id)
         return None
     if not rule.enabled:
         logger.info("rule firing skipped: rule %s was disabled", rule_id)
+        _drop_pending(generation_id=generation_id, rule_id=rule_id)
         return None
+    earlier: dict[str, str] = {}
+    if resume:
+        if not is_pending((generation.extraction or {}).get(rule_id)):
+            logger.info("rule firing skipped: rule %s on %s already finished", rule_id, generation_id)
+            return None
+        earlier = dict(
+            MemoryAssertion.objects.filter(rule_id=rule.pk, generation_id=generation.pk,
+                                           outcome__in=["created", "superseded"])
+            .values_list("memory_id", "outcome")
+        )
     counts = new_counts()
     facts, counts["failed"], counts["error"] = _run_handler(rule, generation)
     for fact in facts:
@@ -476,11 +596,14 @@ def memory_rule_fire(*, rule_id: str, generation_id: str) -> dict[str, Any] | No
             counts["failed"] += 1
             counts["error"] = counts["error"] or _error("WRITE_FAILED", f"{exc.__class__.__name__}: {exc}")
         else:
-            counts[result.action] += 1
+            action = result.action
+            if action == "skipped" and result.memory is not None and result.memory.pk in earlier:
+                action = earlier.pop(result.memory.pk)  # written by the run that died
+            counts[action] += 1
     record_rule_counts(generation_id=generation.pk, rule_id=rule.pk, counts=counts)
     logger.info("rule %s on %s: %s", rule.pk, generation.pk, counts,
                 extra={"rule_id": rule.pk, "generation_id": generation.pk, "store_id": rule.store_id,
-                       "handler_type": rule.handler_type, "counts": counts})
+                       "handler_type": rule.handler_type, "counts": counts, "resume": resume})
     return counts
 
 
