@@ -310,6 +310,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="queries per measurement")
     parser.add_argument("--db", default=DB_NAME)
     parser.add_argument("--no-api", action="store_true")
+    parser.add_argument("--extra-operators", default="bm25",
+                        help="KNOWLEDGE_TEXT_SEARCH_OPERATOR values also measured (server-side) at the last stage")
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
     setup_django(args.db)
@@ -354,6 +356,20 @@ def main() -> None:
             finally:
                 os.killpg(server.pid, 15)
                 server.wait(timeout=20)
+        if stage == len(args.sizes.split(",")) - 1:
+            from django.conf import settings
+            from django.test.utils import override_settings
+
+            for operator in [o for o in args.extra_operators.split(",") if o]:
+                overrides = {**(getattr(settings, "MEMORY_ENGINE", None) or {}),
+                             "KNOWLEDGE_TEXT_SEARCH_OPERATOR": operator}
+                with override_settings(MEMORY_ENGINE=overrides):
+                    for concurrency in (1, 8):
+                        name = f"server_{operator}_c{concurrency}"
+                        stage_report[name] = server_side(project, stores, queries, concurrency)
+                        print(f"  server-side {operator} c={concurrency}: " + json.dumps(stage_report[name]),
+                              flush=True)
+        stage_report["load_average"] = [round(x, 2) for x in os.getloadavg()]
         report["stages"][str(total)] = stage_report
     out = RESULTS / f"search-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(report, indent=2))

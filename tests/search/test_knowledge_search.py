@@ -228,6 +228,7 @@ def test_failing_lexical_channel_degrades_to_vectors(project, store, settings):
 
 def test_or_operator_setting_matches_any_term(project, settings):
     make_document(project, "/d.txt", ["apples and pears", "bananas only"])
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "KNOWLEDGE_TEXT_SEARCH_OPERATOR": "and"}
     and_hits = knowledge_search(project=project, query="apples bananas")
     assert all(h.ranks["lexical"] is None for h in and_hits.results)
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "KNOWLEDGE_TEXT_SEARCH_OPERATOR": "or"}
