@@ -67,12 +67,13 @@ class MemoryRuleSerializer(serializers.ModelSerializer):
         }
 
 
-def _handler_args(data: dict[str, Any]) -> dict[str, Any]:
+def _handler_args(data: dict[str, Any], default_type: str | None = None) -> dict[str, Any]:
     handler = data.get("handler")
     if handler is None:
         return {}
     config = {k: v for k, v in handler.items() if k != "type"}
-    return {"handler_type": handler["type"], "handler_config": config}
+    # A PATCH may send a handler without `type` (the nested serializer is partial): keep the rule's.
+    return {"handler_type": handler.get("type", default_type), "handler_config": config}
 
 
 @extend_schema_view(
@@ -124,7 +125,8 @@ class MemoryRuleViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
         rule = memory_rule_update(
             rule=rule, source_agent_ids=data.get("source_agent_ids", None if partial else []),
             enabled=data.get("enabled", None if partial else True),
-            on=data.get("on", None if partial else MemoryRule.On.GENERATION_COMPLETED), **_handler_args(data),
+            on=data.get("on", None if partial else MemoryRule.On.GENERATION_COMPLETED),
+            **_handler_args(data, default_type=rule.handler_type),
         )
         return Response(self.get_serializer(rule).data)
 
