@@ -134,6 +134,7 @@ class Call:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     store_id: str = ""
+    started_at: float = 0.0  # time.monotonic() when the request was sent
 
 
 @dataclass
@@ -182,9 +183,9 @@ def _document(rng: random.Random, client: int, n: int) -> str:
 
 
 def _client_loop(base_url: str, key: str, store_ids: list[str], client: int, stop_at: float, seed: int,
-                 calls: list[Call], lock: threading.Lock, timeout: float) -> None:
+                 calls: list[Call], lock: threading.Lock, timeout: float, mix: dict[str, int]) -> None:
     rng = random.Random(seed * 1000 + client)
-    ops, weights = zip(*MIX.items())
+    ops, weights = zip(*mix.items())
     local: list[Call] = []
     with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout) as http:
         for n in itertools.count():
@@ -204,7 +205,7 @@ def _client_loop(base_url: str, key: str, store_ids: list[str], client: int, sto
                 method, path, body = "POST", "/api/v1/documents", {
                     "path": f"/load/{seed}/{client}-{n}.md", "content": _document(rng, client, n),
                     "content_type": "text/markdown"}
-            started = time.perf_counter()
+            sent_at, started = time.monotonic(), time.perf_counter()
             try:
                 response = http.request(method, path, json=body)
                 status, headers = response.status_code, dict(response.headers)
@@ -215,20 +216,20 @@ def _client_loop(base_url: str, key: str, store_ids: list[str], client: int, sto
             except httpx.HTTPError as exc:
                 status, headers, payload = 0, {}, f"{type(exc).__name__}: {exc}"
             local.append(Call(op, status, time.perf_counter() - started, payload, headers,
-                              store_id if op.startswith("write") else ""))
+                              store_id if op.startswith("write") else "", sent_at))
     with lock:
         calls.extend(local)
 
 
 def run_load(base_url: str, key: str, store_ids: list[str], *, clients: int, seconds: float, seed: int = 1,
-             timeout: float = 60.0) -> LoadResult:
-    """``clients`` threads, each looping over the operation mix for ``seconds``."""
+             timeout: float = 60.0, mix: dict[str, int] | None = None) -> LoadResult:
+    """``clients`` threads, each looping over the operation ``mix`` (default MIX) for ``seconds``."""
     calls: list[Call] = []
     lock = threading.Lock()
     stop_at = time.monotonic() + seconds
     started = time.perf_counter()
     threads = [threading.Thread(target=_client_loop, args=(base_url, key, store_ids, i, stop_at, seed, calls,
-                                                           lock, timeout), daemon=True) for i in range(clients)]
+                                                           lock, timeout, mix or MIX), daemon=True) for i in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
