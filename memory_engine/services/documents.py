@@ -220,25 +220,29 @@ def download_url(document: Document) -> str:
 
 def document_for_download(*, document_id: str, token: str) -> Document:
     """The document a download token grants, or 403/410/404."""
-    try:
-        grant = signing.loads(token or "", salt=DOWNLOAD_SALT)
-    except signing.BadSignature:
-        raise CallbackRejected("The download URL's signature is invalid.", code="DOWNLOAD_SIGNATURE_INVALID") from None
-    if grant.get("d") != document_id:
-        raise CallbackRejected("The download URL is for another document.", code="DOWNLOAD_SIGNATURE_INVALID")
-    if grant.get("e", 0) < time.time():
-        raise _expired("The download URL has expired; the converter must fetch the file sooner.",
-                       "DOWNLOAD_EXPIRED")
+    grant = _verified_grant(token, salt=DOWNLOAD_SALT, document_id=document_id, what="download",
+                            when_expired="the converter must fetch the file sooner")
     document = Document.objects.filter(pk=document_id).first()
     if document is None or not document.file or document.sha256[:16] != grant.get("s"):
         raise NotFound("The file of this download URL no longer exists.")
     return document
 
 
-def _expired(message: str, code: str) -> CallbackRejected:
-    error = CallbackRejected(message, code=code)
-    error.status_code = 410
-    return error
+def _verified_grant(token: str, *, salt: str, document_id: str, what: str, when_expired: str) -> dict[str, Any]:
+    """The payload of a signed URL token: 403 <WHAT>_SIGNATURE_INVALID, 410 <WHAT>_EXPIRED."""
+    prefix = what.upper()
+    try:
+        grant = signing.loads(token or "", salt=salt)
+    except signing.BadSignature:
+        raise CallbackRejected(f"The {what} URL's signature is invalid.",
+                               code=f"{prefix}_SIGNATURE_INVALID") from None
+    if not isinstance(grant, dict) or grant.get("d") != document_id:
+        raise CallbackRejected(f"The {what} URL belongs to another document.", code=f"{prefix}_SIGNATURE_INVALID")
+    if grant.get("e", 0) < time.time():
+        error = CallbackRejected(f"The {what} URL has expired; {when_expired}.", code=f"{prefix}_EXPIRED")
+        error.status_code = 410
+        raise error
+    return grant
 
 
 def _new_callback(document: Document) -> tuple[dict[str, Any], str]:
@@ -740,15 +744,8 @@ def converter_callback(*, document_id: str, token: str, body: bytes, signature: 
     from memory_engine.providers.converters import ConverterError, parse_answer
     from memory_engine.providers.converters.http import signature_matches
 
-    try:
-        grant = signing.loads(token or "", salt=CALLBACK_SALT)
-    except signing.BadSignature:
-        raise CallbackRejected("The callback URL's signature is invalid.", code="CALLBACK_SIGNATURE_INVALID") from None
-    if grant.get("d") != document_id:
-        raise CallbackRejected("The callback URL belongs to another document.", code="CALLBACK_SIGNATURE_INVALID")
-    if grant.get("e", 0) < time.time():
-        raise _expired("The callback URL has expired; re-ingest the document to ask the converter again.",
-                       "CALLBACK_EXPIRED")
+    grant = _verified_grant(token, salt=CALLBACK_SALT, document_id=document_id, what="callback",
+                            when_expired="re-ingest the document to ask the converter again")
     with transaction.atomic():
         document = Document.objects.select_for_update().filter(pk=document_id).first()
         if document is None:
