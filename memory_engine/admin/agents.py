@@ -6,11 +6,13 @@ from django.contrib import admin
 
 from memory_engine.models import Agent
 
+from .scoping import ProjectScopedAdmin
+
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(ProjectScopedAdmin):
     list_display = ["name", "id", "project", "write_memory_store", "created_at"]
     list_filter = ["project"]
     search_fields = ["name", "id"]
     readonly_fields = ["id", "created_at"]
-    raw_id_fields = ["write_memory_store"]
+    autocomplete_fields = ["write_memory_store"]

@@ -12,6 +12,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path
 from django.utils.html import format_html
 
 from memory_engine.exceptions import MemoryEngineError
@@ -20,7 +23,9 @@ from memory_engine.models.documents import ChunkStrategy, DocumentStatus
 from memory_engine.services.documents import Upload, document_create, document_delete, document_reingest
 from memory_engine.services.ingestion_rules import validate_rule
 
+from .console import ingestion_rule_tester_view
 from .memories import admin_link
+from .scoping import ProjectScopedAdmin
 
 STATUS_COLOURS = {
     DocumentStatus.PENDING: "#777",
@@ -108,15 +113,24 @@ class DocumentUploadForm(forms.ModelForm):
         return data
 
 
+class ReingestForm(forms.Form):
+    """Optional new chunk settings for "Re-ingest with new chunk settings"."""
+
+    strategy = forms.ChoiceField(choices=[("", "keep"), *ChunkStrategy.choices], required=False,
+                                 label="Chunk strategy")
+    size = forms.IntegerField(required=False, min_value=1, label="Chunk size")
+    overlap = forms.IntegerField(required=False, min_value=0, label="Chunk overlap")
+
+
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):
+class DocumentAdmin(ProjectScopedAdmin):
     list_display = ["path", "project", "status_badge", "progress", "error_code", "chunking", "rule",
                     "size_bytes", "created_at"]
     list_filter = ["status", "project", "content_type", "chunk_strategy"]
     search_fields = ["path", "title", "id", "sha256"]
     list_select_related = ["project", "ingestion_rule"]
     date_hierarchy = "created_at"
-    actions = ["reingest", "reembed_missing"]
+    actions = ["reingest", "reingest_with_settings", "reembed_missing"]
     inlines = [ChunkInline]
     readonly_fields = [
         "id", "project", "path", "content_type", "file", "original_filename", "size_bytes", "sha256",
@@ -206,6 +220,27 @@ class DocumentAdmin(admin.ModelAdmin):
             count += 1
         self.message_user(request, f"{count} document(s) queued for re-ingestion.", messages.SUCCESS)
 
+    @admin.action(description="Re-ingest the selected documents with new chunk settings…")
+    def reingest_with_settings(self, request: Any, queryset: QuerySet[Document]) -> Any:
+        form = ReingestForm(request.POST if "apply" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            data = form.cleaned_data
+            count = 0
+            try:
+                for document in queryset:
+                    document_reingest(document=document, chunk_strategy=data["strategy"] or None,
+                                      chunk_size=data["size"], chunk_overlap=data["overlap"])
+                    count += 1
+            except MemoryEngineError as exc:
+                self.message_user(request, f"{exc.code}: {exc.message}", messages.ERROR)
+                return None
+            self.message_user(request, f"{count} document(s) queued for re-ingestion.", messages.SUCCESS)
+            return None
+        context = {**self.admin_site.each_context(request), "title": "Re-ingest with new chunk settings",
+                   "opts": self.model._meta, "form": form, "documents": queryset,
+                   "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME}
+        return TemplateResponse(request, "admin/memory_engine/document/reingest.html", context)
+
     @admin.action(description="Re-embed missing vectors of the selected documents")
     def reembed_missing(self, request: Any, queryset: QuerySet[Document]) -> None:
         from memory_engine.services.reembed import reembed_missing
@@ -240,7 +275,7 @@ class IngestionRuleForm(forms.ModelForm):
 
 
 @admin.register(IngestionRule)
-class IngestionRuleAdmin(admin.ModelAdmin):
+class IngestionRuleAdmin(ProjectScopedAdmin):
     form = IngestionRuleForm
     list_display = ["content_type_glob", "project", "converter_type", "target", "native_extraction",
                     "file_delivery", "enabled", "documents_count", "created_at"]
@@ -248,6 +283,13 @@ class IngestionRuleAdmin(admin.ModelAdmin):
     search_fields = ["content_type_glob", "name", "id", "converter_url", "converter_path"]
     list_select_related = ["project"]
     readonly_fields = ["id", "created_at"]
+
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view(self.tester)
+        return [path("tester/", view, name="memory_engine_ingestionrule_tester"), *super().get_urls()]
+
+    def tester(self, request: HttpRequest) -> HttpResponse:
+        return ingestion_rule_tester_view(self, request)
 
     @admin.display(description="converter")
     def target(self, obj: IngestionRule) -> str:

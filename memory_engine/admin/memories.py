@@ -1,14 +1,25 @@
-"""Admin for stores, memories (with their supersede chain) and the read-only ledger."""
+"""Admin for stores, memories (with their supersede timeline), superseded facts and the
+read-only assertion ledger: "why was this fact retired?"."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin
-from django.urls import reverse
+from django.db.models import F, OuterRef, QuerySet, Subquery
+from django.http import HttpRequest, HttpResponse
+from django.urls import path, reverse
 from django.utils.html import format_html
 
 from memory_engine.models import Memory, MemoryAssertion, MemoryStore
+from memory_engine.models.memories import Mechanism, Outcome
+
+from .scoping import ProjectScopedAdmin
+
+#: Outcomes of the assertion that brings a memory into existence.
+MAKING_OUTCOMES = (Outcome.CREATED, Outcome.SUPERSEDED, Outcome.DECLARED)
+#: How far the timeline follows a supersede chain in each direction.
+MAX_CHAIN = 200
 
 
 def admin_link(obj: Any, label: str | None = None) -> str:
@@ -18,9 +29,14 @@ def admin_link(obj: Any, label: str | None = None) -> str:
     return format_html('<a href="{}">{}</a>', url, label or obj.pk)
 
 
+def similarity_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 @admin.register(MemoryStore)
-class MemoryStoreAdmin(admin.ModelAdmin):
-    list_display = ["name", "id", "project", "duplicate_threshold", "supersede_threshold", "created_at"]
+class MemoryStoreAdmin(ProjectScopedAdmin):
+    list_display = ["name", "id", "project", "duplicate_threshold", "supersede_threshold", "judge_enabled",
+                    "created_at"]
     list_filter = ["project"]
     search_fields = ["name", "id"]
     readonly_fields = ["id", "created_at"]
@@ -41,16 +57,63 @@ class ValidityFilter(admin.SimpleListFilter):
         return queryset
 
 
+def making_assertion(memory: Memory) -> MemoryAssertion | None:
+    return (memory.assertions.filter(outcome__in=MAKING_OUTCOMES).select_related("generation", "rule")
+            .order_by("created_at").first())
+
+
+def supersede_chain(memory: Memory) -> list[Memory]:
+    """Every version of this fact, oldest first (follows ``supersedes`` back and
+    ``superseded_by`` forward)."""
+    base = Memory.objects.select_related("content", "store").defer("content__embedding", "content__search_vector")
+    older: list[Memory] = []
+    current = memory
+    while len(older) < MAX_CHAIN:
+        previous = base.filter(superseded_by=current).order_by("created_at").first()
+        if previous is None:
+            break
+        older.append(previous)
+        current = previous
+    newer: list[Memory] = []
+    current = memory
+    while current.superseded_by_id and len(newer) < MAX_CHAIN:
+        current = base.get(pk=current.superseded_by_id)
+        newer.append(current)
+    return [*reversed(older), memory, *newer]
+
+
+def timeline(memory: Memory) -> list[dict[str, Any]]:
+    """One entry per version: the memory, the assertion that made it, how it ended."""
+    entries = []
+    for version in supersede_chain(memory):
+        made = making_assertion(version)
+        ended = (version.retiring_assertions.filter(outcome=Outcome.FORGOTTEN).order_by("created_at").first()
+                 if version.invalidated_at and not version.superseded_by_id else None)
+        entries.append({
+            "memory": version,
+            "current": version.pk == memory.pk,
+            "assertion": made,
+            "similarity": similarity_text(made.similarity if made else None),
+            "changed_details": (made.details or {}).get("changed_details", []) if made else [],
+            "judge": (made.details or {}).get("judge") if made else None,
+            "reassertions": version.assertions.filter(outcome=Outcome.SKIPPED).count(),
+            "forgotten": ended,
+        })
+    return entries
+
+
 @admin.register(Memory)
-class MemoryAdmin(admin.ModelAdmin):
+class MemoryAdmin(ProjectScopedAdmin):
+    project_path = "store__project"
     list_display = ["id", "text_preview", "store", "source_type", "created_at", "invalidated_at", "successor"]
     list_filter = [ValidityFilter, "store__project", "store", "source_type"]
     search_fields = ["id", "content__text"]
     list_select_related = ["content", "store", "superseded_by"]
-    readonly_fields = ["id", "store", "content", "text", "tags", "metadata", "source_type", "about_kind",
+    readonly_fields = ["id", "store", "text", "tags", "metadata", "source_type", "about_kind",
                        "about_key", "created_at", "invalidated_at", "successor", "predecessors"]
     fields = readonly_fields
     date_hierarchy = "created_at"
+    change_form_template = "admin/memory_engine/memory/change_form.html"
 
     def has_add_permission(self, request: Any) -> bool:
         return False
@@ -58,9 +121,34 @@ class MemoryAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: Any, obj: Any = None) -> bool:
         return False
 
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view(self.superseded_view)
+        return [path("superseded/", view, name="memory_engine_memory_superseded"), *super().get_urls()]
+
+    def superseded_view(self, request: HttpRequest) -> HttpResponse:
+        changelist = SupersededMemoryAdmin(Memory, self.admin_site)
+        return changelist.changelist_view(request, extra_context={"title": "Superseded facts: old → new"})
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        memory = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if memory is not None:
+            extra["timeline"] = timeline(memory)
+            extra["content_sharers"] = list(
+                Memory.objects.filter(content_id=memory.content_id).exclude(pk=memory.pk)
+                .select_related("store").order_by("created_at")[:50]
+            )
+            extra["assertions"] = list(memory.assertions.order_by("-created_at")[:50])
+        return super().change_view(request, object_id, form_url, extra_context=extra)
+
     @admin.display(description="text")
     def text_preview(self, obj: Memory) -> str:
         return obj.content.text[:100]
+
+    @admin.display(description="text")
+    def text(self, obj: Memory) -> str:
+        return obj.content.text
 
     @admin.display(description="superseded by")
     def successor(self, obj: Memory) -> str:
@@ -71,14 +159,87 @@ class MemoryAdmin(admin.ModelAdmin):
         return format_html(" ".join(admin_link(m) for m in obj.supersedes.all())) or "-"
 
 
+class DoorFilter(admin.SimpleListFilter):
+    """The door (mechanism) of the write that retired the memory."""
+
+    title = "door"
+    parameter_name = "door"
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
+        return list(Mechanism.choices)
+
+    def queryset(self, request: Any, queryset: Any) -> Any:
+        return queryset.filter(retired_door=self.value()) if self.value() else queryset
+
+
+class SupersededMemoryAdmin(MemoryAdmin):
+    """Not registered: served by MemoryAdmin at ``memory/superseded/``."""
+
+    list_display = ["retired_link", "old_text", "arrow", "new_text", "retiring_similarity", "retiring_reason",
+                    "door", "store", "invalidated_at"]
+    list_display_links = None
+    list_filter = ["store", DoorFilter, "store__project"]
+    date_hierarchy = "invalidated_at"
+    list_select_related = ["content", "store", "superseded_by__content"]
+    ordering = ["-invalidated_at"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Memory]:
+        retiring = MemoryAssertion.objects.filter(replaced_memory=OuterRef("pk"), outcome=Outcome.SUPERSEDED) \
+            .order_by("-created_at")
+        return super().get_queryset(request).filter(superseded_by__isnull=False).annotate(
+            retired_similarity=Subquery(retiring.values("similarity")[:1]),
+            retired_reason=Subquery(retiring.values("decision_reason")[:1]),
+            retired_door=Subquery(retiring.values("mechanism")[:1]),
+            successor_text=F("superseded_by__content__text"),
+        )
+
+    def get_urls(self) -> list[Any]:
+        return []
+
+    @admin.display(description="memory", ordering="id")
+    def retired_link(self, obj: Memory) -> str:
+        return admin_link(obj)
+
+    @admin.display(description="old text (retired)")
+    def old_text(self, obj: Memory) -> str:
+        return format_html('<span style="text-decoration:line-through;color:#888">{}</span>', obj.content.text)
+
+    @admin.display(description="")
+    def arrow(self, obj: Memory) -> str:
+        return "→"
+
+    @admin.display(description="new text")
+    def new_text(self, obj: Memory) -> str:
+        return format_html("{}<br><small>{}</small>", obj.successor_text, admin_link(obj.superseded_by))
+
+    @admin.display(description="similarity", ordering="retired_similarity")
+    def retiring_similarity(self, obj: Memory) -> str:
+        return similarity_text(obj.retired_similarity)
+
+    @admin.display(description="door", ordering="retired_door")
+    def door(self, obj: Memory) -> str:
+        return obj.retired_door or "-"
+
+    @admin.display(description="reason", ordering="retired_reason")
+    def retiring_reason(self, obj: Memory) -> str:
+        return obj.retired_reason or "-"
+
+
 @admin.register(MemoryAssertion)
-class MemoryAssertionAdmin(admin.ModelAdmin):
-    list_display = ["id", "outcome", "decision_reason", "similarity", "mechanism", "principal", "store",
-                    "memory_link", "created_at"]
-    list_filter = ["outcome", "mechanism", "decision_reason", "store__project", "store"]
-    search_fields = ["content", "principal", "id", "memory__id"]
+class MemoryAssertionAdmin(ProjectScopedAdmin):
+    project_path = "store__project"
+    list_display = ["id", "outcome", "decision_reason", "similarity_display", "content_preview", "mechanism",
+                    "principal", "store", "memory_link", "replaced_link", "generation_link", "rule_link",
+                    "created_at"]
+    list_filter = ["outcome", "mechanism", "decision_reason", "store__project", "store", "principal", "rule"]
+    search_fields = ["content", "principal", "id", "memory__id", "generation__id"]
     date_hierarchy = "created_at"
-    list_select_related = ["store", "memory"]
+    list_select_related = ["store", "memory", "replaced_memory", "generation", "rule"]
+    ordering = ["-created_at"]
+    readonly_fields = ["id", "store", "outcome", "decision_reason", "similarity", "content", "memory_link",
+                       "replaced_link", "principal", "mechanism", "generation_link", "rule_link", "details",
+                       "created_at"]
+    fields = readonly_fields
 
     def has_add_permission(self, request: Any) -> bool:
         return False
@@ -89,6 +250,26 @@ class MemoryAssertionAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
         return False
 
+    @admin.display(description="similarity", ordering="similarity")
+    def similarity_display(self, obj: MemoryAssertion) -> str:
+        return similarity_text(obj.similarity)
+
+    @admin.display(description="content")
+    def content_preview(self, obj: MemoryAssertion) -> str:
+        return obj.content[:80] + ("…" if len(obj.content) > 80 else "")
+
     @admin.display(description="memory")
     def memory_link(self, obj: MemoryAssertion) -> str:
         return admin_link(obj.memory)
+
+    @admin.display(description="replaced")
+    def replaced_link(self, obj: MemoryAssertion) -> str:
+        return admin_link(obj.replaced_memory)
+
+    @admin.display(description="generation")
+    def generation_link(self, obj: MemoryAssertion) -> str:
+        return admin_link(obj.generation) if obj.generation_id else "-"
+
+    @admin.display(description="rule")
+    def rule_link(self, obj: MemoryAssertion) -> str:
+        return admin_link(obj.rule) if obj.rule_id else "-"

@@ -7,6 +7,8 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -14,7 +16,9 @@ from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import Generation, MemoryRule
 from memory_engine.services.rules import enqueue_rule_firing, matching_rule_ids, validate_rule_handler
 
+from .console import dry_run_view
 from .memories import admin_link
+from .scoping import ProjectScopedAdmin
 
 COUNT_KEYS = ("created", "superseded", "skipped", "failed")
 
@@ -41,9 +45,10 @@ class MemoryRuleForm(forms.ModelForm):
 
 
 @admin.register(MemoryRule)
-class MemoryRuleAdmin(admin.ModelAdmin):
+class MemoryRuleAdmin(ProjectScopedAdmin):
+    project_path = "store__project"
     form = MemoryRuleForm
-    list_display = ["id", "store", "handler_type", "enabled", "on", "agents", "created_at"]
+    list_display = ["id", "store", "handler_type", "enabled", "on", "agents", "console_links", "created_at"]
     list_filter = ["enabled", "handler_type", "store__project"]
     search_fields = ["id", "store__name"]
     list_select_related = ["store"]
@@ -57,6 +62,20 @@ class MemoryRuleAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: Any) -> Any:
         return super().get_queryset(request).prefetch_related("source_agents")
+
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view(self.dry_run)
+        return [path("<path:object_id>/dry-run/", view, name="memory_engine_memoryrule_dry_run"),
+                *super().get_urls()]
+
+    def dry_run(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        return dry_run_view(self, request, object_id)
+
+    @admin.display(description="console")
+    def console_links(self, obj: MemoryRule) -> str:
+        assertions = reverse("admin:memory_engine_memoryassertion_changelist")
+        return format_html('<a href="{}">dry run</a> · <a href="{}?rule__id__exact={}">assertions</a>',
+                           reverse("admin:memory_engine_memoryrule_dry_run", args=[obj.pk]), assertions, obj.pk)
 
 
 class ExtractionErrorFilter(admin.SimpleListFilter):
@@ -75,8 +94,9 @@ class ExtractionErrorFilter(admin.SimpleListFilter):
 
 
 @admin.register(Generation)
-class GenerationAdmin(admin.ModelAdmin):
-    list_display = ["id", "agent", "project", "status", "rule_counts", "rule_errors", "created_at", "completed_at"]
+class GenerationAdmin(ProjectScopedAdmin):
+    list_display = ["id", "agent", "project", "status", "rule_counts", "rule_errors", "assertions_link", "created_at",
+                    "completed_at"]
     list_filter = ["status", ExtractionErrorFilter, "project", "agent"]
     search_fields = ["id", "agent__name", "output"]
     list_select_related = ["agent", "project"]
@@ -95,6 +115,11 @@ class GenerationAdmin(admin.ModelAdmin):
     @admin.display(description="initiator")
     def initiator_link(self, obj: Generation) -> str:
         return admin_link(obj.initiator)
+
+    @admin.display(description="assertions")
+    def assertions_link(self, obj: Generation) -> str:
+        return format_html('<a href="{}?generation={}">assertions</a>',
+                           reverse("admin:memory_engine_memoryassertion_changelist"), obj.pk)
 
     @admin.display(description="rules: created/superseded/skipped/failed")
     def rule_counts(self, obj: Generation) -> str:
@@ -121,6 +146,7 @@ class GenerationAdmin(admin.ModelAdmin):
             return "No rule has fired for this generation (yet)."
         rules = {r.pk: r for r in MemoryRule.objects.filter(pk__in=list(extraction)).select_related("store")}
         rows = []
+        assertions = reverse("admin:memory_engine_memoryassertion_changelist")
         for rule_id, entry in extraction.items():
             entry = entry if isinstance(entry, dict) else {}
             error = entry.get("error") if isinstance(entry.get("error"), dict) else None
@@ -128,10 +154,12 @@ class GenerationAdmin(admin.ModelAdmin):
                 admin_link(rules.get(rule_id), rule_id) if rule_id in rules else rule_id,
                 *(entry.get(k, 0) for k in COUNT_KEYS),
                 f"{error.get('code')}: {error.get('message')}" if error else "",
+                format_html('<a href="{}?generation={}&amp;rule__id__exact={}">assertions</a>', assertions, obj.pk,
+                            rule_id),
             ))
-        header = "".join(f"<th>{h}</th>" for h in ("rule", *COUNT_KEYS, "error"))
-        body = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                                rows)
+        header = "".join(f"<th>{h}</th>" for h in ("rule", *COUNT_KEYS, "error", ""))
+        body = format_html_join(
+            "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", rows)
         return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", mark_safe(header), body)
 
     @admin.action(description="Run the matching memory rules again (in the background)")

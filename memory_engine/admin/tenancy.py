@@ -5,10 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.utils import timezone
+from django.http import HttpRequest, HttpResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
 
 from memory_engine.models import ApiKey, Project
-from memory_engine.services.keys import api_key_create
+from memory_engine.services.keys import api_key_create, api_key_revoke
+
+from .console import overview_view, playground_view
+from .scoping import ProjectScopedAdmin
 
 
 class ApiKeyInline(admin.TabularInline):
@@ -23,16 +28,37 @@ class ApiKeyInline(admin.TabularInline):
 
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
-    list_display = ["name", "id", "max_memories", "max_document_bytes", "created_at"]
+class ProjectAdmin(ProjectScopedAdmin):
+    project_path = "pk"
+    list_display = ["name", "id", "console_links", "max_memories", "max_document_bytes", "created_at"]
     search_fields = ["name", "id"]
     readonly_fields = ["id", "created_at"]
     filter_horizontal = ["members"]
     inlines = [ApiKeyInline]
 
+    def get_urls(self) -> list[Any]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("playground/", wrap(self.playground), name="memory_engine_project_playground"),
+            path("<path:object_id>/overview/", wrap(self.overview), name="memory_engine_project_overview"),
+            *super().get_urls(),
+        ]
+
+    def overview(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        return overview_view(self, request, object_id)
+
+    def playground(self, request: HttpRequest) -> HttpResponse:
+        return playground_view(self, request)
+
+    @admin.display(description="console")
+    def console_links(self, obj: Project) -> str:
+        return format_html('<a href="{}">overview</a> · <a href="{}?project={}">search playground</a>',
+                           reverse("admin:memory_engine_project_overview", args=[obj.pk]),
+                           reverse("admin:memory_engine_project_playground"), obj.pk)
+
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(ProjectScopedAdmin):
     list_display = ["prefix", "name", "project", "read_only", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["project", "read_only", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["prefix", "name", "project__name"]
@@ -56,5 +82,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected keys")
     def revoke(self, request: Any, queryset: Any) -> None:
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
-        messages.success(request, f"Revoked {count} key(s).")
+        keys = list(queryset.filter(revoked_at__isnull=True))
+        for key in keys:
+            api_key_revoke(key=key)
+        messages.success(request, f"Revoked {len(keys)} key(s).")

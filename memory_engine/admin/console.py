@@ -1,0 +1,258 @@
+"""The operator console's custom admin views: project overview, search playground,
+ingestion-rule tester and memory-rule dry run.
+
+Each view is mounted by a ModelAdmin's ``get_urls`` (so it lives under the stock admin,
+behind ``admin_view``), checks Django model permissions with :func:`require_perm` and
+sees only the user's projects through :mod:`.scoping`. All work goes through the same
+services and selectors as the API.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from fnmatch import fnmatchcase
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.db import transaction
+from django.db.models import Count, Q
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from memory_engine.exceptions import MemoryEngineError
+from memory_engine.injection import knowledge_message
+from memory_engine.models import (
+    Chunk,
+    Document,
+    Generation,
+    IngestionRule,
+    MemoryAssertion,
+    MemoryRule,
+    MemoryStore,
+)
+from memory_engine.models.agents import GenerationStatus
+from memory_engine.models.documents import DocumentStatus
+from memory_engine.models.memories import Mechanism, Outcome, SourceType
+from memory_engine.selectors.search import knowledge_search
+from memory_engine.services.ingestion_rules import glob_specificity, rule_for_content_type
+
+from .scoping import require_perm, scope_queryset, scoped_project_or_404, visible_projects
+
+#: Documents are listed worst first on the overview.
+STATUS_ORDER = [DocumentStatus.FAILED, DocumentStatus.PROCESSING, DocumentStatus.PENDING, DocumentStatus.READY]
+
+
+def render_console(model_admin: admin.ModelAdmin, request: HttpRequest, template: str, title: str,
+                   **context: Any) -> HttpResponse:
+    """Render a console page inside the stock admin chrome (header, sidebar, breadcrumbs)."""
+    base = {**model_admin.admin_site.each_context(request), "title": title, "opts": model_admin.model._meta}
+    return render(request, f"admin/memory_engine/console/{template}", {**base, **context})
+
+
+# --------------------------------------------------------------------------- overview
+
+
+def project_overview(project: Any, *, now: Any = None) -> dict[str, Any]:
+    """Everything the overview page shows about one project (read-only queries)."""
+    since = (now or timezone.now()) - timedelta(hours=24)
+    stores = MemoryStore.objects.filter(project=project).annotate(
+        valid=Count("memories", filter=Q(memories__invalidated_at__isnull=True)),
+        invalidated=Count("memories", filter=Q(memories__invalidated_at__isnull=False)),
+        unembedded=Count("memories", filter=Q(memories__invalidated_at__isnull=True,
+                                                memories__content__embedding__isnull=True)),
+    ).order_by("name")
+    recent = MemoryAssertion.objects.filter(store__project=project, created_at__gte=since)
+    by_outcome = dict(recent.values_list("outcome").annotate(n=Count("id")).values_list("outcome", "n"))
+    by_door = dict(recent.values_list("mechanism").annotate(n=Count("id")).values_list("mechanism", "n"))
+    documents = Document.objects.filter(project=project)
+    by_status = dict(documents.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
+    failed = list(documents.filter(status=DocumentStatus.FAILED).order_by("-updated_at")[:20])
+    rule_errors = list(
+        Generation.objects.filter(project=project, extraction__icontains='"code"')
+        .select_related("agent").order_by("-created_at")[:20]
+    )
+    from .documents import NEXT_STEPS  # the documents admin owns the failure advice
+
+    return {
+        "project": project,
+        "stores": stores,
+        "by_outcome": [(o, by_outcome.get(o, 0)) for o in Outcome.values],
+        "by_door": [(m, by_door.get(m, 0)) for m in Mechanism.values],
+        "recent_total": sum(by_outcome.values()),
+        "by_status": [(s, by_status.get(s, 0)) for s in STATUS_ORDER],
+        "failed": [(d, (d.error or {}).get("code", ""), NEXT_STEPS.get((d.error or {}).get("code", ""), ""))
+                   for d in failed],
+        "rule_errors": [(g, _rule_error_codes(g)) for g in rule_errors],
+        "rule_firings": Generation.objects.filter(project=project, created_at__gte=since)
+        .exclude(extraction={}).count(),
+        "memories_missing_vector": sum(s.unembedded for s in stores),
+        "chunks_missing_vector": Chunk.objects.filter(document__project=project, embedding__isnull=True).count(),
+    }
+
+
+def _rule_error_codes(generation: Generation) -> list[tuple[str, str]]:
+    return [(rule_id, f"{entry['error'].get('code')}: {entry['error'].get('message', '')}")
+            for rule_id, entry in (generation.extraction or {}).items()
+            if isinstance(entry, dict) and isinstance(entry.get("error"), dict)]
+
+
+def overview_view(model_admin: admin.ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
+    require_perm(request, "view_project")
+    project = scoped_project_or_404(request, object_id)
+    return render_console(model_admin, request, "overview.html", f"Overview: {project.name}",
+                          **project_overview(project))
+
+
+# --------------------------------------------------------------------------- search playground
+
+
+class JSONObjectField(forms.CharField):
+    def to_python(self, value: Any) -> Any:
+        value = super().to_python(value)
+        if not value:
+            return None
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            raise forms.ValidationError("Enter a JSON object, e.g. {\"kind\": \"preference\"}.") from None
+        if not isinstance(parsed, dict):
+            raise forms.ValidationError("Enter a JSON object.")
+        return parsed
+
+
+class PlaygroundForm(forms.Form):
+    project = forms.ModelChoiceField(queryset=None)
+    query = forms.CharField(required=False, widget=forms.TextInput(attrs={"size": 80}))
+    stores = forms.ModelMultipleChoiceField(queryset=None, required=False, label="Memory stores",
+                                            help_text="None: documents only (unless tags are set).")
+    document_paths = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+                                     help_text="Path prefixes, one per line (e.g. /handbook/).")
+    tags = JSONObjectField(required=False, help_text='Exact tag match, e.g. {"kind": "preference"}.')
+    limit = forms.IntegerField(initial=10, min_value=1, max_value=100)
+    rrf_k = forms.FloatField(initial=60, min_value=1, label="RRF k")
+    min_similarity = forms.FloatField(required=False, min_value=-1, max_value=1)
+    recency_half_life_days = forms.FloatField(initial=0, min_value=0, label="Recency half-life (days)")
+    channels = forms.MultipleChoiceField(choices=[("vector", "vector"), ("lexical", "lexical")],
+                                         initial=["vector", "lexical"], widget=forms.CheckboxSelectMultiple)
+
+    def __init__(self, *args: Any, request: HttpRequest, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["project"].queryset = visible_projects(request)
+        self.fields["stores"].queryset = scope_queryset(
+            request, MemoryStore.objects.select_related("project").order_by("project__name", "name"), "project")
+        self.fields["stores"].label_from_instance = lambda s: f"{s.project.name} / {s.name}"
+
+
+def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
+    require_perm(request, "view_memory", "view_document")
+    form = PlaygroundForm(request.GET if "project" in request.GET else None, request=request,
+                          initial={"project": visible_projects(request).first()})
+    context: dict[str, Any] = {"form": form}
+    if form.is_bound and form.is_valid():
+        data = form.cleaned_data
+        try:
+            result = knowledge_search(
+                project=data["project"], query=data["query"] or None,
+                memory_store_ids=[s.pk for s in data["stores"]] or None,
+                document_paths=[p.strip() for p in data["document_paths"].splitlines() if p.strip()] or None,
+                tags=data["tags"], min_similarity=data["min_similarity"], rrf_k=data["rrf_k"],
+                recency_half_life_days=data["recency_half_life_days"], limit=data["limit"],
+                channels=tuple(data["channels"]) or ("vector", "lexical"),
+            )
+        except MemoryEngineError as exc:
+            context["error"] = f"{exc.code}: {exc.message}"
+        else:
+            message = knowledge_message(result.results)
+            context.update(result=result, knowledge=message["content"] if message else "")
+    return render_console(model_admin, request, "playground.html", "Search playground", **context)
+
+
+# --------------------------------------------------------------------------- ingestion rule tester
+
+
+class RuleTesterForm(forms.Form):
+    project = forms.ModelChoiceField(queryset=None)
+    content_type = forms.CharField(initial="application/pdf", help_text="e.g. application/pdf, text/markdown.")
+
+    def __init__(self, *args: Any, request: HttpRequest, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["project"].queryset = visible_projects(request)
+
+
+def ingestion_rule_tester_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
+    """Which ingestion rule wins for content type X (and the chunking a document would get)."""
+    from memory_engine.services.documents import resolve_chunking
+
+    require_perm(request, "view_ingestionrule")
+    form = RuleTesterForm(request.GET if "content_type" in request.GET else None, request=request,
+                          initial={"project": visible_projects(request).first()})
+    context: dict[str, Any] = {"form": form}
+    if form.is_bound and form.is_valid():
+        project, content_type = form.cleaned_data["project"], form.cleaned_data["content_type"].strip().lower()
+        winner = rule_for_content_type(project=project, content_type=content_type)
+        rules = sorted(IngestionRule.objects.filter(project=project),
+                       key=lambda r: (glob_specificity(r.content_type_glob), r.created_at))
+        context.update(
+            tested=content_type, winner=winner,
+            rules=[(r, fnmatchcase(content_type, r.content_type_glob)) for r in rules],
+            chunking=resolve_chunking(requested={}, rule=winner),
+        )
+    return render_console(model_admin, request, "rule_tester.html", "Which ingestion rule wins?", **context)
+
+
+# --------------------------------------------------------------------------- memory rule dry run
+
+
+class DryRunForm(forms.Form):
+    transcript = forms.CharField(widget=forms.Textarea(attrs={"rows": 10, "cols": 100}),
+                                 help_text="user: …\\n\\nassistant: … (as the rule's handler receives it).")
+
+
+def dry_run(rule: MemoryRule, transcript: str) -> dict[str, Any]:
+    """Run the rule's handler on a transcript and what the write funnel WOULD decide for
+    each candidate fact; every write happens inside a transaction that is rolled back."""
+    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.rules import HANDLERS, coerce_facts
+
+    generation = Generation(project_id=rule.store.project_id, input_messages=[{"role": "user", "content": transcript}],
+                            output="", status=GenerationStatus.COMPLETED, created_at=timezone.now())
+    try:
+        facts, invalid = coerce_facts(HANDLERS[rule.handler_type](transcript, rule, generation))
+    except MemoryEngineError as exc:
+        return {"error": f"{exc.code}: {exc.message}", "rows": []}
+    except Exception as exc:  # a host callable may raise anything
+        return {"error": f"HANDLER_FAILED: {exc.__class__.__name__}: {exc}", "rows": []}
+    rows = []
+    with transaction.atomic():
+        for fact in facts:
+            row: dict[str, Any] = {"fact": fact}
+            try:
+                result = memory_write(store=rule.store, content=fact.content, tags=fact.tags, about=fact.about,
+                                      principal=f"rule:{rule.pk}", mechanism=Mechanism.RULE,
+                                      source_type=SourceType.CONVERSATION, rule_id=rule.pk)
+            except MemoryEngineError as exc:
+                row["error"] = f"{exc.code}: {exc.message}"
+            else:
+                existing = result.replaced or (result.memory if result.action == Outcome.SKIPPED else None)
+                row.update(action=result.action, reason=result.decision_reason, similarity=result.similarity,
+                           changed_details=result.changed_details,
+                           existing=(existing.pk, existing.content.text) if existing else None)
+            rows.append(row)
+        transaction.set_rollback(True)  # a dry run: nothing stays
+    return {"error": f"{invalid} unusable item(s) in the handler's answer." if invalid else "", "rows": rows}
+
+
+def dry_run_view(model_admin: admin.ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
+    require_perm(request, "view_memoryrule", "view_memory")
+    rule = scope_queryset(request, MemoryRule.objects.select_related("store__project"), "store__project") \
+        .filter(pk=object_id).first()
+    if rule is None:
+        raise Http404("No such memory rule.")
+    form = DryRunForm(request.POST or None)
+    context: dict[str, Any] = {"form": form, "rule": rule}
+    if request.method == "POST" and form.is_valid():
+        context["outcome"] = dry_run(rule, form.cleaned_data["transcript"])
+    return render_console(model_admin, request, "dry_run.html", f"Dry run of memory rule {rule.pk}", **context)

@@ -1,0 +1,104 @@
+"""Project scoping for the operator console, implemented once.
+
+Superusers see every project. Any other staff user sees only the projects they are a
+member of (``Project.members``): changelists, detail pages, autocomplete, the choices
+of foreign keys and list filters, and the custom console views all go through
+:func:`visible_projects` / :class:`ProjectScopedAdmin`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.db.models import Model, QuerySet
+from django.http import Http404, HttpRequest
+
+from memory_engine.models import Agent, Document, Generation, IngestionRule, MemoryRule, MemoryStore, Project
+
+#: How each related model reaches its project (used to limit foreign-key choices).
+PROJECT_PATHS: dict[type[Model], str] = {
+    Project: "pk",
+    MemoryStore: "project",
+    Agent: "project",
+    Document: "project",
+    IngestionRule: "project",
+    Generation: "project",
+    MemoryRule: "store__project",
+}
+
+
+def visible_projects(request: HttpRequest) -> QuerySet[Project]:
+    """The projects this admin user may see: all for a superuser, else their memberships."""
+    projects = Project.objects.order_by("name")
+    user = request.user
+    if user.is_superuser:
+        return projects
+    return projects.filter(members=user)
+
+
+def scope_queryset(request: HttpRequest, queryset: QuerySet[Any], project_path: str) -> QuerySet[Any]:
+    """Limit a queryset to the visible projects through ``project_path`` (e.g. ``store__project``)."""
+    if request.user.is_superuser:
+        return queryset
+    return queryset.filter(**{f"{project_path}__in": visible_projects(request)}).distinct()
+
+
+def scoped_project_or_404(request: HttpRequest, project_id: str) -> Project:
+    """A project for a custom view: 404 when it does not exist or is not visible."""
+    project = visible_projects(request).filter(pk=project_id).first()
+    if project is None:
+        raise Http404("No such project.")
+    return project
+
+
+def require_perm(request: HttpRequest, *perms: str) -> None:
+    """Custom views check the same Django model permissions as the changelists."""
+    if not request.user.has_perms([f"memory_engine.{p}" for p in perms]):
+        raise PermissionDenied
+
+
+class ProjectScopedAdmin(admin.ModelAdmin):
+    """A ModelAdmin whose rows, choices and filters are limited to the user's projects.
+
+    Set ``project_path`` to the lookup from the model to its Project.
+    """
+
+    project_path = "project"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return scope_queryset(request, super().get_queryset(request), self.project_path)
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        path = PROJECT_PATHS.get(db_field.related_model)
+        if path is not None and "queryset" not in kwargs:
+            kwargs["queryset"] = scope_queryset(request, db_field.related_model._default_manager.all(), path)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        path = PROJECT_PATHS.get(db_field.related_model)
+        if path is not None and "queryset" not in kwargs:
+            kwargs["queryset"] = scope_queryset(request, db_field.related_model._default_manager.all(), path)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def get_list_filter(self, request: HttpRequest) -> Any:
+        """Relation filters offer only values present in the visible rows."""
+        filters = list(super().get_list_filter(request))
+        if request.user.is_superuser:
+            return filters
+        scoped = []
+        for item in filters:
+            if isinstance(item, str) and self._is_relation(item):
+                scoped.append((item, admin.RelatedOnlyFieldListFilter))
+            else:
+                scoped.append(item)
+        return scoped
+
+    def _is_relation(self, lookup: str) -> bool:
+        model = self.model
+        field = None
+        for part in lookup.split("__"):
+            field = model._meta.get_field(part)
+            model = field.related_model if field.is_relation else model
+        return bool(field is not None and field.is_relation)
