@@ -228,8 +228,9 @@ def run_load(base_url: str, key: str, store_ids: list[str], *, clients: int, sec
     lock = threading.Lock()
     stop_at = time.monotonic() + seconds
     started = time.perf_counter()
-    threads = [threading.Thread(target=_client_loop, args=(base_url, key, store_ids, i, stop_at, seed, calls,
-                                                           lock, timeout, mix or MIX), daemon=True) for i in range(clients)]
+    threads = [threading.Thread(target=_client_loop, daemon=True,
+                                args=(base_url, key, store_ids, i, stop_at, seed, calls, lock, timeout, mix or MIX))
+               for i in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
