@@ -33,6 +33,15 @@ def _sync_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Conf, "SYNC", True)
 
 
+@pytest.fixture(autouse=True)
+def _clear_cache() -> Iterator[None]:
+    """Throttle counters live in the cache: no test inherits another's failures or rates."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
 def api_client(raw_key: str | None = None) -> APIClient:
     client = APIClient()
     if raw_key:
