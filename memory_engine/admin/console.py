@@ -131,11 +131,12 @@ class PlaygroundForm(forms.Form):
     document_paths = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
                                      help_text="Path prefixes, one per line (e.g. /handbook/).")
     tags = JSONObjectField(required=False, help_text='Exact tag match, e.g. {"kind": "preference"}.')
-    limit = forms.IntegerField(initial=10, min_value=1, max_value=100)
-    rrf_k = forms.FloatField(initial=60, min_value=1, label="RRF k")
+    limit = forms.IntegerField(initial=10, min_value=1, max_value=100, required=False)
+    rrf_k = forms.FloatField(initial=60, min_value=1, label="RRF k", required=False)
     min_similarity = forms.FloatField(required=False, min_value=-1, max_value=1)
-    recency_half_life_days = forms.FloatField(initial=0, min_value=0, label="Recency half-life (days)")
-    channels = forms.MultipleChoiceField(choices=[("vector", "vector"), ("lexical", "lexical")],
+    recency_half_life_days = forms.FloatField(initial=0, min_value=0, label="Recency half-life (days)",
+                                              required=False)
+    channels = forms.MultipleChoiceField(choices=[("vector", "vector"), ("lexical", "lexical")], required=False,
                                          initial=["vector", "lexical"], widget=forms.CheckboxSelectMultiple)
 
     def __init__(self, *args: Any, request: HttpRequest, **kwargs: Any) -> None:
@@ -148,8 +149,10 @@ class PlaygroundForm(forms.Form):
 
 def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
     require_perm(request, "view_memory", "view_document")
-    form = PlaygroundForm(request.GET if "project" in request.GET else None, request=request,
-                          initial={"project": visible_projects(request).first()})
+    # A link may name just the project (?project=…): that pre-selects it; a query submits.
+    submitted = "query" in request.GET
+    form = PlaygroundForm(request.GET if submitted else None, request=request,
+                          initial={"project": request.GET.get("project") or visible_projects(request).first()})
     context: dict[str, Any] = {"form": form}
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
@@ -158,8 +161,8 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
                 project=data["project"], query=data["query"] or None,
                 memory_store_ids=[s.pk for s in data["stores"]] or None,
                 document_paths=[p.strip() for p in data["document_paths"].splitlines() if p.strip()] or None,
-                tags=data["tags"], min_similarity=data["min_similarity"], rrf_k=data["rrf_k"],
-                recency_half_life_days=data["recency_half_life_days"], limit=data["limit"],
+                tags=data["tags"], min_similarity=data["min_similarity"], rrf_k=data["rrf_k"] or 60,
+                recency_half_life_days=data["recency_half_life_days"] or 0, limit=data["limit"] or 10,
                 channels=tuple(data["channels"]) or ("vector", "lexical"),
             )
         except MemoryEngineError as exc:
@@ -188,7 +191,7 @@ def ingestion_rule_tester_view(model_admin: admin.ModelAdmin, request: HttpReque
 
     require_perm(request, "view_ingestionrule")
     form = RuleTesterForm(request.GET if "content_type" in request.GET else None, request=request,
-                          initial={"project": visible_projects(request).first()})
+                          initial={"project": request.GET.get("project") or visible_projects(request).first()})
     context: dict[str, Any] = {"form": form}
     if form.is_bound and form.is_valid():
         project, content_type = form.cleaned_data["project"], form.cleaned_data["content_type"].strip().lower()

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import F, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from memory_engine.models import Memory, MemoryAssertion, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome
+from memory_engine.services.memory_write import memory_forget
 
 from .scoping import ProjectScopedAdmin
 
@@ -114,12 +115,27 @@ class MemoryAdmin(ProjectScopedAdmin):
     fields = readonly_fields
     date_hierarchy = "created_at"
     change_form_template = "admin/memory_engine/memory/change_form.html"
+    actions = ["forget"]
 
     def has_add_permission(self, request: Any) -> bool:
         return False
 
     def has_change_permission(self, request: Any, obj: Any = None) -> bool:
         return False
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return False  # memories are forgotten through the funnel (an assertion), never deleted
+
+    def has_forget_permission(self, request: Any) -> bool:
+        return request.user.has_perm("memory_engine.delete_memory")
+
+    @admin.action(description="Forget the selected memories (recorded as assertions)", permissions=["forget"])
+    def forget(self, request: Any, queryset: QuerySet[Memory]) -> None:
+        count = 0
+        for memory in queryset.filter(invalidated_at__isnull=True):
+            memory_forget(memory=memory, principal=f"admin:{request.user.get_username()}", mechanism=Mechanism.API)
+            count += 1
+        self.message_user(request, f"Forgot {count} memory(ies).", messages.SUCCESS)
 
     def get_urls(self) -> list[Any]:
         view = self.admin_site.admin_view(self.superseded_view)
@@ -156,7 +172,7 @@ class MemoryAdmin(ProjectScopedAdmin):
 
     @admin.display(description="supersedes")
     def predecessors(self, obj: Memory) -> str:
-        return format_html(" ".join(admin_link(m) for m in obj.supersedes.all())) or "-"
+        return format_html_join(" ", "{}", ((admin_link(m),) for m in obj.supersedes.all())) or "-"
 
 
 class DoorFilter(admin.SimpleListFilter):

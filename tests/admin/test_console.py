@@ -383,3 +383,15 @@ def test_project_changelist_links_to_console(member_client: Client, mine: World)
     body = text(member_client.get(f"{A}/project/"))
     assert f"/project/{mine.project.pk}/overview/" in body and f"playground/?project={mine.project.pk}" in body
     assert User.objects.filter(username="member").exists() and Project.objects.count() == 2
+
+
+def test_forget_action_goes_through_the_funnel(member_client: Client, mine: World) -> None:
+    assert member_client.post(f"{A}/memory/{mine.new.pk}/delete/").status_code == 403
+    response = member_client.post(f"{A}/memory/", {"action": "forget", "_selected_action": [mine.new.pk]}, follow=True)
+    assert "Forgot 1 memory(ies)" in text(response)
+    memory = Memory.objects.get(pk=mine.new.pk)
+    assert memory.invalidated_at is not None
+    forgotten = MemoryAssertion.objects.get(memory=memory, outcome="forgotten")
+    assert forgotten.principal == "admin:member"
+    timeline = text(member_client.get(f"{A}/memory/{mine.new.pk}/change/"))
+    assert "forgotten</span> by <b>admin:member</b>" in timeline
