@@ -137,10 +137,10 @@ class DocumentAdmin(ProjectScopedAdmin):
         "status_badge", "progress", "error_explained", "chunking", "rule", "attempts", "heartbeat_at",
         "ingested_at", "created_at", "updated_at",
     ]
-    fieldsets = [
-        (None, {"fields": ["id", "project", "path", "title", "tags", "metadata"]}),
-        ("Ingestion", {"fields": ["status_badge", "progress", "error_explained", "chunking", "rule", "attempts",
-                                  "heartbeat_at", "ingested_at"]}),
+    fieldsets = [  # ingestion first: "why is this PDF not searchable?"
+        ("Ingestion", {"fields": ["path", "status_badge", "progress", "error_explained", "chunking", "rule",
+                                  "attempts", "heartbeat_at", "ingested_at"]}),
+        (None, {"fields": ["id", "project", "title", "tags", "metadata"]}),
         ("File", {"fields": ["content_type", "file", "original_filename", "size_bytes", "sha256", "created_at",
                              "updated_at"]}),
     ]
