@@ -317,6 +317,7 @@ def test_postgres_restart_mid_run(own_postgres: Any) -> None:
         assert app.web_pids() == pids  # the same gunicorn master and workers: no restart
 
     statuses = result.statuses()
+    print(f"\nrestart: statuses {dict(statuses)}, outage {restarted['up'] - restarted['down']:.1f} s")
     assert set(statuses) <= {200, 201, 503}, statuses  # no 500, no dropped connection
     failed = [c for c in result.calls if c.status == 503]
     assert failed, "no request met the outage"
