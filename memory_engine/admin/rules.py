@@ -14,7 +14,7 @@ from django.utils.safestring import mark_safe
 
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import Generation, MemoryRule
-from memory_engine.services.rules import enqueue_rule_firing, matching_rule_ids, validate_rule_handler
+from memory_engine.services.rules import enqueue_rule_firing, is_pending, matching_rule_ids, validate_rule_handler
 
 from .console import dry_run_view
 from .memories import admin_link
@@ -153,7 +153,8 @@ class GenerationAdmin(ProjectScopedAdmin):
             rows.append((
                 admin_link(rules.get(rule_id), rule_id) if rule_id in rules else rule_id,
                 *(entry.get(k, 0) for k in COUNT_KEYS),
-                f"{error.get('code')}: {error.get('message')}" if error else "",
+                (f"pending since {entry.get('enqueued_at')} (attempt {entry.get('attempts', 1)})"
+                 if is_pending(entry) else f"{error.get('code')}: {error.get('message')}" if error else ""),
                 format_html('<a href="{}?generation={}&amp;rule__id__exact={}">assertions</a>', assertions, obj.pk,
                             rule_id),
             ))

@@ -249,6 +249,10 @@ def test_rule_sweep_gives_up_after_max_attempts_and_skips_fresh_and_finished(db:
     assert extraction[rules[0].pk]["error"]["code"] == "RULE_FIRING_STALLED"
     assert extraction[rules[1].pk]["status"] == "pending"
     assert extraction[rules[2].pk]["created"] == 1
+    from django.contrib import admin
+
+    table = admin.site._registry[Generation].extraction_table(Generation.objects.get(pk=generation.pk))
+    assert "pending since" in table and "RULE_FIRING_STALLED" in table  # what the admin shows
 
 
 def test_rule_sweep_is_scheduled_after_migrate(db: Any) -> None:
