@@ -184,17 +184,19 @@ def nearest_valid_memory(store: MemoryStore, content_id: str) -> tuple[str, floa
     """
     with connection.cursor() as cursor:
         exact = _use_exact_scan(cursor, store.pk)
-        order = "(c.embedding <=> q.v) + 0" if exact else "c.embedding <=> q.v"
+        # A scalar subquery is evaluated once, as a parameter, so the HNSW index can
+        # order by it (a joined CTE column would force a full sort).
+        query = "(SELECT embedding FROM memory_engine_memorycontent WHERE id = %(content)s)"
+        order = f"(c.embedding <=> {query}) + 0" if exact else f"c.embedding <=> {query}"
         if not exact:
             cursor.execute(f"SET LOCAL hnsw.ef_search = {int(engine_settings.HNSW_EF_SEARCH)}")
         cursor.execute(
             f"""
-            WITH q AS (SELECT embedding AS v FROM memory_engine_memorycontent WHERE id = %(content)s)
-            SELECT m.id, 1 - (c.embedding <=> q.v)
-            FROM q, memory_engine_memorycontent c
+            SELECT m.id, 1 - (c.embedding <=> {query})
+            FROM memory_engine_memorycontent c
             JOIN memory_engine_memory m ON m.content_id = c.id
             WHERE c.store_id = %(store)s AND m.store_id = %(store)s
-              AND m.invalidated_at IS NULL AND c.embedding IS NOT NULL AND q.v IS NOT NULL
+              AND m.invalidated_at IS NULL AND c.embedding IS NOT NULL
             ORDER BY {order}
             LIMIT 1
             """,

@@ -219,3 +219,25 @@ def test_concurrent_writers_of_the_same_text_make_one_memory():
     assert sorted(results) == ["created"] + ["skipped"] * 7
     assert Memory.objects.filter(store=store).count() == 1
     assert MemoryAssertion.objects.filter(store=store).count() == 8
+
+
+def test_large_store_dedup_query_can_use_the_hnsw_index(store, settings):
+    """The query vector is a scalar subquery (a parameter), so HNSW can order by it."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from memory_engine.services import memory_write as funnel
+
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 0}
+    funnel._scan_mode_cache.clear()
+    first = write(store, EMAIL)
+    with CaptureQueriesContext(connection) as queries:
+        funnel.nearest_valid_memory(store, first.memory.content_id)
+    nearest_sql = next(q["sql"] for q in queries.captured_queries if "ORDER BY" in q["sql"])
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute(f"EXPLAIN {nearest_sql}")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "me_content_embedding_hnsw" in plan, plan
+    funnel._scan_mode_cache.clear()
