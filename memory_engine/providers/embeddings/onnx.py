@@ -89,6 +89,9 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
             if self.threads:
                 options.intra_op_num_threads = self.threads
             options.log_severity_level = 3
+            # Spinning worker threads burn the cores PostgreSQL needs between calls.
+            spin = "1" if self.options.get("ALLOW_SPINNING", False) else "0"
+            options.add_session_config_entry("session.intra_op.allow_spinning", spin)
             session = onnxruntime.InferenceSession(
                 str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
             )
