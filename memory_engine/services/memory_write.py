@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -203,7 +204,9 @@ def nearest_valid_memory(store: MemoryStore, content_id: str) -> tuple[str, floa
             {"content": content_id, "store": store.pk},
         )
         row = cursor.fetchone()
-    return (row[0], float(row[1])) if row else None
+    if row is None or row[1] is None or math.isnan(row[1]):
+        return None  # no candidate, or a zero vector (cosine undefined)
+    return row[0], float(row[1])
 
 
 def content_cosine(a_id: str, b_id: str) -> float | None:
@@ -215,7 +218,7 @@ def content_cosine(a_id: str, b_id: str) -> float | None:
             [a_id, b_id],
         )
         row = cursor.fetchone()
-    return None if row is None or row[0] is None else float(row[0])
+    return None if row is None or row[0] is None or math.isnan(row[0]) else float(row[0])
 
 
 def embed_best_effort(text: str) -> tuple[list[float] | None, str]:
@@ -224,10 +227,14 @@ def embed_best_effort(text: str) -> tuple[list[float] | None, str]:
     if provider is None:
         return None, "embedding_not_configured"
     try:
-        return provider.embed_documents([text])[0], ""
+        vector = provider.embed_documents([text])[0]
     except EmbeddingError as exc:
         logger.warning("embedding failed; storing without a vector: %s", exc)
         return None, "embedding_failed"
+    if not any(vector):
+        # e.g. a text of control characters only: a zero vector has no direction (cosine NaN)
+        return None, "embedding_empty"
+    return vector, ""
 
 
 def check_memory_quota(store: MemoryStore) -> None:

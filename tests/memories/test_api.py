@@ -204,3 +204,14 @@ def test_openapi_schema_is_served(client):
     assert response.status_code == 200
     paths = response.json()["paths"]
     assert "/api/v1/memories" in paths and "/api/v1/memory-assertions" in paths
+
+
+def test_text_without_meaning_is_stored_without_a_vector(client, hashing_embedder):
+    """A provider may embed a text with no words to a zero vector (cosine undefined): it is
+    stored without one, and no NaN reaches the JSON answer."""
+    store = create_store(client)
+    first = post_memory(client, store["id"], "\u0004\U000ea801")
+    assert first.status_code == 201 and first.json()["similarity"] is None
+    assert MemoryAssertion.objects.get().details["embedding"] == "embedding_empty"
+    second = post_memory(client, store["id"], "\u0005\U000ea802")
+    assert second.status_code == 201, second.json()
