@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.utils import timezone
-from pgvector.django import HnswIndex, VectorField
 
-from memory_engine.conf import embedding_dimensions
 from memory_engine.ids import PublicIdField
 
+from .embedded import EmbeddedText, search_indexes
 from .tenancy import Project
 
 
@@ -124,37 +121,20 @@ class Document(models.Model):
         return self.path
 
 
-class Chunk(models.Model):
+class Chunk(EmbeddedText):
     """A searchable piece of a document, with its page when the source was paged."""
 
     id = PublicIdField(prefix="chk")
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
     chunk_index = models.PositiveIntegerField()
     page = models.PositiveIntegerField(null=True, blank=True)
-    text = models.TextField()
-    embedding = VectorField(dimensions=embedding_dimensions(), null=True, blank=True)
-    embedding_model = models.CharField(max_length=200, blank=True, default="")
-    search_vector = models.GeneratedField(
-        expression=SearchVector("text", config="simple"),
-        output_field=SearchVectorField(),
-        db_persist=True,
-    )
 
     class Meta:
         ordering = ["document", "chunk_index"]
         constraints = [
             models.UniqueConstraint(fields=["document", "chunk_index"], name="me_chunk_index_unique")
         ]
-        indexes = [
-            HnswIndex(
-                name="me_chunk_embedding_hnsw",
-                fields=["embedding"],
-                m=16,
-                ef_construction=64,
-                opclasses=["vector_cosine_ops"],
-            ),
-            GinIndex(fields=["search_vector"], name="me_chunk_search_gin"),
-        ]
+        indexes = search_indexes("chunk")
 
     def __str__(self) -> str:
         return f"{self.document_id}#{self.chunk_index}"

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.utils import timezone
-from pgvector.django import HnswIndex, VectorField
 
-from memory_engine.conf import embedding_dimensions
 from memory_engine.ids import PublicIdField
 
+from .embedded import EmbeddedText, search_indexes
 from .tenancy import Project
 
 
@@ -42,20 +39,12 @@ class MemoryStore(models.Model):
         return self.name
 
 
-class MemoryContent(models.Model):
+class MemoryContent(EmbeddedText):
     """One row per distinct (normalised) text per store, holding its vector."""
 
     id = PublicIdField(prefix="mc")
     store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="contents")
     content_hash = models.CharField(max_length=64)
-    text = models.TextField()
-    embedding = VectorField(dimensions=embedding_dimensions(), null=True, blank=True)
-    embedding_model = models.CharField(max_length=200, blank=True, default="")
-    search_vector = models.GeneratedField(
-        expression=SearchVector("text", config="simple"),
-        output_field=SearchVectorField(),
-        db_persist=True,
-    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -63,15 +52,8 @@ class MemoryContent(models.Model):
             models.UniqueConstraint(fields=["store", "content_hash"], name="me_content_unique_per_store")
         ]
         indexes = [
-            HnswIndex(
-                name="me_content_embedding_hnsw",
-                fields=["embedding"],
-                m=16,
-                ef_construction=64,
-                opclasses=["vector_cosine_ops"],
-            ),
+            *search_indexes("content"),
             models.Index(fields=["store", "content_hash"], name="me_content_store_hash"),
-            GinIndex(fields=["search_vector"], name="me_content_search_gin"),
         ]
 
     def __str__(self) -> str:

@@ -293,7 +293,10 @@ def _resolve_content(store: MemoryStore, text: str, digest: str,
              "vector": vector_literal(vector) if vector is not None else None, "model": model_name},
         )
         row = cursor.fetchone()
-    content = MemoryContent.from_db(connection.alias, CONTENT_FIELDS, row[:6])
+    # from_db expects values in the model's field order; the vector stays deferred.
+    values = dict(zip(CONTENT_FIELDS, row[:6]))
+    names = [f.attname for f in MemoryContent._meta.concrete_fields if f.attname in values]
+    content = MemoryContent.from_db(connection.alias, names, [values[name] for name in names])
     return content, bool(row[6])
 
 

@@ -241,3 +241,12 @@ def test_large_store_dedup_query_can_use_the_hnsw_index(store, settings):
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "me_content_embedding_hnsw" in plan, plan
     funnel._scan_mode_cache.clear()
+
+
+def test_written_content_row_reads_back_exactly(store):
+    """The content row built from the upsert's RETURNING matches the stored row."""
+    result = write(store, EMAIL)
+    stored = MemoryContent.objects.get(pk=result.memory.content_id)
+    built = result.memory.content
+    for field in ("id", "store_id", "content_hash", "text", "embedding_model", "created_at"):
+        assert getattr(built, field) == getattr(stored, field), field
