@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memory_engine.exceptions import CodedError
+
 __all__ = [
     "CHUNK_STRATEGIES",
     "ChunkSpec",
@@ -60,17 +62,8 @@ class ChunkSpec:
     page: int | None
 
 
-class ChunkingError(ValueError):
+class ChunkingError(CodedError, ValueError):
     """Invalid chunking settings; ``code`` is stable (``CHUNK_SETTINGS_INVALID``)."""
-
-    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
-        self.code = code
-        self.message = message
-        self.details = details or {}
-        super().__init__(message)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "details": self.details}
 
 
 def clean_text(text: str) -> str:

@@ -9,6 +9,26 @@ from __future__ import annotations
 from typing import Any
 
 
+class CodedError(Exception):
+    """A failure inside a pure step (chunking, extraction, a converter) with a stable ``code``.
+
+    Services turn it into a recorded document error or a MemoryEngineError; it carries
+    no HTTP status of its own.
+    """
+
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+        self.code = code
+        self.message = message
+        self.details = details or {}
+        super().__init__(message)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
 class MemoryEngineError(Exception):
     """Base class: ``code`` is stable and documented, ``message`` says what to do next."""
 

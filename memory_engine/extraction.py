@@ -30,6 +30,7 @@ from pypdf import PasswordType, PdfReader
 from pypdf.errors import DependencyError, LimitReachedError, PyPdfError
 
 from memory_engine.chunking import Page, clean_text
+from memory_engine.exceptions import CodedError
 
 __all__ = [
     "NATIVE_CONTENT_TYPES",
@@ -86,20 +87,8 @@ _SNIFF_WINDOW = 1024
 _ALLOWED_CONTROLS = frozenset("\t\r\n")
 
 
-class ExtractionError(Exception):
+class ExtractionError(CodedError):
     """A file that cannot be turned into pages; ``code`` is stable, ``message`` says what to do."""
-
-    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
-        self.code = code
-        self.message = message
-        self.details = details or {}
-        super().__init__(message)
-
-    def __repr__(self) -> str:
-        return f"ExtractionError(code={self.code!r}, message={self.message!r})"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "details": self.details}
 
 
 def _empty_file() -> ExtractionError:

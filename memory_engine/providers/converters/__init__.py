@@ -16,20 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_engine.chunking import Page, clean_text
+from memory_engine.exceptions import CodedError
 
 __all__ = ["ConverterError", "ConverterRequest", "ConverterResult", "parse_pages", "run_converter"]
 
 MAX_CONVERTER_PAGES = 100_000
 
 
-class ConverterError(Exception):
+class ConverterError(CodedError):
     """The converter failed or answered something unusable; ``code`` is stable."""
-
-    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
-        self.code = code
-        self.message = message
-        self.details = details or {}
-        super().__init__(message)
 
 
 @dataclass
