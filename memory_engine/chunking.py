@@ -23,7 +23,6 @@ import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from memory_engine.exceptions import CodedError
 
