@@ -1,5 +1,9 @@
 """Shared fixtures. Every test runs against the real PostgreSQL + pgvector (pgserver
-unless DATABASE_URL is set), and the real default embedder unless a test swaps it."""
+unless DATABASE_URL is set), and the real default embedder unless a test swaps it.
+
+Tests marked ``corpus`` need the external real-world data set (see tests/corpus.py):
+without ``MEMORY_ENGINE_TEST_CORPUS`` they are skipped from one place, so pytest's
+short summary folds them into one line that says how to run them."""
 
 from __future__ import annotations
 
@@ -19,10 +23,38 @@ from rest_framework.test import APIClient
 from memory_engine.conf import engine_settings
 from memory_engine.models import Project
 
+from .corpus import CORPUS, CORPUS_ENV, SKIP_REASON
 from .factories import MemoryStoreFactory, ProjectFactory, make_key
+from .pdfs import SAMPLES, sample_pdf
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_PROVIDERS = "tests.providers"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if CORPUS is not None and not (CORPUS / "pdfs").is_dir():
+        raise pytest.UsageError(f"{CORPUS_ENV}={CORPUS} has no pdfs/ directory; "
+                                "point it at the shared data directory or unset it")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"corpus: {CORPUS}" if CORPUS else f"corpus: none ({CORPUS_ENV} is not set)"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Raised here rather than as a skip mark: every report then points at this line,
+    # and `-ra` prints them all as one "SKIPPED [n] ... corpus tests skipped" line.
+    if CORPUS is None and item.get_closest_marker("corpus"):
+        pytest.skip(SKIP_REASON)
+
+
+@pytest.fixture(scope="session")
+def sample_pdf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every generated sample PDF (tests/pdfs.py) written to a directory, for tests that need files."""
+    root = tmp_path_factory.mktemp("pdfs")
+    for name in SAMPLES:
+        (root / name).write_bytes(sample_pdf(name))
+    return root
 
 
 @pytest.fixture(autouse=True)

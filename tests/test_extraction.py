@@ -1,8 +1,10 @@
 """memory_engine.extraction: sniffing and native text extraction.
 
-Every PDF in the shared data set must end in a known outcome: pages with text,
-or one specific ExtractionError code. A new file in that directory fails
-``test_every_shared_pdf_has_an_expected_outcome`` until it is classified here.
+Every PDF must end in a known outcome: pages with text, or one specific ExtractionError
+code. The suite's own PDFs (``tests/pdfs.py``) cover each outcome; the real-world PDFs of
+the optional corpus (``@pytest.mark.corpus``) are checked the same way when it is present,
+and a new file there fails ``test_every_corpus_pdf_has_an_expected_outcome`` until it is
+classified here.
 """
 
 from __future__ import annotations
@@ -24,20 +26,34 @@ from pypdf.errors import DependencyError, LimitReachedError, PdfReadError, PdfSt
 from memory_engine import extraction
 from memory_engine.chunking import Page
 from memory_engine.extraction import ExtractionError, extract_pages, sniff_content_type
-from tests.shared_data import PDFS
+from tests.corpus import corpus, corpus_path
+from tests.pdfs import (
+    BLIND_TEXT,
+    LABEL_TEXT,
+    MINIMAL_TEXT,
+    SAMPLES,
+    build_pdf,
+    pdf_params,
+    read_pdf,
+)
+from tests.pdfs import PASSWORDS as SAMPLE_PASSWORDS
 
 HAS_CRYPTOGRAPHY = importlib.util.find_spec("cryptography") is not None
 
 PDF = "application/pdf"
 
-PASSWORDS = {
+CORPUS_PASSWORDS = {
     "sf-libreoffice-writer-password.pdf": "openpassword",  # RC4
     "pypdf-crazyones-encrypted-256.pdf": "password",  # AES-256
     "pypdf-r4-aes-user-password.pdf": "asdfzxcv",  # AES-128
     "plumber-password-example.pdf": "test",  # RC4
 }
+PASSWORDS = {**SAMPLE_PASSWORDS, **CORPUS_PASSWORDS}
 # AES needs the `cryptography` package; RC4 is built into pypdf.
 AES_ENCRYPTED = {"pypdf-crazyones-encrypted-256.pdf", "pypdf-r4-aes-user-password.pdf"}
+SAMPLE_AES = {"encrypted-aes128.pdf", "encrypted-aes256.pdf"}
+# Zero-byte files: the API refuses them before a document exists.
+ZERO_BYTES = {"empty.pdf", "plumber-empty.pdf"}
 
 
 @dataclass(frozen=True)
@@ -55,7 +71,27 @@ class Fails:
     details: dict | None = None  # expected subset of the error's details
 
 
-EXPECTED: dict[str, Text | Fails] = {
+SAMPLE_EXPECTED: dict[str, Text | Fails] = {
+    "broken-page-tree.pdf": Fails("PDF_DAMAGED", {"stage": "page_tree"}),
+    "empty.pdf": Fails("EMPTY_FILE"),
+    "encrypted-aes128.pdf": Text(1, MINIMAL_TEXT),
+    "encrypted-aes256.pdf": Text(1, MINIMAL_TEXT),
+    "encrypted-rc4.pdf": Text(4, BLIND_TEXT),
+    "four-pages.pdf": Text(4, BLIND_TEXT),
+    "minimal.pdf": Text(1, MINIMAL_TEXT),
+    "nineteen-pages.pdf": Text(19, "Section 19: Staff handbook"),
+    "no-pages.pdf": Fails("EMPTY_FILE", {"pages": 0}),
+    "not-a-pdf.pdf": Fails("PDF_DAMAGED", {"stage": "open"}),
+    "ocr-layer.pdf": Text(3, "SIEGE OF THE CITY, part 3"),
+    "owner-password-only.pdf": Text(1, MINIMAL_TEXT),
+    "scanned-three-pages.pdf": Fails("NO_TEXT_LAYER", {"pages": 3}),
+    "scanned-with-label.pdf": Text(3, LABEL_TEXT, text_pages=(2,)),
+    "scanned.pdf": Fails("NO_TEXT_LAYER", {"pages": 1}),
+    # Wrong xref offsets, which pypdf repairs.
+    "wrong-xref-offsets.pdf": Text(1, MINIMAL_TEXT),
+}
+
+CORPUS_EXPECTED: dict[str, Text | Fails] = {
     "ocrmypdf-c02-22-scanned.pdf": Fails("NO_TEXT_LAYER", {"pages": 1}),
     "ocrmypdf-invalid.pdf": Fails("PDF_DAMAGED", {"stage": "open"}),
     "ocrmypdf-linn-scanned.pdf": Fails("NO_TEXT_LAYER", {"pages": 1}),
@@ -82,16 +118,13 @@ EXPECTED: dict[str, Text | Fails] = {
     "sf-unreadablemetadata.pdf": Fails("PDF_DAMAGED", {"stage": "page_tree"}),
 }
 
-PDF_FILES = sorted(path.name for path in PDFS.glob("*.pdf"))
+EXPECTED = {**SAMPLE_EXPECTED, **CORPUS_EXPECTED}
 
 
 def manifest() -> dict[str, dict]:
-    path = PDFS / "pdf-manifest.json"
+    """The corpus's own record of each PDF (page counts as pypdf saw them)."""
+    path = corpus_path("pdfs", "pdf-manifest.json")
     return {entry["file"]: entry for entry in json.loads(path.read_text())} if path.exists() else {}
-
-
-def read_pdf(name: str) -> bytes:
-    return (PDFS / name).read_bytes()
 
 
 def expected_outcome(name: str, *, with_password: bool) -> Text | Fails:
@@ -122,50 +155,25 @@ def assert_outcome(run, expected: Text | Fails, *, budget: float) -> list[Page] 
     return pages
 
 
-def build_pdf(page_texts: list[str], *, count: int | None = None) -> bytes:
-    """A minimal valid PDF with one Helvetica text line per page ("" = blank page)."""
-    objects: list[bytes | None] = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        None,  # the page tree, filled in below
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    kids = []
-    for text in page_texts:
-        escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-        stream = f"BT /F1 12 Tf 72 720 Td ({escaped}) Tj ET".encode("latin-1") if text else b""
-        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
-        objects.append(
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % len(objects)
-        )
-        kids.append(b"%d 0 R" % len(objects))
-    declared = len(kids) if count is None else count
-    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(kids), declared)
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
+# --- every PDF: the generated samples and the corpus -----------------------------------
 
 
-# --- the shared PDFs ---------------------------------------------------------------
+def test_every_sample_has_an_expected_outcome():
+    assert set(SAMPLES) == set(SAMPLE_EXPECTED)
 
 
-def test_shared_pdfs_are_present():
-    assert PDF_FILES, f"no PDFs under {PDFS}; set MEMORY_ENGINE_SHARED_DATA to the shared data directory"
+@corpus
+def test_corpus_pdfs_are_present():
+    assert sorted(corpus_path("pdfs").glob("*.pdf")), f"no PDFs under {corpus_path('pdfs')}"
 
 
-def test_every_shared_pdf_has_an_expected_outcome():
-    assert set(PDF_FILES) == set(EXPECTED)
+@corpus
+def test_every_corpus_pdf_has_an_expected_outcome():
+    assert {path.name for path in corpus_path("pdfs").glob("*.pdf")} == set(CORPUS_EXPECTED)
 
 
-@pytest.mark.parametrize("name", PDF_FILES)
-def test_shared_pdf_outcome(name):
+@pytest.mark.parametrize("name", pdf_params(sorted(EXPECTED)))
+def test_pdf_outcome(name):
     data = read_pdf(name)
     expected = expected_outcome(name, with_password=name in PASSWORDS)
 
@@ -175,12 +183,12 @@ def test_shared_pdf_outcome(name):
         return extract_pages(data, content_type, password=PASSWORDS.get(name))
 
     pages = assert_outcome(run, expected, budget=30)
-    pages_pypdf = manifest().get(name, {}).get("pages_pypdf")
+    pages_pypdf = manifest().get(name, {}).get("pages_pypdf") if name in CORPUS_EXPECTED else None
     if pages is not None and pages_pypdf is not None:
         assert len(pages) == pages_pypdf
 
 
-@pytest.mark.parametrize("name", sorted(PASSWORDS))
+@pytest.mark.parametrize("name", pdf_params(sorted(PASSWORDS)))
 def test_encrypted_pdf_without_password(name):
     if name in AES_ENCRYPTED and not HAS_CRYPTOGRAPHY and name.endswith("-256.pdf"):
         pytest.skip("AES-256 cannot even be opened without cryptography")
@@ -191,7 +199,7 @@ def test_encrypted_pdf_without_password(name):
     assert "`password`" in info.value.message
 
 
-@pytest.mark.parametrize("name", sorted(PASSWORDS))
+@pytest.mark.parametrize("name", pdf_params(sorted(PASSWORDS)))
 @pytest.mark.parametrize("password", ["wrong", "", "OPENPASSWORD"])
 def test_encrypted_pdf_with_wrong_password(name, password):
     if name in AES_ENCRYPTED and not HAS_CRYPTOGRAPHY and name.endswith("-256.pdf"):
@@ -204,20 +212,28 @@ def test_encrypted_pdf_with_wrong_password(name, password):
     assert "`password`" in info.value.message
 
 
-@pytest.mark.parametrize("name", sorted(PASSWORDS))
+@pytest.mark.parametrize("name", pdf_params(sorted(PASSWORDS)))
 def test_encrypted_pdf_with_password(name):
     expected = expected_outcome(name, with_password=True)
     assert_outcome(lambda: extract_pages(read_pdf(name), PDF, password=PASSWORDS[name]), expected, budget=30)
 
 
+def test_owner_password_only_opens_without_a_password():
+    assert PdfReader(io.BytesIO(read_pdf("owner-password-only.pdf"))).is_encrypted
+    assert extract_pages(read_pdf("owner-password-only.pdf"), PDF) == [Page(MINIMAL_TEXT, 1)]
+
+
 @pytest.mark.skipif(not HAS_CRYPTOGRAPHY, reason="cryptography is not installed")
-@pytest.mark.parametrize("name", sorted(AES_ENCRYPTED))
+@pytest.mark.parametrize("name", pdf_params(sorted(SAMPLE_AES | AES_ENCRYPTED)))
 def test_aes_pdfs_decrypt_with_cryptography(name):
     pages = extract_pages(read_pdf(name), PDF, password=PASSWORDS[name])
     assert pages[0].text.strip()
 
 
-@pytest.mark.parametrize("name", ["sf-unreadablemetadata.pdf", "ocrmypdf-invalid.pdf", "pypdf-issue-297.pdf"])
+@pytest.mark.parametrize("name", pdf_params([
+    "broken-page-tree.pdf", "not-a-pdf.pdf", "wrong-xref-offsets.pdf",
+    "sf-unreadablemetadata.pdf", "ocrmypdf-invalid.pdf", "pypdf-issue-297.pdf",
+]))
 def test_damaged_pdfs_finish_quickly(name):
     started = time.monotonic()
     try:
@@ -229,36 +245,44 @@ def test_damaged_pdfs_finish_quickly(name):
     assert time.monotonic() - started < 5
 
 
-def test_damaged_pdf_details_carry_the_pypdf_message():
+@pytest.mark.parametrize(("page_tree", "not_a_pdf"), [
+    ("broken-page-tree.pdf", "not-a-pdf.pdf"),
+    pytest.param("sf-unreadablemetadata.pdf", "ocrmypdf-invalid.pdf", marks=corpus),
+])
+def test_damaged_pdf_details_carry_the_pypdf_message(page_tree, not_a_pdf):
     with pytest.raises(ExtractionError) as info:
-        extract_pages(read_pdf("sf-unreadablemetadata.pdf"), PDF)
+        extract_pages(read_pdf(page_tree), PDF)
     assert "Invalid object in /Pages" in info.value.details["error"]
     with pytest.raises(ExtractionError) as info:
-        extract_pages(read_pdf("ocrmypdf-invalid.pdf"), PDF)
+        extract_pages(read_pdf(not_a_pdf), PDF)
     assert info.value.details == {"stage": "open", "error": "PdfReadError: startxref not found"}
 
 
-@pytest.mark.parametrize(
-    "name", ["ocrmypdf-c02-22-scanned.pdf", "ocrmypdf-linn-scanned.pdf", "ocrmypdf-skew-scanned.pdf"]
-)
+@pytest.mark.parametrize("name", pdf_params([
+    "scanned.pdf", "scanned-three-pages.pdf",
+    "ocrmypdf-c02-22-scanned.pdf", "ocrmypdf-linn-scanned.pdf", "ocrmypdf-skew-scanned.pdf",
+]))
 def test_scans_without_text_layer_ask_for_an_ocr_rule(name):
     with pytest.raises(ExtractionError) as info:
         extract_pages(read_pdf(name), PDF)
     assert info.value.code == "NO_TEXT_LAYER"
-    assert info.value.details["pages"] == 1
+    assert info.value.details == {"pages": EXPECTED[name].details["pages"], "failed_pages": 0}
     assert "OCR" in info.value.message
     assert "application/pdf" in info.value.message
 
 
-def test_scan_with_ocr_text_layer_has_text_on_every_page():
-    pages = extract_pages(read_pdf("pypdf-Seige_of_Vicksburg_Sample_OCR.pdf"), PDF)
-    assert [page.number for page in pages] == [1, 2, 3, 4, 5, 6]
+@pytest.mark.parametrize("name", pdf_params(["ocr-layer.pdf", "pypdf-Seige_of_Vicksburg_Sample_OCR.pdf"]))
+def test_scan_with_ocr_text_layer_has_text_on_every_page(name):
+    pages = extract_pages(read_pdf(name), PDF)
+    assert [page.number for page in pages] == list(range(1, EXPECTED[name].pages + 1))
     assert all(len(page.text) > 1000 for page in pages)
 
 
-def test_empty_pdf_file():
+@pytest.mark.parametrize("name", pdf_params(sorted(ZERO_BYTES)))
+def test_empty_pdf_file(name):
+    assert read_pdf(name) == b""
     with pytest.raises(ExtractionError) as info:
-        extract_pages(read_pdf("plumber-empty.pdf"), PDF)
+        extract_pages(read_pdf(name), PDF)
     assert info.value.code == "EMPTY_FILE"
 
 
@@ -432,13 +456,16 @@ def test_not_a_pdf_declared_as_pdf_is_damaged():
 
 
 def test_leading_junk_before_the_header_is_recovered():
-    data = b"x" * 500 + read_pdf("sf-minimal-document.pdf")
+    data = b"x" * 500 + read_pdf("minimal.pdf")
     assert sniff_content_type(data) == PDF
     pages = extract_pages(data, PDF)
     assert "Lorem ipsum" in pages[0].text
 
 
-@pytest.mark.parametrize("name", ["sf-minimal-document.pdf", "sf-pdflatex-4-pages.pdf", "plumber-password-example.pdf"])
+@pytest.mark.parametrize("name", pdf_params([
+    "minimal.pdf", "four-pages.pdf", "encrypted-rc4.pdf",
+    "sf-minimal-document.pdf", "sf-pdflatex-4-pages.pdf", "plumber-password-example.pdf",
+]))
 def test_corrupted_pdfs_end_in_pages_or_a_known_error_quickly(name):
     rng = random.Random(name)
     original = read_pdf(name)
@@ -466,9 +493,9 @@ def test_pypdf_warnings_are_silenced_and_the_logger_level_restored(caplog):
     try:
         with caplog.at_level(logging.WARNING):
             # A shifted header makes pypdf log several repair warnings.
-            extract_pages(b"\n" * 10 + read_pdf("sf-minimal-document.pdf"), PDF)
+            extract_pages(b"\n" * 10 + read_pdf("minimal.pdf"), PDF)
             with pytest.raises(ExtractionError):
-                extract_pages(read_pdf("sf-unreadablemetadata.pdf"), PDF)
+                extract_pages(read_pdf("broken-page-tree.pdf"), PDF)
         assert not [record for record in caplog.records if record.name.startswith("pypdf")]
         assert pypdf_logger.level == logging.WARNING
     finally:
@@ -516,8 +543,9 @@ def test_blank_text_is_empty(data):
     assert info.value.code == "EMPTY_FILE"
 
 
-def test_shared_text_file_extracts():
-    data = (PDFS / "ocrmypdf-linn.txt").read_bytes()
+@corpus
+def test_corpus_text_file_extracts():
+    data = corpus_path("pdfs", "ocrmypdf-linn.txt").read_bytes()
     assert sniff_content_type(data, filename="ocrmypdf-linn.txt") == "text/plain"
     [page] = extract_pages(data, "text/plain")
     assert page.number is None
@@ -559,7 +587,7 @@ def test_empty_data_cannot_be_sniffed():
 
 
 def test_pdf_declared_as_text_is_pdf():
-    assert sniff_content_type(read_pdf("sf-minimal-document.pdf"), filename="notes.txt", declared="text/plain") == PDF
+    assert sniff_content_type(read_pdf("minimal.pdf"), filename="notes.txt", declared="text/plain") == PDF
 
 
 def test_png_declared_as_pdf_is_png():
@@ -634,8 +662,8 @@ def test_latin1_text_is_text_only_when_said_to_be_text():
     assert sniff_content_type(b"\xe9\x01\x02", declared="text/plain") == "application/octet-stream"
 
 
-@pytest.mark.parametrize("name", PDF_FILES)
-def test_every_shared_pdf_sniffs_as_pdf(name):
+@pytest.mark.parametrize("name", pdf_params(sorted(EXPECTED)))
+def test_every_pdf_sniffs_as_pdf(name):
     data = read_pdf(name)
     if not data:
         with pytest.raises(ExtractionError):

@@ -23,13 +23,12 @@ from typing import Any
 
 import pytest
 
-from tests.shared_data import PDFS, REPO_ROOT
+from tests.conftest import ROOT
+from tests.pdfs import sample_pdf
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-ARTIFACTS = REPO_ROOT / "test-artifacts" / "admin"
-PDF = PDFS / "sf-pdflatex-4-pages.pdf"
-SCANNED_PDF = PDFS / "ocrmypdf-linn-scanned.pdf"
+ARTIFACTS = ROOT / "test-artifacts" / "admin"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run"]
 
@@ -42,8 +41,6 @@ def _missing() -> str:
     for path in (CHROMIUM, CHROMEDRIVER):
         if not os.access(path, os.X_OK):
             return f"{path} is missing: apt-get install chromium chromium-driver (make test does it as root)"
-    if not PDF.exists():
-        return f"shared test PDF {PDF} is missing"
     return ""
 
 
@@ -119,13 +116,14 @@ def console_data(transactional_db: Any, settings: Any, tmp_path: Path) -> dict[s
     Generation.objects.create(project=project, agent=agent, output="Sure.", extraction={
         rule.pk: {"created": 0, "superseded": 0, "skipped": 0, "failed": 1,
                   "error": {"code": "LLM_NOT_CONFIGURED", "message": "No LLM provider is configured."}}})
-    document_create(project=project, upload=Upload(SCANNED_PDF.read_bytes(), filename=SCANNED_PDF.name,
+    document_create(project=project, upload=Upload(sample_pdf("scanned.pdf"), filename="scanned.pdf",
                                                    declared_content_type="application/pdf"),
                     path="/scans/linn.pdf")  # fails with NO_TEXT_LAYER (ingested inline on commit)
     return {"project": project, "store": store, "rule": rule, "latest": latest.memory}
 
 
-def test_operator_journey(driver: Any, live_server: Any, console_data: dict[str, Any]) -> None:
+def test_operator_journey(driver: Any, live_server: Any, console_data: dict[str, Any],
+                          sample_pdf_dir: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -150,7 +148,7 @@ def test_operator_journey(driver: Any, live_server: Any, console_data: dict[str,
     # upload a PDF from the admin and watch it reach `ready`
     browser.get(f"{base}/admin/memory_engine/document/add/")
     Select(browser.find_element(By.NAME, "project")).select_by_visible_text("acme")
-    browser.find_element(By.NAME, "upload").send_keys(str(PDF))
+    browser.find_element(By.NAME, "upload").send_keys(str(sample_pdf_dir / "four-pages.pdf"))
     browser.find_element(By.NAME, "document_path").send_keys("/handbook/blind-text.pdf")
     browser.find_element(By.NAME, "title").send_keys("Blind text (4 pages)")
     shoot(browser, "03-document-upload")

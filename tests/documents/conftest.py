@@ -9,9 +9,7 @@ from typing import Any
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from tests.shared_data import PDFS
-
-LINN_TEXT = (PDFS / "ocrmypdf-linn.txt").read_text() if (PDFS / "ocrmypdf-linn.txt").exists() else ""
+from tests.pdfs import read_pdf
 
 
 @pytest.fixture(autouse=True)
@@ -46,7 +44,8 @@ def committed(django_capture_on_commit_callbacks: Any) -> Callable[..., Any]:
 
 
 def pdf_file(name: str, *, as_name: str | None = None, content_type: str = "application/pdf") -> SimpleUploadedFile:
-    return SimpleUploadedFile(as_name or name, (PDFS / name).read_bytes(), content_type=content_type)
+    """A generated sample PDF (tests/pdfs.py) or a corpus PDF, as an upload."""
+    return SimpleUploadedFile(as_name or name, read_pdf(name), content_type=content_type)
 
 
 def upload(client: Any, file: SimpleUploadedFile, **fields: Any) -> Any:

@@ -12,8 +12,8 @@ pytestmark = pytest.mark.usefixtures("hashing_embedder")
 
 
 def test_document_admin_pages(admin_client, client):
-    ok = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true").json()
-    bad = upload(client, pdf_file("ocrmypdf-linn-scanned.pdf"), wait="true").json()
+    ok = upload(client, pdf_file("four-pages.pdf"), wait="true").json()
+    bad = upload(client, pdf_file("scanned.pdf"), wait="true").json()
     listing = admin_client.get("/admin/memory_engine/document/")
     assert listing.status_code == 200
     assert b"NO_TEXT_LAYER" in listing.content and b"4/4" in listing.content
@@ -26,21 +26,21 @@ def test_document_admin_pages(admin_client, client):
 def test_upload_through_the_admin(admin_client, project, committed):
     assert admin_client.get("/admin/memory_engine/document/add/").status_code == 200
     response = committed(admin_client.post, "/admin/memory_engine/document/add/", {
-        "project": project.pk, "upload": pdf_file("sf-minimal-document.pdf"), "document_path": "/admin/min.pdf",
+        "project": project.pk, "upload": pdf_file("minimal.pdf"), "document_path": "/admin/min.pdf",
         "title": "", "tags": "{}", "metadata": "{}", "strategy": "", "size": "", "overlap": "", "password": "",
     })
     assert response.status_code == 302, response.content[:2000]
     document = Document.objects.get(path="/admin/min.pdf")
     assert document.status == "ready" and document.total_chunks == 1
     again = admin_client.post("/admin/memory_engine/document/add/", {
-        "project": project.pk, "upload": pdf_file("sf-minimal-document.pdf"), "document_path": "/admin/min.pdf",
+        "project": project.pk, "upload": pdf_file("minimal.pdf"), "document_path": "/admin/min.pdf",
         "tags": "{}", "metadata": "{}",
     })
     assert again.status_code == 200 and b"PATH_TAKEN" in again.content
 
 
 def test_reingest_and_reembed_actions(admin_client, client, committed, settings):
-    doc = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true").json()
+    doc = upload(client, pdf_file("four-pages.pdf"), wait="true").json()
     response = committed(admin_client.post, "/admin/memory_engine/document/", {
         "action": "reingest", "_selected_action": [doc["id"]],
     })

@@ -30,48 +30,48 @@ def test_normalize_path(raw, expected):
 @pytest.mark.parametrize("raw", ["/../etc/passwd", "/a/../../b", "..", "/a\\b.pdf", "/a\x00b", "/a\nb",
                                  "/a\x1fb", "/", "//", "/./", "/a\u200eb", "/" + "a" * 1001])
 def test_bad_paths_are_path_invalid(client, raw):
-    response = upload(client, pdf_file("sf-minimal-document.pdf"), path=raw)
+    response = upload(client, pdf_file("minimal.pdf"), path=raw)
     assert response.status_code == 400, raw
     assert response.json()["code"] == "PATH_INVALID"
     assert not Document.objects.exists()
 
 
 def test_path_taken_is_409(client):
-    assert upload(client, pdf_file("sf-minimal-document.pdf"), path="/a.pdf").status_code == 202
-    response = upload(client, pdf_file("sf-minimal-document.pdf"), path="a.pdf")
+    assert upload(client, pdf_file("minimal.pdf"), path="/a.pdf").status_code == 202
+    response = upload(client, pdf_file("minimal.pdf"), path="a.pdf")
     assert response.status_code == 409 and response.json()["code"] == "PATH_TAKEN"
     assert Document.objects.count() == 1
 
 
 def test_same_path_in_another_project_is_fine(client, other_client):
-    assert upload(client, pdf_file("sf-minimal-document.pdf")).status_code == 202
-    assert upload(other_client, pdf_file("sf-minimal-document.pdf")).status_code == 202
+    assert upload(client, pdf_file("minimal.pdf")).status_code == 202
+    assert upload(other_client, pdf_file("minimal.pdf")).status_code == 202
 
 
 def test_default_path_is_the_bare_filename(client):
-    file = pdf_file("sf-minimal-document.pdf", as_name="C:\\Users\\me\\report v2.pdf")
+    file = pdf_file("minimal.pdf", as_name="C:\\Users\\me\\report v2.pdf")
     assert upload(client, file).json()["path"] == "/report v2.pdf"
 
 
 def test_oversized_file_is_413(client, engine):
     engine(MAX_UPLOAD_BYTES=1000)
-    response = upload(client, pdf_file("sf-minimal-document.pdf"))
+    response = upload(client, pdf_file("minimal.pdf"))
     assert response.status_code == 413 and response.json()["code"] == "FILE_TOO_LARGE"
     text = client.post("/api/v1/documents", {"content": "x" * 1001}, format="json")
     assert text.status_code == 413
 
 
 def test_project_quota_is_429(client, project, engine):
-    size = len(pdf_file("sf-minimal-document.pdf").read())
+    size = len(pdf_file("minimal.pdf").read())
     engine(MAX_DOCUMENT_BYTES_PER_PROJECT=size * 2)
-    assert upload(client, pdf_file("sf-minimal-document.pdf"), path="/1.pdf").status_code == 202
-    assert upload(client, pdf_file("sf-minimal-document.pdf"), path="/2.pdf").status_code == 202
-    response = upload(client, pdf_file("sf-minimal-document.pdf"), path="/3.pdf")
+    assert upload(client, pdf_file("minimal.pdf"), path="/1.pdf").status_code == 202
+    assert upload(client, pdf_file("minimal.pdf"), path="/2.pdf").status_code == 202
+    response = upload(client, pdf_file("minimal.pdf"), path="/3.pdf")
     assert response.status_code == 429 and response.json()["code"] == "QUOTA_EXCEEDED"
     assert response.json()["details"]["limit_bytes"] == size * 2
     project.max_document_bytes = size * 3  # the per-project override wins
     project.save()
-    assert upload(client, pdf_file("sf-minimal-document.pdf"), path="/3.pdf").status_code == 202
+    assert upload(client, pdf_file("minimal.pdf"), path="/3.pdf").status_code == 202
 
 
 def test_unsupported_type_without_rule_is_415(client):
@@ -80,23 +80,23 @@ def test_unsupported_type_without_rule_is_415(client):
 
 
 def test_content_type_is_sniffed_not_trusted(client):
-    file = pdf_file("sf-minimal-document.pdf", as_name="notes.txt", content_type="text/plain")
+    file = pdf_file("minimal.pdf", as_name="notes.txt", content_type="text/plain")
     body = upload(client, file, wait="true").json()
     assert body["content_type"] == "application/pdf" and body["status"] == "ready"
 
 
 def test_tags_and_metadata_travel_as_json_strings_in_multipart(client):
-    body = upload(client, pdf_file("sf-minimal-document.pdf"), tags='{"team": "hr"}',
+    body = upload(client, pdf_file("minimal.pdf"), tags='{"team": "hr"}',
                   metadata='{"source": "drive"}', title="Minimal").json()
     assert body["tags"] == {"team": "hr"} and body["metadata"] == {"source": "drive"} and body["title"] == "Minimal"
-    bad = upload(client, pdf_file("sf-minimal-document.pdf"), path="/x.pdf", tags="[1]")
+    bad = upload(client, pdf_file("minimal.pdf"), path="/x.pdf", tags="[1]")
     assert bad.status_code == 400
 
 
 def test_list_filters(client):
-    upload(client, pdf_file("sf-minimal-document.pdf"), path="/hr/a.pdf", tags='{"team": "hr"}', wait="true")
-    upload(client, pdf_file("ocrmypdf-linn-scanned.pdf"), path="/hr/scan.pdf", wait="true")
-    upload(client, pdf_file("sf-minimal-document.pdf"), path="/eng/b.pdf", wait="true")
+    upload(client, pdf_file("minimal.pdf"), path="/hr/a.pdf", tags='{"team": "hr"}', wait="true")
+    upload(client, pdf_file("scanned.pdf"), path="/hr/scan.pdf", wait="true")
+    upload(client, pdf_file("minimal.pdf"), path="/eng/b.pdf", wait="true")
 
     def paths(query: str) -> list[str]:
         response = client.get(f"/api/v1/documents{query}")
@@ -111,7 +111,7 @@ def test_list_filters(client):
 
 
 def test_retrieve_status_and_chunks(client):
-    doc = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true").json()
+    doc = upload(client, pdf_file("four-pages.pdf"), wait="true").json()
     detail = client.get(f"/api/v1/documents/{doc['id']}").json()
     assert (detail["chunk_strategy"], detail["chunk_size"], detail["chunk_overlap"]) == ("page", 1000, 200)
     status = client.get(f"/api/v1/documents/{doc['id']}/status").json()
@@ -130,7 +130,7 @@ def test_retrieve_status_and_chunks(client):
 
 
 def test_other_projects_documents_are_404_everywhere(client, other_client):
-    doc = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    doc = upload(client, pdf_file("minimal.pdf"), wait="true").json()
     base = f"/api/v1/documents/{doc['id']}"
     for method, url in [("get", base), ("get", f"{base}/status"), ("get", f"{base}/chunks"),
                         ("post", f"{base}/ingest"), ("delete", base)]:
@@ -157,12 +157,12 @@ def test_other_projects_rules_are_404_everywhere(client, other_client):
 
 
 def test_read_only_key_reads_but_cannot_write(client, readonly_client):
-    doc = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    doc = upload(client, pdf_file("minimal.pdf"), wait="true").json()
     base = f"/api/v1/documents/{doc['id']}"
     for url in [base, f"{base}/status", f"{base}/chunks", "/api/v1/documents", "/api/v1/ingestion-rules"]:
         assert readonly_client.get(url).status_code == 200, url
     writes = [
-        ("post", "/api/v1/documents/ingest", {"file": pdf_file("sf-minimal-document.pdf"), "path": "/r.pdf"},
+        ("post", "/api/v1/documents/ingest", {"file": pdf_file("minimal.pdf"), "path": "/r.pdf"},
          "multipart"),
         ("post", "/api/v1/documents", {"content": "x"}, "json"),
         ("post", f"{base}/ingest", {}, "json"),

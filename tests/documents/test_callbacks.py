@@ -13,8 +13,9 @@ from memory_engine.providers.converters.http import sign_body
 from memory_engine.services.documents import document_sweep
 from memory_engine.services.ingestion_rules import ingestion_rule_save
 from tests.httpserver import LocalServer
+from tests.pdfs import SCANNED_TEXT
 
-from .conftest import LINN_TEXT, pdf_file, upload
+from .conftest import pdf_file, upload
 
 pytestmark = pytest.mark.usefixtures("hashing_embedder")
 
@@ -28,7 +29,7 @@ def pending_document(client, project, engine):
     with LocalServer(lambda *a: (200, {"status": "pending"})) as server:
         ingestion_rule_save(project=project, content_type_glob="application/pdf", converter_type="http",
                             converter_url=server.url, converter_secret=SECRET)
-        body = upload(client, pdf_file("ocrmypdf-linn-scanned.pdf"), wait="true").json()
+        body = upload(client, pdf_file("scanned.pdf"), wait="true").json()
     assert body["status"] == "processing" and body["indexed_chunks"] == 0
     callback_url = json.loads(server.requests[0]["body"])["callback_url"]
     parts = urlsplit(callback_url)
@@ -43,11 +44,11 @@ def deliver(url: str, payload, *, secret: str = SECRET):
 
 def test_valid_callback_finishes_the_document(pending_document, committed, client):
     document, url = pending_document
-    response = committed(deliver, url, {"pages": [{"text": LINN_TEXT, "page": 1}]})
+    response = committed(deliver, url, {"pages": [{"text": SCANNED_TEXT, "page": 1}]})
     assert response.status_code == 202, response.json()
     document.refresh_from_db()
     assert document.status == "ready" and document.total_chunks == 1
-    assert Chunk.objects.get(document=document).text == LINN_TEXT
+    assert Chunk.objects.get(document=document).text == SCANNED_TEXT
     assert document.attempts == 1  # the callback continues the same attempt
     assert "delivered_pages" not in document.converter_state and "callback" not in document.converter_state
     assert client.get(f"/api/v1/documents/{document.pk}/status").json()["status"] == "ready"
@@ -66,7 +67,7 @@ def test_expired_callback_is_410(client, project, engine, committed):
     with LocalServer(lambda *a: (200, {"status": "pending"})) as server:
         ingestion_rule_save(project=project, content_type_glob="application/pdf", converter_type="http",
                             converter_url=server.url, converter_secret=SECRET)
-        body = upload(client, pdf_file("ocrmypdf-linn-scanned.pdf"), wait="true").json()
+        body = upload(client, pdf_file("scanned.pdf"), wait="true").json()
     parts = urlsplit(json.loads(server.requests[0]["body"])["callback_url"])
     response = committed(deliver, f"{parts.path}?{parts.query}", {"pages": ["late"]})
     assert response.status_code == 410 and response.json()["code"] == "CALLBACK_EXPIRED"

@@ -1,4 +1,4 @@
-"""The ingestion pipeline end to end (API -> task -> chunks) on the shared PDFs and on text."""
+"""The ingestion pipeline end to end (API -> task -> chunks) on every PDF outcome and on text."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from memory_engine.models import Chunk, Document
 from memory_engine.services.documents import document_ingest, document_reingest
-from tests.shared_data import PDFS
-from tests.test_extraction import PASSWORDS, PDF_FILES, Fails, Text, expected_outcome
+from tests.pdfs import pdf_params, read_pdf
+from tests.test_extraction import EXPECTED, PASSWORDS, ZERO_BYTES, Fails, Text, expected_outcome
 
 from .conftest import pdf_file, upload
 from .providers import PROGRESS
@@ -25,8 +25,8 @@ def ingest_pdf(client, committed, name, **fields):
     return Document.objects.get(pk=response.json()["id"])
 
 
-@pytest.mark.parametrize("name", [n for n in PDF_FILES if (PDFS / n).stat().st_size > 0])
-def test_every_shared_pdf_ends_in_its_terminal_status(client, committed, name):
+@pytest.mark.parametrize("name", pdf_params(sorted(set(EXPECTED) - ZERO_BYTES)))
+def test_every_pdf_ends_in_its_terminal_status(client, committed, name):
     document = ingest_pdf(client, committed, name)
     expected = expected_outcome(name, with_password=False)
     if name in PASSWORDS:
@@ -51,7 +51,7 @@ def assert_ready_with_pages(document: Document, expected: Text) -> None:
     assert document.attempts == 1 and document.error is None and document.ingested_at
 
 
-@pytest.mark.parametrize("name", sorted(PASSWORDS))
+@pytest.mark.parametrize("name", pdf_params(sorted(PASSWORDS)))
 def test_encrypted_pdfs_open_with_their_password(client, committed, name):
     document = ingest_pdf(client, committed, name, password=PASSWORDS[name])
     expected = expected_outcome(name, with_password=True)
@@ -61,10 +61,10 @@ def test_encrypted_pdfs_open_with_their_password(client, committed, name):
 
 
 def test_wrong_password_fails_then_reingest_with_the_right_one(client, committed):
-    document = ingest_pdf(client, committed, "plumber-password-example.pdf", password="nope")
+    document = ingest_pdf(client, committed, "encrypted-rc4.pdf", password="nope")
     assert document.error["code"] == "PDF_ENCRYPTED"
     assert document.error["details"]["reason"] == "wrong_password"
-    response = committed(client.post, f"/api/v1/documents/{document.pk}/ingest", {"password": "test"},
+    response = committed(client.post, f"/api/v1/documents/{document.pk}/ingest", {"password": "openpassword"},
                          format="json")
     assert response.status_code == 202
     document.refresh_from_db()
@@ -72,18 +72,18 @@ def test_wrong_password_fails_then_reingest_with_the_right_one(client, committed
 
 
 def test_zero_byte_file_is_refused_up_front(client):
-    response = upload(client, pdf_file("plumber-empty.pdf"))
+    response = upload(client, pdf_file("empty.pdf"))
     assert response.status_code == 400
     assert response.json()["code"] == "EMPTY_FILE"
     assert not Document.objects.exists()
 
 
 def test_wait_true_ingests_inline_and_answers_201(client):
-    response = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true")
+    response = upload(client, pdf_file("four-pages.pdf"), wait="true")
     assert response.status_code == 201
     body = response.json()
     assert body["status"] == "ready" and body["total_chunks"] == body["indexed_chunks"] == 4
-    assert body["path"] == "/sf-pdflatex-4-pages.pdf"
+    assert body["path"] == "/four-pages.pdf"
     assert {"id", "path", "title", "content_type", "status", "error", "total_chunks", "indexed_chunks",
             "unembedded_chunks", "attempts", "chunk_strategy", "chunk_size", "chunk_overlap", "tags",
             "metadata", "created_at"} <= set(body)
@@ -91,21 +91,21 @@ def test_wait_true_ingests_inline_and_answers_201(client):
 
 def test_wait_true_over_the_sync_limit_runs_in_the_background(client, committed, engine):
     engine(SYNC_INGESTION_MAX_BYTES=100)
-    response = committed(upload, client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true")
+    response = committed(upload, client, pdf_file("four-pages.pdf"), wait="true")
     assert response.status_code == 202
     assert response.json()["status"] == "pending"
     assert Document.objects.get().status == "ready"  # the task ran (inline broker in tests)
 
 
 def test_wait_true_failure_is_201_with_the_error(client):
-    response = upload(client, pdf_file("ocrmypdf-linn-scanned.pdf"), wait="true")
+    response = upload(client, pdf_file("scanned.pdf"), wait="true")
     assert response.status_code == 201
     assert response.json()["status"] == "failed"
     assert response.json()["error"]["code"] == "NO_TEXT_LAYER"
 
 
 def test_size_strategy_windows_and_page_attribution(client):
-    response = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true", chunk_strategy="size",
+    response = upload(client, pdf_file("four-pages.pdf"), wait="true", chunk_strategy="size",
                       chunk_size=300, chunk_overlap=50)
     body = response.json()
     assert (body["chunk_strategy"], body["chunk_size"], body["chunk_overlap"]) == ("size", 300, 50)
@@ -118,7 +118,7 @@ def test_size_strategy_windows_and_page_attribution(client):
 
 
 def test_invalid_chunk_settings_are_400(client):
-    response = upload(client, pdf_file("sf-minimal-document.pdf"), chunk_strategy="size", chunk_size=100,
+    response = upload(client, pdf_file("minimal.pdf"), chunk_strategy="size", chunk_size=100,
                       chunk_overlap=100)
     assert response.status_code == 400
     assert response.json()["code"] == "CHUNK_SETTINGS_INVALID"
@@ -162,7 +162,7 @@ def test_indexed_chunks_advance_per_batch(client, engine, settings):
     use_embedder(settings, "tests.documents.providers.ProgressRecordingProvider", MODEL="all-MiniLM-L6-v2")
     engine(EMBEDDING_BATCH_SIZE=2)
     PROGRESS.clear()
-    body = upload(client, pdf_file("pypdf-GeoBase_NHNC1_Data_Model_UML_EN.pdf"), wait="true",
+    body = upload(client, pdf_file("nineteen-pages.pdf"), wait="true",
                   chunk_strategy="size").json()
     assert body["status"] == "ready" and body["total_chunks"] == body["indexed_chunks"] > 10
     assert [indexed for indexed, _ in PROGRESS] == list(range(0, body["total_chunks"], 2))
@@ -177,12 +177,12 @@ def test_pdf_pages_are_embedded_while_later_pages_are_read(client, engine, setti
     use_embedder(settings, "tests.documents.providers.ProgressRecordingProvider", MODEL="all-MiniLM-L6-v2")
     engine(EMBEDDING_BATCH_SIZE=4)
     PROGRESS.clear()
-    name = "pypdf-GeoBase_NHNC1_Data_Model_UML_EN.pdf"
+    name = "nineteen-pages.pdf"
     body = upload(client, pdf_file(name), wait="true").json()
     assert body["status"] == "ready" and body["total_chunks"] == body["indexed_chunks"] == 19
     indexed = [done for done, _ in PROGRESS]
     assert len(indexed) >= 5 and indexed == sorted(indexed) and indexed[0] == 0
-    expected = chunk_pages(extract_pages((PDFS / name).read_bytes(), "application/pdf"), strategy="page")
+    expected = chunk_pages(extract_pages(read_pdf(name), "application/pdf"), strategy="page")
     stored = list(Chunk.objects.filter(document_id=body["id"]).order_by("chunk_index"))
     assert [(c.chunk_index, c.page, c.text) for c in stored] == [(e.chunk_index, e.page, e.text) for e in expected]
 
@@ -205,19 +205,19 @@ def test_a_failed_embedding_batch_is_stored_without_vectors(client, engine, sett
 
 
 def test_failing_embedder_still_makes_the_document_lexically_searchable(client, failing_embedder):
-    body = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true").json()
+    body = upload(client, pdf_file("four-pages.pdf"), wait="true").json()
     assert body["status"] == "ready"
     assert body["unembedded_chunks"] == body["total_chunks"] == 4
     assert Chunk.objects.filter(document_id=body["id"], search_vector="hello").exists()
 
 
 def test_no_embedder_configured(client, no_embedder):
-    body = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    body = upload(client, pdf_file("minimal.pdf"), wait="true").json()
     assert body["status"] == "ready" and body["unembedded_chunks"] == 1
 
 
 def test_ingest_is_idempotent(client):
-    body = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true").json()
+    body = upload(client, pdf_file("four-pages.pdf"), wait="true").json()
     ids = set(Chunk.objects.filter(document_id=body["id"]).values_list("pk", flat=True))
     document = document_ingest(document_id=body["id"])  # a duplicate delivery of the task
     assert document.status == "ready" and document.attempts == 1
@@ -225,7 +225,7 @@ def test_ingest_is_idempotent(client):
 
 
 def test_reingest_with_new_settings_replaces_the_chunks(client, committed):
-    body = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true").json()
+    body = upload(client, pdf_file("four-pages.pdf"), wait="true").json()
     old = set(Chunk.objects.filter(document_id=body["id"]).values_list("pk", flat=True))
     response = committed(client.post, f"/api/v1/documents/{body['id']}/ingest",
                          {"chunk_strategy": "whole"}, format="json")
@@ -240,7 +240,7 @@ def test_reingest_with_new_settings_replaces_the_chunks(client, committed):
 
 
 def test_failed_reingest_keeps_the_previous_chunks(client, committed):
-    body = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    body = upload(client, pdf_file("minimal.pdf"), wait="true").json()
     document = Document.objects.get(pk=body["id"])
     Path(document.file.path).write_bytes(b"%PDF-1.4\n garbage")  # the stored file got damaged
     committed(document_reingest, document=document)
@@ -250,7 +250,7 @@ def test_failed_reingest_keeps_the_previous_chunks(client, committed):
 
 
 def test_delete_removes_chunks_and_the_stored_file(client, committed):
-    body = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    body = upload(client, pdf_file("minimal.pdf"), wait="true").json()
     path = Path(Document.objects.get(pk=body["id"]).file.path)
     assert path.exists()
     response = committed(client.delete, f"/api/v1/documents/{body['id']}")
@@ -259,6 +259,6 @@ def test_delete_removes_chunks_and_the_stored_file(client, committed):
 
 
 def test_sha256_and_size_are_recorded(client):
-    data = (PDFS / "sf-minimal-document.pdf").read_bytes()
-    body = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    data = read_pdf("minimal.pdf")
+    body = upload(client, pdf_file("minimal.pdf"), wait="true").json()
     assert body["sha256"] == hashlib.sha256(data).hexdigest() and body["size_bytes"] == len(data)

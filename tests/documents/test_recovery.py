@@ -51,7 +51,7 @@ def chunk_ids_seen_by_another_connection(document_id: str) -> frozenset[str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_reingest_swaps_the_chunk_set_atomically(client, recording_embedder):
-    body = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true").json()
+    body = upload(client, pdf_file("four-pages.pdf"), wait="true").json()
     old = frozenset(Chunk.objects.filter(document_id=body["id"]).values_list("pk", flat=True))
     assert len(old) == 4
     during: list[frozenset[str]] = []
@@ -86,7 +86,7 @@ def test_reingest_swaps_the_chunk_set_atomically(client, recording_embedder):
 
 @pytest.mark.django_db
 def test_a_superseded_run_cannot_write(client, recording_embedder, committed):
-    body = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), wait="true").json()
+    body = upload(client, pdf_file("four-pages.pdf"), wait="true").json()
     document = Document.objects.get(pk=body["id"])
     committed(document_reingest, document=document, enqueue=False)
 
@@ -105,7 +105,7 @@ def test_a_superseded_run_cannot_write(client, recording_embedder, committed):
 
 @pytest.mark.django_db
 def test_sweep_requeues_a_stalled_document_and_it_finishes(client, committed, hashing_embedder):
-    body = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    body = upload(client, pdf_file("minimal.pdf"), wait="true").json()
     stale = timezone.now() - timezone.timedelta(hours=1)
     Document.objects.filter(pk=body["id"]).update(status="processing", heartbeat_at=stale, attempts=1,
                                                   converter_state={"run": "dead-worker"})
@@ -117,7 +117,7 @@ def test_sweep_requeues_a_stalled_document_and_it_finishes(client, committed, ha
 @pytest.mark.django_db
 def test_sweep_fails_a_document_after_max_attempts(client, committed, hashing_embedder, engine):
     engine(INGESTION_MAX_ATTEMPTS=2)
-    body = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    body = upload(client, pdf_file("minimal.pdf"), wait="true").json()
     stale = timezone.now() - timezone.timedelta(hours=1)
     Document.objects.filter(pk=body["id"]).update(status="processing", heartbeat_at=stale, attempts=2)
     assert committed(document_sweep)["failed"] == 1
@@ -128,7 +128,7 @@ def test_sweep_fails_a_document_after_max_attempts(client, committed, hashing_em
 
 @pytest.mark.django_db
 def test_sweep_requeues_a_pending_document_whose_task_was_lost(client, committed, hashing_embedder):
-    body = upload(client, pdf_file("sf-minimal-document.pdf")).json()  # no commit hooks: task never ran
+    body = upload(client, pdf_file("minimal.pdf")).json()  # no commit hooks: task never ran
     assert Document.objects.get(pk=body["id"]).status == "pending"
     assert committed(document_sweep)["requeued"] == 0  # not stale yet
     Document.objects.filter(pk=body["id"]).update(updated_at=timezone.now() - timezone.timedelta(hours=1))
@@ -138,7 +138,7 @@ def test_sweep_requeues_a_pending_document_whose_task_was_lost(client, committed
 
 @pytest.mark.django_db
 def test_fresh_heartbeat_is_left_alone(client, committed, hashing_embedder):
-    body = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    body = upload(client, pdf_file("minimal.pdf"), wait="true").json()
     Document.objects.filter(pk=body["id"]).update(status="processing", heartbeat_at=timezone.now())
     assert committed(document_sweep) == {"requeued": 0, "failed": 0, "timed_out": 0, "skipped": 0}
 
@@ -165,7 +165,7 @@ def process_alive(pid: int) -> bool:
 
 
 def test_end_to_end_with_a_real_worker(qcluster, client):
-    response = upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), path="/e2e/four.pdf")
+    response = upload(client, pdf_file("four-pages.pdf"), path="/e2e/four.pdf")
     assert response.status_code == 202 and response.json()["status"] == "pending"
     document_id = response.json()["id"]
 

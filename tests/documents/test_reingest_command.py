@@ -22,8 +22,8 @@ def run(*args: str) -> str:
 
 
 def test_reingest_by_prefix_with_new_settings(client):
-    upload(client, pdf_file("sf-pdflatex-4-pages.pdf"), path="/a/four.pdf", wait="true")
-    upload(client, pdf_file("sf-minimal-document.pdf"), path="/b/one.pdf", wait="true")
+    upload(client, pdf_file("four-pages.pdf"), path="/a/four.pdf", wait="true")
+    upload(client, pdf_file("minimal.pdf"), path="/b/one.pdf", wait="true")
     output = run("--path-prefix", "/a/", "--strategy", "size", "--chunk-size", "300", "--chunk-overlap", "30")
     four = Document.objects.get(path="/a/four.pdf")
     assert (four.chunk_strategy, four.chunk_size, four.chunk_overlap) == ("size", 300, 30)
@@ -34,8 +34,8 @@ def test_reingest_by_prefix_with_new_settings(client):
 
 
 def test_reingest_failed_only_and_summary_shows_errors(client):
-    upload(client, pdf_file("ocrmypdf-linn-scanned.pdf"), path="/scan.pdf", wait="true")
-    upload(client, pdf_file("sf-minimal-document.pdf"), path="/ok.pdf", wait="true")
+    upload(client, pdf_file("scanned.pdf"), path="/scan.pdf", wait="true")
+    upload(client, pdf_file("minimal.pdf"), path="/ok.pdf", wait="true")
     before = Document.objects.get(path="/ok.pdf").ingested_at
     output = run("--status", "failed")
     assert "NO_TEXT_LAYER" in output and "1 failed" in output
@@ -44,7 +44,7 @@ def test_reingest_failed_only_and_summary_shows_errors(client):
 
 
 def test_by_document_id_dry_run_and_errors(client):
-    doc = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    doc = upload(client, pdf_file("minimal.pdf"), wait="true").json()
     assert "would be re-ingested" in run("--document", doc["id"], "--dry-run")
     with pytest.raises(CommandError, match="No such document"):
         run("--document", "doc_nope")
@@ -54,7 +54,7 @@ def test_by_document_id_dry_run_and_errors(client):
 
 
 def test_background_only_queues(client, committed):
-    doc = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    doc = upload(client, pdf_file("minimal.pdf"), wait="true").json()
     output = committed(run, "--document", doc["id"], "--background")
     assert "1 document(s): 1 pending." in output
     assert Document.objects.get(pk=doc["id"]).status == "ready"  # the queued task ran on commit

@@ -20,8 +20,9 @@ from memory_engine.services.ingestion_rules import (
     rule_for_content_type,
 )
 from tests.httpserver import LocalServer
+from tests.pdfs import SCANNED_TEXT
 
-from .conftest import LINN_TEXT, pdf_file, upload
+from .conftest import pdf_file, upload
 
 pytestmark = pytest.mark.usefixtures("hashing_embedder")
 
@@ -166,13 +167,13 @@ def test_a_slow_callable_times_out(client, project):
 
 def test_native_first_keeps_native_text(client, project):
     make_rule(project, "application/pdf")
-    body = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    body = upload(client, pdf_file("minimal.pdf"), wait="true").json()
     assert "Lorem ipsum" in Chunk.objects.get(document_id=body["id"]).text
 
 
 def test_native_skip_uses_the_converter_only(client, project):
     make_rule(project, "application/pdf", native_extraction="skip")
-    body = upload(client, pdf_file("sf-minimal-document.pdf"), wait="true").json()
+    body = upload(client, pdf_file("minimal.pdf"), wait="true").json()
     assert Chunk.objects.filter(document_id=body["id"]).first().text.startswith("converted ")
 
 
@@ -189,22 +190,22 @@ class OcrServer:
             return 401, {"error": "bad signature"}
         if self.answer is not None:
             return 200, self.answer
-        return 200, {"pages": [{"text": LINN_TEXT, "page": 1}]}
+        return 200, {"pages": [{"text": SCANNED_TEXT, "page": 1}]}
 
 
 def test_scanned_pdf_is_converted_by_an_http_rule(client, project):
-    """ocrmypdf-linn-scanned.pdf has no text layer: native extraction fails with NO_TEXT_LAYER,
+    """scanned.pdf has no text layer: native extraction fails with NO_TEXT_LAYER,
     the rule's HTTP converter (a real server on 127.0.0.1) supplies its text."""
-    assert LINN_TEXT.strip()
+    assert SCANNED_TEXT.strip()
     with LocalServer(OcrServer()) as server:
         make_rule(project, "application/pdf", converter_type="http", converter_url=f"{server.url}/ocr",
                   converter_secret=SECRET, converter_timeout=10)
-        body = upload(client, pdf_file("ocrmypdf-linn-scanned.pdf"), wait="true").json()
+        body = upload(client, pdf_file("scanned.pdf"), wait="true").json()
     assert body["status"] == "ready", body["error"]
     chunk = Chunk.objects.get(document_id=body["id"])
-    assert chunk.page == 1 and chunk.text == LINN_TEXT and chunk.embedding is not None
+    assert chunk.page == 1 and chunk.text == SCANNED_TEXT and chunk.embedding is not None
     sent = json.loads(server.requests[0]["body"])
-    assert base64.b64decode(sent["file"]) == pdf_file("ocrmypdf-linn-scanned.pdf").read()
+    assert base64.b64decode(sent["file"]) == pdf_file("scanned.pdf").read()
     assert sent["document"]["id"] == body["id"] and sent["download_url"] is None
     assert sent["callback_url"].startswith("http://testserver/api/v1/documents/")
     # Text PDFs of the same type still use the native extractor (native_extraction=first).
@@ -212,13 +213,13 @@ def test_scanned_pdf_is_converted_by_an_http_rule(client, project):
 
 
 def test_same_scan_without_a_rule_is_no_text_layer(client):
-    body = upload(client, pdf_file("ocrmypdf-linn-scanned.pdf"), wait="true").json()
+    body = upload(client, pdf_file("scanned.pdf"), wait="true").json()
     assert body["status"] == "failed" and body["error"]["code"] == "NO_TEXT_LAYER"
     assert "ingestion rule" in body["error"]["message"]
 
 
 def test_reingest_after_adding_a_rule_converts_the_scan(client, committed, project):
-    body = upload(client, pdf_file("ocrmypdf-linn-scanned.pdf"), wait="true").json()
+    body = upload(client, pdf_file("scanned.pdf"), wait="true").json()
     assert body["status"] == "failed"
     with LocalServer(OcrServer()) as server:
         make_rule(project, "application/pdf", converter_type="http", converter_url=server.url,
@@ -232,7 +233,7 @@ def test_download_url_delivery(client, project):
     with LocalServer(OcrServer()) as server:
         make_rule(project, "application/pdf", converter_type="http", converter_url=server.url,
                   converter_secret=SECRET, file_delivery="download_url")
-        body = upload(client, pdf_file("ocrmypdf-linn-scanned.pdf"), wait="true").json()
+        body = upload(client, pdf_file("scanned.pdf"), wait="true").json()
     assert body["status"] == "ready"
     sent = json.loads(server.requests[0]["body"])
     assert sent["file"] is None
@@ -240,7 +241,7 @@ def test_download_url_delivery(client, project):
     anonymous = APIClient()  # the signed URL is the credential
     response = anonymous.get(f"{url.path}?{url.query}")
     assert response.status_code == 200
-    assert b"".join(response.streaming_content) == pdf_file("ocrmypdf-linn-scanned.pdf").read()
+    assert b"".join(response.streaming_content) == pdf_file("scanned.pdf").read()
     forged = anonymous.get(f"{url.path}?{url.query[:-3]}abc")
     assert forged.status_code == 403 and forged.json()["code"] == "DOWNLOAD_SIGNATURE_INVALID"
 
@@ -250,7 +251,7 @@ def test_download_url_expires(client, project, engine):
     with LocalServer(OcrServer()) as server:
         make_rule(project, "application/pdf", converter_type="http", converter_url=server.url,
                   converter_secret=SECRET, file_delivery="download_url")
-        upload(client, pdf_file("ocrmypdf-linn-scanned.pdf"), wait="true")
+        upload(client, pdf_file("scanned.pdf"), wait="true")
     url = urlsplit(json.loads(server.requests[0]["body"])["download_url"])
     response = APIClient().get(f"{url.path}?{url.query}")
     assert response.status_code == 410 and response.json()["code"] == "DOWNLOAD_EXPIRED"
@@ -266,7 +267,7 @@ def test_bad_http_converter_answers(client, project, answer, code):
     with LocalServer(OcrServer(answer=answer)) as server:
         make_rule(project, "application/pdf", converter_type="http", converter_url=server.url,
                   converter_secret=SECRET)
-        body = upload(client, pdf_file("ocrmypdf-linn-scanned.pdf"), wait="true").json()
+        body = upload(client, pdf_file("scanned.pdf"), wait="true").json()
     assert body["status"] == "failed" and body["error"]["code"] == code
     assert body["error"]["details"]["native_error"] == "NO_TEXT_LAYER"
 

@@ -17,6 +17,7 @@ from memory_engine.models import Document
 from memory_engine.models.memories import Mechanism
 from memory_engine.selectors.search import knowledge_search
 from memory_engine.services.memory_write import memory_write
+from tests.pdfs import assemble
 
 from .wsgi import UnreadableInput, wsgi_call
 
@@ -210,20 +211,6 @@ def test_path_traversal_is_path_invalid(client: Any, path: str) -> None:
     assert not Document.objects.exists()
 
 
-def pdf(objects: list[bytes]) -> bytes:
-    """A minimal PDF with the given objects (1-based, object 1 is the catalog) and a valid xref."""
-    out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
-
-
 def flate_bomb(decompressed_bytes: int) -> bytes:
     """zlib data that inflates to ``decompressed_bytes`` of spaces (about 1000:1)."""
     compressor = zlib.compressobj(9)
@@ -236,13 +223,13 @@ def bomb_pdfs() -> dict[str, bytes]:
     stream = flate_bomb(1 << 30)  # 1 GiB of content stream in about 1 MB
     page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>"
     return {
-        "gigabyte-stream": pdf([
+        "gigabyte-stream": assemble([
             b"<< /Type /Catalog /Pages 2 0 R >>",
             b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
             page,
             b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
         ]),
-        "million-pages": pdf([
+        "million-pages": assemble([
             b"<< /Type /Catalog /Pages 2 0 R >>",
             b"<< /Type /Pages /Kids [" + b"3 0 R " * 200_000 + b"] /Count 5000000 >>",
             page,
