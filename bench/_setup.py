@@ -1,11 +1,14 @@
-"""Benchmark bootstrap: Django on a dedicated database, shared data path, result files.
+"""Benchmark bootstrap: Django on a dedicated database, the data directory, result files.
 
 Benchmarks never touch the development or test databases: each uses its own database
-on the same server (created and migrated on first use).
+on the same server (created and migrated on first use). The real-world data they read
+(``paraphrase/``, ``scifact/``, ``locomo/``, ``pdfs/``; see docs/benchmarks.md) is never
+part of the repository: :func:`parse_args` gives every benchmark a ``--data DIR`` option.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -17,7 +20,31 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-SHARED_DATA = Path(os.environ.get("MEMORY_ENGINE_SHARED_DATA", ROOT.parent / "shared" / "data"))
+# The same variable points the test suite's corpus group at this data.
+DATA_ENV = "MEMORY_ENGINE_TEST_CORPUS"
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+
+
+def parse_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """Parse the command line with ``--data DIR`` added; ``args.data`` is then an existing directory.
+
+    Without ``--data``: ``$MEMORY_ENGINE_TEST_CORPUS``, else ``../shared/data`` beside the
+    repository when it exists; otherwise the benchmark stops with a usage error.
+    """
+    parser.add_argument("--data", type=Path, metavar="DIR",
+                        help=f"the evaluation data directory (paraphrase/, scifact/, locomo/, pdfs/); "
+                             f"default: ${DATA_ENV}, else ../shared/data beside the repository if it exists")
+    args = parser.parse_args()
+    if args.data is None:
+        env = os.environ.get(DATA_ENV, "").strip()
+        args.data = Path(env) if env else DEFAULT_DATA if DEFAULT_DATA.is_dir() else None
+    if args.data is None:
+        parser.error(f"no evaluation data: pass --data DIR (the directory holding paraphrase/, scifact/, "
+                     f"locomo/, pdfs/) or set {DATA_ENV}")
+    args.data = args.data.expanduser().resolve()
+    if not args.data.is_dir():
+        parser.error(f"data directory {args.data} does not exist")
+    return args
 
 
 def setup_django(db_name: str = "bench_memory_engine", *, migrate: bool = True) -> None:

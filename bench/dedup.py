@@ -6,7 +6,7 @@ by STS score band. The false-retire rate (pairs scored under 3 whose second sent
 was skipped or superseded) is what users care about most: a different fact silently
 dropped or retired.
 
-    python bench/dedup.py [--split dev|train] [--limit N] [--no-gate-compare]
+    python bench/dedup.py [--data DIR] [--split dev|train] [--limit N] [--no-gate-compare]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _setup import SHARED_DATA, print_table, setup_django, write_results  # noqa: E402
+from _setup import parse_args, print_table, setup_django, write_results  # noqa: E402
 
 BANDS = [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 4.0), (4.0, 4.5), (4.5, 5.01)]
 
@@ -29,8 +29,8 @@ def band_name(low: float, high: float) -> str:
     return f"[{low:.1f}, {min(high, 5.0):.1f}{']' if high > 5 else ')'}"
 
 
-def load_pairs(split: str, limit: int | None) -> list[tuple[float, str, str]]:
-    path = SHARED_DATA / "paraphrase" / f"sts-{split}.csv"
+def load_pairs(data: Path, split: str, limit: int | None) -> list[tuple[float, str, str]]:
+    path = data / "paraphrase" / f"sts-{split}.csv"
     pairs = []
     with open(path, encoding="utf-8") as handle:
         for row in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE):
@@ -87,9 +87,9 @@ def main() -> None:
     parser.add_argument("--split", default="dev", choices=["dev", "train"])
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--no-gate-compare", action="store_true", help="Only run with the current setting.")
-    args = parser.parse_args()
+    args = parse_args(parser)
     setup_django()
-    pairs = load_pairs(args.split, args.limit)
+    pairs = load_pairs(args.data, args.split, args.limit)
     print(f"STS {args.split}: {len(pairs)} pairs, default thresholds 0.95 / 0.90, all-MiniLM-L6-v2 (int8 ONNX)")
     modes = [True] if args.no_gate_compare else [False, True]
     results = {("gate" if gate else "no_gate"): run(pairs, gate=gate) for gate in modes}

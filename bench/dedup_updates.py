@@ -65,10 +65,11 @@ def run_mode(triples: list[dict[str, Any]], *, gate: bool, about: bool) -> dict[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", default=str(ROOT / "bench" / "data" / "dedup_updates.jsonl"))
+    parser.add_argument("--cases", default=str(ROOT / "bench" / "data" / "dedup_updates.jsonl"),
+                        help="the hand-written cases (JSON lines)")
     parser.add_argument("--show-misses", action="store_true")
     args = parser.parse_args()
-    triples = [json.loads(line) for line in Path(args.data).read_text().splitlines() if line.strip()]
+    triples = [json.loads(line) for line in Path(args.cases).read_text().splitlines() if line.strip()]
     setup_django()
     print(f"{len(triples)} fact / restatement / update triples, thresholds 0.95 / 0.90, all-MiniLM-L6-v2")
     results, rows = {}, []
@@ -90,7 +91,7 @@ def main() -> None:
             for miss in result["misses"]:
                 print(f"  {miss['kind']:<11} {miss['action']:<10} {miss['similarity'] and round(miss['similarity'], 3)}"
                       f"  {miss['fact']!r} -> {miss['second']!r}")
-    write_results("dedup-updates", {"triples": len(triples), "data": Path(args.data).name, "results": results})
+    write_results("dedup-updates", {"triples": len(triples), "data": Path(args.cases).name, "results": results})
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/eval_retrieval.py                          # SciFact train + LoCoMo
     .venv/bin/python bench/eval_retrieval.py --qrels ../shared/data/scifact/qrels/test.tsv
+    .venv/bin/python bench/eval_retrieval.py --data /path/to/shared/data   # default: see bench/_setup.py
     .venv/bin/python bench/eval_retrieval.py --limit-docs 800 --limit-queries 100 --skip-locomo
     .venv/bin/python bench/eval_retrieval.py --operators and,or       # compare lexical settings
 
@@ -34,13 +35,15 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = (ROOT / ".." / "shared" / "data").resolve()
 RESULTS = ROOT / "bench" / "results"
 CACHE = RESULTS / "cache"
 DB_NAME = "bench_eval"
 MODES = {"lexical": ("lexical",), "vector": ("vector",), "hybrid": ("vector", "lexical")}
 
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from _setup import parse_args  # noqa: E402
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
 os.environ.setdefault("MEMORY_ENGINE_LOG_LEVEL", "WARNING")
 
@@ -222,7 +225,7 @@ def load_scifact(project_name: str, docs: list[dict[str, Any]], vectors: Any, mo
 def eval_scifact(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> dict[str, Any]:
     from memory_engine.selectors.search import knowledge_search
 
-    root = DATA / "scifact"
+    root = args.data / "scifact"
     qrels = read_qrels(Path(args.qrels))
     queries = {q["_id"]: q["text"] for q in read_jsonl(root / "queries.jsonl") if q["_id"] in qrels}
     query_ids = sorted(queries, key=lambda q: int(q) if q.isdigit() else q)[: args.limit_queries or None]
@@ -310,7 +313,7 @@ def load_locomo(conversations: list[dict[str, Any]], provider: CachedEmbeddingPr
 def eval_locomo(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> dict[str, Any]:
     from memory_engine.selectors.search import knowledge_search
 
-    conversations = json.loads((DATA / "locomo" / "locomo-dev.json").read_text())
+    conversations = json.loads((args.data / "locomo" / "locomo-dev.json").read_text())
     loaded = load_locomo(conversations, provider)
     questions = []
     for conv in conversations:
@@ -366,7 +369,7 @@ def print_tables(label: str, report: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--qrels", default=str(DATA / "scifact" / "qrels" / "train.tsv"))
+    parser.add_argument("--qrels", default="", help="a qrels file (default: DIR/scifact/qrels/train.tsv)")
     parser.add_argument("--limit-docs", type=int, default=0, help="SciFact: first N abstracts (+ the relevant ones)")
     parser.add_argument("--limit-queries", type=int, default=0)
     parser.add_argument("--skip-scifact", action="store_true")
@@ -378,7 +381,8 @@ def main() -> None:
                              "e.g. or-norm1:KNOWLEDGE_TEXT_SEARCH_OPERATOR=or,KNOWLEDGE_TEXT_SEARCH_RANK_NORMALIZATION=1")
     parser.add_argument("--db", default=DB_NAME)
     parser.add_argument("--out", default="")
-    args = parser.parse_args()
+    args = parse_args(parser)
+    args.qrels = args.qrels or str(args.data / "scifact" / "qrels" / "train.tsv")
 
     CACHE.mkdir(parents=True, exist_ok=True)
     setup_django(args.db)

@@ -14,7 +14,7 @@ per block of 50) so that other load on the machine hits both alike.
 Pages/s and chunks/s of both, and pipeline / raw. Runs on its own database
 (``bench_ingest``) and a temporary MEDIA_ROOT.
 
-    python bench/ingest.py [--docs 1000] [--rounds 3] [--block 50] [--skip-scifact] [--skip-pdfs]
+    python bench/ingest.py [--data DIR] [--docs 1000] [--rounds 3] [--block 50] [--skip-scifact] [--skip-pdfs]
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _setup import SHARED_DATA, print_table, setup_django, write_results  # noqa: E402
+from _setup import parse_args, print_table, setup_django, write_results  # noqa: E402
 
 PDFS = ["plumber-WARN-Report-2015-2016.pdf", "pypdf-GeoBase_NHNC1_Data_Model_UML_EN.pdf"]
 
 
-def scifact_texts(limit: int) -> list[str]:
+def scifact_texts(data: Path, limit: int) -> list[str]:
     texts = []
-    with open(SHARED_DATA / "scifact" / "corpus.jsonl") as handle:
+    with open(data / "scifact" / "corpus.jsonl") as handle:
         for line in handle:
             row = json.loads(line)
             texts.append(f"{row['title']}\n\n{row['text']}")
@@ -53,12 +53,13 @@ def embed_raw(provider: Any, texts: list[str], batch: int) -> float:
     return time.perf_counter() - started
 
 
-def run_pdf(name: str, project: Any, provider: Any, batch: int, rounds: int) -> dict[str, Any]:
+def run_pdf(path: Path, project: Any, provider: Any, batch: int, rounds: int) -> dict[str, Any]:
     from memory_engine.chunking import chunk_pages
     from memory_engine.extraction import extract_pages
     from memory_engine.services.documents import Upload, document_create, document_delete, document_ingest
 
-    data = (SHARED_DATA / "pdfs" / name).read_bytes()
+    name = path.name
+    data = path.read_bytes()
     extract, raw, pipeline = [], [], []
     for _ in range(rounds):  # interleaved, so both see the same machine load
         started = time.perf_counter()
@@ -78,13 +79,13 @@ def run_pdf(name: str, project: Any, provider: Any, batch: int, rounds: int) -> 
                 pipeline_s=statistics.median(pipeline), extract_s=statistics.median(extract))
 
 
-def run_scifact(limit: int, project: Any, provider: Any, batch: int, block: int) -> list[dict[str, Any]]:
+def run_scifact(data: Path, limit: int, project: Any, provider: Any, batch: int, block: int) -> list[dict[str, Any]]:
     """Blocks of ``block`` abstracts: raw batched over the block, then per abstract the raw
     call and the pipeline back to back, so slow phases of a shared machine hit all alike."""
     from memory_engine.models import Document
     from memory_engine.services.documents import document_create_text, document_ingest
 
-    texts = scifact_texts(limit)
+    texts = scifact_texts(data, limit)
     raw_batched = raw_single = pipeline = 0.0
     for first in range(0, len(texts), block):
         part = texts[first:first + block]
@@ -125,7 +126,7 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=50, help="SciFact abstracts per interleaved block.")
     parser.add_argument("--skip-scifact", action="store_true")
     parser.add_argument("--skip-pdfs", action="store_true")
-    args = parser.parse_args()
+    args = parse_args(parser)
 
     media = tempfile.mkdtemp(prefix="bench-ingest-media-")
     os.environ["MEDIA_ROOT"] = media
@@ -144,9 +145,9 @@ def main() -> None:
     try:
         if not args.skip_pdfs:
             for name in PDFS:
-                rows.append(run_pdf(name, project, provider, batch, args.rounds))
+                rows.append(run_pdf(args.data / "pdfs" / name, project, provider, batch, args.rounds))
         if not args.skip_scifact:
-            rows.extend(run_scifact(args.docs, project, provider, batch, args.block))
+            rows.extend(run_scifact(args.data, args.docs, project, provider, batch, args.block))
     finally:
         project_delete(project=project)
 

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/search.py                 # full run (~15 min on 2 cores)
     .venv/bin/python bench/search.py --sizes 10000 --queries 50
+    .venv/bin/python bench/search.py --data /path/to/shared/data   # default: see bench/_setup.py
 
 Data is synthetic but shaped like the real thing: every row takes the text of a real
 LoCoMo turn (memories) or SciFact abstract cut to 1,000 characters (chunks) and a vector
@@ -39,12 +40,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-DATA = (ROOT / ".." / "shared" / "data").resolve()
 DB_NAME = "bench_search"
 STORES = 10
 PORT = 8765
 
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from _setup import parse_args  # noqa: E402
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
 os.environ.setdefault("MEMORY_ENGINE_LOG_LEVEL", "WARNING")
 
@@ -70,18 +73,18 @@ def setup_django(db_name: str) -> None:
 # --------------------------------------------------------------------------- data
 
 
-def base_material(provider: Any) -> dict[str, Any]:
+def base_material(data: Path, provider: Any) -> dict[str, Any]:
     """Real texts with their real vectors: LoCoMo turns and SciFact abstracts."""
     import numpy as np
 
     cache = RESULTS / "cache"
-    corpus = [json.loads(line) for line in open(DATA / "scifact" / "corpus.jsonl")]
+    corpus = [json.loads(line) for line in open(data / "scifact" / "corpus.jsonl")]
     npy = cache / f"scifact-corpus-{provider.model_name}-{provider.dimensions}.npy"
     if not npy.exists():
         raise SystemExit(f"run bench/eval_retrieval.py first (it caches {npy.name})")
     doc_vectors = np.load(npy)
     doc_texts = [f"{d['title']}\n\n{d['text']}"[:1000] for d in corpus]
-    conversations = json.loads((DATA / "locomo" / "locomo-dev.json").read_text())
+    conversations = json.loads((data / "locomo" / "locomo-dev.json").read_text())
     turns = [f"{t['speaker']}: {t['text']}" for c in conversations for k, v in c["conversation"].items()
              if k.startswith("session_") and isinstance(v, list) for t in v]
     turn_cache = cache / f"texts-{provider.model_name}-{provider.dimensions}.json"
@@ -94,7 +97,7 @@ def base_material(provider: Any) -> dict[str, Any]:
                 cached[hashlib.sha1(t.encode()).hexdigest()] = v
     turn_vectors = np.asarray([cached[k] for k in keys], dtype=np.float32)
     questions = [qa["question"] for c in conversations for qa in c["qa"]]
-    claims = [json.loads(line)["text"] for line in open(DATA / "scifact" / "queries.jsonl")]
+    claims = [json.loads(line)["text"] for line in open(data / "scifact" / "queries.jsonl")]
     return {"doc_texts": doc_texts, "doc_vectors": doc_vectors, "turns": turns, "turn_vectors": turn_vectors,
             "questions": questions, "claims": claims}
 
@@ -312,7 +315,7 @@ def main() -> None:
     parser.add_argument("--no-api", action="store_true")
     parser.add_argument("--extra-operators", default="bm25",
                         help="KNOWLEDGE_TEXT_SEARCH_OPERATOR values also measured (server-side) at the last stage")
-    args = parser.parse_args()
+    args = parse_args(parser)
     RESULTS.mkdir(parents=True, exist_ok=True)
     setup_django(args.db)
     from memory_engine.models import MemoryStore, Project
@@ -320,7 +323,7 @@ def main() -> None:
     from memory_engine.services.keys import api_key_create
 
     provider = get_embedding_provider()
-    material = base_material(provider)
+    material = base_material(args.data, provider)
     project = Project.objects.create(name="bench-search")
     stores = [MemoryStore.objects.create(project=project, name=f"store-{i}") for i in range(STORES)]
     key = api_key_create(project=project)[1]

@@ -10,7 +10,7 @@ The store is filled with synthetic rows (random unit vectors, generated in SQL) 
 setup takes seconds instead of an hour of embedding; the measured writes are real
 sentences embedded by the default model.
 
-    python bench/write.py [--memories 100000] [--writes 300]
+    python bench/write.py [--data DIR] [--memories 100000] [--writes 300]
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _setup  # noqa: E402
-from _setup import SHARED_DATA, print_table, setup_django, summary_ms, write_results  # noqa: E402
+from _setup import parse_args, print_table, setup_django, summary_ms, write_results  # noqa: E402
 
 
-def sentences(count: int) -> list[str]:
+def sentences(data: Path, count: int) -> list[str]:
     seen, out = set(), []
-    with open(SHARED_DATA / "paraphrase" / "sts-train.csv", encoding="utf-8") as handle:
+    with open(data / "paraphrase" / "sts-train.csv", encoding="utf-8") as handle:
         for row in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE):
             for text in row[5:7]:
                 if text not in seen and len(text) > 20:
@@ -101,7 +101,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--memories", type=int, default=100_000)
     parser.add_argument("--writes", type=int, default=300)
-    args = parser.parse_args()
+    args = parse_args(parser)
     setup_django("bench_write")
     from django.conf import settings
     from django.test import override_settings
@@ -122,7 +122,7 @@ def main() -> None:
         store = MemoryStore.objects.create(project=project, name="big")
         print(f"filling one store with {args.memories:,} synthetic memories ...", file=sys.stderr)
         fill_seconds = fill_store(store.pk, args.memories)
-        texts = sentences(args.writes * 2)
+        texts = sentences(args.data, args.writes * 2)
         new_texts, api_texts = texts[: args.writes], texts[args.writes:]
         memory_write(store=store, content="warm-up sentence for the model", principal="bench")
 
