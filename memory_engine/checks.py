@@ -6,7 +6,7 @@ memory_engine.E003  the pgvector extension is not installed in the database
 memory_engine.E004  configured embedding dimension differs from the vector columns
 memory_engine.E005  stored vectors were made by another model than the configured one
 
-Warnings about the host's deployment settings (docs/operations.md, "Worker settings"):
+Warnings about the host's deployment settings (docs/operations.md, "Worker and connection settings"):
 
 memory_engine.W001  Q_CLUSTER hands a task still running to a second worker (retry <= timeout)
 memory_engine.W002  Q_CLUSTER timeout reaches RULE_FIRING_TIMEOUT: the sweep re-runs live firings
