@@ -100,6 +100,8 @@ def alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
+    except PermissionError:  # another user's process (pgserver runs PostgreSQL as its own user under root)
+        return True
     return True
 
 
@@ -134,6 +136,7 @@ def test_the_wheel_holds_only_the_app(tmp_path: Path) -> None:
     assert urls["Source"] + "/blob/main/docs/operations.md" in links
 
 
+@pytest.mark.skipif(shutil.which("curl") is None, reason="the README's walkthrough uses curl")
 def test_a_startproject_host_configured_from_the_readme(workdir: Path) -> None:
     snippets = host_snippets()
     python = new_venv(workdir / "venv", build_wheel(workdir))
