@@ -3,7 +3,7 @@
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md LICENSE ./
 COPY memory_engine ./memory_engine
 COPY example_project ./example_project
 COPY templates ./templates

@@ -1,17 +1,19 @@
 """Database settings for the example project: DATABASE_URL, or an embedded PostgreSQL.
 
-When DATABASE_URL is unset, the `pgserver` wheel starts a real PostgreSQL 16 with
-pgvector whose data lives in `.pgdata/` (or MEMORY_ENGINE_PGDATA). Several processes
-(web server, worker, tests) share it; pgserver stops it after the last one exits.
+When DATABASE_URL is unset, the app's development helper (`memory_engine.embedded`, the
+`[embedded]` extra) starts a real PostgreSQL 16 with pgvector whose data lives in `.pgdata/`
+(or MEMORY_ENGINE_PGDATA). Several processes (web server, worker, tests) share it; it stops
+after the last one exits.
 """
 
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
+
+from memory_engine.embedded import embedded_database
 
 
 def database_from_url(url: str) -> dict[str, Any]:
@@ -29,21 +31,6 @@ def database_from_url(url: str) -> dict[str, Any]:
         "PORT": str(parsed.port or ""),
         "OPTIONS": query,
     }
-
-
-def embedded_database(data_dir: Path) -> dict[str, Any]:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on servers
-        try:
-            import pgserver
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise RuntimeError(
-                "DATABASE_URL is unset and the embedded PostgreSQL is not installed; "
-                "`pip install 'django-memory-engine[embedded]'` or set DATABASE_URL."
-            ) from exc
-        server = pgserver.get_server(str(data_dir), cleanup_mode="stop")
-    return database_from_url(server.get_uri())
 
 
 def default_database(base_dir: Path) -> dict[str, Any]:

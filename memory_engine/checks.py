@@ -5,6 +5,14 @@ memory_engine.E002  database is not PostgreSQL
 memory_engine.E003  the pgvector extension is not installed in the database
 memory_engine.E004  configured embedding dimension differs from the vector columns
 memory_engine.E005  stored vectors were made by another model than the configured one
+
+Warnings about the host's deployment settings (docs/operations.md, "Worker and connection settings"):
+
+memory_engine.W001  Q_CLUSTER hands a task still running to a second worker (retry <= timeout)
+memory_engine.W002  Q_CLUSTER timeout reaches RULE_FIRING_TIMEOUT: the sweep re-runs live firings
+memory_engine.W003  Q_CLUSTER timeout is shorter than one outbound call may take (HTTP_MAX_SECONDS)
+memory_engine.W004  Q_CLUSTER max_attempts is unlimited: an unacknowledged task comes back forever
+memory_engine.W005  CONN_HEALTH_CHECKS is off for a reused connection: no recovery after a restart
 """
 
 from __future__ import annotations
@@ -12,8 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import apps
-from django.core.checks import Error, register
-from django.db import DatabaseError, connection
+from django.conf import settings
+from django.core.checks import Error, Warning, register
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 
 from .conf import embedding_dimensions, engine_settings
 
@@ -118,3 +127,71 @@ def check_serving(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     if kwargs.get("databases") is not None:
         return []  # check_database covers this run
     return _database_errors()
+
+
+def _task_queue_warnings(q_cluster: dict[str, Any]) -> list[Warning]:
+    """What django-q2 would do to the engine's long tasks with these Q_CLUSTER values."""
+    warnings = []
+    timeout, retry = q_cluster.get("timeout"), q_cluster.get("retry", 60)  # django-q2's defaults
+    if not timeout or retry <= timeout:
+        warnings.append(Warning(
+            f"Q_CLUSTER['retry'] ({retry} s) is not above Q_CLUSTER['timeout'] ({timeout} s): django-q2 hands "
+            f"a task still running after {retry} s to a second worker, so long ingestions and rule firings "
+            "run twice.",
+            hint="Set 'timeout' (e.g. 600) and 'retry' above it (e.g. 900), as in the README's Q_CLUSTER.",
+            id="memory_engine.W001",
+        ))
+    if timeout and timeout >= engine_settings.RULE_FIRING_TIMEOUT:
+        warnings.append(Warning(
+            f"Q_CLUSTER['timeout'] ({timeout} s) is not below MEMORY_ENGINE['RULE_FIRING_TIMEOUT'] "
+            f"({engine_settings.RULE_FIRING_TIMEOUT} s): the rule-firing sweep re-enqueues a firing that is "
+            "still running.",
+            hint="Keep RULE_FIRING_TIMEOUT above Q_CLUSTER['timeout'] plus the longest queue delay you expect.",
+            id="memory_engine.W002",
+        ))
+    if timeout and timeout < engine_settings.HTTP_MAX_SECONDS:
+        warnings.append(Warning(
+            f"Q_CLUSTER['timeout'] ({timeout} s) is shorter than MEMORY_ENGINE['HTTP_MAX_SECONDS'] "
+            f"({engine_settings.HTTP_MAX_SECONDS:g} s), the time one converter, LLM or embedder call may take: "
+            "the worker is killed in the middle of such a task.",
+            hint="Raise Q_CLUSTER['timeout'] (and 'retry' above it), or lower HTTP_MAX_SECONDS.",
+            id="memory_engine.W003",
+        ))
+    if not q_cluster.get("max_attempts"):
+        warnings.append(Warning(
+            "Q_CLUSTER['max_attempts'] is unlimited: a task whose worker dies or that fails without "
+            "'ack_failures' is delivered again, forever.",
+            hint="Set 'max_attempts': 1 and 'ack_failures': True; the engine's own sweeps re-run stalled "
+                 "ingestions and rule firings, with their own attempt limits.",
+            id="memory_engine.W004",
+        ))
+    return warnings
+
+
+@register()
+def check_task_queue(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+    """Q_CLUSTER values that would re-deliver or kill the engine's long tasks (W001–W004)."""
+    q_cluster = getattr(settings, "Q_CLUSTER", None) or {}
+    if not apps.is_installed("django_q") or q_cluster.get("sync"):
+        return []  # no worker, nothing is delivered twice
+    return _task_queue_warnings(q_cluster)
+
+
+@register()
+def check_connection_health(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+    """W005: a reused connection (CONN_MAX_AGE or a pool) without CONN_HEALTH_CHECKS stays broken
+    after PostgreSQL restarts; each process then fails until it is restarted itself."""
+    q_cluster = getattr(settings, "Q_CLUSTER", None) or {}
+    aliases = {DEFAULT_DB_ALIAS, q_cluster.get("orm") or DEFAULT_DB_ALIAS}
+    warnings = []
+    for alias in sorted(a for a in aliases if a in connections.settings):
+        config = connections[alias].settings_dict
+        reused = config.get("CONN_MAX_AGE", 0) != 0 or bool(config.get("OPTIONS", {}).get("pool"))
+        if reused and not config.get("CONN_HEALTH_CHECKS"):
+            warnings.append(Warning(
+                f"DATABASES[{alias!r}] reuses connections without CONN_HEALTH_CHECKS: after PostgreSQL "
+                "restarts, a process keeps its broken connection instead of reconnecting.",
+                hint=f"Set DATABASES[{alias!r}]['CONN_HEALTH_CHECKS'] = True.",
+                id="memory_engine.W005",
+            ))
+    return warnings

@@ -4,12 +4,14 @@ Serves the API under /api/v1/, the OpenAPI schema at /api/schema/ and Swagger UI
 """
 
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
+
+from memory_engine.api.views import SchemaView
 
 app_name = "memory_engine"
 
 urlpatterns = [
     path("api/v1/", include("memory_engine.api.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema/", SchemaView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="memory_engine:schema"), name="docs"),
 ]

@@ -21,6 +21,7 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="action", required=True)
         create = sub.add_parser("create", help="Create a key; prints the secret once.")
         create.add_argument("--project", required=True, help="Project name or id (created if missing).")
+        create.add_argument("--create-project", action="store_true", help="Create the project if it does not exist.")
         create.add_argument("--name", default="", help="A label for the key.")
         create.add_argument("--read-only", action="store_true", help="The key may only read.")
         listing = sub.add_parser("list", help="List keys (prefix, project, scope, state).")

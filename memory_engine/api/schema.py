@@ -1,0 +1,23 @@
+"""The app's own OpenAPI schema settings, so /api/schema/ describes memory_engine's API
+whatever the host's ``SPECTACULAR_SETTINGS`` say (or if it has none).
+
+The schema view (:class:`memory_engine.api.views.SchemaView`) applies them on each request
+and leaves itself out of the schema. These are plain values (nothing here imports DRF), so
+a host's settings module may reuse them: ``SPECTACULAR_SETTINGS = SCHEMA_SETTINGS`` makes
+``manage.py spectacular`` print the schema the app serves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory_engine import __version__
+
+SCHEMA_SETTINGS: dict[str, Any] = {
+    "TITLE": "memory_engine API",
+    "DESCRIPTION": "Durable agent memory and a searchable document library on PostgreSQL + pgvector.",
+    "VERSION": __version__,
+    # Separate request and response components: read-only fields (id, created_at, …) are
+    # never required in a request body.
+    "COMPONENT_SPLIT_REQUEST": True,
+}
