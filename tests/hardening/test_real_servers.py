@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from bench.loadgen import free_port
+from example_project.run import stop_children
 
 from ..conftest import ROOT
 
@@ -71,17 +72,7 @@ class Server:
         return int(out.stdout.split()[0])
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.proc.pid, 9)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
+        stop_children([self.proc])
 
 
 @pytest.fixture(scope="module", params=list(SERVERS))
