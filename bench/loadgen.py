@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import os
 import random
-import signal
 import socket
 import subprocess
 import sys
@@ -109,18 +108,9 @@ class LiveApp:
         return {self.web.pid, *(int(p) for p in out.stdout.split())}
 
     def __exit__(self, *exc: Any) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)  # the main process stops its children in order
-        for proc in reversed(self.procs):
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                pass
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        from example_project.run import stop_children  # imports no Django
+
+        stop_children(list(reversed(self.procs)))
 
 
 # --- the load -----------------------------------------------------------------------------------

@@ -1,9 +1,13 @@
 """Database settings for the example project: DATABASE_URL, or an embedded PostgreSQL.
 
 When DATABASE_URL is unset, the app's development helper (`memory_engine.embedded`, the
-`[embedded]` extra) starts a real PostgreSQL 16 with pgvector whose data lives in `.pgdata/`
-(or MEMORY_ENGINE_PGDATA). Several processes (web server, worker, tests) share it; it stops
-after the last one exits.
+`[embedded]` extra) starts a real PostgreSQL with pgvector whose data lives in `.pgdata/`
+(or MEMORY_ENGINE_PGDATA). Several processes (web server, worker, tests) share it; the
+last one to let go stops it (see `memory_engine.embedded`).
+
+DB_POOL_MAX_SIZE (a number) puts the connections of one process in a psycopg pool of that
+size: servers that run each request on a new thread (runserver) then share a bounded set
+of connections instead of keeping one open per thread.
 """
 
 from __future__ import annotations
@@ -42,7 +46,14 @@ def default_database(base_dir: Path) -> dict[str, Any]:
     if os.environ.get("MEMORY_ENGINE_DB_NAME"):
         # Lets a worker started by the test suite use the suite's test database.
         config["NAME"] = os.environ["MEMORY_ENGINE_DB_NAME"]
-    config["CONN_MAX_AGE"] = int(os.environ.get("CONN_MAX_AGE", "60"))
+    pool_size = int(os.environ.get("DB_POOL_MAX_SIZE") or 0)
+    if pool_size > 0:
+        # Requests beyond the pool's size wait (up to 30 s) for a connection instead of
+        # opening one more; a pool needs CONN_MAX_AGE=0 (connections go back to the pool).
+        config.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": pool_size, "timeout": 30}
+        config["CONN_MAX_AGE"] = 0
+    else:
+        config["CONN_MAX_AGE"] = int(os.environ.get("CONN_MAX_AGE", "60"))
     config["CONN_HEALTH_CHECKS"] = True
     config["TEST"] = {"NAME": os.environ.get("TEST_DB_NAME", "test_memory_engine")}
     return config

@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's assets, served as static files (no CDN)
     "django_q",
     "memory_engine",
 ]
@@ -102,7 +103,14 @@ REST_FRAMEWORK = {
 
 # The served /api/schema/ uses the app's own settings whatever this says; reusing them here
 # makes `manage.py spectacular` (make check) print the same schema.
-SPECTACULAR_SETTINGS = {**SCHEMA_SETTINGS, "SERVE_INCLUDE_SCHEMA": False}
+SPECTACULAR_SETTINGS = {
+    **SCHEMA_SETTINGS,
+    "SERVE_INCLUDE_SCHEMA": False,
+    # /api/docs/ loads Swagger UI from this server's static files: it works offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
 
 Q_CLUSTER = {
     "name": "memory_engine",

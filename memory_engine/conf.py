@@ -101,6 +101,10 @@ DEFAULTS: dict[str, Any] = {
     "API_PATH_PREFIXES": ["/api/"],
     "MULTIPART_OVERHEAD_BYTES": 1024 * 1024,
     "MAX_JSON_DEPTH": 64,
+    # An oversized body up to this many bytes is read and thrown away (64 KiB at a time, never
+    # buffered) before the 413 goes out, so a client that sends its whole body before reading
+    # gets the answer; a larger one is left to the server. None: never read.
+    "MAX_DISCARD_BYTES": 256 * 1024 * 1024,
     # At most this many keys in a `tags` filter (search, ?tags= on lists): 400 TAG_FILTER_TOO_LARGE.
     "MAX_TAG_FILTER_KEYS": 64,
     # Failed API-key authentications per client address (DRF rate syntax); over it -> 429

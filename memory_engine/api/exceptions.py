@@ -49,6 +49,12 @@ def _message(detail: Any) -> str:
     return str(detail)
 
 
+def database_reason(exc: BaseException) -> str:
+    """The driver's message behind a database error, on one line."""
+    root = exc.__cause__ or exc
+    return " ".join(str(root).split()) or root.__class__.__name__
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, MemoryEngineError):
         headers = {"Retry-After": "5"} if exc.status_code in (429, 503) else None
@@ -82,7 +88,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = InputInvalid()
         return error_response(exc.code, exc.message, exc.status_code)
     if isinstance(exc, (OperationalError, InterfaceError)):
-        logger.warning("database unavailable: %s", exc.__class__.__name__)
+        # The database's own words ("too many clients already", "the database system is
+        # shutting down", ...) say what to fix; they name no secret.
+        logger.warning("database unavailable: %s: %s", exc.__class__.__name__, database_reason(exc))
         return error_response(
             "DATABASE_UNAVAILABLE", "The database is unavailable; retry shortly.",
             status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "2"},

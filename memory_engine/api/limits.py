@@ -4,6 +4,12 @@
   body: multipart uploads may carry ``MAX_UPLOAD_BYTES`` plus ``MULTIPART_OVERHEAD_BYTES``,
   every other body ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (Django's setting; None = no limit).
   Too large -> 413 ``REQUEST_TOO_LARGE`` (``FILE_TOO_LARGE`` for multipart uploads).
+  The refused body (up to ``MAX_DISCARD_BYTES``) is then read and thrown away 64 KiB at a
+  time: a client that sends its whole body before reading the answer gets the 413, the
+  connection stays usable, and no server buffers it (Django's dev server would otherwise
+  read the rest in one piece; gunicorn's sync worker would close on unread data, which
+  resets the connection under the answer). No ``Connection`` header is set: it is
+  hop-by-hop, which WSGI forbids an application to send.
   :class:`ApiGuardMiddleware` answers before the view runs (and covers the
   signed-URL views); ``ProjectScopedMixin.initial`` checks again for hosts without it.
 * JSON depth: :class:`SafeJSONParser` refuses documents nested deeper than
@@ -41,12 +47,36 @@ def body_limit(request: HttpRequest) -> tuple[int | None, bool]:
     return (None if limit is None else int(limit)), False
 
 
+#: Bytes read at a time when a refused body is thrown away.
+DISCARD_CHUNK_BYTES = 64 * 1024
+
+
+def discard_body(request: HttpRequest, length: int) -> int:
+    """Read and drop a refused body of ``length`` declared bytes (at most MAX_DISCARD_BYTES),
+    one chunk at a time; the number of bytes read."""
+    cap = engine_settings.MAX_DISCARD_BYTES
+    if cap is None or length > int(cap):
+        return 0
+    read = 0
+    try:
+        while read < length:
+            chunk = request.read(min(DISCARD_CHUNK_BYTES, length - read))
+            if not chunk:
+                break
+            read += len(chunk)
+    except OSError:  # the client gave up or stalled past the server's timeout: nothing to answer
+        pass
+    return read
+
+
 def check_request_size(request: HttpRequest) -> None:
-    """Raise 413 when the declared body is over the limit; never reads the body."""
+    """Raise 413 when the declared body is over the limit, decided on ``Content-Length``
+    alone; the refused body is then discarded (never parsed or buffered)."""
     length = _content_length(request)
     limit, multipart = body_limit(request)
     if limit is None or length <= limit:
         return
+    discard_body(request, length)
     details = {"bytes": length, "max_bytes": limit}
     if multipart:
         raise FileTooLarge(f"The upload is {length} bytes; the limit is {limit} bytes (MAX_UPLOAD_BYTES).",
@@ -78,9 +108,7 @@ class ApiGuardMiddleware:
         try:
             check_request_size(request)
         except (RequestTooLarge, FileTooLarge) as exc:
-            response = JsonResponse(exc.as_dict(), status=exc.status_code)
-            response["Connection"] = "close"  # the unread body must not be taken for the next request
-            return response
+            return JsonResponse(exc.as_dict(), status=exc.status_code)
         response = self.get_response(request)
         content_type = response.get("Content-Type", "")
         if response.status_code >= 400 and content_type.startswith("text/html"):

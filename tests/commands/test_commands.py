@@ -122,3 +122,8 @@ def test_demo_command_is_rerunnable(tmp_path):
     assert data["api_key"] in first and data["api_key"] in second
     assert Project.objects.filter(name="demo").count() == 1
     assert api_client(data["api_key"]).get("/api/v1/memories").json()["count"] > 0
+
+
+def test_demo_command_prints_the_address_it_is_given(tmp_path, hashing_embedder):
+    out = run("memory_engine_demo", "--credentials-file", str(tmp_path / "demo.json"), "--address", "0.0.0.0:8123")
+    assert "(http://0.0.0.0:8123/admin/)" in out and ":8000" not in out

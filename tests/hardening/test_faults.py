@@ -332,3 +332,22 @@ def test_postgres_restart_mid_run(own_postgres: Any) -> None:
     assert after and all(c.status in (200, 201) for c in after)  # reconnected by itself
     assert check_writes(url, result, [made["store"]]) == []  # every 2xx write has its assertion, no orphans
     assert time.monotonic() - began < 60
+
+
+def test_database_unavailable_logs_the_databases_own_message(db: Any, caplog: Any) -> None:
+    """The 503's log line says why ("too many clients already", "does not exist", ...), not
+    just the exception's class: a real connection refused by the real server."""
+    from django.db import OperationalError, connection
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    from memory_engine.api.exceptions import exception_handler
+
+    broken = DatabaseWrapper({**connection.settings_dict, "NAME": "memory_engine_no_such_db"}, alias="broken")
+    with pytest.raises(OperationalError) as raised:
+        broken.ensure_connection()
+    with caplog.at_level("WARNING", logger="memory_engine.api"):
+        response = exception_handler(raised.value, {})
+    assert (response.status_code, response.data["code"]) == (503, "DATABASE_UNAVAILABLE")
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("database unavailable"))
+    assert 'database "memory_engine_no_such_db" does not exist' in line, line
+    assert "\n" not in line

@@ -19,7 +19,9 @@ from memory_engine.selectors.search import knowledge_search
 from memory_engine.services.memory_write import memory_write
 from tests.pdfs import assemble
 
-from .wsgi import UnreadableInput, wsgi_call
+from memory_engine.api.limits import DISCARD_CHUNK_BYTES
+
+from .wsgi import RecordingInput, wsgi_call
 
 pytestmark = pytest.mark.django_db
 
@@ -52,38 +54,43 @@ def assert_error(response: Any, status: int, code: str | None = None) -> dict[st
 
 
 @pytest.mark.parametrize("with_middleware", [True, False], ids=["middleware", "view-only"])
-def test_oversized_json_is_413_before_the_body_is_read(settings: Any, project: Any, with_middleware: bool) -> None:
+def test_oversized_json_is_413_and_the_body_is_discarded_unbuffered(settings: Any, project: Any,
+                                                                    with_middleware: bool) -> None:
     from tests.factories import make_key
 
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
     if not with_middleware:  # hosts that do not add the middleware still get the view-level check
         settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if m != GUARD]
-    stream = UnreadableInput()
+    stream = RecordingInput(50_000_000)
     status, headers, body = wsgi_call("POST", MEMORIES, key=make_key(project), body=stream,
                                       content_type="application/json", content_length=50_000_000)
     assert status == 413, body
     assert body["code"] == "REQUEST_TOO_LARGE" and body["details"] == {"bytes": 50_000_000, "max_bytes": 10_000}
-    assert stream.reads == 0, "the body was read before the size check"
+    # Read to the end (the connection stays usable) in small pieces (never held in memory).
+    assert stream.bytes_read == 50_000_000
+    assert stream.largest_read <= DISCARD_CHUNK_BYTES
+    assert "Connection" not in headers  # hop-by-hop: WSGI servers refuse it from an application
 
 
 def test_oversized_multipart_upload_is_413_file_too_large(settings: Any, project: Any) -> None:
     from tests.factories import make_key
 
     engine(settings, MAX_UPLOAD_BYTES=1000, MULTIPART_OVERHEAD_BYTES=1000)
-    stream = UnreadableInput()
+    stream = RecordingInput(3000)
     status, _, body = wsgi_call("POST", UPLOAD, key=make_key(project), body=stream,
                                 content_type="multipart/form-data; boundary=x", content_length=3000)
     assert (status, body["code"]) == (413, "FILE_TOO_LARGE"), body
-    assert body["details"]["max_bytes"] == 2000 and stream.reads == 0
+    assert body["details"]["max_bytes"] == 2000 and stream.bytes_read == 3000
 
 
 def test_oversized_body_refused_before_authentication(settings: Any) -> None:
-    """Nobody can make the server buffer a huge body, not even without a key."""
+    """Nobody can make the server buffer a huge body, not even without a key; one over
+    MAX_DISCARD_BYTES is not even read."""
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
-    stream = UnreadableInput()
+    stream = RecordingInput(10**9)
     status, _, body = wsgi_call("POST", SEARCH, body=stream, content_type="application/json",
                                 content_length=10**9)
-    assert (status, body["code"]) == (413, "REQUEST_TOO_LARGE") and stream.reads == 0
+    assert (status, body["code"]) == (413, "REQUEST_TOO_LARGE") and stream.bytes_read == 0
 
 
 def test_body_within_the_limit_still_works(settings: Any, client: Any, store: Any) -> None:

@@ -13,18 +13,24 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.db import close_old_connections
 
 
-class UnreadableInput(io.RawIOBase):
-    """A wsgi.input that records whether anything tried to read the body."""
+class RecordingInput(io.RawIOBase):
+    """A wsgi.input of ``size`` zero bytes that records how it was read: whether anything
+    read it before a decision, and the largest piece asked for (a buffered body shows here)."""
 
-    def __init__(self) -> None:
-        self.reads = 0
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.bytes_read = 0
+        self.largest_read = 0
 
     def readable(self) -> bool:
         return True
 
     def read(self, size: int = -1) -> bytes:
-        self.reads += 1
-        return b"{}"
+        remaining = self.size - self.bytes_read
+        size = remaining if size is None or size < 0 else min(size, remaining)
+        self.largest_read = max(self.largest_read, size)
+        self.bytes_read += size
+        return b"\0" * size
 
     def readline(self, size: int = -1) -> bytes:
         return self.read(size)

@@ -46,8 +46,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--credentials-file", default=str(Path(settings.BASE_DIR) / ".demo-credentials.json"))
         parser.add_argument("--project", default="demo")
+        parser.add_argument("--address", default="127.0.0.1:8000",
+                            help="host:port the server listens on (printed in the admin URL)")
 
-    def handle(self, *args: Any, credentials_file: str, project: str, **options: Any) -> None:
+    def handle(self, *args: Any, credentials_file: str, project: str, address: str, **options: Any) -> None:
         path = Path(credentials_file)
         saved = json.loads(path.read_text()) if path.is_file() else {}
         demo, _ = Project.objects.get_or_create(name=project)
@@ -85,7 +87,7 @@ class Command(BaseCommand):
         self.stdout.write(f"  project         {demo.name} ({demo.pk})")
         self.stdout.write(f"  API key         {raw_key}")
         self.stdout.write(f"  memory store    {store.name} ({store.pk})")
-        self.stdout.write(f"  admin login     {username} / {password}   (http://127.0.0.1:8000/admin/)")
+        self.stdout.write(f"  admin login     {username} / {password}   (http://{address}/admin/)")
         self.stdout.write(f"  saved in        {path}")
 
     def _sample_document(self, project: Project) -> None:
