@@ -252,6 +252,7 @@ class DocumentAdmin(ProjectScopedAdmin):
 
 
 class IngestionRuleForm(forms.ModelForm):
+    trusted = False  # set per request by ProjectScopedAdmin.get_form: superusers only
     converter_url = forms.URLField(required=False, max_length=1000, assume_scheme="https")
 
     class Meta:
@@ -267,7 +268,7 @@ class IngestionRuleForm(forms.ModelForm):
             return data
         probe = IngestionRule(pk=self.instance.pk, **{k: v for k, v in data.items()})
         try:
-            validate_rule(probe)  # staff may name any callable (API callers are limited by prefix)
+            validate_rule(probe, trusted=self.trusted)  # only superusers may name any callable
         except MemoryEngineError as exc:
             raise ValidationError(f"{exc.code}: {exc.message}") from exc
         data["content_type_glob"] = probe.content_type_glob
