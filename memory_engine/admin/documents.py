@@ -48,6 +48,8 @@ NEXT_STEPS = {
     "CONVERTER_BAD_RESPONSE": "The converter answered an unexpected shape; fix it, then re-ingest.",
     "CONVERTER_EMPTY": "The converter returned no text; check it, then re-ingest.",
     "CONVERTER_NOT_FOUND": "The rule names a callable that cannot be imported; fix the rule, then re-ingest.",
+    "URL_NOT_ALLOWED": "The converter's host resolves to a private address; use a public URL or add the host to "
+                       "MEMORY_ENGINE['OUTBOUND_ALLOW'], then re-ingest.",
     "INGESTION_STALLED": "Workers died on this file repeatedly; check the worker logs and memory, then re-ingest.",
     "INGESTION_ERROR": "An unexpected error; see the worker log, then re-ingest.",
     "FILE_MISSING": "The stored file is gone; upload the document again.",
