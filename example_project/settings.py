@@ -142,6 +142,11 @@ MEMORY_ENGINE = {
         else None
     ),
 }
+# Private hosts or networks that rule handlers and converters may call (comma-separated, e.g.
+# "converter.internal,10.0.0.0/8"); public addresses need no entry (docs/security.md).
+MEMORY_ENGINE["OUTBOUND_ALLOW"] = [
+    entry.strip() for entry in os.environ.get("MEMORY_ENGINE_OUTBOUND_ALLOW", "").split(",") if entry.strip()
+]
 if os.environ.get("MEMORY_ENGINE_EMBEDDING_PROVIDER", "onnx") == "none":
     MEMORY_ENGINE["EMBEDDING"]["PROVIDER"] = None
 

@@ -63,8 +63,8 @@ DEFAULTS: dict[str, Any] = {
     # Absolute base of the callback and download URLs given to HTTP converters, e.g.
     # "https://memory.example.com"; None = the base URL of the request that created the document.
     "PUBLIC_BASE_URL": None,
-    # Import-path prefixes API callers may name as `callable` converters (admins may name
-    # any). Empty: callable converters are admin-only.
+    # Import-path prefixes API callers and staff may name as `callable` converters (superusers
+    # may name any). Empty: callable converters are for superusers only.
     "CONVERTER_CALLABLE_PREFIXES": [],
     # Read side.
     "KNOWLEDGE_TEXT_SEARCH_CONFIG": "simple",
@@ -121,9 +121,19 @@ DEFAULTS: dict[str, Any] = {
     # queue delay), and records RULE_FIRING_STALLED after RULE_FIRING_MAX_ATTEMPTS.
     "RULE_FIRING_TIMEOUT": 900,
     "RULE_FIRING_MAX_ATTEMPTS": 3,
-    # Import-path prefixes that API callers may name as `callable` rule handlers
-    # (admins may name any). Empty: callable handlers are admin-only.
+    # Import-path prefixes that API callers and staff may name as `callable` rule handlers
+    # (superusers may name any). Empty: callable handlers are for superusers only.
     "RULE_CALLABLE_PREFIXES": [],
+    # Guards (memory_engine.guards, docs/security.md). Which LLM settings a builtin memory rule
+    # may set on the deployment's LLM account: PROMPT, MODEL, MAX_TOKENS (the handler's prompt,
+    # model, max_tokens) and BASE_URL, API_KEY, TIMEOUT, RETRIES (its `provider` object). A rule
+    # whose BASE_URL differs from LLM["BASE_URL"] never receives LLM["API_KEY"].
+    "LLM_OVERRIDABLE": ["PROMPT", "MAX_TOKENS"],
+    # Where URLs configured through the API or the admin (HTTP rule handlers, HTTP converters,
+    # a rule's provider BASE_URL) may lead besides public addresses: host names and IP
+    # addresses or networks ("10.0.0.0/8"). Link-local addresses (169.254.0.0/16, fe80::/10)
+    # need an entry inside that range; no wider network opens them.
+    "OUTBOUND_ALLOW": [],
 }
 
 #: Nested dicts merged key by key with their defaults rather than replaced whole.

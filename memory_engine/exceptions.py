@@ -53,6 +53,16 @@ class ValidationFailed(MemoryEngineError):
     default_message = "The request is invalid."
 
 
+class NotAllowed(ValidationFailed):
+    """Configuration asking for more than its author is trusted with (memory_engine.guards);
+    ``code`` names the guard: CALLABLE_NOT_ALLOWED, CONVERTER_NOT_ALLOWED,
+    LLM_OVERRIDE_NOT_ALLOWED or URL_NOT_ALLOWED. Raised at configuration time (400) and
+    when a call is made (recorded on the rule firing or the document)."""
+
+    code = "NOT_ALLOWED"
+    default_message = "This configuration is not allowed; ask an operator."
+
+
 class ContentEmpty(MemoryEngineError):
     code = "CONTENT_EMPTY"
     default_message = "Memory content is empty; send a non-blank `content` string."

@@ -30,6 +30,17 @@ from .pdfs import SAMPLES, sample_pdf
 ROOT = Path(__file__).resolve().parents[1]
 TEST_PROVIDERS = "tests.providers"
 
+#: The suite's stand-in providers, handlers and converters listen on 127.0.0.1: the outbound
+#: guard lets them through, as an operator's MEMORY_ENGINE_OUTBOUND_ALLOW would (the guard's own
+#: tests set their own list). The environment variable reaches the worker and server subprocesses.
+TEST_OUTBOUND_ALLOW = ["127.0.0.1", "localhost"]
+os.environ.setdefault("MEMORY_ENGINE_OUTBOUND_ALLOW", ",".join(TEST_OUTBOUND_ALLOW))
+
+
+@pytest.fixture(autouse=True)
+def _outbound_allow(settings: Any) -> None:
+    settings.MEMORY_ENGINE = {**(getattr(settings, "MEMORY_ENGINE", {}) or {}), "OUTBOUND_ALLOW": TEST_OUTBOUND_ALLOW}
+
 
 def pytest_configure(config: pytest.Config) -> None:
     if CORPUS is not None and not (CORPUS / "pdfs").is_dir():

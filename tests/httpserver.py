@@ -1,7 +1,7 @@
 """A real HTTP server on 127.0.0.1 for tests that stand in for providers.
 
     with LocalServer(handler_fn) as server:   # handler_fn(method, path, headers, body) -> (status, dict|bytes)
-        url = server.url
+        url = server.url                      # or (status, dict|bytes, {extra response headers})
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Handler = Callable[[str, str, dict[str, str], bytes], tuple[int, Any]]
+Handler = Callable[[str, str, dict[str, str], bytes], tuple[Any, ...]]
 
 
 class LocalServer:
@@ -27,10 +27,12 @@ class LocalServer:
                 body = self.rfile.read(length) if length else b""
                 outer.requests.append({"method": self.command, "path": self.path,
                                        "headers": dict(self.headers), "body": body})
-                status, payload = outer.handler(self.command, self.path, dict(self.headers), body)
+                status, payload, *extra = outer.handler(self.command, self.path, dict(self.headers), body)
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(status)
+                    for name, value in (extra[0] if extra else {}).items():
+                        self.send_header(name, value)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()

@@ -48,6 +48,8 @@ NEXT_STEPS = {
     "CONVERTER_BAD_RESPONSE": "The converter answered an unexpected shape; fix it, then re-ingest.",
     "CONVERTER_EMPTY": "The converter returned no text; check it, then re-ingest.",
     "CONVERTER_NOT_FOUND": "The rule names a callable that cannot be imported; fix the rule, then re-ingest.",
+    "URL_NOT_ALLOWED": "The converter's host resolves to a private address; use a public URL or add the host to "
+                       "MEMORY_ENGINE['OUTBOUND_ALLOW'], then re-ingest.",
     "INGESTION_STALLED": "Workers died on this file repeatedly; check the worker logs and memory, then re-ingest.",
     "INGESTION_ERROR": "An unexpected error; see the worker log, then re-ingest.",
     "FILE_MISSING": "The stored file is gone; upload the document again.",
@@ -252,6 +254,7 @@ class DocumentAdmin(ProjectScopedAdmin):
 
 
 class IngestionRuleForm(forms.ModelForm):
+    trusted = False  # set per request by ProjectScopedAdmin.get_form: superusers only
     converter_url = forms.URLField(required=False, max_length=1000, assume_scheme="https")
 
     class Meta:
@@ -267,7 +270,7 @@ class IngestionRuleForm(forms.ModelForm):
             return data
         probe = IngestionRule(pk=self.instance.pk, **{k: v for k, v in data.items()})
         try:
-            validate_rule(probe)  # staff may name any callable (API callers are limited by prefix)
+            validate_rule(probe, trusted=self.trusted)  # only superusers may name any callable
         except MemoryEngineError as exc:
             raise ValidationError(f"{exc.code}: {exc.message}") from exc
         data["content_type_glob"] = probe.content_type_glob

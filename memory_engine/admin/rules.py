@@ -24,6 +24,8 @@ COUNT_KEYS = ("created", "superseded", "skipped", "failed")
 
 
 class MemoryRuleForm(forms.ModelForm):
+    trusted = False  # set per request by ProjectScopedAdmin.get_form: superusers only
+
     class Meta:
         model = MemoryRule
         fields = ["store", "on", "enabled", "source_agents", "handler_type", "handler_config"]
@@ -35,9 +37,10 @@ class MemoryRuleForm(forms.ModelForm):
         if store is not None and agents and any(a.project_id != store.project_id for a in agents):
             raise ValidationError("Source agents must belong to the store's project.")
         try:
-            # Staff may name any callable; API callers are limited to RULE_CALLABLE_PREFIXES.
+            # Superusers may name any callable; other staff, like API keys, RULE_CALLABLE_PREFIXES.
             data["handler_config"] = validate_rule_handler(
-                handler_type=data.get("handler_type", ""), config=data.get("handler_config") or {}, trusted=True
+                handler_type=data.get("handler_type", ""), config=data.get("handler_config") or {},
+                trusted=self.trusted,
             )
         except MemoryEngineError as exc:
             raise ValidationError(f"{exc.code}: {exc.message}") from exc

@@ -67,6 +67,13 @@ class ProjectScopedAdmin(admin.ModelAdmin):
 
     project_path = "project"
 
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        # Forms that name code (rule handlers, converters) trust only superusers; other staff
+        # go through the same allow-lists as API keys (memory_engine.guards).
+        form.trusted = bool(request.user.is_superuser)
+        return form
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return scope_queryset(request, super().get_queryset(request), self.project_path)
 

@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import FileTooLarge, IngestionRuleInvalid
+from memory_engine.exceptions import FileTooLarge
 from memory_engine.models import Chunk, Document, IngestionRule
 from memory_engine.models.documents import ChunkStrategy
 from memory_engine.services.documents import (
@@ -319,17 +319,7 @@ class IngestionRuleViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         return IngestionRule.objects.filter(project=self.project).order_by("created_at", "id")
 
     def _fields(self, serializer: Any) -> dict[str, Any]:
-        fields = {key: value for key, value in serializer.validated_data.items() if key in RULE_FIELDS}
-        path = fields.get("converter_path")
-        if path and fields.get("converter_type", getattr(serializer.instance, "converter_type", "")) == "callable":
-            prefixes = tuple(engine_settings.CONVERTER_CALLABLE_PREFIXES or ())
-            if not prefixes or not path.startswith(prefixes):
-                raise IngestionRuleInvalid(
-                    f"{path!r} is not under MEMORY_ENGINE['CONVERTER_CALLABLE_PREFIXES']; ask an operator to "
-                    "allow it or to create the rule in the admin.", code="CONVERTER_NOT_ALLOWED",
-                    details={"converter_path": path},
-                )
-        return fields
+        return {key: value for key, value in serializer.validated_data.items() if key in RULE_FIELDS}
 
     def perform_create(self, serializer: Any) -> None:
         serializer.instance = ingestion_rule_save(project=self.project, **self._fields(serializer))

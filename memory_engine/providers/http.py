@@ -1,15 +1,25 @@
-"""One small JSON-over-HTTP client with timeouts and retries, shared by HTTP providers."""
+"""One small JSON-over-HTTP client with timeouts and retries, shared by HTTP providers.
+
+Calls to URLs that API keys or staff configured (``guarded=True``, the default) connect only
+to addresses the outbound guard allows (:mod:`memory_engine.guards`): the host is resolved
+here and the connection made to a checked address, so a DNS answer cannot change between the
+check and the connection. Redirects are never followed. Guarded calls go direct (no
+``HTTP(S)_PROXY`` from the environment): the address checked must be the one reached.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import ssl
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import httpcore
 import httpx
 
 logger = logging.getLogger("memory_engine.providers")
@@ -70,6 +80,56 @@ def scrub(text: str, headers: dict[str, str] | None) -> str:
     return text
 
 
+class _GuardedBackend(httpcore.NetworkBackend):
+    """Opens TCP connections only to addresses :func:`memory_engine.guards.allowed_addresses`
+    allows for the host; TLS still verifies the certificate against the host name."""
+
+    def __init__(self) -> None:
+        self._backend = httpcore.SyncBackend()
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        from memory_engine.guards import allowed_addresses
+
+        try:
+            addresses = allowed_addresses(host, port)
+        except (OSError, UnicodeError) as exc:
+            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
+        error: Exception = httpcore.ConnectError(f"cannot connect to {host}")
+        for address in addresses:
+            try:
+                return self._backend.connect_tcp(address, port, timeout=timeout, local_address=local_address,
+                                                 socket_options=socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                error = exc
+        raise error
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        raise httpcore.ConnectError("unix sockets are not reachable from guarded calls")
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+class _GuardedTransport(httpx.HTTPTransport):
+    """httpx's transport with its connection pool on :class:`_GuardedBackend`."""
+
+    def __init__(self) -> None:
+        super().__init__(verify=_ssl_context(), trust_env=False)
+        # httpx offers no public way to pass a network backend; its pool is `_pool` (httpx 0.28).
+        self._pool = httpcore.ConnectionPool(ssl_context=_ssl_context(), network_backend=_GuardedBackend())
+
+
+@contextlib.contextmanager
+def _post(url: str, *, content: bytes, headers: dict[str, str], timeout: float,
+          guarded: bool) -> Iterator[httpx.Response]:
+    transport = _GuardedTransport() if guarded else None
+    with httpx.Client(transport=transport, verify=_ssl_context(), timeout=timeout, follow_redirects=False) as client:
+        with client.stream("POST", url, content=content, headers=headers) as response:
+            yield response
+
+
 def _read_bounded(response: httpx.Response, *, deadline: float, max_bytes: int) -> bytes:
     """The body, refusing more than ``max_bytes`` or reading past ``deadline`` (a slow drip
     of bytes resets httpx's per-read timeout but not this one)."""
@@ -92,14 +152,17 @@ def post_json(
     retries: int = 2,
     backoff: float = 0.25,
     content: bytes | None = None,
+    guarded: bool = True,
 ) -> Any:
     """POST JSON (or the given raw body) and return the decoded answer.
 
     ``timeout`` bounds connecting and each read, and each attempt as a whole (capped by
     HTTP_MAX_SECONDS); answers over HTTP_MAX_RESPONSE_BYTES are refused. Retries connection
-    errors, timeouts and 408/429/5xx with exponential backoff; 4xx answers are not retried.
-    Raises ProviderHTTPError with a message fit for an operator (no credentials, query
-    strings or header values).
+    errors, timeouts and 408/429/5xx with exponential backoff; 4xx answers are not retried,
+    redirects are not followed. Raises ProviderHTTPError with a message fit for an operator
+    (no credentials, query strings or header values), and NotAllowed(URL_NOT_ALLOWED), without
+    retrying, when ``guarded`` and the host has no address the outbound guard allows. Pass
+    ``guarded=False`` only for URLs from the deployment's own settings.
     """
     from memory_engine.conf import engine_settings
 
@@ -116,8 +179,7 @@ def post_json(
             time.sleep(backoff * (2 ** (attempt - 1)))
         try:
             deadline = time.monotonic() + total
-            with httpx.stream("POST", url, content=body, headers=send_headers, timeout=timeout,
-                              verify=_ssl_context()) as response:
+            with _post(url, content=body, headers=send_headers, timeout=timeout, guarded=guarded) as response:
                 status = response.status_code
                 if status in RETRY_STATUSES:
                     last_error = f"answered HTTP {status}"
@@ -131,6 +193,9 @@ def post_json(
             continue
         except ProviderHTTPError as exc:
             raise ProviderHTTPError(f"{shown} {exc}", status=exc.status) from None
+        if 300 <= status < 400:
+            raise ProviderHTTPError(f"{shown} answered HTTP {status}, a redirect (redirects are not followed)",
+                                    status=status)
         if status >= 400:
             text = scrub(data[:2000].decode("utf-8", "replace"), headers)[:200]
             raise ProviderHTTPError(f"{shown} answered HTTP {status}: {text}", status=status)

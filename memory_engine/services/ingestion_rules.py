@@ -17,6 +17,7 @@ from django.db import transaction
 
 from memory_engine.chunking import ChunkingError, validate_chunk_settings
 from memory_engine.exceptions import IngestionRuleInvalid
+from memory_engine.guards import check_callable_allowed, check_outbound_url
 from memory_engine.models import IngestionRule, Project
 
 _GLOB = re.compile(r"^[a-z0-9!#$&^_.+\-*?]+/[a-z0-9!#$&^_.+\-*?]+$|^\*$")
@@ -67,8 +68,11 @@ def _invalid(message: str, **details: Any) -> IngestionRuleInvalid:
     return IngestionRuleInvalid(message, details=details)
 
 
-def validate_rule(rule: IngestionRule) -> None:
-    """Raise IngestionRuleInvalid (400) with a message naming the field to fix."""
+def validate_rule(rule: IngestionRule, *, trusted: bool = False) -> None:
+    """Raise IngestionRuleInvalid (400) with a message naming the field to fix, or NotAllowed
+    (400) when the rule as a whole — the stored row merged with the change — names a callable
+    outside ``CONVERTER_CALLABLE_PREFIXES`` (only superusers, ``trusted``, may) or a URL the
+    outbound guard refuses (memory_engine.guards)."""
     glob = rule.content_type_glob = (rule.content_type_glob or "").strip().lower()
     if not _GLOB.match(glob):
         raise _invalid("content_type_glob must look like application/pdf, image/* or */*; only * and ? "
@@ -77,6 +81,8 @@ def validate_rule(rule: IngestionRule) -> None:
         from memory_engine.providers.converters import ConverterError
         from memory_engine.providers.converters.callable import load_callable
 
+        # Before importing: importing a module runs its code.
+        check_callable_allowed(rule.converter_path, setting="CONVERTER_CALLABLE_PREFIXES", trusted=trusted)
         try:
             load_callable(rule.converter_path)
         except ConverterError as exc:
@@ -84,6 +90,11 @@ def validate_rule(rule: IngestionRule) -> None:
     elif rule.converter_type == IngestionRule.ConverterType.HTTP:
         if not re.match(r"^https?://", rule.converter_url or ""):
             raise _invalid("An http converter needs converter_url (http:// or https://).")
+        if rule.converter_path:
+            # A path parked on an http rule would become code the moment the type changes.
+            raise _invalid("An http converter takes no converter_path; send converter_path: \"\".",
+                           converter_path=rule.converter_path)
+        check_outbound_url(rule.converter_url)
     else:
         raise _invalid("converter_type must be `callable` or `http`.", converter_type=rule.converter_type)
     if not 0 < float(rule.converter_timeout) <= 3600:
@@ -112,8 +123,10 @@ def validate_rule(rule: IngestionRule) -> None:
 
 
 @transaction.atomic
-def ingestion_rule_save(*, project: Project, rule: IngestionRule | None = None, **fields: Any) -> IngestionRule:
-    """Create (rule=None) or update a rule after validating it; serialized per project."""
+def ingestion_rule_save(*, project: Project, rule: IngestionRule | None = None, trusted: bool = False,
+                        **fields: Any) -> IngestionRule:
+    """Create (rule=None) or update a rule after validating the merged result (see
+    :func:`validate_rule`; ``trusted``: a superuser); serialized per project."""
     from memory_engine.services.documents import lock_project
 
     unknown = set(fields) - set(FIELDS)
@@ -123,6 +136,6 @@ def ingestion_rule_save(*, project: Project, rule: IngestionRule | None = None, 
     rule = rule or IngestionRule(project=project)
     for name, value in fields.items():
         setattr(rule, name, value)
-    validate_rule(rule)
+    validate_rule(rule, trusted=trusted)
     rule.save()
     return rule

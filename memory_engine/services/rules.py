@@ -37,6 +37,7 @@ from django.utils.module_loading import import_string
 
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import MemoryEngineError, NotFound, RuleHandlerFailed, ValidationFailed
+from memory_engine.guards import check_callable_allowed, check_llm_overrides, check_outbound_url
 from memory_engine.models import Agent, Generation, MemoryAssertion, MemoryRule, MemoryStore
 from memory_engine.models.agents import GenerationStatus
 from memory_engine.models.memories import Mechanism, SourceType
@@ -185,6 +186,8 @@ def coerce_facts(items: Iterable[Any]) -> tuple[list[Fact], int]:
 def builtin_handler(transcript: str, rule: MemoryRule, generation: Generation) -> list[Any]:
     """A tool-less, temperature-0 completion parsed leniently as a JSON array."""
     config = rule.handler_config or {}
+    # Again at call time: the rule may predate the operator narrowing LLM_OVERRIDABLE.
+    check_llm_overrides(config)
     provider = require_llm_provider(config.get("provider") or None)
     reply = provider.complete(
         [
@@ -284,8 +287,13 @@ PROVIDER_KEYS = {"BASE_URL", "API_KEY", "MODEL", "TIMEOUT", "RETRIES"}
 
 
 def validate_rule_handler(*, handler_type: str, config: dict[str, Any], trusted: bool = False) -> dict[str, Any]:
-    """Check a handler's configuration; API callers (``trusted=False``) may only name
-    callables under ``RULE_CALLABLE_PREFIXES``. Returns the cleaned config."""
+    """Check a handler's configuration and return it cleaned.
+
+    The guards of :mod:`memory_engine.guards` apply: API keys and staff (``trusted=False``)
+    may only name callables under ``RULE_CALLABLE_PREFIXES`` (superusers any); a builtin
+    handler may only change the LLM settings in ``LLM_OVERRIDABLE``; URLs (``url``, the
+    provider's ``BASE_URL``) must pass the outbound guard, for everyone.
+    """
     if handler_type not in HANDLERS:
         raise ValidationFailed(f"Unknown handler type {handler_type!r}.", code="HANDLER_INVALID",
                                details={"type": handler_type, "allowed": sorted(HANDLERS)})
@@ -310,25 +318,29 @@ def validate_rule_handler(*, handler_type: str, config: dict[str, Any], trusted:
             raise ValidationFailed("`provider` must be an object with BASE_URL, API_KEY, MODEL, TIMEOUT, RETRIES.",
                                    code="HANDLER_INVALID", details={"field": "provider"})
         config["provider"] = {k.upper(): v for k, v in provider.items()}
+    if handler_type == MemoryRule.HandlerType.BUILTIN:
+        check_llm_overrides(config)
+        base_url = (config.get("provider") or {}).get("BASE_URL")
+        if base_url not in (None, ""):
+            _validate_url(base_url, field="provider.BASE_URL")
     if handler_type == MemoryRule.HandlerType.CALLABLE:
         _validate_callable(config.get("path", ""), trusted=trusted)
     if handler_type == MemoryRule.HandlerType.HTTP:
-        parsed = urlparse(config.get("url", ""))
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ValidationFailed("`url` must be an http(s) URL.", code="HANDLER_INVALID", details={"field": "url"})
+        _validate_url(config.get("url", ""), field="url")
     return config
+
+
+def _validate_url(url: Any, *, field: str) -> None:
+    parsed = urlparse(url if isinstance(url, str) else "")
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ValidationFailed(f"`{field}` must be an http(s) URL.", code="HANDLER_INVALID", details={"field": field})
+    check_outbound_url(url)
 
 
 def _validate_callable(path: str, *, trusted: bool) -> None:
     if not path:
         raise ValidationFailed("A callable handler needs `path`.", code="HANDLER_INVALID", details={"field": "path"})
-    prefixes = tuple(engine_settings.RULE_CALLABLE_PREFIXES or ())
-    if not trusted and not any(path == p or path.startswith(p.rstrip(".") + ".") for p in prefixes):
-        raise ValidationFailed(
-            f"{path!r} is not under MEMORY_ENGINE['RULE_CALLABLE_PREFIXES']; ask an operator to allow it "
-            "or create the rule in the admin.",
-            code="CALLABLE_NOT_ALLOWED", details={"path": path, "allowed_prefixes": list(prefixes)},
-        )
+    check_callable_allowed(path, setting="RULE_CALLABLE_PREFIXES", trusted=trusted)  # before importing anything
     try:
         fn = import_string(path)
     except ImportError as exc:
@@ -637,7 +649,7 @@ def memory_rule_create(
     on: str = MemoryRule.On.GENERATION_COMPLETED,
     trusted: bool = False,
 ) -> MemoryRule:
-    """A rule on ``store``; ``trusted`` (admins) may name any callable."""
+    """A rule on ``store``; ``trusted`` (superusers) may name any callable."""
     config = _clean_handler(store, handler_type, handler_config or {}, trusted)
     agents = _project_agents(project_id=store.project_id, agent_ids=source_agent_ids)
     rule = MemoryRule.objects.create(store=store, on=on, enabled=enabled, handler_type=handler_type,

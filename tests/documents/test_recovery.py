@@ -183,6 +183,7 @@ def test_end_to_end_with_a_real_worker(qcluster, client):
 
 def test_worker_killed_mid_ingest_is_recovered_by_the_sweep(qcluster, client, project, tmp_path, monkeypatch,
                                                             engine, hashing_embedder):
+    engine(CONVERTER_CALLABLE_PREFIXES=["tests.documents."])
     ingestion_rule_save(project=project, content_type_glob="image/png", converter_type="callable",
                         converter_path="tests.documents.providers.sleepy_converter", converter_timeout=600)
     marker = tmp_path / "marker"

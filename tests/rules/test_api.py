@@ -9,7 +9,7 @@ import pytest
 from memory_engine.models import Generation, MemoryAssertion, MemoryRule
 
 from ..factories import AgentFactory, MemoryStoreFactory
-from .conftest import make_rule
+from .conftest import engine, make_rule
 
 pytestmark = pytest.mark.django_db
 
@@ -105,7 +105,8 @@ def without_secret_flag(handler: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in handler.items() if k != "secret_set"}
 
 
-def test_rule_crud(client: Any, store: Any, agent: Any) -> None:
+def test_rule_crud(client: Any, store: Any, agent: Any, settings: Any) -> None:
+    engine(settings, LLM_OVERRIDABLE=["MODEL", "API_KEY"])  # the operator lets rules bring their own key
     url = f"/api/v1/memory-stores/{store.pk}/rules"
     body = {"source_agent_ids": [agent.pk], "handler": {"type": "http", "url": "http://127.0.0.1:9/x",
                                                         "secret": "k"}}

@@ -140,7 +140,7 @@ def test_builtin_without_llm_records_llm_not_configured(settings: Any, hashing_e
 
 def test_rule_prompt_model_and_provider_overrides(settings: Any, hashing_embedder: None, fake_llm: Any,
                                                   agent: Any, store: Any) -> None:
-    engine(settings, LLM=None)
+    engine(settings, LLM=None, LLM_OVERRIDABLE=["PROMPT", "MODEL", "BASE_URL", "TIMEOUT", "RETRIES"])
     fake_llm.reply = "[]"
     rule = make_rule(store, prompt="Only names.", model="tiny",
                      provider={"BASE_URL": fake_llm.base_url, "TIMEOUT": 1, "RETRIES": 0})

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from memory_engine.conf import engine_settings
+from memory_engine.exceptions import NotAllowed
 from memory_engine.providers.http import ProviderHTTPError, post_json
 
 from . import ConverterError, ConverterRequest, ConverterResult, parse_answer
@@ -61,4 +62,6 @@ def run_http_converter(rule: Any, request: ConverterRequest) -> ConverterResult:
     except ProviderHTTPError as exc:
         code = "CONVERTER_TIMEOUT" if "timed out" in str(exc) else "CONVERTER_FAILED"
         raise ConverterError(code, f"The HTTP converter failed: {exc}", {"status": exc.status}) from exc
+    except NotAllowed as exc:  # the outbound guard (URL_NOT_ALLOWED): recorded on the document
+        raise ConverterError(exc.code, exc.message, exc.details) from exc
     return parse_answer(answer, source=rule.converter_url)

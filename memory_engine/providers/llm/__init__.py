@@ -30,12 +30,14 @@ class LLMProvider:
     """A tool-less chat completion against one OpenAI-compatible endpoint."""
 
     def __init__(self, *, base_url: str, api_key: str = "", model: str = "", timeout: float = DEFAULT_TIMEOUT,
-                 retries: int | None = None) -> None:
+                 retries: int | None = None, guarded: bool = False) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.model = model
         self.timeout = float(timeout)
         self.retries = engine_settings.HTTP_RETRIES if retries is None else int(retries)
+        #: The endpoint did not come from the deployment's settings: the outbound guard applies.
+        self.guarded = guarded
 
     @property
     def url(self) -> str:
@@ -62,10 +64,11 @@ class LLMProvider:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         wait = float(timeout if timeout is not None else self.timeout)
         try:
-            answer = post_json(self.url, payload, headers=headers, timeout=wait, retries=self.retries)
+            answer = post_json(self.url, payload, headers=headers, timeout=wait, retries=self.retries,
+                               guarded=self.guarded)
         except ProviderHTTPError as exc:
             if exc.status is not None and exc.status < 400:
-                raise LLMError(f"The model endpoint answered invalid JSON: {exc}", code=LLM_BAD_RESPONSE,
+                raise LLMError(f"The model endpoint gave an unusable answer: {exc}", code=LLM_BAD_RESPONSE,
                                details={"url": self.url}) from exc
             timed_out = exc.status is None and "timed out" in str(exc)
             raise LLMError(
@@ -93,26 +96,34 @@ def _message_text(answer: Any, url: str) -> str:
     return content
 
 
-def _merged_config(overrides: dict[str, Any] | None) -> dict[str, Any]:
-    config = {str(k).upper(): v for k, v in dict(engine_settings.LLM or {}).items()}
-    for key, value in (overrides or {}).items():
-        if value not in (None, ""):
-            config[str(key).upper()] = value
-    return config
+def _upper(config: dict[str, Any] | None) -> dict[str, Any]:
+    return {str(k).upper(): v for k, v in (config or {}).items() if v not in (None, "")}
 
 
 def get_llm_provider(overrides: dict[str, Any] | None = None) -> LLMProvider | None:
     """The configured provider, with per-call ``overrides`` (BASE_URL, API_KEY, MODEL,
-    TIMEOUT, RETRIES; any case) on top; ``None`` when no BASE_URL is configured."""
-    config = _merged_config(overrides)
+    TIMEOUT, RETRIES; any case) on top; ``None`` when no BASE_URL is configured.
+
+    Overrides that send the call elsewhere (a BASE_URL other than the deployment's) never
+    inherit the deployment's API_KEY, only their own, and the outbound guard checks their
+    address (memory_engine.guards). Which overrides a memory rule may set at all is
+    ``LLM_OVERRIDABLE`` (checked by the rule services).
+    """
+    deployment = _upper(dict(engine_settings.LLM or {}))
+    requested = _upper(overrides)
+    config = {**deployment, **requested}
     if not config.get("BASE_URL"):
         return None
+    moved = str(config["BASE_URL"]).rstrip("/") != str(deployment.get("BASE_URL") or "").rstrip("/")
+    if moved:
+        config["API_KEY"] = requested.get("API_KEY", "")
     return LLMProvider(
         base_url=str(config["BASE_URL"]),
         api_key=str(config.get("API_KEY") or ""),
         model=str(config.get("MODEL") or ""),
         timeout=float(config.get("TIMEOUT") or DEFAULT_TIMEOUT),
         retries=config.get("RETRIES"),
+        guarded=moved,
     )
 
 

@@ -1,0 +1,220 @@
+"""Guards on what rule and converter configuration can make the server do.
+
+API keys (tenants) and staff configure memory rules and ingestion rules; three things in
+that configuration could otherwise be turned against the deployment (docs/security.md):
+
+* **code** — :func:`check_callable_allowed`: a callable named by import path must lie under
+  one of the operator's prefixes (``RULE_CALLABLE_PREFIXES``, ``CONVERTER_CALLABLE_PREFIXES``)
+  on a dot boundary. Only superusers (``trusted``) may name any other. Checked when the
+  configuration is saved, before anything is imported.
+* **the operator's LLM account** — :func:`check_llm_overrides`: a builtin memory rule may
+  set only the LLM settings listed in ``LLM_OVERRIDABLE``; checked on save and again on each
+  call. (A rule that moves ``BASE_URL`` never receives the deployment's key: see
+  :func:`memory_engine.providers.llm.get_llm_provider`.)
+* **outbound addresses** — :func:`check_outbound_url` on save, :func:`allowed_addresses` when
+  connecting (``memory_engine.providers.http``): http(s) only, and public addresses only
+  unless ``OUTBOUND_ALLOW`` lists the host or a network holding the address; link-local
+  addresses (169.254.0.0/16, where cloud metadata services live, and fe80::/10) only when an
+  entry inside that range is listed.
+
+The deployment's own settings (the LLM and embedder endpoints) are trusted and not guarded.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Union
+from urllib.parse import urlsplit
+
+from memory_engine.conf import engine_settings
+from memory_engine.exceptions import NotAllowed
+
+IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
+IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+
+URL_NOT_ALLOWED = "URL_NOT_ALLOWED"
+LLM_OVERRIDE_NOT_ALLOWED = "LLM_OVERRIDE_NOT_ALLOWED"
+
+# --- code ------------------------------------------------------------------------------------
+
+#: The prefix setting of each kind of callable, and the code of its refusal.
+CALLABLE_SETTINGS = {
+    "RULE_CALLABLE_PREFIXES": "CALLABLE_NOT_ALLOWED",
+    "CONVERTER_CALLABLE_PREFIXES": "CONVERTER_NOT_ALLOWED",
+}
+
+
+def callable_allowed(path: str, prefixes: Iterable[str]) -> bool:
+    """Whether ``path`` is a prefix itself or lies below one on a dot boundary: ``app.conv``
+    admits ``app.conv`` and ``app.conv.x``, never ``app.conv_evil``."""
+    for prefix in prefixes:
+        base = str(prefix).rstrip(".")
+        if base and (path == base or path.startswith(base + ".")):
+            return True
+    return False
+
+
+def check_callable_allowed(path: str, *, setting: str, trusted: bool = False) -> None:
+    """Raise NotAllowed unless ``trusted`` (a superuser) or ``path`` lies under the prefixes
+    of ``setting`` (a key of :data:`CALLABLE_SETTINGS`)."""
+    prefixes = list(getattr(engine_settings, setting) or ())
+    if trusted or callable_allowed(path, prefixes):
+        return
+    raise NotAllowed(
+        f"{path!r} is not under MEMORY_ENGINE[{setting!r}]; ask an operator to allow it, or a superuser "
+        "to configure it in the admin.",
+        code=CALLABLE_SETTINGS[setting], details={"path": path, "allowed_prefixes": prefixes},
+    )
+
+
+# --- the operator's LLM account -----------------------------------------------------------------
+
+#: Keys of a builtin handler's configuration and the LLM setting each one changes
+#: (the keys of its ``provider`` object are the settings themselves).
+LLM_HANDLER_KEYS = {"prompt": "PROMPT", "model": "MODEL", "max_tokens": "MAX_TOKENS"}
+LLM_SETTINGS = ("PROMPT", "MODEL", "MAX_TOKENS", "BASE_URL", "API_KEY", "TIMEOUT", "RETRIES")
+
+
+def llm_overrides(config: dict[str, Any]) -> set[str]:
+    """The LLM settings a builtin handler's configuration changes (unset or empty values change nothing)."""
+    changed = {name for key, name in LLM_HANDLER_KEYS.items() if config.get(key) not in (None, "")}
+    provider = config.get("provider")
+    if isinstance(provider, dict):
+        changed |= {str(key).upper() for key, value in provider.items() if value not in (None, "")}
+    return changed
+
+
+def check_llm_overrides(config: dict[str, Any]) -> None:
+    """Raise NotAllowed(LLM_OVERRIDE_NOT_ALLOWED) when the handler changes an LLM setting the
+    operator did not list in ``LLM_OVERRIDABLE``."""
+    allowed = sorted({str(name).upper() for name in engine_settings.LLM_OVERRIDABLE or ()})
+    refused = sorted(llm_overrides(config) - set(allowed))
+    if refused:
+        raise NotAllowed(
+            f"Memory rules on this deployment may not set {', '.join(refused)} of its language model "
+            f"(MEMORY_ENGINE['LLM_OVERRIDABLE'] allows {', '.join(allowed) or 'nothing'}); ask an operator.",
+            code=LLM_OVERRIDE_NOT_ALLOWED, details={"refused": refused, "allowed": allowed},
+        )
+
+
+# --- outbound addresses ---------------------------------------------------------------------------
+
+LINK_LOCAL: tuple[IPNetwork, ...] = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+@dataclass(frozen=True)
+class OutboundPolicy:
+    """``OUTBOUND_ALLOW`` parsed: host names (matched exactly, any case) and networks."""
+
+    hosts: frozenset[str]
+    networks: tuple[IPNetwork, ...]
+
+    @classmethod
+    def from_settings(cls) -> OutboundPolicy:
+        hosts: set[str] = set()
+        networks: list[IPNetwork] = []
+        for entry in engine_settings.OUTBOUND_ALLOW or ():
+            text = str(entry).strip().strip("[]")
+            try:
+                networks.append(ipaddress.ip_network(text, strict=False))
+            except ValueError:
+                if text:
+                    hosts.add(_host_key(text))
+        return cls(frozenset(hosts), tuple(networks))
+
+    def address_allowed(self, host: str, address: IPAddress) -> bool:
+        """Whether a connection to ``address`` (resolved from ``host``) may be made."""
+        for inner in _embedded(address):
+            if not self._single_allowed(host, inner):
+                return False
+        return True
+
+    def _single_allowed(self, host: str, address: IPAddress) -> bool:
+        if any(address in network for network in LINK_LOCAL):
+            # Cloud metadata: neither a host name nor a wider network (0.0.0.0/0) opens it.
+            return any(address in network and _inside_link_local(network) for network in self.networks)
+        if address.is_global and not (address.is_multicast or address.is_unspecified):
+            return True
+        return _host_key(host) in self.hosts or any(address in network for network in self.networks)
+
+
+def _host_key(host: str) -> str:
+    return host.strip().lower().rstrip(".")
+
+
+def _inside_link_local(network: IPNetwork) -> bool:
+    return any(network.version == ll.version and network.subnet_of(ll) for ll in LINK_LOCAL)  # type: ignore[arg-type]
+
+
+def _embedded(address: IPAddress) -> list[IPAddress]:
+    """The address, plus the IPv4 address it carries (mapped, 6to4, NAT64), all checked."""
+    found: list[IPAddress] = [address]
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped:
+            found.append(address.ipv4_mapped)
+        if address.sixtofour:
+            found.append(address.sixtofour)
+        if address in NAT64:
+            found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return found
+
+
+def _refused(reason: str, **details: Any) -> NotAllowed:
+    # The resolved addresses stay out of the message: a tenant must not map internal names.
+    return NotAllowed(
+        f"{reason} Calls configured through the API or the admin reach public http(s) addresses only, "
+        "unless MEMORY_ENGINE['OUTBOUND_ALLOW'] lists the host or its network.",
+        code=URL_NOT_ALLOWED, details=details,
+    )
+
+
+def _resolve(host: str, port: int) -> list[IPAddress]:
+    """Every address ``host`` resolves to (a literal address is itself); OSError when none."""
+    try:
+        return [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        pass
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    seen: dict[str, IPAddress] = {}
+    for info in infos:
+        text = str(info[4][0]).split("%", 1)[0]  # drop an IPv6 zone id
+        seen.setdefault(text, ipaddress.ip_address(text))
+    return list(seen.values())
+
+
+def check_outbound_url(url: str) -> None:
+    """At configuration time: raise NotAllowed(URL_NOT_ALLOWED) for a non-http(s) URL or a host
+    that resolves to an address the policy refuses. A name that does not resolve (yet) passes:
+    the address is checked again on every connection."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        raise _refused("This is not a valid URL.", url=url) from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise _refused("Only http:// and https:// URLs with a host are allowed.", url=url)
+    try:
+        addresses = _resolve(host, port or (443 if parts.scheme == "https" else 80))
+    except (OSError, UnicodeError):
+        return
+    policy = OutboundPolicy.from_settings()
+    if not all(policy.address_allowed(host, address) for address in addresses):
+        raise _refused(f"{host} is a private, loopback or link-local address.", url=url, host=host)
+
+
+def allowed_addresses(host: str, port: int) -> list[str]:
+    """At connection time: the addresses of ``host`` the policy allows, in resolver order.
+
+    Raises OSError when the name does not resolve and NotAllowed(URL_NOT_ALLOWED) when no
+    address is allowed. The caller connects to these addresses only, so the address checked
+    is the address used (a second lookup could answer differently).
+    """
+    policy = OutboundPolicy.from_settings()
+    addresses = [address for address in _resolve(host, port) if policy.address_allowed(host, address)]
+    if not addresses:
+        raise _refused(f"{host} is a private, loopback or link-local address.", host=host)
+    return [str(address) for address in addresses]
