@@ -249,7 +249,8 @@ def dry_run(rule: MemoryRule, transcript: str) -> dict[str, Any]:
 
 
 def dry_run_view(model_admin: admin.ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
-    require_perm(request, "view_memoryrule", "view_memory")
+    # The handler runs for real (an LLM, an HTTP call, a callable): changing the rule's right, not viewing.
+    require_perm(request, "change_memoryrule", "view_memory")
     rule = scope_queryset(request, MemoryRule.objects.select_related("store__project"), "store__project") \
         .filter(pk=object_id).first()
     if rule is None:

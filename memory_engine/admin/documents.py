@@ -212,7 +212,7 @@ class DocumentAdmin(ProjectScopedAdmin):
     def rule(self, obj: Document) -> str:
         return admin_link(obj.ingestion_rule, obj.ingestion_rule.content_type_glob) if obj.ingestion_rule else "-"
 
-    @admin.action(description="Re-ingest the selected documents")
+    @admin.action(description="Re-ingest the selected documents", permissions=["change"])
     def reingest(self, request: Any, queryset: QuerySet[Document]) -> None:
         count = 0
         for document in queryset:
@@ -220,7 +220,8 @@ class DocumentAdmin(ProjectScopedAdmin):
             count += 1
         self.message_user(request, f"{count} document(s) queued for re-ingestion.", messages.SUCCESS)
 
-    @admin.action(description="Re-ingest the selected documents with new chunk settings…")
+    @admin.action(description="Re-ingest the selected documents with new chunk settings…",
+                  permissions=["change"])
     def reingest_with_settings(self, request: Any, queryset: QuerySet[Document]) -> Any:
         form = ReingestForm(request.POST if "apply" in request.POST else None)
         if form.is_bound and form.is_valid():
@@ -241,7 +242,7 @@ class DocumentAdmin(ProjectScopedAdmin):
                    "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME}
         return TemplateResponse(request, "admin/memory_engine/document/reingest.html", context)
 
-    @admin.action(description="Re-embed missing vectors of the selected documents")
+    @admin.action(description="Re-embed missing vectors of the selected documents", permissions=["change"])
     def reembed_missing(self, request: Any, queryset: QuerySet[Document]) -> None:
         from memory_engine.services.reembed import reembed_missing
 

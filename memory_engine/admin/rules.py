@@ -163,7 +163,11 @@ class GenerationAdmin(ProjectScopedAdmin):
             "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", rows)
         return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", mark_safe(header), body)
 
-    @admin.action(description="Run the matching memory rules again (in the background)")
+    def has_fire_rules_permission(self, request: Any) -> bool:
+        # The same permission as completing a generation through the API (which fires the rules).
+        return request.user.has_perm("memory_engine.change_generation")
+
+    @admin.action(description="Run the matching memory rules again (in the background)", permissions=["fire_rules"])
     def fire_rules(self, request: Any, queryset: Any) -> None:
         enqueued = 0
         for generation in queryset:

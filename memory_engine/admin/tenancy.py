@@ -80,7 +80,7 @@ class ApiKeyAdmin(ProjectScopedAdmin):
         obj._state.adding = False
         messages.warning(request, f"New API key (shown once, copy it now): {raw}")
 
-    @admin.action(description="Revoke selected keys")
+    @admin.action(description="Revoke selected keys", permissions=["change"])
     def revoke(self, request: Any, queryset: Any) -> None:
         keys = list(queryset.filter(revoked_at__isnull=True))
         for key in keys:

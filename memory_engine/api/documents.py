@@ -267,7 +267,8 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
 
     @extend_schema(request=ReingestSerializer, responses={202: DocumentSerializer, 201: DocumentSerializer,
                                                           **ERRORS}, operation_id="documents_reingest")
-    @action(detail=True, methods=["post"], url_path="ingest", filterset_class=None, pagination_class=None)
+    @action(detail=True, methods=["post"], url_path="ingest", filterset_class=None, pagination_class=None,
+            session_permissions=["change_document"])
     def reingest(self, request: Request, pk: str | None = None) -> Response:
         """Ingest the stored file again, optionally with new chunk settings or a password."""
         document = self.get_object()
