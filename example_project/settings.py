@@ -120,6 +120,9 @@ Q_CLUSTER = {
 }
 
 MEMORY_ENGINE = {
+    # Reverse proxies in front of the app that append to X-Forwarded-For (0: none; the header
+    # is then ignored and the failed-auth throttle counts REMOTE_ADDR).
+    "NUM_PROXIES": int(os.environ.get("MEMORY_ENGINE_NUM_PROXIES", "0")),
     "EMBEDDING": {
         "PROVIDER": os.environ.get("MEMORY_ENGINE_EMBEDDING_PROVIDER", "onnx") or None,
         "MODEL": os.environ.get("MEMORY_ENGINE_EMBEDDING_MODEL", "all-MiniLM-L6-v2"),
