@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from .database import default_database
+from .secret_key import checkout_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -14,8 +17,15 @@ def env_bool(name: str, default: bool) -> bool:
     return os.environ.get(name, str(default)).lower() in ("1", "true", "yes", "on")
 
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
 DEBUG = env_bool("DJANGO_DEBUG", True)
+# Signed converter/download URLs and the key sealing stored PDF passwords derive from it.
+# With DEBUG off it must come from the environment (memory_engine.E006 also refuses known
+# defaults); `make run` (DEBUG on) uses a key generated for this checkout.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("Set DJANGO_SECRET_KEY to a long random value (DEBUG is off).")
+    SECRET_KEY = checkout_secret_key(BASE_DIR / ".secret_key")
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
