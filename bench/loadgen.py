@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from example_project.secret_key import checkout_secret_key
+
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,6 +71,8 @@ class LiveApp:
                  q_workers: int = 2, log: Path | None = None) -> None:
         self.env = {**os.environ, "MEMORY_ENGINE_RATE": "1000000/min", "DJANGO_DEBUG": "0",
                     "PYTHONUNBUFFERED": "1", "Q_WORKERS": str(q_workers), **env}
+        # DEBUG off needs a real key (memory_engine.E006); web and worker share this one.
+        self.env.setdefault("DJANGO_SECRET_KEY", checkout_secret_key(ROOT / ".secret_key"))
         self.web_workers, self.threads, self.with_qcluster = web_workers, threads, qcluster
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"

@@ -256,6 +256,9 @@ def server_side(project: Any, stores: list[Any], queries: list[str], concurrency
 def start_server(db_name: str) -> subprocess.Popen:
     env = dict(os.environ, MEMORY_ENGINE_DB_NAME=db_name, MEMORY_ENGINE_RATE="1000000/min",
                DJANGO_DEBUG="false", MEMORY_ENGINE_LOG_LEVEL="WARNING")
+    from example_project.secret_key import checkout_secret_key
+
+    env.setdefault("DJANGO_SECRET_KEY", checkout_secret_key(ROOT / ".secret_key"))  # DEBUG off needs a real key
     proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "runserver", "--noreload",
                              f"127.0.0.1:{PORT}"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from memory_engine.api.schema import SCHEMA_SETTINGS
 
 from .database import default_database
+from .secret_key import checkout_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -16,8 +19,15 @@ def env_bool(name: str, default: bool) -> bool:
     return os.environ.get(name, str(default)).lower() in ("1", "true", "yes", "on")
 
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
 DEBUG = env_bool("DJANGO_DEBUG", True)
+# Signed converter/download URLs and the key sealing stored PDF passwords derive from it.
+# With DEBUG off it must come from the environment (memory_engine.E006 also refuses known
+# defaults); `make run` (DEBUG on) uses a key generated for this checkout.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("Set DJANGO_SECRET_KEY to a long random value (DEBUG is off).")
+    SECRET_KEY = checkout_secret_key(BASE_DIR / ".secret_key")
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
@@ -126,6 +136,9 @@ Q_CLUSTER = {
 }
 
 MEMORY_ENGINE = {
+    # Reverse proxies in front of the app that append to X-Forwarded-For (0: none; the header
+    # is then ignored and the failed-auth throttle counts REMOTE_ADDR).
+    "NUM_PROXIES": int(os.environ.get("MEMORY_ENGINE_NUM_PROXIES", "0")),
     "EMBEDDING": {
         "PROVIDER": os.environ.get("MEMORY_ENGINE_EMBEDDING_PROVIDER", "onnx") or None,
         "MODEL": os.environ.get("MEMORY_ENGINE_EMBEDDING_MODEL", "all-MiniLM-L6-v2"),

@@ -5,6 +5,7 @@ memory_engine.E002  database is not PostgreSQL
 memory_engine.E003  the pgvector extension is not installed in the database
 memory_engine.E004  configured embedding dimension differs from the vector columns
 memory_engine.E005  stored vectors were made by another model than the configured one
+memory_engine.E006  DEBUG is off and SECRET_KEY is a known default or guessable
 
 Warnings about the host's deployment settings (docs/operations.md, "Worker and connection settings"):
 
@@ -45,6 +46,33 @@ def check_installed_apps(app_configs: Any = None, **kwargs: Any) -> list[Error]:
             id="memory_engine.E002",
         ))
     return errors
+
+
+#: SECRET_KEY values shipped in examples and compose files: anyone can sign with them.
+KNOWN_DEFAULT_SECRET_KEYS = frozenset({
+    "", "change-me", "changeme", "change_me", "secret", "dev-only-insecure-key-change-me", "django-insecure",
+})
+
+
+def secret_key_is_insecure(key: str) -> bool:
+    """A default, a Django "insecure" start-project key, or too short/uniform to be random."""
+    return (key.strip().lower() in KNOWN_DEFAULT_SECRET_KEYS or key.startswith("django-insecure-")
+            or len(key) < 32 or len(set(key)) < 5)
+
+
+@register("security")
+def check_secret_key(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """Signed converter and download URLs and the key sealing stored PDF passwords derive from
+    SECRET_KEY: a production process (DEBUG off) refuses a guessable one."""
+    if settings.DEBUG or not secret_key_is_insecure(str(getattr(settings, "SECRET_KEY", "") or "")):
+        return []
+    return [Error(
+        "SECRET_KEY is a known default or guessable, and DEBUG is off: anyone could forge the signed "
+        "converter callback and file download URLs and read stored PDF passwords.",
+        hint="Set a long random SECRET_KEY (e.g. the DJANGO_SECRET_KEY environment variable: "
+             "python -c 'import secrets; print(secrets.token_urlsafe(50))').",
+        id="memory_engine.E006",
+    )]
 
 
 def database_state() -> dict[str, Any] | None:

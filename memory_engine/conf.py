@@ -107,9 +107,13 @@ DEFAULTS: dict[str, Any] = {
     "MAX_DISCARD_BYTES": 256 * 1024 * 1024,
     # At most this many keys in a `tags` filter (search, ?tags= on lists): 400 TAG_FILTER_TOO_LARGE.
     "MAX_TAG_FILTER_KEYS": 64,
-    # Failed API-key authentications per client address (DRF rate syntax); over it -> 429
-    # THROTTLED with Retry-After, even for a valid key, until the window passes. None disables.
+    # Failed API-key authentications per client address (DRF rate syntax); over it a failing key
+    # gets 429 THROTTLED with Retry-After until the window passes (a valid key is never refused).
+    # None disables. Counted in Django's default cache: share it (Redis, database) across workers.
     "AUTH_FAILURE_RATE": "20/min",
+    # Trusted reverse proxies in front of the app that append to X-Forwarded-For: 0 = use
+    # REMOTE_ADDR and ignore the header (a client can write anything into it).
+    "NUM_PROXIES": 0,
     # Requests per project when the host's REST_FRAMEWORK names no 'project' throttle rate.
     "PROJECT_RATE": "6000/min",
     # Memory rules (memory_engine.services.rules).

@@ -113,6 +113,12 @@ class ReadOnlyKey(MemoryEngineError):
     default_message = "This API key is read-only; use a read-write key to change data."
 
 
+class ModelPermissionRequired(MemoryEngineError):
+    code = "MODEL_PERMISSION_REQUIRED"
+    status_code = 403
+    default_message = "Your user lacks the Django model permission this request needs (see details.missing)."
+
+
 class ProjectRequired(MemoryEngineError):
     code = "PROJECT_REQUIRED"
     default_message = "Staff sessions must name a project with the X-Project-Id header or ?project_id=."

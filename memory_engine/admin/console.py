@@ -36,6 +36,7 @@ from memory_engine.models import (
 from memory_engine.models.agents import GenerationStatus
 from memory_engine.models.documents import DocumentStatus
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
+from memory_engine.redaction import converter_target
 from memory_engine.selectors.search import knowledge_search
 from memory_engine.services.ingestion_rules import glob_specificity, rule_for_content_type
 
@@ -199,7 +200,7 @@ def ingestion_rule_tester_view(model_admin: admin.ModelAdmin, request: HttpReque
         rules = sorted(IngestionRule.objects.filter(project=project),
                        key=lambda r: (glob_specificity(r.content_type_glob), r.created_at))
         context.update(
-            tested=content_type, winner=winner,
+            tested=content_type, winner=winner, winner_target=converter_target(winner) if winner else "",
             rules=[(r, fnmatchcase(content_type, r.content_type_glob)) for r in rules],
             chunking=resolve_chunking(requested={}, rule=winner),
         )
@@ -249,7 +250,8 @@ def dry_run(rule: MemoryRule, transcript: str) -> dict[str, Any]:
 
 
 def dry_run_view(model_admin: admin.ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
-    require_perm(request, "view_memoryrule", "view_memory")
+    # The handler runs for real (an LLM, an HTTP call, a callable): changing the rule's right, not viewing.
+    require_perm(request, "change_memoryrule", "view_memory")
     rule = scope_queryset(request, MemoryRule.objects.select_related("store__project"), "store__project") \
         .filter(pk=object_id).first()
     if rule is None:

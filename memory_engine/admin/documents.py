@@ -21,6 +21,8 @@ from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import Chunk, Document, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
 from memory_engine.services.documents import Upload, document_create, document_delete, document_reingest
+from memory_engine.providers.http import redact_url
+from memory_engine.redaction import converter_target, secret_state
 from memory_engine.services.ingestion_rules import validate_rule
 
 from .console import ingestion_rule_tester_view
@@ -214,7 +216,7 @@ class DocumentAdmin(ProjectScopedAdmin):
     def rule(self, obj: Document) -> str:
         return admin_link(obj.ingestion_rule, obj.ingestion_rule.content_type_glob) if obj.ingestion_rule else "-"
 
-    @admin.action(description="Re-ingest the selected documents")
+    @admin.action(description="Re-ingest the selected documents", permissions=["change"])
     def reingest(self, request: Any, queryset: QuerySet[Document]) -> None:
         count = 0
         for document in queryset:
@@ -222,7 +224,8 @@ class DocumentAdmin(ProjectScopedAdmin):
             count += 1
         self.message_user(request, f"{count} document(s) queued for re-ingestion.", messages.SUCCESS)
 
-    @admin.action(description="Re-ingest the selected documents with new chunk settings…")
+    @admin.action(description="Re-ingest the selected documents with new chunk settings…",
+                  permissions=["change"])
     def reingest_with_settings(self, request: Any, queryset: QuerySet[Document]) -> Any:
         form = ReingestForm(request.POST if "apply" in request.POST else None)
         if form.is_bound and form.is_valid():
@@ -243,7 +246,7 @@ class DocumentAdmin(ProjectScopedAdmin):
                    "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME}
         return TemplateResponse(request, "admin/memory_engine/document/reingest.html", context)
 
-    @admin.action(description="Re-embed missing vectors of the selected documents")
+    @admin.action(description="Re-embed missing vectors of the selected documents", permissions=["change"])
     def reembed_missing(self, request: Any, queryset: QuerySet[Document]) -> None:
         from memory_engine.services.reembed import reembed_missing
 
@@ -253,21 +256,34 @@ class DocumentAdmin(ProjectScopedAdmin):
         self.message_user(request, f"{embedded} chunk vector(s) filled, {failed} failed.", level)
 
 
+#: Form fields that only editors see (readers get ``converter_secret_state``).
+WRITE_ONLY_FIELDS = ("new_converter_secret", "clear_converter_secret")
+
+
 class IngestionRuleForm(forms.ModelForm):
+    """The converter secret is write-only: never rendered back, blank keeps the stored one."""
+
     trusted = False  # set per request by ProjectScopedAdmin.get_form: superusers only
     converter_url = forms.URLField(required=False, max_length=1000, assume_scheme="https")
+    new_converter_secret = forms.CharField(
+        required=False, max_length=200, label="Converter secret", strip=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Write-only: leave blank to keep the current secret.")
+    clear_converter_secret = forms.BooleanField(required=False, label="Remove the converter secret")
 
     class Meta:
         model = IngestionRule
         fields = ["project", "name", "content_type_glob", "converter_type", "converter_path", "converter_url",
-                  "converter_secret", "converter_timeout", "native_extraction", "file_delivery",
-                  "chunk_strategy", "chunk_size", "chunk_overlap", "enabled"]
-        widgets = {"converter_secret": forms.PasswordInput(render_value=True)}
+                  "new_converter_secret", "clear_converter_secret", "converter_timeout", "native_extraction",
+                  "file_delivery", "chunk_strategy", "chunk_size", "chunk_overlap", "enabled"]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         if self.errors:
             return data
+        new, clear = data.pop("new_converter_secret", ""), data.pop("clear_converter_secret", False)
+        data["converter_secret"] = "" if clear else new or self.instance.converter_secret
+        self.instance.converter_secret = data["converter_secret"]  # not a form field: set it here
         probe = IngestionRule(pk=self.instance.pk, **{k: v for k, v in data.items()})
         try:
             validate_rule(probe, trusted=self.trusted)  # only superusers may name any callable
@@ -285,7 +301,23 @@ class IngestionRuleAdmin(ProjectScopedAdmin):
     list_filter = ["enabled", "converter_type", "project"]
     search_fields = ["content_type_glob", "name", "id", "converter_url", "converter_path"]
     list_select_related = ["project"]
-    readonly_fields = ["id", "created_at"]
+    readonly_fields = ["id", "converter_secret_state", "converter_url_redacted", "created_at"]
+
+    def get_fields(self, request: Any, obj: Any = None) -> list[str]:
+        fields = [f for f in super().get_fields(request, obj) if f != "converter_url_redacted"]
+        if obj is not None and not self.has_change_permission(request, obj):
+            # Readers get no write-only field and the URL without its query string (tokens).
+            return [("converter_url_redacted" if f == "converter_url" else f) for f in fields
+                    if f not in WRITE_ONLY_FIELDS]
+        return fields
+
+    @admin.display(description="converter secret")
+    def converter_secret_state(self, obj: IngestionRule) -> str:
+        return secret_state(obj.converter_secret)
+
+    @admin.display(description="converter URL")
+    def converter_url_redacted(self, obj: IngestionRule) -> str:
+        return redact_url(obj.converter_url) if obj.converter_url else ""
 
     def get_urls(self) -> list[Any]:
         view = self.admin_site.admin_view(self.tester)
@@ -296,7 +328,7 @@ class IngestionRuleAdmin(ProjectScopedAdmin):
 
     @admin.display(description="converter")
     def target(self, obj: IngestionRule) -> str:
-        return obj.converter_url if obj.converter_type == IngestionRule.ConverterType.HTTP else obj.converter_path
+        return converter_target(obj)
 
     @admin.display(description="documents")
     def documents_count(self, obj: IngestionRule) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -14,6 +15,7 @@ from django.utils.safestring import mark_safe
 
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import Generation, MemoryRule
+from memory_engine.redaction import SECRET_MASK, mask_handler_config, restore_masked_secrets
 from memory_engine.services.rules import enqueue_rule_firing, is_pending, matching_rule_ids, validate_rule_handler
 
 from .console import dry_run_view
@@ -24,14 +26,26 @@ COUNT_KEYS = ("created", "superseded", "skipped", "failed")
 
 
 class MemoryRuleForm(forms.ModelForm):
+    """Secrets in ``handler_config`` (``secret``, ``provider.API_KEY``) are shown masked and
+    are write-only: the mask (or a blank) sent back keeps the stored value."""
+
     trusted = False  # set per request by ProjectScopedAdmin.get_form: superusers only
 
     class Meta:
         model = MemoryRule
         fields = ["store", "on", "enabled", "source_agents", "handler_type", "handler_config"]
+        help_texts = {"handler_config": f"Secrets show as {SECRET_MASK}; leave the mask to keep a secret, "
+                                        "type a new value to replace it, remove the key to drop it."}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.initial["handler_config"] = mask_handler_config(self.instance.handler_config)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        if "handler_config" in data:
+            data["handler_config"] = restore_masked_secrets(data["handler_config"], self.instance.handler_config)
         store = data.get("store")
         agents = data.get("source_agents")
         if store is not None and agents and any(a.project_id != store.project_id for a in agents):
@@ -56,7 +70,18 @@ class MemoryRuleAdmin(ProjectScopedAdmin):
     search_fields = ["id", "store__name"]
     list_select_related = ["store"]
     filter_horizontal = ["source_agents"]
-    readonly_fields = ["id", "created_at"]
+    readonly_fields = ["id", "created_at", "handler_config_masked"]
+
+    def get_fields(self, request: Any, obj: Any = None) -> list[str]:
+        # The raw config (with its secrets) is a form field only for editors; readers see it masked.
+        fields = [f for f in super().get_fields(request, obj) if f != "handler_config_masked"]
+        if obj is not None and not self.has_change_permission(request, obj):
+            return [("handler_config_masked" if f == "handler_config" else f) for f in fields]
+        return fields
+
+    @admin.display(description="handler config")
+    def handler_config_masked(self, obj: MemoryRule) -> str:
+        return json.dumps(mask_handler_config(obj.handler_config, redact_urls=True), indent=2, sort_keys=True)
 
     @admin.display(description="source agents")
     def agents(self, obj: MemoryRule) -> str:
@@ -166,7 +191,11 @@ class GenerationAdmin(ProjectScopedAdmin):
             "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", rows)
         return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", mark_safe(header), body)
 
-    @admin.action(description="Run the matching memory rules again (in the background)")
+    def has_fire_rules_permission(self, request: Any) -> bool:
+        # The same permission as completing a generation through the API (which fires the rules).
+        return request.user.has_perm("memory_engine.change_generation")
+
+    @admin.action(description="Run the matching memory rules again (in the background)", permissions=["fire_rules"])
     def fire_rules(self, request: Any, queryset: Any) -> None:
         enqueued = 0
         for generation in queryset:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils.cache import patch_cache_control
 from django.urls import path, reverse
 from django.utils.html import format_html
 
@@ -13,14 +16,15 @@ from memory_engine.models import ApiKey, Project
 from memory_engine.services.keys import api_key_create, api_key_revoke
 
 from .console import overview_view, playground_view
-from .scoping import ProjectScopedAdmin
+from .scoping import ProjectScopedAdmin, visible_projects
 
 
 class ApiKeyInline(admin.TabularInline):
     model = ApiKey
     extra = 0
     fields = ["name", "prefix", "read_only", "created_at", "expires_at", "revoked_at", "last_used_at"]
-    readonly_fields = ["prefix", "created_at", "last_used_at"]
+    # A revoked key stays revoked: revoking is the "revoke" action, there is no un-revoke.
+    readonly_fields = ["prefix", "created_at", "revoked_at", "last_used_at"]
     show_change_link = True
 
     def has_add_permission(self, request: Any, obj: Any = None) -> bool:
@@ -35,6 +39,14 @@ class ProjectAdmin(ProjectScopedAdmin):
     readonly_fields = ["id", "created_at"]
     filter_horizontal = ["members"]
     inlines = [ApiKeyInline]
+
+    def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "members" and not request.user.is_superuser:
+            # A project operator picks among the people of their own projects, not the whole instance.
+            users = get_user_model()
+            kwargs["queryset"] = users._default_manager.filter(
+                memory_engine_projects__in=visible_projects(request)).distinct().order_by(users.USERNAME_FIELD)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     def get_urls(self) -> list[Any]:
         wrap = self.admin_site.admin_view
@@ -78,9 +90,21 @@ class ApiKeyAdmin(ProjectScopedAdmin):
                                   expires_at=obj.expires_at)
         obj.pk, obj.prefix, obj.hashed_key, obj.created_at = key.pk, key.prefix, key.hashed_key, key.created_at
         obj._state.adding = False
-        messages.warning(request, f"New API key (shown once, copy it now): {raw}")
+        request._memory_engine_new_key = raw  # shown by response_add, in this response only
 
-    @admin.action(description="Revoke selected keys")
+    def response_add(self, request: Any, obj: ApiKey, post_url_continue: str | None = None) -> HttpResponse:
+        """Show the new key in the response to the creating request itself. Not a message:
+        Django's messages may travel in a cookie (signed, not encrypted) or the session."""
+        raw = getattr(request, "_memory_engine_new_key", None)
+        if raw is None:
+            return super().response_add(request, obj, post_url_continue)
+        context = {**self.admin_site.each_context(request), "title": "New API key", "opts": self.model._meta,
+                   "key": obj, "raw_key": raw}
+        response = TemplateResponse(request, "admin/memory_engine/apikey/created.html", context)
+        patch_cache_control(response, no_store=True, private=True)
+        return response
+
+    @admin.action(description="Revoke selected keys", permissions=["change"])
     def revoke(self, request: Any, queryset: Any) -> None:
         keys = list(queryset.filter(revoked_at__isnull=True))
         for key in keys:

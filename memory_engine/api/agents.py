@@ -19,7 +19,7 @@ from memory_engine.tools import FORMATS, agent_tool_definitions, run_search_know
 
 from .fields import JSONObjectField
 from .scoping import ProjectScopedMixin
-from .search import SearchResultSerializer
+from .search import SEARCH_PERMISSIONS, SearchResultSerializer
 from .serializers import ErrorSerializer
 from .views import ERRORS
 
@@ -115,7 +115,8 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
                    responses={200: AgentContextResponseSerializer,
                               503: OpenApiResponse(ErrorSerializer, description="No embedding provider"),
                               **ERRORS})
-    @action(detail=True, methods=["post"], read_only_key_allowed=True)
+    @action(detail=True, methods=["post"], read_only_key_allowed=True,
+            session_permissions=["view_agent", *SEARCH_PERMISSIONS])
     def context(self, request: Request, pk: str | None = None) -> Response:
         """The turn's messages with a fenced <knowledge> block prepended as a user message."""
         agent = self.get_object()
@@ -144,7 +145,8 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
 
     @extend_schema(request=SearchToolRequestSerializer,
                    responses={200: SearchToolResponseSerializer, **ERRORS})
-    @action(detail=True, methods=["post"], url_path="tools/search_knowledge", read_only_key_allowed=True)
+    @action(detail=True, methods=["post"], url_path="tools/search_knowledge", read_only_key_allowed=True,
+            session_permissions=["view_agent", *SEARCH_PERMISSIONS])
     def search_knowledge(self, request: Request, pk: str | None = None) -> Response:
         """Run a search_knowledge tool call inside the agent's scope."""
         agent = self.get_object()

@@ -43,11 +43,13 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
-        throttle = FailedAuthThrottle()
-        throttle.check(request)  # an address over its failure budget is refused, valid key or not
         try:
             return self._authenticate_key(header)
         except exceptions.AuthenticationFailed:
+            # Only failing credentials are throttled: a valid key always gets in, so failures
+            # sent from (or forged for) a client's address can never lock that client out.
+            throttle = FailedAuthThrottle()
+            throttle.check(request)
             throttle.record_failure(request)
             raise
 

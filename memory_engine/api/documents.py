@@ -21,6 +21,7 @@ from memory_engine.conf import engine_settings
 from memory_engine.exceptions import FileTooLarge
 from memory_engine.models import Chunk, Document, IngestionRule
 from memory_engine.models.documents import ChunkStrategy
+from memory_engine.providers.converters.http import TOKEN_HEADER
 from memory_engine.services.documents import (
     Upload,
     converter_callback,
@@ -267,7 +268,8 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
 
     @extend_schema(request=ReingestSerializer, responses={202: DocumentSerializer, 201: DocumentSerializer,
                                                           **ERRORS}, operation_id="documents_reingest")
-    @action(detail=True, methods=["post"], url_path="ingest", filterset_class=None, pagination_class=None)
+    @action(detail=True, methods=["post"], url_path="ingest", filterset_class=None, pagination_class=None,
+            session_permissions=["change_document"])
     def reingest(self, request: Request, pk: str | None = None) -> Response:
         """Ingest the stored file again, optionally with new chunk settings or a password."""
         document = self.get_object()
@@ -330,11 +332,15 @@ class IngestionRuleViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
 
 
 class _SignedURLView(APIView):
-    """Authenticated by the signed token in the URL, not by an API key."""
+    """Authenticated by the signed token in the X-Memory-Engine-Token header, not by an API key."""
 
     authentication_classes: list[Any] = []
     permission_classes = [permissions.AllowAny]
     throttle_classes: list[Any] = []
+
+
+TOKEN_PARAMETER = OpenApiParameter(TOKEN_HEADER, str, OpenApiParameter.HEADER, required=True,
+                                   description="The token the converter request carried with this URL.")
 
 
 class ConverterCallbackView(_SignedURLView):
@@ -344,13 +350,13 @@ class ConverterCallbackView(_SignedURLView):
 
     @extend_schema(
         request={"application/json": OpenApiTypes.OBJECT},
-        parameters=[OpenApiParameter("token", str, required=True)],
+        parameters=[TOKEN_PARAMETER],
         responses={202: CallbackAcceptedSerializer, 400: ErrorSerializer, 403: ErrorSerializer,
                    404: ErrorSerializer, 409: ErrorSerializer, 410: ErrorSerializer},
     )
     def post(self, request: Request, pk: str) -> Response:
         document = converter_callback(
-            document_id=pk, token=request.query_params.get("token", ""), body=request.body,
+            document_id=pk, token=request.headers.get(TOKEN_HEADER, ""), body=request.body,
             signature=request.headers.get("X-Memory-Engine-Signature"),
         )
         return Response({"document_id": document.pk, "status": document.status}, status=status.HTTP_202_ACCEPTED)
@@ -359,11 +365,11 @@ class ConverterCallbackView(_SignedURLView):
 class DocumentFileView(_SignedURLView):
     """The stored file, for converters with file_delivery=download_url (signed, expiring)."""
 
-    @extend_schema(parameters=[OpenApiParameter("token", str, required=True)],
+    @extend_schema(parameters=[TOKEN_PARAMETER],
                    responses={(200, "application/octet-stream"): OpenApiTypes.BINARY, 403: ErrorSerializer,
                               404: ErrorSerializer, 410: ErrorSerializer})
     def get(self, request: Request, pk: str) -> FileResponse:
-        document = document_for_download(document_id=pk, token=request.query_params.get("token", ""))
+        document = document_for_download(document_id=pk, token=request.headers.get(TOKEN_HEADER, ""))
         return FileResponse(document.file.open("rb"), content_type=document.content_type, as_attachment=True,
                             filename=document.original_filename or document.path.rsplit("/", 1)[-1])
 

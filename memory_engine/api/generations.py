@@ -120,7 +120,7 @@ class GenerationViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
         responses={200: GenerationSerializer, 409: OpenApiResponse(s.ErrorSerializer, "Already completed"),
                    **ERRORS},
     )
-    @action(detail=True, methods=["post"], filterset_class=None)
+    @action(detail=True, methods=["post"], filterset_class=None, session_permissions=["change_generation"])
     def complete(self, request: Request, pk: str | None = None) -> Response:
         """Store the reply and final status; matching memory rules run afterwards in a worker."""
         generation = self.get_object()
@@ -158,6 +158,8 @@ class WriteMemoryToolSerializer(serializers.Serializer):
 
 class WriteMemoryToolView(ProjectScopedMixin, APIView):
     """The agent's ``write_memory`` tool: one fact into the agent's write memory store."""
+
+    session_permissions = ["add_memory"]
 
     @extend_schema(
         request=WriteMemoryToolSerializer,

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from memory_engine.exceptions import UnknownMemoryStore
 from memory_engine.models import MemoryRule, MemoryStore
+from memory_engine.redaction import mask_handler_config
 from memory_engine.services.rules import memory_rule_create, memory_rule_update
 
 from .fields import JSONObjectField
@@ -52,9 +53,7 @@ class MemoryRuleSerializer(serializers.ModelSerializer):
     def to_representation(self, rule: MemoryRule) -> dict[str, Any]:
         config = dict(rule.handler_config or {})
         handler: dict[str, Any] = {"type": rule.handler_type}
-        handler.update({k: v for k, v in config.items() if k not in SECRET_KEYS})
-        if isinstance(handler.get("provider"), dict) and handler["provider"].get("API_KEY"):
-            handler["provider"] = {**handler["provider"], "API_KEY": "***"}
+        handler.update({k: v for k, v in mask_handler_config(config).items() if k not in SECRET_KEYS})
         handler["secret_set"] = bool(config.get("secret"))
         return {
             "id": rule.pk,

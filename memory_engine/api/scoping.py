@@ -46,6 +46,9 @@ class ProjectScopedMixin:
 
     request: Any
     parser_classes = [SafeJSONParser, FormParser, MultiPartParser]
+    #: Model permissions a staff session needs when the HTTP method on the view's model does
+    #: not say it (memory_engine.api.permissions); settable per action with @action(...).
+    session_permissions: list[str] | None = None
 
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
         check_request_size(request)  # before authentication reads anything, and before parsing

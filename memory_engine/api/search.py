@@ -17,6 +17,9 @@ from .scoping import ProjectScopedMixin
 from .serializers import ErrorSerializer
 from .views import ERRORS
 
+#: A staff session searching reads memories and documents (the admin playground asks the same).
+SEARCH_PERMISSIONS = ["view_memory", "view_document"]
+
 
 class KnowledgeSearchRequestSerializer(serializers.Serializer):
     query = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
@@ -86,6 +89,7 @@ class KnowledgeSearchView(ProjectScopedMixin, APIView):
     """Hybrid search over your memories and documents (vector + full text, fused by RRF)."""
 
     read_only_key_allowed = True
+    session_permissions = SEARCH_PERMISSIONS
 
     @extend_schema(
         request=KnowledgeSearchRequestSerializer,

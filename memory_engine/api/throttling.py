@@ -2,10 +2,15 @@
 
 The per-project rate comes from REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']['project'] or,
 when the host names none, MEMORY_ENGINE['PROJECT_RATE']. Failed key authentications are
-counted per client address (DRF's NUM_PROXIES decides which X-Forwarded-For hop counts)
-in Django's cache: over MEMORY_ENGINE['AUTH_FAILURE_RATE'] the address gets 429 THROTTLED
-with Retry-After until the window passes. Use a shared cache (Redis, database) when
-several processes serve the API.
+counted per client address in Django's cache: over MEMORY_ENGINE['AUTH_FAILURE_RATE'] a
+failing key from that address gets 429 THROTTLED with Retry-After until the window passes.
+A valid key is never refused by it, so nobody can lock a client out by failing on purpose
+from (or claiming to be) its address.
+
+The address is REMOTE_ADDR unless MEMORY_ENGINE['NUM_PROXIES'] (default 0) says how many
+trusted proxies append to X-Forwarded-For; a client-sent header is never trusted otherwise.
+Use a shared cache (Redis, database) when several processes serve the API, or each
+process counts on its own.
 """
 
 from __future__ import annotations
@@ -40,6 +45,18 @@ class ProjectRateThrottle(SimpleRateThrottle):
         return None
 
 
+def client_address(request: Any) -> str:
+    """The caller's address: REMOTE_ADDR, or with NUM_PROXIES = n > 0 trusted proxies in front,
+    the X-Forwarded-For entry the outermost of them appended (the n-th from the right)."""
+    remote = request.META.get("REMOTE_ADDR") or ""
+    proxies = int(engine_settings.NUM_PROXIES or 0)
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR") or ""
+    if proxies <= 0 or not forwarded:
+        return remote
+    hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
+    return hops[-min(proxies, len(hops))] if hops else remote
+
+
 class FailedAuthThrottle(SimpleRateThrottle):
     """Counts failed authentications per client address (not a view throttle: used by
     ApiKeyAuthentication, before and after it checks a key)."""
@@ -49,6 +66,9 @@ class FailedAuthThrottle(SimpleRateThrottle):
 
     def get_rate(self) -> str | None:
         return engine_settings.AUTH_FAILURE_RATE
+
+    def get_ident(self, request: Any) -> str:
+        return client_address(request)
 
     def get_cache_key(self, request: Any, view: Any = None) -> str | None:
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}

@@ -171,6 +171,7 @@ class EmbeddingsView(ProjectScopedMixin, APIView):
     """The deployment's embedding model, OpenAI-style."""
 
     read_only_key_allowed = True
+    session_permissions: list[str] | None = []  # reads no rows
 
     @extend_schema(
         request=s.EmbeddingRequestSerializer,

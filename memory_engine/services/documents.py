@@ -202,20 +202,23 @@ def _open_password(document: Document) -> str | None:
                                {"reason": "password_unreadable"}) from None
 
 
-def _absolute(document: Document, view_name: str, token: str) -> str:
+def _absolute(document: Document, view_name: str) -> str:
+    # The token never goes into the URL (URLs end up in access logs); it travels in the
+    # X-Memory-Engine-Token header.
     try:
         path = reverse(f"memory_engine:{view_name}", kwargs={"pk": document.pk})
     except NoReverseMatch:
         path = reverse(view_name, kwargs={"pk": document.pk})
     base = (engine_settings.PUBLIC_BASE_URL or (document.converter_state or {}).get("base_url") or "").rstrip("/")
-    return f"{base}{path}?token={token}"
+    return f"{base}{path}"
 
 
-def download_url(document: Document) -> str:
-    """A signed URL serving the stored file for DOWNLOAD_URL_TTL seconds."""
+def download_grant(document: Document) -> tuple[str, str]:
+    """``(url, token)`` serving the stored file for DOWNLOAD_URL_TTL seconds to a GET that
+    sends the token in the X-Memory-Engine-Token header."""
     expires = int(time.time() + engine_settings.DOWNLOAD_URL_TTL)
     token = signing.dumps({"d": document.pk, "e": expires, "s": document.sha256[:16]}, salt=DOWNLOAD_SALT)
-    return _absolute(document, "document-file", token)
+    return _absolute(document, "document-file"), token
 
 
 def document_for_download(*, document_id: str, token: str) -> Document:
@@ -234,8 +237,8 @@ def _verified_grant(token: str, *, salt: str, document_id: str, what: str, when_
     try:
         grant = signing.loads(token or "", salt=salt)
     except signing.BadSignature:
-        raise CallbackRejected(f"The {what} URL's signature is invalid.",
-                               code=f"{prefix}_SIGNATURE_INVALID") from None
+        raise CallbackRejected(f"The {what} token is missing or invalid; send it in the X-Memory-Engine-Token "
+                               "header.", code=f"{prefix}_SIGNATURE_INVALID") from None
     if not isinstance(grant, dict) or grant.get("d") != document_id:
         raise CallbackRejected(f"The {what} URL belongs to another document.", code=f"{prefix}_SIGNATURE_INVALID")
     if grant.get("e", 0) < time.time():
@@ -245,11 +248,12 @@ def _verified_grant(token: str, *, salt: str, document_id: str, what: str, when_
     return grant
 
 
-def _new_callback(document: Document) -> tuple[dict[str, Any], str]:
+def _new_callback(document: Document) -> tuple[dict[str, Any], str, str]:
+    """``(state to keep, callback URL, its single-use token)``."""
     nonce = secrets.token_urlsafe(16)
     expires = int(time.time() + engine_settings.CONVERTER_CALLBACK_TTL)
     token = signing.dumps({"d": document.pk, "n": nonce, "e": expires}, salt=CALLBACK_SALT)
-    return {"nonce": nonce, "expires_at": expires}, _absolute(document, "document-converter-callback", token)
+    return {"nonce": nonce, "expires_at": expires}, _absolute(document, "document-converter-callback"), token
 
 
 # --- creating, re-ingesting, deleting ----------------------------------------------------
@@ -620,15 +624,19 @@ def _convert(document: Document, run: str, rule: IngestionRule, data: bytes,
              native_error: ExtractionError | None) -> list[Page] | None:
     from memory_engine.providers.converters import ConverterError, ConverterRequest, run_converter
 
-    callback, callback_url = _new_callback(document)
+    callback, callback_url, callback_token = _new_callback(document)
     state = {**document.converter_state, "callback": callback}
     _beat(document.pk, run, converter_state=state)
     document.converter_state = state
-    document.converter_callback_url = callback_url  # type: ignore[attr-defined]  (for callables)
+    # For callables that answer pending: where to POST the pages, and the header's token.
+    document.converter_callback_url = callback_url  # type: ignore[attr-defined]
+    document.converter_callback_token = callback_token  # type: ignore[attr-defined]
+    file_url, file_token = (download_grant(document) if rule.file_delivery == IngestionRule.FileDelivery.DOWNLOAD_URL
+                            else ("", ""))
     request = ConverterRequest(
         data=data, content_type=document.content_type, filename=document.original_filename or document.path,
-        document=document, callback_url=callback_url,
-        download_url=download_url(document) if rule.file_delivery == IngestionRule.FileDelivery.DOWNLOAD_URL else "",
+        document=document, callback_url=callback_url, callback_token=callback_token,
+        download_url=file_url, download_token=file_token,
     )
     context = {"rule_id": rule.pk}
     if native_error is not None:

@@ -365,7 +365,7 @@ def test_playground_rejects_a_store_of_another_project(superuser_client: Client,
 def test_api_key_create_shows_secret_once_and_revoke(member_client: Client, mine: World, theirs: World) -> None:
     response = member_client.post(f"{A}/apikey/add/", {"project": mine.project.pk, "name": "ops"}, follow=True)
     body = text(response)
-    match = re.search(r"shown once, copy it now\): (me_[\w-]+)", body)
+    match = re.search(r"shown once, copy it now\): <code id=\"new-api-key\">(me_[\w-]+)", body)
     assert match, body[:3000]
     key = ApiKey.objects.get(name="ops")
     assert key.prefix in match.group(1)

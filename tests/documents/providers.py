@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Sequence
@@ -41,7 +42,8 @@ def pages_converter(*, data: bytes, content_type: str, filename: str, document: 
 
 
 def pending_converter(*, data: bytes, content_type: str, filename: str, document: Any) -> dict[str, str]:
-    Path(document.metadata["callback_file"]).write_text(document.converter_callback_url)
+    grant = {"url": document.converter_callback_url, "token": document.converter_callback_token}
+    Path(document.metadata["callback_file"]).write_text(json.dumps(grant))
     return {"status": "pending"}
 
 

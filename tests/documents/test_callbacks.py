@@ -1,4 +1,5 @@
-"""Pending converters: the signed, single-use, expiring callback URL, and the sweep's timeout."""
+"""Pending converters: the signed, single-use, expiring callback (its token in a header, never
+in the URL), and the sweep's timeout."""
 
 from __future__ import annotations
 
@@ -31,15 +32,23 @@ def pending_document(client, project, engine):
                             converter_url=server.url, converter_secret=SECRET)
         body = upload(client, pdf_file("scanned.pdf"), wait="true").json()
     assert body["status"] == "processing" and body["indexed_chunks"] == 0
-    callback_url = json.loads(server.requests[0]["body"])["callback_url"]
-    parts = urlsplit(callback_url)
-    return Document.objects.get(pk=body["id"]), f"{parts.path}?{parts.query}"
+    return Document.objects.get(pk=body["id"]), grant_of(server.requests[0])
 
 
-def deliver(url: str, payload, *, secret: str = SECRET):
+def grant_of(converter_request) -> tuple[str, str]:
+    """(callback path, token) from what the converter received."""
+    sent = json.loads(converter_request["body"])
+    parts = urlsplit(sent["callback_url"])
+    assert not parts.query and sent["callback_token"]  # no token in the URL (access logs)
+    return parts.path, sent["callback_token"]
+
+
+def deliver(grant: tuple[str, str], payload, *, secret: str = SECRET):
+    path, token = grant
     body = json.dumps(payload).encode()
     headers = {"HTTP_X_MEMORY_ENGINE_SIGNATURE": sign_body(secret, body)} if secret else {}
-    return APIClient().generic("POST", url, body, content_type="application/json", **headers)
+    return APIClient().generic("POST", path, body, content_type="application/json",
+                               HTTP_X_MEMORY_ENGINE_TOKEN=token, **headers)
 
 
 def test_valid_callback_finishes_the_document(pending_document, committed, client):
@@ -68,8 +77,7 @@ def test_expired_callback_is_410(client, project, engine, committed):
         ingestion_rule_save(project=project, content_type_glob="application/pdf", converter_type="http",
                             converter_url=server.url, converter_secret=SECRET)
         body = upload(client, pdf_file("scanned.pdf"), wait="true").json()
-    parts = urlsplit(json.loads(server.requests[0]["body"])["callback_url"])
-    response = committed(deliver, f"{parts.path}?{parts.query}", {"pages": ["late"]})
+    response = committed(deliver, grant_of(server.requests[0]), {"pages": ["late"]})
     assert response.status_code == 410 and response.json()["code"] == "CALLBACK_EXPIRED"
     # ... and the sweep fails the waiting document with a reason.
     assert committed(document_sweep)["timed_out"] == 1
@@ -79,13 +87,17 @@ def test_expired_callback_is_410(client, project, engine, committed):
 
 
 def test_forged_token_is_403(pending_document, committed):
-    document, url = pending_document
-    path, query = url.split("?")
-    forged = committed(deliver, f"{path}?{query[:-4]}AAAA", {"pages": ["evil"]})
+    document, (path, token) = pending_document
+    forged = committed(deliver, (path, token[:-4] + "AAAA"), {"pages": ["evil"]})
     assert forged.status_code == 403 and forged.json()["code"] == "CALLBACK_SIGNATURE_INVALID"
     # A valid token for another document is no good either.
-    other = committed(deliver, url.replace(document.pk, "doc_00000000000000000000000000"), {"pages": ["x"]})
+    other = committed(deliver, (path.replace(document.pk, "doc_00000000000000000000000000"), token), {"pages": ["x"]})
     assert other.status_code == 403
+    # Nor is the token in the query string, where access logs would keep it.
+    body = json.dumps({"pages": ["x"]}).encode()
+    in_query = committed(APIClient().generic, "POST", f"{path}?token={token}", body, content_type="application/json",
+                         HTTP_X_MEMORY_ENGINE_SIGNATURE=sign_body(SECRET, body))
+    assert in_query.status_code == 403 and "X-Memory-Engine-Token" in in_query.json()["message"]
     document.refresh_from_db()
     assert document.status == "processing" and not document.chunks.exists()
 
@@ -132,8 +144,7 @@ def test_reingest_invalidates_the_old_callback(pending_document, committed, clie
         committed(client.post, f"/api/v1/documents/{document.pk}/ingest", {}, format="json")
     stale = committed(deliver, url, {"pages": ["stale"]})
     assert stale.status_code == 409
-    fresh = urlsplit(json.loads(server.requests[0]["body"])["callback_url"])
-    assert committed(deliver, f"{fresh.path}?{fresh.query}", {"pages": ["fresh"]}).status_code == 202
+    assert committed(deliver, grant_of(server.requests[0]), {"pages": ["fresh"]}).status_code == 202
     assert Chunk.objects.get(document=document).text == "fresh"
 
 
@@ -147,7 +158,9 @@ def test_callable_converter_can_be_pending_too(client, project, engine, committe
     body = upload(client, SimpleUploadedFile("a.png", b"\x89PNG\r\n\x1a\n" + b"\x00" * 10), wait="true",
                   metadata=json.dumps({"callback_file": str(target)})).json()
     assert body["status"] == "processing"
-    parts = urlsplit(target.read_text())
-    response = committed(deliver, f"{parts.path}?{parts.query}", {"pages": ["from the callable"]}, secret="")
+    grant = json.loads(target.read_text())
+    assert "?" not in grant["url"]
+    response = committed(deliver, (urlsplit(grant["url"]).path, grant["token"]), {"pages": ["from the callable"]},
+                         secret="")
     assert response.status_code == 202
     assert Document.objects.get(pk=body["id"]).status == "ready"

@@ -238,12 +238,15 @@ def test_download_url_delivery(client, project):
     sent = json.loads(server.requests[0]["body"])
     assert sent["file"] is None
     url = urlsplit(sent["download_url"])
-    anonymous = APIClient()  # the signed URL is the credential
-    response = anonymous.get(f"{url.path}?{url.query}")
+    assert not url.query  # the token travels in a header, never in the (logged) URL
+    token = sent["download_token"]
+    anonymous = APIClient()  # the signed token is the credential
+    response = anonymous.get(url.path, HTTP_X_MEMORY_ENGINE_TOKEN=token)
     assert response.status_code == 200
     assert b"".join(response.streaming_content) == pdf_file("scanned.pdf").read()
-    forged = anonymous.get(f"{url.path}?{url.query[:-3]}abc")
+    forged = anonymous.get(url.path, HTTP_X_MEMORY_ENGINE_TOKEN=token[:-3] + "abc")
     assert forged.status_code == 403 and forged.json()["code"] == "DOWNLOAD_SIGNATURE_INVALID"
+    assert anonymous.get(f"{url.path}?token={token}").status_code == 403
 
 
 def test_download_url_expires(client, project, engine):
@@ -252,8 +255,8 @@ def test_download_url_expires(client, project, engine):
         make_rule(project, "application/pdf", converter_type="http", converter_url=server.url,
                   converter_secret=SECRET, file_delivery="download_url")
         upload(client, pdf_file("scanned.pdf"), wait="true")
-    url = urlsplit(json.loads(server.requests[0]["body"])["download_url"])
-    response = APIClient().get(f"{url.path}?{url.query}")
+    sent = json.loads(server.requests[0]["body"])
+    response = APIClient().get(urlsplit(sent["download_url"]).path, HTTP_X_MEMORY_ENGINE_TOKEN=sent["download_token"])
     assert response.status_code == 410 and response.json()["code"] == "DOWNLOAD_EXPIRED"
 
 

@@ -99,11 +99,11 @@ def test_failed_authentication_is_throttled_per_address(settings: Any, project: 
     body = throttled.json()
     assert throttled.status_code == 429 and body["code"] == "THROTTLED", body
     assert 0 < int(throttled["Retry-After"]) <= 60
-    # The address is blocked for every key until the window passes, a valid one included...
+    # Failing keys from the address stay refused until the window passes; a valid key never is.
+    assert bad.get(STORES).status_code == 429
     good = make_key(project)
-    assert api_client(good).get(STORES).status_code == 429
-    # ...while another address is not affected.
-    assert api_client(good).get(STORES, REMOTE_ADDR="10.0.0.7").status_code == 200
+    assert api_client(good).get(STORES).status_code == 200
+    assert_auth_failed(api_client("me_deadbeef_other").get(STORES, REMOTE_ADDR="10.0.0.7"))
     # Requests without credentials are not counted as failures.
     cache.clear()
     from rest_framework.test import APIClient
@@ -111,6 +111,41 @@ def test_failed_authentication_is_throttled_per_address(settings: Any, project: 
     for _ in range(10):
         assert APIClient().get(STORES).status_code in (401, 403)
     assert api_client(good).get(STORES).status_code == 200
+
+
+def test_rotating_x_forwarded_for_does_not_bypass_the_throttle(settings: Any) -> None:
+    """Without trusted proxies (NUM_PROXIES 0, the default) the header is the client's word."""
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "AUTH_FAILURE_RATE": "5/min"}
+    bad = api_client("me_deadbeef_wrong")
+    for n in range(5):
+        assert_auth_failed(bad.get(STORES, HTTP_X_FORWARDED_FOR=f"198.51.100.{n}"))
+    rotated = bad.get(STORES, HTTP_X_FORWARDED_FOR="203.0.113.99")
+    assert rotated.status_code == 429 and rotated.json()["code"] == "THROTTLED"
+
+
+def test_forged_failures_never_lock_out_a_valid_key(settings: Any, project: Any) -> None:
+    """Bad keys sent "from" 127.0.0.1 (by header or for real) cannot refuse the real client there."""
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "AUTH_FAILURE_RATE": "5/min"}
+    bad = api_client("me_deadbeef_wrong")
+    for _ in range(25):
+        bad.get(STORES, REMOTE_ADDR="10.6.6.6", HTTP_X_FORWARDED_FOR="127.0.0.1")
+        bad.get(STORES, REMOTE_ADDR="127.0.0.1")
+    assert bad.get(STORES, REMOTE_ADDR="127.0.0.1").status_code == 429
+    good = api_client(make_key(project))
+    for _ in range(3):
+        assert good.get(STORES, REMOTE_ADDR="127.0.0.1").status_code == 200
+        assert good.get(STORES, REMOTE_ADDR="10.6.6.6", HTTP_X_FORWARDED_FOR="127.0.0.1").status_code == 200
+
+
+def test_behind_trusted_proxies_the_proxy_appended_hop_counts(settings: Any) -> None:
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "AUTH_FAILURE_RATE": "3/min", "NUM_PROXIES": 1}
+    bad = api_client("me_deadbeef_wrong")
+    proxy = {"REMOTE_ADDR": "10.0.0.1"}  # every request arrives from the proxy
+    for n in range(3):  # the client rotates what it writes; the proxy appends the real address
+        assert_auth_failed(bad.get(STORES, HTTP_X_FORWARDED_FOR=f"192.0.2.{n}, 198.51.100.7", **proxy))
+    assert bad.get(STORES, HTTP_X_FORWARDED_FOR="192.0.2.200, 198.51.100.7", **proxy).status_code == 429
+    # Another client behind the same proxy keeps its own budget.
+    assert_auth_failed(bad.get(STORES, HTTP_X_FORWARDED_FOR="198.51.100.8", **proxy))
 
 
 def test_successful_requests_do_not_use_the_failure_budget(settings: Any, project: Any) -> None:

@@ -257,10 +257,12 @@ class Answer:
 
 
 def call(op: Operation, key: str | None, params: dict[str, str], body: dict[str, Any] | None = None,
-         query: dict[str, str] | None = None) -> Answer:
+         query: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> Answer:
     client = APIClient()
     if key:
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    if headers:
+        client.credentials(**{f"HTTP_{name.upper().replace('-', '_')}": v for name, v in headers.items()})
     path = op.path.format(**params)
     fmt = BODIES[op.op_id].format if op.op_id in BODIES else "json"
     if op.method in ("GET", "DELETE"):
@@ -469,9 +471,9 @@ def check_signed(op: Operation, a: World, b: World) -> list[str]:
     """Signed-URL operations: A's id with a forged token answers exactly like a random id."""
     value = a.first("document")
     random = nonexistent_id(value)
-    token = {"token": "forged"}
-    got = call(op, None, {"id": value}, body_for(op, b), query=token)
-    ref = call(op, None, {"id": random}, body_for(op, b), query=token)
+    token = {"X-Memory-Engine-Token": "forged"}
+    got = call(op, None, {"id": value}, body_for(op, b), headers=token)
+    ref = call(op, None, {"id": random}, body_for(op, b), headers=token)
     problems = []
     if got.status < 400:
         problems.append(f"a forged token was accepted ({got.status})")

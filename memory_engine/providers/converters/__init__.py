@@ -29,14 +29,17 @@ class ConverterError(CodedError):
 
 @dataclass
 class ConverterRequest:
-    """What a converter is given. ``callback_url`` is where a pending converter delivers pages."""
+    """What a converter is given. ``callback_url`` is where a pending converter delivers pages;
+    the tokens go in the ``X-Memory-Engine-Token`` header of the callback and download requests."""
 
     data: bytes
     content_type: str
     filename: str
     document: Any
     callback_url: str = ""
+    callback_token: str = ""
     download_url: str = ""
+    download_token: str = ""
 
 
 @dataclass

@@ -3,13 +3,14 @@
 Request body::
 
     {"document": {"id", "path", "title", "content_type", "filename", "size_bytes", "sha256"},
-     "file": "<base64>" | null, "download_url": "https://..." | null,
-     "callback_url": "https://.../converter-callback?token=...", "sent_at": 1700000000}
+     "file": "<base64>" | null, "download_url": "https://.../file" | null, "download_token": "..." | null,
+     "callback_url": "https://.../converter-callback", "callback_token": "...", "sent_at": 1700000000}
 
 When the rule has a secret, the header ``X-Memory-Engine-Signature: sha256=<hex>`` carries
 HMAC-SHA256(secret, raw body) so the converter can tell the call is ours. The answer is
 ``{"pages": [...]}`` or ``{"status": "pending"}`` (then ``POST {"pages": [...]}`` to
-``callback_url`` later, signed the same way).
+``callback_url`` later, signed the same way). The download and the callback carry their
+token in the ``X-Memory-Engine-Token`` header, never in the URL (URLs reach access logs).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from memory_engine.providers.http import ProviderHTTPError, post_json
 from . import ConverterError, ConverterRequest, ConverterResult, parse_answer
 
 SIGNATURE_HEADER = "X-Memory-Engine-Signature"
+#: Carries the signed token of a callback or download URL.
+TOKEN_HEADER = "X-Memory-Engine-Token"
 
 
 def sign_body(secret: str, body: bytes) -> str:
@@ -49,7 +52,9 @@ def run_http_converter(rule: Any, request: ConverterRequest) -> ConverterResult:
         },
         "file": None if use_url else base64.b64encode(request.data).decode("ascii"),
         "download_url": request.download_url if use_url else None,
+        "download_token": request.download_token if use_url else None,
         "callback_url": request.callback_url,
+        "callback_token": request.callback_token,
         "sent_at": int(time.time()),
     }
     body = json.dumps(payload).encode()
