@@ -11,8 +11,10 @@ from django.utils.html import format_html
 
 from memory_engine.models import ApiKey, Project
 from memory_engine.services.keys import api_key_create, api_key_revoke
+from memory_engine.services.stores import project_delete
 
 from .console import overview_view, playground_view
+from .erasure import ErasureAdmin
 from .scoping import ProjectScopedAdmin
 
 
@@ -28,13 +30,16 @@ class ApiKeyInline(admin.TabularInline):
 
 
 @admin.register(Project)
-class ProjectAdmin(ProjectScopedAdmin):
+class ProjectAdmin(ErasureAdmin, ProjectScopedAdmin):
     project_path = "pk"
     list_display = ["name", "id", "console_links", "max_memories", "max_document_bytes", "created_at"]
     search_fields = ["name", "id"]
     readonly_fields = ["id", "created_at"]
     filter_horizontal = ["members"]
     inlines = [ApiKeyInline]
+
+    def erase(self, obj: Project) -> None:
+        project_delete(project=obj)
 
     def get_urls(self) -> list[Any]:
         wrap = self.admin_site.admin_view
