@@ -34,7 +34,8 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
                   "--disable-component-update", "--no-first-run"]
 
 
-def _missing() -> str:
+def browser_missing() -> str:
+    """Why Selenium cannot drive the headless Chromium here ("" when it can)."""
     try:
         import selenium  # noqa: F401
     except ImportError:
@@ -42,6 +43,12 @@ def _missing() -> str:
     for path in (CHROMIUM, CHROMEDRIVER):
         if not os.access(path, os.X_OK):
             return f"{path} is missing: apt-get install chromium chromium-driver (make test does it as root)"
+    return ""
+
+
+def _missing() -> str:
+    if reason := browser_missing():
+        return reason
     if not PDF.exists():
         return f"shared test PDF {PDF} is missing"
     return ""

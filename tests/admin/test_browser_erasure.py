@@ -5,26 +5,13 @@ on the store list, then the Delete button of a project's page. Screenshots go to
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
 
-from .test_browser import CHROMEDRIVER, CHROMIUM, driver, shoot, wait_until  # noqa: F401 (driver: a fixture)
+from .test_browser import browser_missing, driver, shoot, wait_until  # noqa: F401 (driver: a fixture)
 
-
-def _missing() -> str:
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is not installed (pip install -e '.[dev]')"
-    for path in (CHROMIUM, CHROMEDRIVER):
-        if not os.access(path, os.X_OK):
-            return f"{path} is missing: apt-get install chromium chromium-driver (make test does it as root)"
-    return ""
-
-
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(_missing()), reason=_missing() or "ok")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(browser_missing()), reason=browser_missing() or "ok")]
 
 
 @pytest.fixture
