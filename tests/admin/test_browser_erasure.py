@@ -11,6 +11,9 @@ import pytest
 
 from .test_browser import browser_missing, driver, shoot, wait_until  # noqa: F401 (driver: a fixture)
 
+#: Only the deletion confirmation pages carry this hidden field.
+CONFIRMATION = "input[type=hidden][name=post]"
+
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(browser_missing()), reason=browser_missing() or "ok")]
 
 
@@ -56,7 +59,7 @@ def test_operator_deletes_a_store_and_a_project_with_ledger_rows(driver: Any, li
     browser.find_element(By.CSS_SELECTOR, f"input[name=_selected_action][value='{acme.pk}']").click()
     Select(browser.find_element(By.NAME, "action")).select_by_value("delete_selected")
     browser.find_element(By.CSS_SELECTOR, "button[name=index]").click()
-    wait_until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#content form input[type=submit]"))
+    wait_until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, CONFIRMATION))
     body = browser.find_element(By.TAG_NAME, "body").text
     assert "Memory assertions: 2" in body and "Memories: 2" in body, body
     assert "permission" not in body.lower()
@@ -73,7 +76,7 @@ def test_operator_deletes_a_store_and_a_project_with_ledger_rows(driver: Any, li
     project = globex.project
     browser.get(f"{base}/admin/memory_engine/project/{project.pk}/change/")
     browser.find_element(By.CSS_SELECTOR, "a.deletelink").click()
-    wait_until(browser, lambda d: "/delete/" in d.current_url)
+    wait_until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, CONFIRMATION))
     body = browser.find_element(By.TAG_NAME, "body").text
     assert "Memory assertions: 2" in body and "Memory stores: 1" in body, body
     shoot(browser, "22-project-delete-confirmation")
