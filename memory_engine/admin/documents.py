@@ -26,6 +26,7 @@ from memory_engine.redaction import converter_target, secret_state
 from memory_engine.services.ingestion_rules import validate_rule
 
 from .console import ingestion_rule_tester_view
+from .erasure import ErasureAdmin
 from .memories import admin_link
 from .scoping import ProjectScopedAdmin
 
@@ -127,7 +128,7 @@ class ReingestForm(forms.Form):
 
 
 @admin.register(Document)
-class DocumentAdmin(ProjectScopedAdmin):
+class DocumentAdmin(ErasureAdmin, ProjectScopedAdmin):
     list_display = ["path", "project", "status_badge", "progress", "error_code", "chunking", "rule",
                     "size_bytes", "created_at"]
     list_filter = ["status", "project", "content_type", "chunk_strategy"]
@@ -174,12 +175,8 @@ class DocumentAdmin(ProjectScopedAdmin):
         obj.__dict__.update({k: v for k, v in created.__dict__.items() if k != "_state"})
         obj._state.adding = False
 
-    def delete_model(self, request: Any, obj: Document) -> None:
+    def erase(self, obj: Document) -> None:
         document_delete(document=obj)
-
-    def delete_queryset(self, request: Any, queryset: QuerySet[Document]) -> None:
-        for document in queryset:
-            document_delete(document=document)
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj: Document) -> str:

@@ -14,7 +14,9 @@ from django.utils.html import format_html, format_html_join
 from memory_engine.models import Memory, MemoryAssertion, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome
 from memory_engine.services.memory_write import memory_forget
+from memory_engine.services.stores import memory_store_delete
 
+from .erasure import ErasureAdmin
 from .scoping import ProjectScopedAdmin
 
 #: Outcomes of the assertion that brings a memory into existence.
@@ -35,12 +37,15 @@ def similarity_text(value: float | None) -> str:
 
 
 @admin.register(MemoryStore)
-class MemoryStoreAdmin(ProjectScopedAdmin):
+class MemoryStoreAdmin(ErasureAdmin, ProjectScopedAdmin):
     list_display = ["name", "id", "project", "duplicate_threshold", "supersede_threshold", "judge_enabled",
                     "created_at"]
     list_filter = ["project"]
     search_fields = ["name", "id"]
     readonly_fields = ["id", "created_at"]
+
+    def erase(self, obj: MemoryStore) -> None:
+        memory_store_delete(store=obj)
 
 
 class ValidityFilter(admin.SimpleListFilter):

@@ -14,8 +14,10 @@ from django.utils.html import format_html
 
 from memory_engine.models import ApiKey, Project
 from memory_engine.services.keys import api_key_create, api_key_revoke
+from memory_engine.services.stores import project_delete
 
 from .console import overview_view, playground_view
+from .erasure import ErasureAdmin
 from .scoping import ProjectScopedAdmin, visible_projects
 
 
@@ -32,7 +34,7 @@ class ApiKeyInline(admin.TabularInline):
 
 
 @admin.register(Project)
-class ProjectAdmin(ProjectScopedAdmin):
+class ProjectAdmin(ErasureAdmin, ProjectScopedAdmin):
     project_path = "pk"
     list_display = ["name", "id", "console_links", "max_memories", "max_document_bytes", "created_at"]
     search_fields = ["name", "id"]
@@ -47,6 +49,9 @@ class ProjectAdmin(ProjectScopedAdmin):
             kwargs["queryset"] = users._default_manager.filter(
                 memory_engine_projects__in=visible_projects(request)).distinct().order_by(users.USERNAME_FIELD)
         return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def erase(self, obj: Project) -> None:
+        project_delete(project=obj)
 
     def get_urls(self) -> list[Any]:
         wrap = self.admin_site.admin_view

@@ -433,10 +433,17 @@ def document_reingest(
 @transaction.atomic
 def document_delete(*, document: Document) -> None:
     """Delete the document, its chunks and (after commit) its stored file."""
-    storage, name = document.file.storage, document.file.name
+    stored_files_delete_on_commit(names=[document.file.name])
     document.delete()
-    if name:
-        transaction.on_commit(lambda: storage.delete(name))
+
+
+def stored_files_delete_on_commit(*, names: list[str]) -> None:
+    """Remove documents' stored files once the transaction deleting their rows commits
+    (a rollback keeps them, as it keeps the rows)."""
+    storage = Document._meta.get_field("file").storage
+    names = [name for name in names if name]
+    if names:
+        transaction.on_commit(lambda: [storage.delete(name) for name in names])
 
 
 # --- the pipeline ------------------------------------------------------------------------

@@ -6,6 +6,8 @@ from django.db import connection, transaction
 
 from memory_engine.models import MemoryStore, Project
 
+from .documents import stored_files_delete_on_commit
+
 
 def allow_ledger_erasure() -> None:
     """Lift the ledger trigger for the current transaction only (explicit erasure)."""
@@ -22,6 +24,7 @@ def memory_store_delete(*, store: MemoryStore) -> None:
 
 @transaction.atomic
 def project_delete(*, project: Project) -> None:
-    """Erase a project and everything in it, keys included."""
+    """Erase a project and everything in it, keys and stored document files included."""
     allow_ledger_erasure()
+    stored_files_delete_on_commit(names=list(project.documents.values_list("file", flat=True)))
     project.delete()

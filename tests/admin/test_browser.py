@@ -33,7 +33,8 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
                   "--disable-component-update", "--no-first-run"]
 
 
-def _missing() -> str:
+def browser_missing() -> str:
+    """Why Selenium cannot drive the headless Chromium here ("" when it can)."""
     try:
         import selenium  # noqa: F401
     except ImportError:
@@ -44,7 +45,7 @@ def _missing() -> str:
     return ""
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(_missing()), reason=_missing() or "ok")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(browser_missing()), reason=browser_missing() or "ok")]
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ def run(*args: str) -> str:
 
 
 def test_key_create_prints_only_the_key_and_it_works():
-    raw = run("memory_engine_key", "create", "--project", "acme").strip()
+    raw = run("memory_engine_key", "create", "--project", "acme", "--create-project").strip()
     assert raw.startswith("me_") and "\n" not in raw
     assert api_client(raw).get("/api/v1/memories").status_code == 200
     listing = run("memory_engine_key", "list")
@@ -36,10 +36,29 @@ def test_key_create_prints_only_the_key_and_it_works():
         run("memory_engine_key", "revoke", "nope")
 
 
-def test_key_create_read_only():
-    raw = run("memory_engine_key", "create", "--project", "acme", "--read-only").strip()
+def test_key_create_read_only(project):
+    raw = run("memory_engine_key", "create", "--project", project.name, "--read-only").strip()
     assert ApiKey.objects.get().read_only
     assert api_client(raw).post("/api/v1/memory-stores", {"name": "x"}, format="json").status_code == 403
+
+
+def test_key_create_refuses_an_unknown_project(project):
+    """A typo must not create a new tenant: the command names --create-project instead."""
+    with pytest.raises(CommandError, match=r"No project with the name or id 'acme-typo'.*--create-project"):
+        run("memory_engine_key", "create", "--project", "acme-typo")
+    assert list(Project.objects.values_list("pk", flat=True)) == [project.pk] and not ApiKey.objects.exists()
+
+
+def test_key_create_finds_a_project_by_name_or_id_and_creates_only_when_asked(project):
+    run("memory_engine_key", "create", "--project", project.name)
+    run("memory_engine_key", "create", "--project", project.pk, "--create-project")  # exists: nothing created
+    err = StringIO()
+    call_command("memory_engine_key", "create", "--project", "newco", "--create-project", stdout=StringIO(),
+                 stderr=err)
+    newco = Project.objects.get(name="newco")
+    assert f"Created project newco ({newco.pk})" in err.getvalue()
+    assert Project.objects.count() == 2
+    assert ApiKey.objects.filter(project=project).count() == 2 and ApiKey.objects.filter(project=newco).count() == 1
 
 
 DECLARATION = """
@@ -56,7 +75,7 @@ stores:
 def test_apply_is_idempotent_and_retires_undeclared(tmp_path):
     path = tmp_path / "memories.yaml"
     path.write_text(DECLARATION)
-    first = run("memory_engine_apply", str(path), "--project", "acme")
+    first = run("memory_engine_apply", str(path), "--project", "acme", "--create-project")
     assert "2 created, 0 kept, 0 retired" in first
     second = run("memory_engine_apply", str(path), "--project", "acme")
     assert "0 created, 2 kept, 0 retired" in second
@@ -76,7 +95,10 @@ def test_apply_is_idempotent_and_retires_undeclared(tmp_path):
 def test_apply_json_and_bad_files(tmp_path):
     good = tmp_path / "m.json"
     good.write_text(json.dumps({"stores": [{"name": "s", "memories": ["A fact."]}]}))
-    assert "1 created" in run("memory_engine_apply", str(good), "--project", "p")
+    with pytest.raises(CommandError, match="--create-project"):
+        run("memory_engine_apply", str(good), "--project", "p")
+    assert not Project.objects.exists() and not MemoryStore.objects.exists()
+    assert "1 created" in run("memory_engine_apply", str(good), "--project", "p", "--create-project")
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"stores": [{"name": "s", "memories": [{"content": "  "}]}]}))
     with pytest.raises(CommandError, match="CONTENT_EMPTY"):

@@ -11,7 +11,8 @@ FILE is YAML or JSON:
             tags: {topic: hours}
 
 Idempotent: re-applying keeps what exists, creates what is new and retires declared
-memories that are no longer in the file.
+memories that are no longer in the file. An unknown ``--project`` is refused unless
+``--create-project`` is given.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory_engine.exceptions import MemoryEngineError
-from memory_engine.models import Project
+from memory_engine.management.projects import add_project_arguments, project_for_command
 from memory_engine.services.formation import apply_declaration
 
 
@@ -33,9 +34,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", help="Path to a .yaml, .yml or .json declaration.")
-        parser.add_argument("--project", required=True, help="Project name or id (created if missing).")
+        add_project_arguments(parser)
 
-    def handle(self, *args: Any, file: str, project: str, **options: Any) -> None:
+    def handle(self, *args: Any, file: str, project: str, create_project: bool, **options: Any) -> None:
         path = Path(file)
         if not path.is_file():
             raise CommandError(f"{file}: no such file.")
@@ -44,9 +45,7 @@ class Command(BaseCommand):
             data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
         except (ValueError, yaml.YAMLError) as exc:
             raise CommandError(f"{file}: cannot parse: {exc}") from exc
-        found = Project.objects.filter(pk=project).first() or Project.objects.filter(name=project).first()
-        if found is None:
-            found = Project.objects.create(name=project)
+        found, _ = project_for_command(project, create=create_project)
         try:
             report = apply_declaration(project=found, data=data)
         except MemoryEngineError as exc:

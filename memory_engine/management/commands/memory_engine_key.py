@@ -2,6 +2,9 @@
 
 `create` prints the new key alone on stdout, so scripts can capture it:
     KEY=$(python manage.py memory_engine_key create --project demo)
+
+An unknown ``--project`` is refused (a typo would otherwise create a new tenant); add
+``--create-project`` to create it.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory_engine.models import ApiKey, Project
+from memory_engine.management.projects import add_project_arguments, project_for_command
+from memory_engine.models import ApiKey
 from memory_engine.services.keys import api_key_create, api_key_revoke
 
 
@@ -20,8 +24,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         create = sub.add_parser("create", help="Create a key; prints the secret once.")
-        create.add_argument("--project", required=True, help="Project name or id (created if missing).")
-        create.add_argument("--create-project", action="store_true", help="Create the project if it does not exist.")
+        add_project_arguments(create)
         create.add_argument("--name", default="", help="A label for the key.")
         create.add_argument("--read-only", action="store_true", help="The key may only read.")
         listing = sub.add_parser("list", help="List keys (prefix, project, scope, state).")
@@ -32,10 +35,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         getattr(self, f"handle_{action.replace('-', '_')}")(**options)
 
-    def handle_create(self, *, project: str, name: str, read_only: bool, **options: Any) -> None:
-        found = Project.objects.filter(pk=project).first() or Project.objects.filter(name=project).first()
-        if found is None:
-            found = Project.objects.create(name=project)
+    def handle_create(self, *, project: str, create_project: bool, name: str, read_only: bool,
+                      **options: Any) -> None:
+        found, created = project_for_command(project, create=create_project)
+        if created:
             self.stderr.write(f"Created project {found.name} ({found.pk}).")
         key, raw = api_key_create(project=found, name=name, read_only=read_only)
         self.stderr.write(f"Key {key.pk} ({'read-only' if read_only else 'read-write'}) for {found.name}; "
