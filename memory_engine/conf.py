@@ -60,7 +60,7 @@ DEFAULTS: dict[str, Any] = {
     # Hard caps: no chunk of any strategy is longer than MAX_CHUNK_CHARS characters (`whole`
     # fails CHUNK_TOO_LARGE, `size` windows over it are refused); a document that makes more
     # than MAX_CHUNKS_PER_DOCUMENT chunks fails TOO_MANY_CHUNKS before anything is embedded.
-    "MAX_CHUNK_CHARS": 8000,
+    "MAX_CHUNK_CHARS": 32 * 1024,
     "MAX_CHUNKS_PER_DOCUMENT": 20000,
     "INGESTION_HEARTBEAT_TIMEOUT": 300,
     "INGESTION_MAX_ATTEMPTS": 3,
