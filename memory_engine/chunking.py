@@ -401,22 +401,36 @@ class _Recursive:
         current: list[_Piece] = []
         shared = 0  # how many pieces at the front of ``current`` repeat the previous chunk
         tokens = chars = 0  # running totals of ``current`` (chars with every separator)
-        for piece in pieces:
-            while current and (tokens + piece.tokens > self.max_tokens
-                               or chars + len(piece.text.rstrip()) > self.max_chars):
-                if shared == len(current):
-                    dropped = current.pop(0)  # the overlap gives way to new text
-                    shared, tokens, chars = shared - 1, tokens - dropped.tokens, chars - len(dropped.text)
-                    continue
-                cut = self._best_cut(current, shared)
-                yield current[:cut]
-                tail = self._tail(current[:cut])
-                current, shared = tail + current[cut:], len(tail)
-                tokens, chars = sum(p.tokens for p in current), sum(len(p.text) for p in current)
+        pending: list[_Piece] = []  # parts of a refined piece, last first
+        while pending or (piece := next(pieces, None)) is not None:
+            if pending:
+                piece = pending.pop()
+            if current and not self._fits(tokens, chars, piece):
+                if tokens < self.min_tokens and piece.depth < len(_SPLITTERS):
+                    # The chunk is still under the minimum: take the next piece's first
+                    # sentences (or words) rather than end the chunk this short.
+                    parts, depth = _split_deeper(piece.text, piece.depth, piece.level, piece.page)
+                    refined = list(self._fitting(iter(parts), depth=depth + 1))
+                    if len(refined) > 1:
+                        pending.extend(reversed(refined))
+                        continue
+                while current and not self._fits(tokens, chars, piece):
+                    if shared == len(current):
+                        dropped = current.pop(0)  # the overlap gives way to new text
+                        shared, tokens, chars = shared - 1, tokens - dropped.tokens, chars - len(dropped.text)
+                        continue
+                    cut = self._best_cut(current, shared)
+                    yield current[:cut]
+                    tail = self._tail(current[:cut])
+                    current, shared = tail + current[cut:], len(tail)
+                    tokens, chars = sum(p.tokens for p in current), sum(len(p.text) for p in current)
             current.append(piece)
             tokens, chars = tokens + piece.tokens, chars + len(piece.text)
         if len(current) > shared:
             yield current
+
+    def _fits(self, tokens: int, chars: int, piece: _Piece) -> bool:
+        return tokens + piece.tokens <= self.max_tokens and chars + len(piece.text.rstrip()) <= self.max_chars
 
     def _best_cut(self, current: list[_Piece], shared: int) -> int:
         """Where the chunk ends: the best boundary once it holds min_tokens, the latest of equals."""
