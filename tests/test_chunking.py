@@ -540,4 +540,6 @@ def test_token_counts_are_batched():
 
 
 def test_estimate_tokens():
-    assert estimate_tokens(["", "   ", "abcd", "abcde", " abcd  "]) == [0, 0, 1, 2, 1]
+    assert estimate_tokens(["", "   ", "abcd", "abcde", " abcd  ", "abcd abcd"]) == [0, 0, 1, 2, 1, 2]
+    words = "four char word list with some longer words inside".split()
+    assert sum(estimate_tokens(words)) >= estimate_tokens([" ".join(words)])[0]
