@@ -5,11 +5,16 @@
     .venv/bin/python bench/eval_retrieval.py --data /path/to/shared/data   # default: see bench/_setup.py
     .venv/bin/python bench/eval_retrieval.py --limit-docs 800 --limit-queries 100 --skip-locomo
     .venv/bin/python bench/eval_retrieval.py --operators and,or       # compare lexical settings
+    .venv/bin/python bench/eval_retrieval.py --skip-locomo --limit-docs 500 --limit-queries 100 \
+        --chunk-strategy whole,size,page,recursive                     # compare chunking
 
 - SciFact (BEIR): every abstract is a document with one chunk ("title\\n\\ntext", the
   ``whole`` strategy), inserted in bulk with vectors cached under bench/results/cache/
   (keyed by model), so only the first run pays the ~6 minutes of embedding. Every query
   of the qrels file is searched; nDCG@10, recall@10, recall@100 and MRR@10.
+- ``--chunk-strategy``: SciFact instead goes through the chunker (each abstract one page of
+  text, cut by each named strategy with the defaults a text upload gets, tokens counted by
+  the embedder); a document ranks where its best chunk ranks.
 - LoCoMo: every dialogue turn is written as a memory through the write funnel
   (``speaker: text``; metadata conversation, turn id, session date), one store per
   conversation; every question of categories 1-4 is searched in its conversation's store;
@@ -106,6 +111,9 @@ class CachedEmbeddingProvider:
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
 
     def save(self) -> None:
         if self.dirty:
@@ -222,6 +230,51 @@ def load_scifact(project_name: str, docs: list[dict[str, Any]], vectors: Any, mo
     return project
 
 
+def load_scifact_chunked(project_name: str, docs: list[dict[str, Any]], provider: CachedEmbeddingProvider,
+                         strategy: str, chunk_size: int | None, chunk_overlap: int | None) -> Any:
+    """Documents cut by ``strategy`` (the pure chunker, as ingestion does), embedded through the cache."""
+    from django.db import connection, transaction
+
+    from memory_engine.chunking import Page, chunk_pages
+    from memory_engine.conf import engine_settings
+    from memory_engine.models import Chunk, Document, Project
+    from memory_engine.services.documents import resolve_chunking
+
+    requested = {"chunk_strategy": strategy, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap}
+    strategy, size, overlap = resolve_chunking(requested={k: v for k, v in requested.items() if v},
+                                               rule=None, content_type="text/plain")
+    name = f"{project_name}-{strategy}-{size}-{overlap}"
+    project, _ = Project.objects.get_or_create(name=name)
+    if Document.objects.filter(project=project, status="ready").count() == len(docs):
+        return project, (strategy, size, overlap)
+    Document.objects.filter(project=project).delete()
+    started = time.time()
+    per_doc = [chunk_pages([Page(f"{d['title']}\n\n{d['text']}", None)], strategy=strategy,
+                           chunk_size=size or 1000, chunk_overlap=overlap if size else 200,
+                           count_tokens=provider.count_tokens, max_chars=engine_settings.MAX_CHUNK_CHARS)
+               for d in docs]
+    provider.prefill([spec.text for specs in per_doc for spec in specs])
+    provider.save()
+    for start in range(0, len(docs), 500):
+        with transaction.atomic():
+            created = Document.objects.bulk_create([
+                Document(project=project, path=f"/scifact/{d['_id']}", title=d["title"][:500],
+                         content_type="text/plain", chunk_strategy=strategy, chunk_size=size, chunk_overlap=overlap,
+                         status="ready", total_chunks=len(specs), indexed_chunks=len(specs))
+                for d, specs in zip(docs[start:start + 500], per_doc[start:start + 500], strict=True)
+            ])
+            Chunk.objects.bulk_create([
+                Chunk(document=doc, chunk_index=spec.chunk_index, text=spec.text,
+                      embedding=provider.embed_documents([spec.text])[0], embedding_model=provider.model_name)
+                for doc, specs in zip(created, per_doc[start:start + 500], strict=True) for spec in specs
+            ])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memory_engine_chunk; ANALYZE memory_engine_document")
+    chunks = sum(len(specs) for specs in per_doc)
+    print(f"  {name}: {len(docs)} documents, {chunks} chunks in {time.time() - started:.0f}s", flush=True)
+    return project, (strategy, size, overlap)
+
+
 def eval_scifact(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> dict[str, Any]:
     from memory_engine.selectors.search import knowledge_search
 
@@ -230,23 +283,37 @@ def eval_scifact(args: argparse.Namespace, provider: CachedEmbeddingProvider) ->
     queries = {q["_id"]: q["text"] for q in read_jsonl(root / "queries.jsonl") if q["_id"] in qrels}
     query_ids = sorted(queries, key=lambda q: int(q) if q.isdigit() else q)[: args.limit_queries or None]
     corpus = read_jsonl(root / "corpus.jsonl")
-    vectors = corpus_vectors([f"{d['title']}\n\n{d['text']}" for d in corpus], provider)
+    chunked = getattr(args, "current_chunk_strategy", "")
+    vectors = None if chunked else corpus_vectors([f"{d['title']}\n\n{d['text']}" for d in corpus], provider)
     name = "eval-scifact"
     if args.limit_docs:
         wanted = {doc for q in query_ids for doc in qrels[q]}
         keep = [i for i, d in enumerate(corpus) if i < args.limit_docs or d["_id"] in wanted]
-        corpus, vectors = [corpus[i] for i in keep], vectors[keep]
+        corpus = [corpus[i] for i in keep]
+        vectors = vectors[keep] if vectors is not None else None
         name = f"eval-scifact-{len(corpus)}"
-    project = load_scifact(name, corpus, vectors, provider.model_name)
-    provider.prefill([queries[q] for q in query_ids])
-    path_to_id = lambda path: path.rsplit("/", 1)[-1]  # noqa: E731
     out: dict[str, Any] = {"queries": len(query_ids), "documents": len(corpus), "qrels": str(args.qrels)}
+    if chunked:
+        project, used = load_scifact_chunked(name, corpus, provider, chunked, args.chunk_size, args.chunk_overlap)
+        out["chunking"] = dict(zip(("strategy", "chunk_size", "chunk_overlap"), used, strict=True))
+        out["chunks"] = project.documents.aggregate(n=models_sum("total_chunks"))["n"]
+    else:
+        project = load_scifact(name, corpus, vectors, provider.model_name)
+    provider.prefill([queries[q] for q in query_ids])
+
+    def path_to_id(path: str) -> str:
+        return path.rsplit("/", 1)[-1]
+
+    def documents_of(hits: Any) -> list[str]:
+        # A document ranks where its best chunk ranks (several chunks of one document count once).
+        return list(dict.fromkeys(path_to_id(h.document_path) for h in hits))
+
     for mode, channels in MODES.items():
         metrics: dict[str, list[float]] = defaultdict(list)
         started = time.time()
         for qid in query_ids:
             hits = knowledge_search(project=project, query=queries[qid], limit=100, channels=channels).results
-            ranked = [path_to_id(h.document_path) for h in hits]
+            ranked = documents_of(hits)
             rel = qrels[qid]
             metrics["ndcg@10"].append(ndcg_at(ranked, rel, 10))
             metrics["recall@10"].append(recall_at(ranked, rel, 10))
@@ -254,7 +321,7 @@ def eval_scifact(args: argparse.Namespace, provider: CachedEmbeddingProvider) ->
             metrics["mrr@10"].append(mrr_at(ranked, rel, 10))
             if mode == "hybrid":  # the default configuration: limit 10, so per-channel depth 10
                 top10 = knowledge_search(project=project, query=queries[qid], limit=10).results
-                metrics["ndcg@10 (limit=10)"].append(ndcg_at([path_to_id(h.document_path) for h in top10], rel, 10))
+                metrics["ndcg@10 (limit=10)"].append(ndcg_at(documents_of(top10), rel, 10))
         out[mode] = {k: round(mean(v), 4) for k, v in metrics.items()}
         out[mode]["seconds"] = round(time.time() - started, 1)
     return out
@@ -350,7 +417,9 @@ def eval_locomo(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> 
 def print_tables(label: str, report: dict[str, Any]) -> None:
     sci = report.get("scifact")
     if sci:
-        print(f"\nSciFact [{label}] ({sci['queries']} queries, {sci['documents']} docs, {Path(sci['qrels']).name})")
+        chunking = f", {sci['chunks']} chunks, {sci['chunking']}" if "chunking" in sci else ""
+        print(f"\nSciFact [{label}] ({sci['queries']} queries, {sci['documents']} docs{chunking}, "
+              f"{Path(sci['qrels']).name})")
         cols = ["ndcg@10", "recall@10", "recall@100", "mrr@10"]
         print(f"  {'mode':8} " + " ".join(f"{c:>10}" for c in cols))
         for mode in MODES:
@@ -379,6 +448,11 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[],
                         help="label:SETTING=value,SETTING=value (MEMORY_ENGINE overrides), repeatable; "
                              "e.g. or-norm1:KNOWLEDGE_TEXT_SEARCH_OPERATOR=or,KNOWLEDGE_TEXT_SEARCH_RANK_NORMALIZATION=1")
+    parser.add_argument("--chunk-strategy", default="",
+                        help="comma list of chunk strategies (whole,size,page,recursive): SciFact through the chunker, "
+                             "one run each")
+    parser.add_argument("--chunk-size", type=int, default=None, help="with --chunk-strategy (default: per strategy)")
+    parser.add_argument("--chunk-overlap", type=int, default=None, help="with --chunk-strategy")
     parser.add_argument("--db", default=DB_NAME)
     parser.add_argument("--out", default="")
     args = parse_args(parser)
@@ -399,8 +473,12 @@ def main() -> None:
         label, _, assignments = spec.partition(":")
         variants[label] = {k: json_or_str(v) for k, _, v in (a.partition("=") for a in assignments.split(",") if a)}
     variants = variants or {"default": {}}
+    strategies = [s for s in args.chunk_strategy.split(",") if s] or [""]
+    variants = {(f"{label} chunk={strategy}" if strategy else label): {**changes, "_chunk": strategy}
+                for label, changes in variants.items() for strategy in strategies}
     reports = {}
     for label, changes in variants.items():
+        args.current_chunk_strategy = changes.pop("_chunk")
         overrides = {**(getattr(settings, "MEMORY_ENGINE", None) or {}), **changes}
         with override_settings(MEMORY_ENGINE=overrides):
             install_cached_provider_again(provider)
@@ -418,6 +496,12 @@ def main() -> None:
     out = Path(args.out) if args.out else RESULTS / f"eval_retrieval-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(reports, indent=2))
     print(f"\nwrote {out}")
+
+
+def models_sum(field: str) -> Any:
+    from django.db.models import Sum
+
+    return Sum(field)
 
 
 def json_or_str(value: str) -> Any:

@@ -52,6 +52,16 @@ DEFAULTS: dict[str, Any] = {
     "SYNC_INGESTION_MAX_BYTES": 2 * 1024 * 1024,
     "MAX_PDF_PAGES": 2000,
     "EMBEDDING_BATCH_SIZE": 32,
+    # Chunking (docs/documents.md). `recursive` (text, Markdown) and `page` (a page longer
+    # than this is cut like `recursive`) count chunk_size and chunk_overlap in the embedder's
+    # tokens; these are their defaults when neither the request nor a rule sets them.
+    "CHUNK_SIZE_TOKENS": 200,
+    "CHUNK_OVERLAP_TOKENS": 40,
+    # Hard caps: no chunk of any strategy is longer than MAX_CHUNK_CHARS characters (`whole`
+    # fails CHUNK_TOO_LARGE, `size` windows over it are refused); a document that makes more
+    # than MAX_CHUNKS_PER_DOCUMENT chunks fails TOO_MANY_CHUNKS before anything is embedded.
+    "MAX_CHUNK_CHARS": 32 * 1024,
+    "MAX_CHUNKS_PER_DOCUMENT": 20000,
     "INGESTION_HEARTBEAT_TIMEOUT": 300,
     "INGESTION_MAX_ATTEMPTS": 3,
     # How often the scheduled sweep looks for stalled ingestions (django-q2 Schedule).

@@ -188,7 +188,7 @@ class RuleTesterForm(forms.Form):
 
 def ingestion_rule_tester_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
     """Which ingestion rule wins for content type X (and the chunking a document would get)."""
-    from memory_engine.services.documents import resolve_chunking
+    from memory_engine.services.documents import chunking_label, resolve_chunking
 
     require_perm(request, "view_ingestionrule")
     form = RuleTesterForm(request.GET if "content_type" in request.GET else None, request=request,
@@ -202,7 +202,7 @@ def ingestion_rule_tester_view(model_admin: admin.ModelAdmin, request: HttpReque
         context.update(
             tested=content_type, winner=winner, winner_target=converter_target(winner) if winner else "",
             rules=[(r, fnmatchcase(content_type, r.content_type_glob)) for r in rules],
-            chunking=resolve_chunking(requested={}, rule=winner),
+            chunking=chunking_label(*resolve_chunking(requested={}, rule=winner, content_type=content_type)),
         )
     return render_console(model_admin, request, "rule_tester.html", "Which ingestion rule wins?", **context)
 

@@ -20,9 +20,15 @@ from django.utils.html import format_html
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import Chunk, Document, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
-from memory_engine.services.documents import Upload, document_create, document_delete, document_reingest
 from memory_engine.providers.http import redact_url
 from memory_engine.redaction import converter_target, secret_state
+from memory_engine.services.documents import (
+    Upload,
+    chunking_label,
+    document_create,
+    document_delete,
+    document_reingest,
+)
 from memory_engine.services.ingestion_rules import validate_rule
 
 from .console import ingestion_rule_tester_view
@@ -57,6 +63,9 @@ NEXT_STEPS = {
     "INGESTION_ERROR": "An unexpected error; see the worker log, then re-ingest.",
     "FILE_MISSING": "The stored file is gone; upload the document again.",
     "NO_TEXT": "No text came out of the file; check it or its converter.",
+    "TOO_MANY_CHUNKS": "Re-ingest with a larger chunk size, split the document, or raise "
+                       "MEMORY_ENGINE['MAX_CHUNKS_PER_DOCUMENT'].",
+    "CHUNK_TOO_LARGE": "Re-ingest with the recursive strategy, or raise MEMORY_ENGINE['MAX_CHUNK_CHARS'].",
 }
 
 
@@ -89,7 +98,7 @@ class DocumentUploadForm(forms.ModelForm):
 
     upload = forms.FileField(help_text="The content type is sniffed from the bytes.")
     document_path = forms.CharField(required=False, label="Path", help_text="Default: /<file name>.")
-    strategy = forms.ChoiceField(choices=[("", "default (page)"), *ChunkStrategy.choices], required=False,
+    strategy = forms.ChoiceField(choices=[("", "default (recursive for text, else page)"), *ChunkStrategy.choices], required=False,
                                  label="Chunk strategy")
     size = forms.IntegerField(required=False, min_value=1, label="Chunk size")
     overlap = forms.IntegerField(required=False, min_value=0, label="Chunk overlap")
@@ -205,9 +214,7 @@ class DocumentAdmin(ErasureAdmin, ProjectScopedAdmin):
 
     @admin.display(description="chunking")
     def chunking(self, obj: Document) -> str:
-        if obj.chunk_strategy == ChunkStrategy.SIZE:
-            return f"size {obj.chunk_size} / overlap {obj.chunk_overlap}"
-        return obj.chunk_strategy
+        return chunking_label(obj.chunk_strategy, obj.chunk_size, obj.chunk_overlap)
 
     @admin.display(description="ingestion rule")
     def rule(self, obj: Document) -> str:

@@ -89,9 +89,15 @@ class DocumentStatusSerializer(serializers.ModelSerializer):
 
 
 class ChunkSettingsSerializer(serializers.Serializer):
-    chunk_strategy = serializers.ChoiceField(choices=ChunkStrategy.choices, required=False)
-    chunk_size = serializers.IntegerField(min_value=1, max_value=1_000_000, required=False)
-    chunk_overlap = serializers.IntegerField(min_value=0, max_value=999_999, required=False)
+    chunk_strategy = serializers.ChoiceField(
+        choices=ChunkStrategy.choices, required=False,
+        help_text="Default: recursive for text/plain and text/markdown, page (long pages cut recursively) "
+                  "for everything else; an ingestion rule may set another.")
+    chunk_size = serializers.IntegerField(
+        min_value=1, max_value=1_000_000, required=False,
+        help_text="Tokens of the embedder for recursive and page, characters for size; unused by whole.")
+    chunk_overlap = serializers.IntegerField(min_value=0, max_value=999_999, required=False,
+                                             help_text="In the unit of chunk_size; less than chunk_size.")
     wait = serializers.BooleanField(required=False, default=False,
                                     help_text="Ingest inline and answer 201 when the file is at most "
                                               "SYNC_INGESTION_MAX_BYTES; otherwise 202.")
@@ -225,7 +231,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         return Document.objects.filter(project=self.project).order_by("path", "id")
 
     @extend_schema(request=DocumentTextSerializer, responses=CREATED,
-                   description="A text or Markdown document (`whole` strategy unless overridden).")
+                   description="A text or Markdown document (`recursive` strategy unless overridden).")
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = DocumentTextSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

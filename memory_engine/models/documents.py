@@ -12,9 +12,12 @@ from .tenancy import Project
 
 
 class ChunkStrategy(models.TextChoices):
+    """How a document is cut (memory_engine.chunking); the default depends on the content type."""
+
     PAGE = "page"
     WHOLE = "whole"
     SIZE = "size"
+    RECURSIVE = "recursive"
 
 
 class DocumentStatus(models.TextChoices):
@@ -89,8 +92,9 @@ class Document(models.Model):
     tags = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     chunk_strategy = models.CharField(max_length=10, choices=ChunkStrategy.choices)
-    chunk_size = models.PositiveIntegerField(default=1000)
-    chunk_overlap = models.PositiveIntegerField(default=200)
+    # The effective values: tokens for recursive and page, characters for size, None for whole.
+    chunk_size = models.PositiveIntegerField(null=True, blank=True)
+    chunk_overlap = models.PositiveIntegerField(null=True, blank=True)
     status = models.CharField(
         max_length=20, choices=DocumentStatus.choices, default=DocumentStatus.PENDING, db_index=True
     )

@@ -35,7 +35,10 @@ import unicodedata
 from urllib.parse import unquote
 import uuid
 from dataclasses import dataclass, replace
+from collections.abc import Iterable, Sequence
 from typing import Any
+
+import numpy as np
 
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
@@ -46,7 +49,16 @@ from django.db.models import Sum
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
-from memory_engine.chunking import ChunkingError, ChunkSpec, Page, chunk_pages, validate_chunk_settings
+from memory_engine.chunking import (
+    TOKEN_STRATEGIES,
+    ChunkingError,
+    ChunkSpec,
+    Page,
+    TokenCounter,
+    estimate_tokens,
+    iter_chunks,
+    validate_chunk_settings,
+)
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import (
     CallbackRejected,
@@ -74,8 +86,15 @@ from .ingestion_rules import rule_for_content_type
 
 logger = logging.getLogger("memory_engine.documents")
 
+#: One stored vector while a run waits for its swap (a float32 row).
+Vector = np.ndarray
+
+#: Defaults of the `size` strategy (characters); `recursive` and `page` count tokens and take
+#: theirs from CHUNK_SIZE_TOKENS / CHUNK_OVERLAP_TOKENS.
 DEFAULT_CHUNK_SIZE = 1000
 DEFAULT_CHUNK_OVERLAP = 200
+#: Entry-point default: `recursive` for these, `page` (long pages cut recursively) for the rest.
+RECURSIVE_CONTENT_TYPES = frozenset({"text/plain", "text/markdown"})
 #: Native errors after which a rule with native_extraction=first tries its converter.
 CONVERTER_FALLBACK_CODES = frozenset({"NO_TEXT_LAYER", "UNSUPPORTED_CONTENT_TYPE", "PDF_DAMAGED"})
 #: converter_state keys that survive a new run (everything else belongs to one run).
@@ -153,27 +172,52 @@ def _check_quota(project: Project, incoming: int) -> None:
         )
 
 
-def resolve_chunking(*, requested: dict[str, Any], rule: IngestionRule | None) -> tuple[str, int, int]:
-    """Effective (strategy, size, overlap): request -> rule -> entry-point default."""
-    strategy = requested.get("chunk_strategy") or (rule.chunk_strategy if rule else None) or requested.get(
-        "default_strategy") or ChunkStrategy.PAGE
-    size = requested.get("chunk_size") or (rule.chunk_size if rule else None) or DEFAULT_CHUNK_SIZE
+def default_chunk_strategy(content_type: str) -> str:
+    """The entry-point default for a content type: `recursive` for text and Markdown, else `page`."""
+    return ChunkStrategy.RECURSIVE if content_type in RECURSIVE_CONTENT_TYPES else ChunkStrategy.PAGE
+
+
+def resolve_chunking(*, requested: dict[str, Any], rule: IngestionRule | None,
+                     content_type: str = "") -> tuple[str, int | None, int | None]:
+    """Effective (strategy, size, overlap): request -> rule -> entry-point default.
+
+    Size and overlap are tokens for `recursive` and `page`, characters for `size`, and
+    None for `whole` (which uses neither), so the document reports what was used.
+    """
+    strategy = (requested.get("chunk_strategy") or (rule.chunk_strategy if rule else None)
+                or default_chunk_strategy(content_type))
+    if strategy == ChunkStrategy.WHOLE:
+        return strategy, None, None
+    in_tokens = strategy in TOKEN_STRATEGIES
+    size = requested.get("chunk_size") or (rule.chunk_size if rule else None) or (
+        engine_settings.CHUNK_SIZE_TOKENS if in_tokens else DEFAULT_CHUNK_SIZE)
     overlap = requested.get("chunk_overlap")
     if overlap is None and rule is not None:
         overlap = rule.chunk_overlap
     if overlap is None:
-        # 200 for the default window; a smaller window keeps a fifth of itself as overlap.
-        overlap = min(DEFAULT_CHUNK_OVERLAP, size // 5)
+        # The default overlap; a smaller chunk keeps a fifth of itself as overlap.
+        overlap = min(engine_settings.CHUNK_OVERLAP_TOKENS if in_tokens else DEFAULT_CHUNK_OVERLAP, size // 5)
     try:
-        validate_chunk_settings(strategy=strategy, chunk_size=size, chunk_overlap=overlap)
+        validate_chunk_settings(strategy=strategy, chunk_size=size, chunk_overlap=overlap,
+                                max_chars=engine_settings.MAX_CHUNK_CHARS)
     except ChunkingError as exc:
         raise ValidationFailed(exc.message, code=exc.code, details=exc.details) from exc
     return strategy, size, overlap
 
 
-def _chunk_request(chunk_strategy: str | None, chunk_size: int | None, chunk_overlap: int | None,
-                   **extra: Any) -> dict[str, Any]:
-    values = {"chunk_strategy": chunk_strategy, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, **extra}
+def chunking_label(strategy: str, size: int | None, overlap: int | None) -> str:
+    """``"recursive 200 / overlap 40 tokens"``, ``"size 1000 / overlap 200 characters"``, ``"whole"``."""
+    if size is None:
+        return strategy
+    unit = "tokens" if strategy in TOKEN_STRATEGIES else "characters"
+    return f"{strategy} {size} / overlap {overlap} {unit}"
+
+
+CHUNK_REQUEST_KEYS = ("chunk_strategy", "chunk_size", "chunk_overlap")
+
+
+def _chunk_request(chunk_strategy: str | None, chunk_size: int | None, chunk_overlap: int | None) -> dict[str, Any]:
+    values = dict(zip(CHUNK_REQUEST_KEYS, (chunk_strategy, chunk_size, chunk_overlap), strict=True))
     return {key: value for key, value in values.items() if value not in (None, "")}
 
 
@@ -280,7 +324,6 @@ def document_create(
     chunk_size: int | None = None,
     chunk_overlap: int | None = None,
     password: str | None = None,
-    default_strategy: str = ChunkStrategy.PAGE,
     base_url: str = "",
     enqueue: bool = True,
 ) -> Document:
@@ -307,8 +350,8 @@ def document_create(
             f"ingestion rule for {content_type} with a converter.",
             details={"content_type": content_type},
         )
-    requested = _chunk_request(chunk_strategy, chunk_size, chunk_overlap, default_strategy=default_strategy)
-    strategy, size, overlap = resolve_chunking(requested=requested, rule=rule)
+    requested = _chunk_request(chunk_strategy, chunk_size, chunk_overlap)
+    strategy, size, overlap = resolve_chunking(requested=requested, rule=rule, content_type=content_type)
     document = Document(
         project=project, title=title or "", content_type=content_type, original_filename=upload.filename[:500],
         size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), tags=tags or {}, metadata=metadata or {},
@@ -363,7 +406,7 @@ def document_create_text(
     base_url: str = "",
     enqueue: bool = True,
 ) -> Document:
-    """A text or Markdown document; ``whole`` strategy unless the request or a rule says otherwise."""
+    """A text or Markdown document; ``recursive`` strategy unless the request or a rule says otherwise."""
     if not isinstance(content, str) or not content.strip():
         raise DocumentError("`content` is empty; send the text to index.", code="EMPTY_FILE")
     declared = content_type or ("text/markdown" if (path or "").lower().endswith((".md", ".markdown"))
@@ -378,8 +421,7 @@ def document_create_text(
     return document_create(
         project=project, upload=Upload(content.encode("utf-8"), filename=filename, declared_content_type=declared),
         path=path, title=title, tags=tags, metadata=metadata, chunk_strategy=chunk_strategy,
-        chunk_size=chunk_size, chunk_overlap=chunk_overlap, default_strategy=ChunkStrategy.WHOLE,
-        base_url=base_url, enqueue=enqueue,
+        chunk_size=chunk_size, chunk_overlap=chunk_overlap, base_url=base_url, enqueue=enqueue,
     )
 
 
@@ -407,11 +449,14 @@ def document_reingest(
     """
     document = Document.objects.select_for_update().get(pk=document.pk)
     state = dict(document.converter_state or {})
-    previous = dict(state.get("chunk_request") or {})
+    # Only what a client asked for is kept; an old entry-point default ("default_strategy",
+    # stored before per-content-type defaults) gives way to today's default.
+    stored = state.get("chunk_request") or {}
+    previous = _chunk_request(*(stored.get(key) for key in CHUNK_REQUEST_KEYS))
     requested = {**previous, **_chunk_request(chunk_strategy, chunk_size, chunk_overlap)}
     rule = rule_for_content_type(project=document.project, content_type=document.content_type)
     document.chunk_strategy, document.chunk_size, document.chunk_overlap = resolve_chunking(
-        requested=requested, rule=rule)
+        requested=requested, rule=rule, content_type=document.content_type)
     state = {key: state[key] for key in PERSISTENT_STATE if key in state}
     state["chunk_request"] = requested
     if password:
@@ -534,14 +579,71 @@ def _run(document: Document, run: str) -> None:
             if converted is None:
                 return  # a pending converter will deliver the pages to the callback URL
             pages = converted
-    specs = chunk_pages(pages, strategy=document.chunk_strategy, chunk_size=document.chunk_size,
-                        chunk_overlap=document.chunk_overlap)
+    specs = _chunks_within_cap(document, pages)
     if not specs:
         raise IngestionFailure("NO_TEXT", "No text was found in the document (every page is empty); check the "
                                "file or the ingestion rule's converter, then re-ingest it.",
                                {"pages": len(pages)})
     vectors, model = _embed(document.pk, run, specs)
     _swap(document, run, specs, vectors, model)
+
+
+def _token_counter() -> TokenCounter:
+    """The embedder's token count; the length estimate when there is none or it fails."""
+    provider = get_embedding_provider()
+    if provider is None:
+        return estimate_tokens
+    failed = False
+
+    def count(texts: Sequence[str]) -> list[int]:
+        nonlocal failed
+        if not failed:
+            try:
+                return provider.count_tokens(texts)
+            except EmbeddingError as exc:
+                # Chunks come out a little off in size, never lost: keep going on the estimate.
+                failed = True
+                logger.warning("token counting failed; chunk sizes are estimated", extra={"error": str(exc)[:200]})
+        return estimate_tokens(texts)
+
+    return count
+
+
+def _chunk_options(document: Document) -> dict[str, Any]:
+    """Keyword arguments of ``iter_chunks`` for the document's effective settings."""
+    return {
+        "strategy": document.chunk_strategy,
+        # `whole` stores no size (it uses none); the chunker still wants valid numbers.
+        "chunk_size": document.chunk_size or DEFAULT_CHUNK_SIZE,
+        "chunk_overlap": document.chunk_overlap if document.chunk_size else DEFAULT_CHUNK_OVERLAP,
+        "count_tokens": _token_counter(),
+        "max_chars": engine_settings.MAX_CHUNK_CHARS,
+    }
+
+
+def _chunks_within_cap(document: Document, pages: Iterable[Page], *, first_index: int = 0,
+                       **options: Any) -> list[ChunkSpec]:
+    """The document's chunks, numbered from ``first_index``; stops at the first one over the cap.
+
+    Chunking is lazy, so a text that would make millions of chunks costs no more than
+    MAX_CHUNKS_PER_DOCUMENT of them before it fails with TOO_MANY_CHUNKS.
+    """
+    cap = engine_settings.MAX_CHUNKS_PER_DOCUMENT
+    specs: list[ChunkSpec] = []
+    try:
+        for spec in iter_chunks(pages, **(options or _chunk_options(document))):
+            if cap is not None and first_index + len(specs) >= cap:
+                raise IngestionFailure(
+                    "TOO_MANY_CHUNKS",
+                    f"The document makes more than {cap} chunks (MAX_CHUNKS_PER_DOCUMENT) with the "
+                    f"{document.chunk_strategy} strategy; raise MAX_CHUNKS_PER_DOCUMENT, re-ingest with a larger "
+                    "chunk_size, or split the document.",
+                    {"max_chunks": cap, "strategy": document.chunk_strategy, "chunk_size": document.chunk_size},
+                )
+            specs.append(replace(spec, chunk_index=first_index + len(specs)))
+    except ChunkingError as exc:
+        raise IngestionFailure(exc.code, exc.message, exc.details) from exc
+    return specs
 
 
 def _read_file(document: Document) -> bytes:
@@ -565,13 +667,14 @@ _END_OF_PAGES = object()
 
 
 def _stream_pdf_pages(document: Document, run: str,
-                      data: bytes) -> tuple[list[ChunkSpec], list[list[float] | None], str]:
+                      data: bytes) -> tuple[list[ChunkSpec], list[Vector | None], str]:
     """Read pages in a helper thread and embed them as they arrive (``page`` strategy only).
 
     pypdf is pure Python and holds the GIL; the embedder spends its time in native code
     without it, so reading page n+1 overlaps embedding page n. Each embedder call takes
     every page read so far (up to EMBEDDING_BATCH_SIZE). The chunks are exactly those of
-    ``chunk_pages(pages, strategy="page")``. Raises ExtractionError like extract_pages.
+    ``chunk_pages(pages, strategy="page", ...)`` (a page is chunked on its own, long ones
+    cut recursively). Raises ExtractionError like extract_pages.
     """
     provider = get_embedding_provider()
     assert provider is not None
@@ -589,8 +692,9 @@ def _stream_pdf_pages(document: Document, run: str,
 
     threading.Thread(target=read, name=f"extract:{document.pk}", daemon=True).start()
     batch_size = max(1, int(engine_settings.EMBEDDING_BATCH_SIZE))
+    options = _chunk_options(document)
     specs: list[ChunkSpec] = []
-    vectors: list[list[float] | None] = []
+    vectors: list[Vector | None] = []
     missing = 0
     finished = False
     while not finished:
@@ -608,12 +712,11 @@ def _stream_pdf_pages(document: Document, run: str,
                 raise item
             else:
                 batch_pages.append(item)
-        batch = [replace(spec, chunk_index=len(specs) + offset)
-                 for offset, spec in enumerate(chunk_pages(batch_pages, strategy=ChunkStrategy.PAGE))]
+        batch = _chunks_within_cap(document, batch_pages, first_index=len(specs), **options)
         if not batch:
             continue
         try:
-            vectors.extend(provider.embed_documents([spec.text for spec in batch]))
+            vectors.extend(_compact(provider.embed_documents([spec.text for spec in batch])))
         except EmbeddingError as exc:
             vectors.extend([None] * len(batch))
             missing += len(batch)
@@ -672,10 +775,15 @@ def _convert(document: Document, run: str, rule: IngestionRule, data: bytes,
     return None
 
 
-def _embed(document_id: str, run: str, specs: list[ChunkSpec]) -> tuple[list[list[float] | None], str]:
+def _compact(vectors: Sequence[Sequence[float]]) -> list[Vector]:
+    """float32 rows: a tenth of the memory of lists of floats while a large document waits for its swap."""
+    return list(np.asarray(vectors, dtype=np.float32))
+
+
+def _embed(document_id: str, run: str, specs: list[ChunkSpec]) -> tuple[list[Vector | None], str]:
     """Embed batch by batch before the swap; a failed batch stays without vectors."""
     provider = get_embedding_provider()
-    vectors: list[list[float] | None] = [None] * len(specs)
+    vectors: list[Vector | None] = [None] * len(specs)
     if provider is None:
         return vectors, ""
     batch_size = max(1, int(engine_settings.EMBEDDING_BATCH_SIZE))
@@ -685,7 +793,7 @@ def _embed(document_id: str, run: str, specs: list[ChunkSpec]) -> tuple[list[lis
     for start in range(0, len(specs), batch_size):
         batch = specs[start:start + batch_size]
         try:
-            vectors[start:start + len(batch)] = provider.embed_documents([spec.text for spec in batch])
+            vectors[start:start + len(batch)] = _compact(provider.embed_documents([spec.text for spec in batch]))
         except EmbeddingError as exc:
             missing += len(batch)
             logger.warning("embedding batch failed; chunks stored without vectors",
@@ -695,7 +803,7 @@ def _embed(document_id: str, run: str, specs: list[ChunkSpec]) -> tuple[list[lis
     return vectors, provider.model_name
 
 
-def _swap(document: Document, run: str, specs: list[ChunkSpec], vectors: list[list[float] | None],
+def _swap(document: Document, run: str, specs: list[ChunkSpec], vectors: list[Vector | None],
           model: str) -> None:
     """One transaction: document ready, old chunks out, new chunks in.
 

@@ -16,6 +16,7 @@ from typing import Any
 from django.db import transaction
 
 from memory_engine.chunking import ChunkingError, validate_chunk_settings
+from memory_engine.conf import engine_settings
 from memory_engine.exceptions import IngestionRuleInvalid
 from memory_engine.guards import check_callable_allowed, check_outbound_url
 from memory_engine.models import IngestionRule, Project
@@ -103,7 +104,8 @@ def validate_rule(rule: IngestionRule, *, trusted: bool = False) -> None:
         try:
             validate_chunk_settings(strategy=rule.chunk_strategy or "size", chunk_size=rule.chunk_size or 1000,
                                     chunk_overlap=rule.chunk_overlap if rule.chunk_overlap is not None else
-                                    min(200, (rule.chunk_size or 1000) - 1))
+                                    min(200, (rule.chunk_size or 1000) - 1),
+                                    max_chars=engine_settings.MAX_CHUNK_CHARS)
         except ChunkingError as exc:
             raise IngestionRuleInvalid(exc.message, code=exc.code, details=exc.details) from exc
     others = IngestionRule.objects.filter(project_id=rule.project_id).exclude(pk=rule.pk)

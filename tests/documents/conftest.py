@@ -50,3 +50,12 @@ def pdf_file(name: str, *, as_name: str | None = None, content_type: str = "appl
 
 def upload(client: Any, file: SimpleUploadedFile, **fields: Any) -> Any:
     return client.post("/api/v1/documents/ingest", {"file": file, **fields}, format="multipart")
+
+
+def assert_chunks_cover(chunks: Any, text: str) -> None:
+    """Every chunk is a piece of ``text`` (between words) and together they hold all its words."""
+    chunks = list(chunks)
+    assert chunks
+    for chunk in chunks:
+        assert chunk.text in text and chunk.text == chunk.text.strip()
+    assert set(" ".join(chunk.text for chunk in chunks).split()) == set(text.split())

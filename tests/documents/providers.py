@@ -36,6 +36,18 @@ class ProgressRecordingProvider(HashingEmbeddingProvider):
         return super().embed_documents(texts)
 
 
+#: Characters of every text the TokenCountingProvider was asked to count.
+COUNTED: list[int] = []
+
+
+class TokenCountingProvider(HashingEmbeddingProvider):
+    """Hashing embedder that records how much text chunking asked it to count."""
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        COUNTED.extend(len(text) for text in texts)
+        return super().count_tokens(texts)
+
+
 def pages_converter(*, data: bytes, content_type: str, filename: str, document: Any) -> list[Any]:
     """A callable converter: two pages, the second with an explicit page number."""
     return [f"converted {filename} ({len(data)} bytes, {content_type})", {"text": "second page text", "page": 7}]

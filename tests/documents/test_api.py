@@ -113,17 +113,22 @@ def test_list_filters(client):
 def test_retrieve_status_and_chunks(client):
     doc = upload(client, pdf_file("four-pages.pdf"), wait="true").json()
     detail = client.get(f"/api/v1/documents/{doc['id']}").json()
-    assert (detail["chunk_strategy"], detail["chunk_size"], detail["chunk_overlap"]) == ("page", 1000, 200)
+    # The settings used: pages longer than 200 tokens (CHUNK_SIZE_TOKENS) are cut, 40 tokens overlap.
+    assert (detail["chunk_strategy"], detail["chunk_size"], detail["chunk_overlap"]) == ("page", 200, 40)
+    count = detail["total_chunks"]
+    assert count >= 4
     status = client.get(f"/api/v1/documents/{doc['id']}/status").json()
-    assert status == {"id": doc["id"], "status": "ready", "indexed_chunks": 4, "total_chunks": 4,
+    assert status == {"id": doc["id"], "status": "ready", "indexed_chunks": count, "total_chunks": count,
                       "unembedded_chunks": 0, "error": None, "attempts": 1,
                       "heartbeat_at": status["heartbeat_at"], "ingested_at": status["ingested_at"]}
     first = client.get(f"/api/v1/documents/{doc['id']}/chunks?page_size=3").json()
-    assert first["count"] == 4 and len(first["results"]) == 3 and first["next"]
-    assert [c["page"] for c in first["results"]] == [1, 2, 3]
+    assert first["count"] == count and len(first["results"]) == 3 and first["next"]
+    assert [c["chunk_index"] for c in first["results"]] == [0, 1, 2] and first["results"][0]["page"] == 1
     assert first["results"][0]["id"].startswith("chk_") and first["results"][0]["has_embedding"]
     second = client.get(f"/api/v1/documents/{doc['id']}/chunks?page_size=3&page=2").json()
-    assert [(c["chunk_index"], c["page"]) for c in second["results"]] == [(3, 4)]
+    assert [c["chunk_index"] for c in second["results"]] == [3, 4, 5]
+    last = client.get(f"/api/v1/documents/{doc['id']}/chunks?page_size=100").json()["results"][-1]
+    assert (last["chunk_index"], last["page"]) == (count - 1, 4)
 
 
 # --- tenant isolation: every endpoint -------------------------------------------------------

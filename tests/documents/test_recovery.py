@@ -53,7 +53,7 @@ def chunk_ids_seen_by_another_connection(document_id: str) -> frozenset[str]:
 def test_reingest_swaps_the_chunk_set_atomically(client, recording_embedder):
     body = upload(client, pdf_file("four-pages.pdf"), wait="true").json()
     old = frozenset(Chunk.objects.filter(document_id=body["id"]).values_list("pk", flat=True))
-    assert len(old) == 4
+    assert len(old) == body["total_chunks"] >= 4
     during: list[frozenset[str]] = []
     ON_BATCH.append(lambda texts: during.append(chunk_ids_seen_by_another_connection(body["id"])))
 
@@ -97,7 +97,7 @@ def test_a_superseded_run_cannot_write(client, recording_embedder, committed):
     ON_BATCH.append(reingest_mid_run)
     document_ingest(document_id=document.pk)  # run 1 loses its claim and stops quietly
     document.refresh_from_db()
-    assert document.status == "pending" and document.total_chunks == 4
+    assert document.status == "pending" and document.total_chunks == body["total_chunks"]
     document_ingest(document_id=document.pk)  # the re-ingest's own task
     document.refresh_from_db()
     assert document.status == "ready" and document.chunk_strategy == "whole" and document.total_chunks == 1
@@ -175,9 +175,9 @@ def test_end_to_end_with_a_real_worker(qcluster, client):
     wait_for(finished, timeout=120)
     status = client.get(f"/api/v1/documents/{document_id}/status").json()
     assert status["status"] == "ready", status
-    assert status["indexed_chunks"] == status["total_chunks"] == 4 and status["unembedded_chunks"] == 0
+    assert status["indexed_chunks"] == status["total_chunks"] >= 4 and status["unembedded_chunks"] == 0
     chunks = client.get(f"/api/v1/documents/{document_id}/chunks").json()["results"]
-    assert [chunk["page"] for chunk in chunks] == [1, 2, 3, 4]
+    assert sorted({chunk["page"] for chunk in chunks}) == [1, 2, 3, 4]
     assert all(chunk["has_embedding"] and chunk["embedding_model"] for chunk in chunks)
 
 

@@ -22,7 +22,7 @@ from memory_engine.services.ingestion_rules import (
 from tests.httpserver import LocalServer
 from tests.pdfs import SCANNED_TEXT
 
-from .conftest import pdf_file, upload
+from .conftest import assert_chunks_cover, pdf_file, upload
 
 pytestmark = pytest.mark.usefixtures("hashing_embedder")
 
@@ -202,8 +202,9 @@ def test_scanned_pdf_is_converted_by_an_http_rule(client, project):
                   converter_secret=SECRET, converter_timeout=10)
         body = upload(client, pdf_file("scanned.pdf"), wait="true").json()
     assert body["status"] == "ready", body["error"]
-    chunk = Chunk.objects.get(document_id=body["id"])
-    assert chunk.page == 1 and chunk.text == SCANNED_TEXT and chunk.embedding is not None
+    chunks = Chunk.objects.filter(document_id=body["id"]).order_by("chunk_index")
+    assert_chunks_cover(chunks, SCANNED_TEXT)
+    assert all(chunk.page == 1 and chunk.embedding is not None for chunk in chunks)
     sent = json.loads(server.requests[0]["body"])
     assert base64.b64decode(sent["file"]) == pdf_file("scanned.pdf").read()
     assert sent["document"]["id"] == body["id"] and sent["download_url"] is None

@@ -66,6 +66,16 @@ class EmbeddingProviderContract:
     def test_model_name(self, provider: EmbeddingProvider) -> None:
         assert provider.model_name
 
+    def test_count_tokens(self, provider: EmbeddingProvider) -> None:
+        """One count per text, whitespace is free, nothing truncated; counting the words one by
+        one never gives less than the whole (the chunker sums piece counts, so a chunk never
+        holds more than it thinks)."""
+        counts = provider.count_tokens(["", "   ", "hello world", "word " * 2000])
+        assert counts[0] == counts[1] == 0 and counts[2] >= 2 and counts[3] >= 2000
+        words = "Chunk sizes are counted in the embedder's own tokens.".split()
+        assert sum(provider.count_tokens(words)) >= provider.count_tokens([" ".join(words)])[0]
+        assert provider.count_tokens([]) == []
+
 
 class TestOnnxProvider(EmbeddingProviderContract):
     @pytest.fixture
@@ -79,6 +89,13 @@ class TestOnnxProvider(EmbeddingProviderContract):
                                                                   "MODEL_SHA256": "0" * 64})
         with pytest.raises(EmbeddingError, match="sha256"):
             provider.embed_documents(["x"])
+
+    def test_count_tokens_uses_the_model_tokenizer(self):
+        # WordPiece: an uncommon word is several tokens, which a length estimate would not know.
+        assert _reference.count_tokens(["the", "internationalization", "😀"]) != [1, 5, 1]
+        assert _reference.count_tokens(["the"]) == [1]
+        words = "Chunk sizes are counted in the embedder's own tokens.".split()
+        assert sum(_reference.count_tokens(words)) == _reference.count_tokens([" ".join(words)])[0]
 
     def test_long_text_is_truncated_not_failed(self):
         assert len(_reference.embed_query("word " * 5000)) == 384

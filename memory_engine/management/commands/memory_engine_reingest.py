@@ -1,5 +1,5 @@
 """manage.py memory_engine_reingest [--document ID ...] [--path-prefix P] [--status failed]
-[--project ID] [--strategy page|whole|size --chunk-size N --chunk-overlap N] [--background]
+[--project ID] [--strategy page|whole|size|recursive --chunk-size N --chunk-overlap N] [--background]
 
 Re-ingest documents after changing chunking or fixing a converter. Runs the pipeline in this
 process with a progress bar and prints a summary table; ``--background`` only queues the
@@ -31,8 +31,9 @@ class Command(BaseCommand):
         parser.add_argument("--status", choices=DocumentStatus.values, help="Only documents in this status.")
         parser.add_argument("--project", help="Only documents of this project id.")
         parser.add_argument("--strategy", choices=ChunkStrategy.values, help="New chunk strategy.")
-        parser.add_argument("--chunk-size", type=int, help="New window size (strategy size).")
-        parser.add_argument("--chunk-overlap", type=int, help="New window overlap (strategy size).")
+        parser.add_argument("--chunk-size", type=int, help="New chunk size (tokens for recursive and "
+                            "page, characters for size).")
+        parser.add_argument("--chunk-overlap", type=int, help="New chunk overlap (same unit as --chunk-size).")
         parser.add_argument("--background", action="store_true",
                             help="Queue the re-ingests for the workers instead of running them here.")
         parser.add_argument("--dry-run", action="store_true", help="List the documents and stop.")

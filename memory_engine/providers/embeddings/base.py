@@ -15,6 +15,9 @@ class EmbeddingProvider(ABC):
     """Turns texts into L2-normalised vectors of ``dimensions`` floats.
 
     Subclasses implement :meth:`embed_documents`; :meth:`embed_query` defaults to it.
+    :meth:`count_tokens` (used to size document chunks) estimates from the length unless
+    the provider has its model's tokenizer at hand; ``max_tokens`` is the model's input
+    window when known (text past it is not embedded).
     Implementations must be thread-safe and raise EmbeddingError on any failure,
     including an answer with the wrong dimension.
     """
@@ -30,10 +33,21 @@ class EmbeddingProvider(ABC):
         self.options = options or {}
 
     default_model = ""
+    max_tokens: int | None = None
 
     @abstractmethod
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         raise NotImplementedError(".embed_documents() must be overridden")
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """How many tokens the model sees in each text (no special tokens).
+
+        This default estimates (``memory_engine.chunking.estimate_tokens``, four
+        characters a token); providers with a tokenizer override it.
+        """
+        from memory_engine.chunking import estimate_tokens
+
+        return estimate_tokens(texts)
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]

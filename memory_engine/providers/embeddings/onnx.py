@@ -64,6 +64,7 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
+        self._counter: Any = None
         self._input_names: set[str] = set()
 
     def _load(self) -> None:
@@ -76,7 +77,7 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
             from tokenizers import Tokenizer
 
             model_path = Path(self.options.get("MODEL_PATH") or default_model_path())
-            tokenizer_path = Path(self.options.get("TOKENIZER_PATH") or default_tokenizer_path())
+            tokenizer_path = self._tokenizer_path()
             expected = self.options.get("MODEL_SHA256", None if "MODEL_PATH" in self.options else DEFAULT_MODEL_SHA256)
             if not model_path.exists() or not tokenizer_path.exists():
                 raise EmbeddingError(f"model file {model_path} or tokenizer {tokenizer_path} is missing")
@@ -98,6 +99,30 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
             self._input_names = {i.name for i in session.get_inputs()}
             self._tokenizer = tokenizer
             self._session = session
+
+    def _tokenizer_path(self) -> Path:
+        return Path(self.options.get("TOKENIZER_PATH") or default_tokenizer_path())
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Exact counts from the model's own tokenizer (untruncated; no [CLS]/[SEP])."""
+        if not texts:
+            return []
+        if self._counter is None:
+            # A tokenizer of its own: the embedding one truncates and pads.
+            from tokenizers import Tokenizer
+
+            path = self._tokenizer_path()
+            if not path.exists():
+                raise EmbeddingError(f"tokenizer {path} is missing")
+            counter = Tokenizer.from_file(str(path))
+            counter.no_truncation()
+            counter.no_padding()
+            self._counter = counter
+        try:
+            return [len(encoding.ids) for encoding in self._counter.encode_batch(list(texts),
+                                                                                 add_special_tokens=False)]
+        except Exception as exc:  # tokenizers errors of any kind
+            raise EmbeddingError(f"{self.model_name} tokenizer failed: {exc}") from exc
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         import numpy as np
