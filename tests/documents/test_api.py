@@ -111,12 +111,12 @@ def test_list_filters(client):
 
 
 def test_retrieve_status_and_chunks(client):
-    doc = upload(client, pdf_file("four-pages.pdf"), wait="true").json()
+    doc = upload(client, pdf_file("nineteen-pages.pdf"), wait="true").json()
     detail = client.get(f"/api/v1/documents/{doc['id']}").json()
     # The settings used: pages longer than 200 tokens (CHUNK_SIZE_TOKENS) are cut, 40 tokens overlap.
     assert (detail["chunk_strategy"], detail["chunk_size"], detail["chunk_overlap"]) == ("page", 200, 40)
     count = detail["total_chunks"]
-    assert count >= 4
+    assert count >= 19
     status = client.get(f"/api/v1/documents/{doc['id']}/status").json()
     assert status == {"id": doc["id"], "status": "ready", "indexed_chunks": count, "total_chunks": count,
                       "unembedded_chunks": 0, "error": None, "attempts": 1,
@@ -128,7 +128,7 @@ def test_retrieve_status_and_chunks(client):
     second = client.get(f"/api/v1/documents/{doc['id']}/chunks?page_size=3&page=2").json()
     assert [c["chunk_index"] for c in second["results"]] == [3, 4, 5]
     last = client.get(f"/api/v1/documents/{doc['id']}/chunks?page_size=100").json()["results"][-1]
-    assert (last["chunk_index"], last["page"]) == (count - 1, 4)
+    assert (last["chunk_index"], last["page"]) == (count - 1, 19)
 
 
 # --- tenant isolation: every endpoint -------------------------------------------------------
