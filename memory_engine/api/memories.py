@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from memory_engine.exceptions import Conflict, UnknownMemoryStore, ValidationFailed
 from memory_engine.models import Memory, MemoryAssertion, MemoryStore
-from memory_engine.models.memories import Mechanism, SourceType
+from memory_engine.models.memories import Mechanism
 from memory_engine.services.memory_write import memory_forget, memory_write, validate_thresholds
 from memory_engine.services.stores import memory_store_delete
 
@@ -281,17 +281,12 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         data = serializer.validated_data
         store = project_object_or_404(MemoryStore.objects.filter(project=self.project), data["memory_store_id"],
                                       code=UnknownMemoryStore.code, field="memory_store_id")
-        metadata = dict(data.get("metadata") or {})
-        source_type = SourceType.MANUAL
-        if data.get("conversation_id"):
-            metadata["conversation_id"] = data["conversation_id"]
-            source_type = SourceType.CONVERSATION
         result = memory_write(
             store=store,
             content=data["content"],
             tags=data.get("tags"),
-            metadata=metadata,
-            source_type=source_type,
+            metadata=data.get("metadata"),
+            conversation_id=data.get("conversation_id"),
             duplicate_threshold=data.get("duplicate_threshold"),
             supersede_threshold=data.get("supersede_threshold"),
             about=data.get("about"),
