@@ -15,11 +15,11 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_engine.exceptions import Conflict, UnknownMemoryStore, ValidationFailed
+from memory_engine.exceptions import UnknownMemoryStore, ValidationFailed
 from memory_engine.models import Memory, MemoryAssertion, MemoryStore
 from memory_engine.models.memories import Mechanism
-from memory_engine.services.memory_write import memory_forget, memory_write, validate_thresholds
-from memory_engine.services.stores import memory_store_delete
+from memory_engine.services.memory_write import memory_forget, memory_write
+from memory_engine.services.stores import memory_store_delete, memory_store_save
 
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField, StrictCharField, parse_tags_param
@@ -44,13 +44,6 @@ class MemoryStoreSerializer(serializers.ModelSerializer):
             "require_about_for_kinds", "judge_enabled", "valid_memories", "created_at",
         ]
         read_only_fields = ["id", "created_at", "valid_memories"]
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        instance = self.instance
-        dup = attrs.get("duplicate_threshold", getattr(instance, "duplicate_threshold", None))
-        sup = attrs.get("supersede_threshold", getattr(instance, "supersede_threshold", None))
-        validate_thresholds(dup, sup)
-        return attrs
 
 
 class AboutSerializer(serializers.Serializer):
@@ -220,19 +213,14 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
             .order_by("created_at", "id")
         )
 
-    def _check_name(self, name: str | None, exclude: str | None = None) -> None:
-        if name and MemoryStore.objects.filter(project=self.project, name=name).exclude(pk=exclude).exists():
-            raise Conflict(f"A memory store named {name!r} already exists.", code="NAME_TAKEN",
-                           details={"name": name})
-
     def perform_create(self, serializer: Any) -> None:
-        self._check_name(serializer.validated_data.get("name"))
-        store = serializer.save(project=self.project)
+        store = memory_store_save(project=self.project, **serializer.validated_data)
         store.valid_memories = 0  # the list/retrieve annotation, for the 201 answer
+        serializer.instance = store
 
     def perform_update(self, serializer: Any) -> None:
-        self._check_name(serializer.validated_data.get("name"), exclude=serializer.instance.pk)
-        serializer.save()
+        # The instance carries get_queryset's valid_memories annotation into the answer.
+        memory_store_save(project=self.project, store=serializer.instance, **serializer.validated_data)
 
     def perform_destroy(self, instance: MemoryStore) -> None:
         memory_store_delete(store=instance)
