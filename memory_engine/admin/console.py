@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.injection import knowledge_message
+from memory_engine.jsonobject import parse_json_object
 from memory_engine.models import (
     Chunk,
     Document,
@@ -110,18 +111,19 @@ def overview_view(model_admin: admin.ModelAdmin, request: HttpRequest, object_id
 # --------------------------------------------------------------------------- search playground
 
 
-class JSONObjectField(forms.CharField):
+class JSONObjectFormField(forms.CharField):
+    """A JSON object typed into a text input (blank: None)."""
+
     def to_python(self, value: Any) -> Any:
         value = super().to_python(value)
         if not value:
             return None
         try:
-            parsed = json.loads(value)
-        except ValueError:
+            return parse_json_object(value)
+        except json.JSONDecodeError:
             raise forms.ValidationError("Enter a JSON object, e.g. {\"kind\": \"preference\"}.") from None
-        if not isinstance(parsed, dict):
-            raise forms.ValidationError("Enter a JSON object.")
-        return parsed
+        except ValueError:
+            raise forms.ValidationError("Enter a JSON object.") from None
 
 
 class PlaygroundForm(forms.Form):
@@ -131,7 +133,7 @@ class PlaygroundForm(forms.Form):
                                             help_text="None: documents only (unless tags are set).")
     document_paths = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
                                      help_text="Path prefixes, one per line (e.g. /handbook/).")
-    tags = JSONObjectField(required=False, help_text='Exact tag match, e.g. {"kind": "preference"}.')
+    tags = JSONObjectFormField(required=False, help_text='Exact tag match, e.g. {"kind": "preference"}.')
     limit = forms.IntegerField(initial=10, min_value=1, max_value=100, required=False)
     rrf_k = forms.FloatField(initial=60, min_value=1, label="RRF k", required=False)
     min_similarity = forms.FloatField(required=False, min_value=-1, max_value=1)
