@@ -39,8 +39,10 @@ from memory_engine.models.documents import DocumentStatus
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
 from memory_engine.redaction import converter_target
 from memory_engine.selectors.search import knowledge_search
+from memory_engine.services.documents import chunking_label, resolve_chunking
 from memory_engine.services.ingestion_rules import glob_specificity, rule_for_content_type
 
+from .next_steps import NEXT_STEPS
 from .scoping import require_perm, scope_queryset, scoped_project_or_404, visible_projects
 
 #: Documents are listed worst first on the overview.
@@ -76,8 +78,6 @@ def project_overview(project: Any, *, now: Any = None) -> dict[str, Any]:
         Generation.objects.filter(project=project, extraction__icontains='"code"')
         .select_related("agent").order_by("-created_at")[:20]
     )
-    from .documents import NEXT_STEPS  # the documents admin owns the failure advice
-
     return {
         "project": project,
         "stores": stores,
@@ -190,8 +190,6 @@ class RuleTesterForm(forms.Form):
 
 def ingestion_rule_tester_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
     """Which ingestion rule wins for content type X (and the chunking a document would get)."""
-    from memory_engine.services.documents import chunking_label, resolve_chunking
-
     require_perm(request, "view_ingestionrule")
     form = RuleTesterForm(request.GET if "content_type" in request.GET else None, request=request,
                           initial={"project": request.GET.get("project") or visible_projects(request).first()})
