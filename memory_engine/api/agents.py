@@ -22,7 +22,7 @@ from memory_engine.tools import FORMATS, agent_tool_definitions, run_search_know
 
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField
-from .memories import AboutSerializer, MemoryWriteResultSerializer, write_result_data
+from .memories import WRITE_RESPONSES, AboutSerializer, write_response
 from .scoping import ProjectScopedMixin, project_object_or_404
 from .search import SEARCH_PERMISSIONS, SearchResultSerializer
 
@@ -174,15 +174,7 @@ class WriteMemoryToolView(ProjectScopedMixin, APIView):
 
     session_permissions = ["add_memory"]
 
-    @extend_schema(
-        request=WriteMemoryToolSerializer,
-        responses={
-            201: OpenApiResponse(MemoryWriteResultSerializer, description="created or superseded"),
-            200: OpenApiResponse(MemoryWriteResultSerializer, description="skipped (a duplicate)"),
-            429: OpenApiResponse(ErrorSerializer, description="Quota exceeded"),
-            **ERRORS,
-        },
-    )
+    @extend_schema(request=WriteMemoryToolSerializer, responses=WRITE_RESPONSES)
     def post(self, request: Request, agent_id: str) -> Response:
         agent = project_object_or_404(Agent.objects.filter(project=self.project).select_related(
             "write_memory_store"), agent_id, code="AGENT_NOT_FOUND", field="agent_id")
@@ -198,5 +190,4 @@ class WriteMemoryToolView(ProjectScopedMixin, APIView):
             generation_id=data.get("generation_id") or None,
             principal=self.principal,
         )
-        code = status.HTTP_200_OK if result.action == "skipped" else status.HTTP_201_CREATED
-        return Response(write_result_data(result), status=code)
+        return write_response(result)

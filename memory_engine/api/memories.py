@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from memory_engine.exceptions import UnknownMemoryStore, ValidationFailed
 from memory_engine.models import Memory, MemoryAssertion, MemoryStore
 from memory_engine.models.memories import Mechanism
-from memory_engine.services.memory_write import memory_forget, memory_write
+from memory_engine.services.memory_write import WriteResult, memory_forget, memory_write
 from memory_engine.services.stores import memory_store_delete, memory_store_save
 
 from .exceptions import ERRORS, ErrorSerializer
@@ -101,17 +101,28 @@ class MemoryWriteResultSerializer(MemorySerializer):
                   "changed_details", "assertion_id", "superseded_memory_id"]
 
 
-def write_result_data(result: Any) -> dict[str, Any]:
+def write_response(result: WriteResult) -> Response:
+    """What the funnel did, as MemoryWriteResultSerializer describes it: 201 for a created or
+    superseding memory, 200 for a skip (the duplicate it matched)."""
     data = dict(MemorySerializer(result.memory).data)
     data.update(
-        action=result.action,
         similarity=result.similarity,
         decision_reason=result.decision_reason,
         changed_details=result.changed_details,
         assertion_id=result.assertion.pk,
         superseded_memory_id=result.replaced.pk if result.replaced else None,
     )
-    return {"action": data.pop("action"), **data}
+    code = status.HTTP_200_OK if result.action == "skipped" else status.HTTP_201_CREATED
+    return Response({"action": result.action, **data}, status=code)
+
+
+#: The documented answers of a memory write (POST /memories and the write_memory tool).
+WRITE_RESPONSES = {
+    201: OpenApiResponse(MemoryWriteResultSerializer, description="created or superseded"),
+    200: OpenApiResponse(MemoryWriteResultSerializer, description="skipped (a duplicate)"),
+    429: OpenApiResponse(ErrorSerializer, description="Quota exceeded"),
+    **ERRORS,
+}
 
 
 class MemoryAssertionSerializer(serializers.ModelSerializer):
@@ -254,15 +265,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         # List filters (valid-only by default) never hide a memory read or forgotten by id.
         return super().filter_queryset(queryset) if self.action == "list" else queryset
 
-    @extend_schema(
-        request=MemoryWriteSerializer,
-        responses={
-            201: OpenApiResponse(MemoryWriteResultSerializer, description="created or superseded"),
-            200: OpenApiResponse(MemoryWriteResultSerializer, description="skipped (a duplicate)"),
-            429: OpenApiResponse(ErrorSerializer, description="Quota exceeded"),
-            **ERRORS,
-        },
-    )
+    @extend_schema(request=MemoryWriteSerializer, responses=WRITE_RESPONSES)
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = MemoryWriteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -281,8 +284,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
             principal=self.principal,
             mechanism=Mechanism.API,
         )
-        code = status.HTTP_200_OK if result.action == "skipped" else status.HTTP_201_CREATED
-        return Response(write_result_data(result), status=code)
+        return write_response(result)
 
     def perform_destroy(self, instance: Memory) -> None:
         memory_forget(memory=instance, principal=self.principal, mechanism=Mechanism.API)
