@@ -6,7 +6,7 @@ Serves the API under /api/v1/, the OpenAPI schema at /api/schema/ and Swagger UI
 from django.urls import include, path
 from drf_spectacular.views import SpectacularSwaggerView
 
-from memory_engine.api.views import SchemaView
+from memory_engine.api.openapi import SchemaView
 
 app_name = "memory_engine"
 

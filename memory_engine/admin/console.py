@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.injection import knowledge_message
+from memory_engine.jsonobject import parse_json_object
 from memory_engine.models import (
     Chunk,
     Document,
@@ -38,8 +39,10 @@ from memory_engine.models.documents import DocumentStatus
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
 from memory_engine.redaction import converter_target
 from memory_engine.selectors.search import knowledge_search
+from memory_engine.services.documents import chunking_label, resolve_chunking
 from memory_engine.services.ingestion_rules import glob_specificity, rule_for_content_type
 
+from .next_steps import NEXT_STEPS
 from .scoping import require_perm, scope_queryset, scoped_project_or_404, visible_projects
 
 #: Documents are listed worst first on the overview.
@@ -75,8 +78,6 @@ def project_overview(project: Any, *, now: Any = None) -> dict[str, Any]:
         Generation.objects.filter(project=project, extraction__icontains='"code"')
         .select_related("agent").order_by("-created_at")[:20]
     )
-    from .documents import NEXT_STEPS  # the documents admin owns the failure advice
-
     return {
         "project": project,
         "stores": stores,
@@ -110,18 +111,19 @@ def overview_view(model_admin: admin.ModelAdmin, request: HttpRequest, object_id
 # --------------------------------------------------------------------------- search playground
 
 
-class JSONObjectField(forms.CharField):
+class JSONObjectFormField(forms.CharField):
+    """A JSON object typed into a text input (blank: None)."""
+
     def to_python(self, value: Any) -> Any:
         value = super().to_python(value)
         if not value:
             return None
         try:
-            parsed = json.loads(value)
-        except ValueError:
+            return parse_json_object(value)
+        except json.JSONDecodeError:
             raise forms.ValidationError("Enter a JSON object, e.g. {\"kind\": \"preference\"}.") from None
-        if not isinstance(parsed, dict):
-            raise forms.ValidationError("Enter a JSON object.")
-        return parsed
+        except ValueError:
+            raise forms.ValidationError("Enter a JSON object.") from None
 
 
 class PlaygroundForm(forms.Form):
@@ -131,7 +133,7 @@ class PlaygroundForm(forms.Form):
                                             help_text="None: documents only (unless tags are set).")
     document_paths = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
                                      help_text="Path prefixes, one per line (e.g. /handbook/).")
-    tags = JSONObjectField(required=False, help_text='Exact tag match, e.g. {"kind": "preference"}.')
+    tags = JSONObjectFormField(required=False, help_text='Exact tag match, e.g. {"kind": "preference"}.')
     limit = forms.IntegerField(initial=10, min_value=1, max_value=100, required=False)
     rrf_k = forms.FloatField(initial=60, min_value=1, label="RRF k", required=False)
     min_similarity = forms.FloatField(required=False, min_value=-1, max_value=1)
@@ -188,8 +190,6 @@ class RuleTesterForm(forms.Form):
 
 def ingestion_rule_tester_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
     """Which ingestion rule wins for content type X (and the chunking a document would get)."""
-    from memory_engine.services.documents import chunking_label, resolve_chunking
-
     require_perm(request, "view_ingestionrule")
     form = RuleTesterForm(request.GET if "content_type" in request.GET else None, request=request,
                           initial={"project": request.GET.get("project") or visible_projects(request).first()})

@@ -22,6 +22,7 @@ from memory_engine.models import Chunk, Document, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
 from memory_engine.providers.http import redact_url
 from memory_engine.redaction import converter_target, secret_state
+from memory_engine.services import reembed
 from memory_engine.services.documents import (
     Upload,
     chunking_label,
@@ -34,6 +35,7 @@ from memory_engine.services.ingestion_rules import validate_rule
 from .console import ingestion_rule_tester_view
 from .erasure import ErasureAdmin
 from .memories import admin_link
+from .next_steps import NEXT_STEPS
 from .scoping import ProjectScopedAdmin
 
 STATUS_COLOURS = {
@@ -41,31 +43,6 @@ STATUS_COLOURS = {
     DocumentStatus.PROCESSING: "#1f6feb",
     DocumentStatus.READY: "#1a7f37",
     DocumentStatus.FAILED: "#cf222e",
-}
-
-#: What an operator should do about each failure code (the error message has the specifics).
-NEXT_STEPS = {
-    "PDF_ENCRYPTED": "Re-ingest with the PDF's password (API: POST /documents/{id}/ingest {password}).",
-    "PDF_DAMAGED": "Repair the file (print it to a new PDF) and upload it again, or add a converter rule.",
-    "NO_TEXT_LAYER": "Add an ingestion rule for application/pdf with an OCR converter, then re-ingest.",
-    "UNSUPPORTED_CONTENT_TYPE": "Add an ingestion rule with a converter for this content type, then re-ingest.",
-    "EMPTY_FILE": "The file has no content; upload the right file.",
-    "PDF_TOO_LARGE": "Split the PDF or raise MEMORY_ENGINE['MAX_PDF_PAGES'], then re-ingest.",
-    "TEXT_DECODE_ERROR": "Re-save the file as UTF-8 and upload it again.",
-    "CONVERTER_FAILED": "Check the converter (its URL or callable and its logs), then re-ingest.",
-    "CONVERTER_TIMEOUT": "The converter was too slow or never called back; check it, then re-ingest.",
-    "CONVERTER_BAD_RESPONSE": "The converter answered an unexpected shape; fix it, then re-ingest.",
-    "CONVERTER_EMPTY": "The converter returned no text; check it, then re-ingest.",
-    "CONVERTER_NOT_FOUND": "The rule names a callable that cannot be imported; fix the rule, then re-ingest.",
-    "URL_NOT_ALLOWED": "The converter's host resolves to a private address; use a public URL or add the host to "
-                       "MEMORY_ENGINE['OUTBOUND_ALLOW'], then re-ingest.",
-    "INGESTION_STALLED": "Workers died on this file repeatedly; check the worker logs and memory, then re-ingest.",
-    "INGESTION_ERROR": "An unexpected error; see the worker log, then re-ingest.",
-    "FILE_MISSING": "The stored file is gone; upload the document again.",
-    "NO_TEXT": "No text came out of the file; check it or its converter.",
-    "TOO_MANY_CHUNKS": "Re-ingest with a larger chunk size, split the document, or raise "
-                       "MEMORY_ENGINE['MAX_CHUNKS_PER_DOCUMENT'].",
-    "CHUNK_TOO_LARGE": "Re-ingest with the recursive strategy, or raise MEMORY_ENGINE['MAX_CHUNK_CHARS'].",
 }
 
 
@@ -252,9 +229,7 @@ class DocumentAdmin(ErasureAdmin, ProjectScopedAdmin):
 
     @admin.action(description="Re-embed missing vectors of the selected documents", permissions=["change"])
     def reembed_missing(self, request: Any, queryset: QuerySet[Document]) -> None:
-        from memory_engine.services.reembed import reembed_missing
-
-        report = reembed_missing(document_ids=list(queryset.values_list("pk", flat=True)))
+        report = reembed.reembed_missing(document_ids=list(queryset.values_list("pk", flat=True)))
         embedded, failed = sum(report.embedded.values()), sum(report.failed.values())
         level = messages.WARNING if failed else messages.SUCCESS
         self.message_user(request, f"{embedded} chunk vector(s) filled, {failed} failed.", level)

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import F, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import Memory, MemoryAssertion, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome
 from memory_engine.services.memory_write import memory_forget
-from memory_engine.services.stores import memory_store_delete
+from memory_engine.services.stores import memory_store_delete, memory_store_save, validate_memory_store
 
 from .erasure import ErasureAdmin
 from .scoping import ProjectScopedAdmin
@@ -36,13 +38,34 @@ def similarity_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+class MemoryStoreForm(forms.ModelForm):
+    """Store edits pass the API's checks (memory_engine.services.stores): a valid threshold
+    pair and a name no other store of the project has."""
+
+    class Meta:
+        model = MemoryStore
+        fields = "__all__"
+
+    def validate_unique(self) -> None:
+        # Runs once the form's values are on the instance; the service's check replaces the
+        # model's unique-name constraint check, so the message is the API's.
+        try:
+            validate_memory_store(self.instance)
+        except MemoryEngineError as exc:
+            self.add_error(None, f"{exc.code}: {exc.message}")
+
+
 @admin.register(MemoryStore)
 class MemoryStoreAdmin(ErasureAdmin, ProjectScopedAdmin):
+    form = MemoryStoreForm
     list_display = ["name", "id", "project", "duplicate_threshold", "supersede_threshold", "judge_enabled",
                     "created_at"]
     list_filter = ["project"]
     search_fields = ["name", "id"]
     readonly_fields = ["id", "created_at"]
+
+    def save_model(self, request: HttpRequest, obj: MemoryStore, form: Any, change: bool) -> None:
+        memory_store_save(project=obj.project, store=obj)
 
     def erase(self, obj: MemoryStore) -> None:
         memory_store_delete(store=obj)

@@ -1,4 +1,5 @@
-"""Agents: CRUD, push retrieval (``/context``) and tool definitions (``/tools``)."""
+"""Agents: CRUD, push retrieval (``/context``), tool definitions (``/tools``) and the tools
+an agent calls (``/tools/search_knowledge``, ``/tools/write_memory``)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,20 @@ from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from memory_engine.exceptions import NotFound
+from memory_engine.exceptions import ValidationFailed
 from memory_engine.injection import inject_knowledge
 from memory_engine.models import Agent
+from memory_engine.services.agent_tools import agent_write_memory
 from memory_engine.services.agents import UNSET, agent_create, agent_update
 from memory_engine.tools import FORMATS, agent_tool_definitions, run_search_knowledge
 
+from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField
-from .scoping import ProjectScopedMixin
+from .memories import WRITE_RESPONSES, AboutSerializer, write_response
+from .scoping import ProjectScopedMixin, project_object_or_404
 from .search import SEARCH_PERMISSIONS, SearchResultSerializer
-from .serializers import ErrorSerializer
-from .views import ERRORS
 
 
 class AgentSerializer(serializers.ModelSerializer):
@@ -69,6 +72,20 @@ class SearchToolResponseSerializer(serializers.Serializer):
     knowledge = SearchResultSerializer()
 
 
+class WriteMemoryToolSerializer(serializers.Serializer):
+    content = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    tags = JSONObjectField(required=False)
+    metadata = JSONObjectField(required=False)
+    about = AboutSerializer(required=False, allow_null=True)
+    generation_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=40)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        given = sorted({"duplicate_threshold", "supersede_threshold"} & set(self.initial_data or {}))
+        if given:
+            raise ValidationFailed("The write_memory tool writes on the store's thresholds only.",
+                                   code="THRESHOLDS_NOT_ALLOWED", details={"fields": given})
+        return attrs
+
 @extend_schema_view(
     list=extend_schema(responses={200: AgentSerializer(many=True), **ERRORS}),
     create=extend_schema(responses={201: AgentSerializer, **ERRORS}),
@@ -85,16 +102,11 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     filterset_fields: list[str] = []
     #: Set per action: reading context or running a search is allowed with read-only keys.
     read_only_key_allowed = False
+    not_found_code = "AGENT_NOT_FOUND"
+    not_found_field = "agent_id"
 
     def get_queryset(self) -> QuerySet[Agent]:
         return Agent.objects.filter(project=self.project).select_related("project").order_by("name", "id")
-
-    def get_object(self) -> Agent:
-        agent = self.get_queryset().filter(pk=self.kwargs["pk"]).first()
-        if agent is None:
-            raise NotFound("No agent with this id exists in your project.", code="AGENT_NOT_FOUND",
-                           details={"agent_id": self.kwargs["pk"]})
-        return agent
 
     def perform_create(self, serializer: Any) -> None:
         data = serializer.validated_data
@@ -155,3 +167,27 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         content, result = run_search_knowledge(agent, dict(serializer.validated_data))
         return Response({"content": content, "knowledge": SearchResultSerializer(result.as_dict()).data},
                         status=status.HTTP_200_OK)
+
+
+class WriteMemoryToolView(ProjectScopedMixin, APIView):
+    """The agent's ``write_memory`` tool: one fact into the agent's write memory store."""
+
+    session_permissions = ["add_memory"]
+
+    @extend_schema(request=WriteMemoryToolSerializer, responses=WRITE_RESPONSES)
+    def post(self, request: Request, agent_id: str) -> Response:
+        agent = project_object_or_404(Agent.objects.filter(project=self.project).select_related(
+            "write_memory_store"), agent_id, code="AGENT_NOT_FOUND", field="agent_id")
+        serializer = WriteMemoryToolSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        result = agent_write_memory(
+            agent=agent,
+            content=data["content"],
+            tags=data.get("tags"),
+            metadata=data.get("metadata"),
+            about=data.get("about"),
+            generation_id=data.get("generation_id") or None,
+            principal=self.principal,
+        )
+        return write_response(result)

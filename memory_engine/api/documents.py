@@ -35,11 +35,10 @@ from memory_engine.services.documents import (
 from memory_engine.services.ingestion_rules import FIELDS as RULE_FIELDS
 from memory_engine.services.ingestion_rules import ingestion_rule_save
 
+from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField, parse_tags_param
 from .limits import SafeJSONParser
 from .scoping import ProjectScopedMixin
-from .serializers import ErrorSerializer
-from .views import ERRORS
 
 # --- serializers ---------------------------------------------------------------------
 

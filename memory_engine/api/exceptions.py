@@ -1,4 +1,5 @@
-"""One mapping from errors to HTTP: ``{"code", "message", "details"}`` bodies."""
+"""One mapping from errors to HTTP: ``{"code", "message", "details"}`` bodies, and
+``ERRORS``, how every view documents them in the OpenAPI schema."""
 
 from __future__ import annotations
 
@@ -8,13 +9,29 @@ from typing import Any
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.db import DatabaseError, DataError, InterfaceError, OperationalError
 from django.http import Http404
-from rest_framework import exceptions, status
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from memory_engine.exceptions import InputInvalid, JSONTooDeep, MemoryEngineError, RequestTooLarge
 
 logger = logging.getLogger("memory_engine.api")
+
+
+class ErrorSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    details = serializers.DictField()
+
+
+#: The error answers every view may give, for ``extend_schema(responses={..., **ERRORS})``.
+ERRORS = {
+    400: OpenApiResponse(ErrorSerializer, description="Invalid input"),
+    401: OpenApiResponse(ErrorSerializer, description="Missing or invalid key"),
+    403: OpenApiResponse(ErrorSerializer, description="Read-only key"),
+    404: OpenApiResponse(ErrorSerializer, description="Not found in your project"),
+}
 
 DRF_CODES: list[tuple[type[Exception], str]] = [
     (exceptions.NotAuthenticated, "AUTHENTICATION_REQUIRED"),

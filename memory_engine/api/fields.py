@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import ValidationFailed
+from memory_engine.jsonobject import parse_json_object
 
 
 def contains_nul(value: Any) -> bool:
@@ -32,14 +33,10 @@ class JSONObjectField(serializers.JSONField):
     """A JSON object (dict) field; arrays, scalars and NUL characters are rejected."""
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
-        value = super().to_internal_value(data)
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                raise serializers.ValidationError("Must be a JSON object.") from None
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("Must be a JSON object.")
+        try:
+            value = parse_json_object(super().to_internal_value(data))
+        except ValueError:
+            raise serializers.ValidationError("Must be a JSON object.") from None
         if contains_nul(value):
             raise serializers.ValidationError("Null characters are not allowed.")
         return value
@@ -75,12 +72,12 @@ def parse_tags_param(raw: str | None) -> dict[str, Any] | None:
     if raw in (None, ""):
         return None
     try:
-        value = json.loads(raw)
-    except ValueError:
+        value = parse_json_object(raw)
+    except json.JSONDecodeError:
         raise ValidationFailed("`tags` must be a JSON object, e.g. ?tags={\"team\":\"a\"}.",
                                details={"tags": raw[:200]}) from None
-    if not isinstance(value, dict):
-        raise ValidationFailed("`tags` must be a JSON object.", details={"tags": raw[:200]})
+    except ValueError:
+        raise ValidationFailed("`tags` must be a JSON object.", details={"tags": raw[:200]}) from None
     if contains_nul(value):
         raise ValidationFailed("`tags` may not contain null characters.", details={"tags": raw[:200]})
     return check_tag_filter(value)

@@ -1,4 +1,4 @@
-"""Generations (an agent's recorded turns) and the agent's ``write_memory`` tool."""
+"""Generations: an agent's recorded turns, completing them, and the ledger rows of each."""
 
 from __future__ import annotations
 
@@ -11,18 +11,14 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from memory_engine.exceptions import NotFound, ValidationFailed
 from memory_engine.models import Agent, Generation, MemoryAssertion, MemoryRule
 from memory_engine.models.agents import GenerationStatus
-from memory_engine.services.agent_tools import agent_write_memory
 from memory_engine.services.generations import complete_generation, record_generation
 
-from . import serializers as s
-from .fields import JSONObjectField
-from .scoping import ProjectScopedMixin
-from .views import ERRORS
+from .exceptions import ERRORS, ErrorSerializer
+from .memories import MemoryAssertionSerializer
+from .scoping import ProjectScopedMixin, project_object_or_404
 
 
 class GenerationSerializer(serializers.ModelSerializer):
@@ -68,22 +64,6 @@ class GenerationFilter(django_filters.FilterSet):
         fields = ["agent_id", "status"]
 
 
-def project_row(queryset: QuerySet, pk: str | None, *, code: str, field: str) -> Any:
-    """The row ``pk`` of an already project-filtered queryset, None for no id, or a 404 ``code``."""
-    if not pk:
-        return None
-    row = queryset.filter(pk=pk).first()
-    if row is None:
-        noun = code.removesuffix("_NOT_FOUND").lower().replace("_", " ")
-        raise NotFound(f"No {noun} with this id exists in your project.", code=code, details={field: pk})
-    return row
-
-
-def project_agent(project: Any, agent_id: str) -> Agent:
-    return project_row(Agent.objects.filter(project=project).select_related("write_memory_store"), agent_id,
-                       code="AGENT_NOT_FOUND", field="agent_id")
-
-
 @extend_schema_view(
     list=extend_schema(responses={200: GenerationSerializer(many=True), **ERRORS}),
     retrieve=extend_schema(responses={200: GenerationSerializer, **ERRORS}),
@@ -104,11 +84,15 @@ class GenerationViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
         serializer = GenerationCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        agent = project_agent(self.project, data["agent_id"])
-        initiator = project_row(Generation.objects.filter(project=self.project), data.get("initiator_id"),
-                                code="GENERATION_NOT_FOUND", field="initiator_id")
-        rule = project_row(MemoryRule.objects.filter(store__project=self.project), data.get("started_by_rule_id"),
-                           code="RULE_NOT_FOUND", field="started_by_rule_id")
+        agent = project_object_or_404(Agent.objects.filter(project=self.project), data["agent_id"],
+                                      code="AGENT_NOT_FOUND", field="agent_id")
+        initiator = rule = None
+        if data.get("initiator_id"):
+            initiator = project_object_or_404(Generation.objects.filter(project=self.project), data["initiator_id"],
+                                              code="GENERATION_NOT_FOUND", field="initiator_id")
+        if data.get("started_by_rule_id"):
+            rule = project_object_or_404(MemoryRule.objects.filter(store__project=self.project),
+                                         data["started_by_rule_id"], code="RULE_NOT_FOUND", field="started_by_rule_id")
         generation = record_generation(
             agent=agent, input_messages=data["input_messages"], output=data.get("output"),
             status=data["status"], initiator=initiator, started_by_rule=rule,
@@ -117,7 +101,7 @@ class GenerationViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
 
     @extend_schema(
         request=GenerationCompleteSerializer,
-        responses={200: GenerationSerializer, 409: OpenApiResponse(s.ErrorSerializer, "Already completed"),
+        responses={200: GenerationSerializer, 409: OpenApiResponse(ErrorSerializer, "Already completed"),
                    **ERRORS},
     )
     @action(detail=True, methods=["post"], filterset_class=None, session_permissions=["change_generation"])
@@ -129,7 +113,7 @@ class GenerationViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
         generation = complete_generation(generation=generation, **serializer.validated_data)
         return Response(GenerationSerializer(generation).data)
 
-    @extend_schema(responses={200: s.MemoryAssertionSerializer(many=True), **ERRORS}, filters=False)
+    @extend_schema(responses={200: MemoryAssertionSerializer(many=True), **ERRORS}, filters=False)
     @action(detail=True, methods=["get"], url_path="memory-assertions", filterset_class=None)
     def memory_assertions(self, request: Request, pk: str | None = None) -> Response:
         """The ledger rows written in this turn: by its rules and by the agent's write_memory tool."""
@@ -138,51 +122,4 @@ class GenerationViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
             generation_id=generation.pk, store__project=self.project
         ).order_by("created_at", "id")
         page = self.paginate_queryset(queryset)
-        return self.get_paginated_response(s.MemoryAssertionSerializer(page, many=True).data)
-
-
-class WriteMemoryToolSerializer(serializers.Serializer):
-    content = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    tags = JSONObjectField(required=False)
-    metadata = JSONObjectField(required=False)
-    about = s.AboutSerializer(required=False, allow_null=True)
-    generation_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=40)
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        given = sorted({"duplicate_threshold", "supersede_threshold"} & set(self.initial_data or {}))
-        if given:
-            raise ValidationFailed("The write_memory tool writes on the store's thresholds only.",
-                                   code="THRESHOLDS_NOT_ALLOWED", details={"fields": given})
-        return attrs
-
-
-class WriteMemoryToolView(ProjectScopedMixin, APIView):
-    """The agent's ``write_memory`` tool: one fact into the agent's write memory store."""
-
-    session_permissions = ["add_memory"]
-
-    @extend_schema(
-        request=WriteMemoryToolSerializer,
-        responses={
-            201: OpenApiResponse(s.MemoryWriteResultSerializer, description="created or superseded"),
-            200: OpenApiResponse(s.MemoryWriteResultSerializer, description="skipped (a duplicate)"),
-            429: OpenApiResponse(s.ErrorSerializer, description="Quota exceeded"),
-            **ERRORS,
-        },
-    )
-    def post(self, request: Request, agent_id: str) -> Response:
-        agent = project_agent(self.project, agent_id)
-        serializer = WriteMemoryToolSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        result = agent_write_memory(
-            agent=agent,
-            content=data["content"],
-            tags=data.get("tags"),
-            metadata=data.get("metadata"),
-            about=data.get("about"),
-            generation_id=data.get("generation_id") or None,
-            principal=self.principal,
-        )
-        code = status.HTTP_200_OK if result.action == "skipped" else status.HTTP_201_CREATED
-        return Response(s.write_result_data(result), status=code)
+        return self.get_paginated_response(MemoryAssertionSerializer(page, many=True).data)

@@ -15,9 +15,9 @@ from memory_engine.models import MemoryRule, MemoryStore
 from memory_engine.redaction import mask_handler_config
 from memory_engine.services.rules import memory_rule_create, memory_rule_update
 
+from .exceptions import ERRORS
 from .fields import JSONObjectField
-from .scoping import ProjectScopedMixin
-from .views import ERRORS
+from .scoping import ProjectScopedMixin, project_object_or_404
 
 SECRET_KEYS = ("secret",)
 
@@ -93,10 +93,8 @@ class MemoryRuleViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
 
     @property
     def store(self) -> MemoryStore:
-        store = MemoryStore.objects.filter(project=self.project, pk=self.kwargs["store_id"]).first()
-        if store is None:
-            raise UnknownMemoryStore(details={"memory_store_id": self.kwargs["store_id"]})
-        return store
+        return project_object_or_404(MemoryStore.objects.filter(project=self.project), self.kwargs["store_id"],
+                                     code=UnknownMemoryStore.code, field="memory_store_id")
 
     def get_queryset(self) -> QuerySet[MemoryRule]:
         return (

@@ -1,7 +1,7 @@
 """The app's own OpenAPI schema settings, so /api/schema/ describes memory_engine's API
 whatever the host's ``SPECTACULAR_SETTINGS`` say (or if it has none).
 
-The schema view (:class:`memory_engine.api.views.SchemaView`) applies them on each request
+The schema view (:class:`memory_engine.api.openapi.SchemaView`) applies them on each request
 and leaves itself out of the schema. These are plain values (nothing here imports DRF), so
 a host's settings module may reuse them: ``SPECTACULAR_SETTINGS = SCHEMA_SETTINGS`` makes
 ``manage.py spectacular`` print the schema the app serves.

@@ -1,15 +1,20 @@
-"""The caller's project and principal, resolved once per request."""
+"""The caller's project and principal, resolved once per request, and the one way a view
+fetches a row of that project by id."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
+from django.core.exceptions import ValidationError
+from django.db.models import Model, QuerySet
 from rest_framework.parsers import FormParser, MultiPartParser
 
 from memory_engine.exceptions import NotFound, ProjectRequired
 from memory_engine.models import ApiKey, Project
 
 from .limits import SafeJSONParser, check_request_size
+
+M = TypeVar("M", bound=Model)
 
 
 def request_project(request: Any) -> Project:
@@ -40,6 +45,26 @@ def request_principal(request: Any) -> str:
     return f"user:{request.user.get_username()}"
 
 
+def project_object_or_404(queryset: QuerySet[M], pk: Any, *, code: str = NotFound.code,
+                          field: str = "id") -> M:
+    """The row ``pk`` of a queryset already limited to the caller's project, else a 404.
+
+    An id of another project answers exactly like an id that never existed. A specific
+    ``code`` (``AGENT_NOT_FOUND``, ...) names the kind of row in the message and echoes the
+    id under ``details[field]``; the default is the plain ``NOT_FOUND``.
+    """
+    try:
+        row = queryset.filter(pk=pk).first()
+    except (TypeError, ValueError, ValidationError):  # an id no row can have (e.g. a NUL in it)
+        row = None
+    if row is not None:
+        return row
+    if code == NotFound.code:
+        raise NotFound()
+    noun = code.removesuffix("_NOT_FOUND").lower().replace("_", " ")
+    raise NotFound(f"No {noun} with this id exists in your project.", code=code, details={field: pk})
+
+
 class ProjectScopedMixin:
     """Viewset mixin: ``self.project`` and ``self.principal`` from the request; request
     size and JSON depth limits (memory_engine.api.limits) for every API view."""
@@ -49,6 +74,9 @@ class ProjectScopedMixin:
     #: Model permissions a staff session needs when the HTTP method on the view's model does
     #: not say it (memory_engine.api.permissions); settable per action with @action(...).
     session_permissions: list[str] | None = None
+    #: The 404 of a detail route for an id not in the caller's project (see project_object_or_404).
+    not_found_code = NotFound.code
+    not_found_field = "id"
 
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
         check_request_size(request)  # before authentication reads anything, and before parsing
@@ -61,3 +89,12 @@ class ProjectScopedMixin:
     @property
     def principal(self) -> str:
         return request_principal(self.request)
+
+    def get_object(self) -> Any:
+        """DRF's get_object, through :func:`project_object_or_404` (get_queryset is project-scoped)."""
+        queryset = self.filter_queryset(self.get_queryset())  # type: ignore[attr-defined]
+        lookup = self.lookup_url_kwarg or self.lookup_field  # type: ignore[attr-defined]
+        row = project_object_or_404(queryset, self.kwargs[lookup],  # type: ignore[attr-defined]
+                                    code=self.not_found_code, field=self.not_found_field)
+        self.check_object_permissions(self.request, row)  # type: ignore[attr-defined]
+        return row

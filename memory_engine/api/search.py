@@ -12,10 +12,9 @@ from rest_framework.views import APIView
 
 from memory_engine.selectors.search import MAX_LIMIT, SearchResult, knowledge_search
 
+from .exceptions import ERRORS, ErrorSerializer
 from .fields import TagFilterField
 from .scoping import ProjectScopedMixin
-from .serializers import ErrorSerializer
-from .views import ERRORS
 
 #: A staff session searching reads memories and documents (the admin playground asks the same).
 SEARCH_PERMISSIONS = ["view_memory", "view_document"]

@@ -3,21 +3,21 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from . import agents, documents, generations, rules, search, views
+from . import agents, documents, embeddings, generations, memories, rules, search
 
 router = DefaultRouter(trailing_slash=False)
-router.register("memory-stores", views.MemoryStoreViewSet, basename="memory-store")
-router.register("memories", views.MemoryViewSet, basename="memory")
-router.register("memory-assertions", views.MemoryAssertionViewSet, basename="memory-assertion")
+router.register("memory-stores", memories.MemoryStoreViewSet, basename="memory-store")
+router.register("memories", memories.MemoryViewSet, basename="memory")
+router.register("memory-assertions", memories.MemoryAssertionViewSet, basename="memory-assertion")
 router.register("generations", generations.GenerationViewSet, basename="generation")
 router.register("documents", documents.DocumentViewSet, basename="document")
 router.register("ingestion-rules", documents.IngestionRuleViewSet, basename="ingestion-rule")
 router.register("agents", agents.AgentViewSet, basename="agent")
 
 urlpatterns = [
-    path("embeddings", views.EmbeddingsView.as_view(), name="embeddings"),
+    path("embeddings", embeddings.EmbeddingsView.as_view(), name="embeddings"),
     path("knowledge/search", search.KnowledgeSearchView.as_view(), name="knowledge-search"),
-    path("agents/<str:agent_id>/tools/write_memory", generations.WriteMemoryToolView.as_view(),
+    path("agents/<str:agent_id>/tools/write_memory", agents.WriteMemoryToolView.as_view(),
          name="agent-tool-write-memory"),
     path("memory-stores/<str:store_id>/rules",
          rules.MemoryRuleViewSet.as_view({"get": "list", "post": "create"}), name="memory-rule-list"),

@@ -6,9 +6,11 @@ from typing import Any
 
 from django.db import transaction
 
-from memory_engine.exceptions import Conflict, UnknownScope
+from memory_engine.exceptions import UnknownScope
 from memory_engine.injection import normalize_knowledge_config
 from memory_engine.models import Agent, Document, MemoryStore, Project
+
+from .stores import check_name_free
 
 UNSET: Any = object()
 
@@ -34,11 +36,6 @@ def validate_agent_scope(*, project: Project, knowledge_config: dict[str, Any],
         raise UnknownScope(f"Not found in your project: {names}.", details=unknown)
 
 
-def _check_name(project: Project, name: str, exclude: str | None = None) -> None:
-    if Agent.objects.filter(project=project, name=name).exclude(pk=exclude).exists():
-        raise Conflict(f"An agent named {name!r} already exists.", code="NAME_TAKEN", details={"name": name})
-
-
 def _split_write_store(config: dict[str, Any], write_memory_store_id: Any) -> tuple[dict[str, Any], Any]:
     """``knowledge_config.write_memory_store_id`` is accepted as an alias of the top-level field."""
     alias = config.pop("write_memory_store_id", None)
@@ -53,7 +50,7 @@ def agent_create(*, project: Project, name: str, knowledge_config: dict[str, Any
     config, store_id = _split_write_store(normalize_knowledge_config(knowledge_config), write_memory_store_id)
     store_id = None if store_id is UNSET else store_id
     validate_agent_scope(project=project, knowledge_config=config, write_memory_store_id=store_id)
-    _check_name(project, name)
+    check_name_free(Agent.objects.filter(project=project), name, label="An agent")
     return Agent.objects.create(project=project, name=name, knowledge_config=config,
                                 write_memory_store_id=store_id or None)
 
@@ -66,7 +63,7 @@ def agent_update(*, agent: Agent, name: str | None = None, knowledge_config: Any
     store_id = agent.write_memory_store_id if store_id is UNSET else store_id
     validate_agent_scope(project=agent.project, knowledge_config=config, write_memory_store_id=store_id)
     if name is not None:
-        _check_name(agent.project, name, exclude=agent.pk)
+        check_name_free(Agent.objects.filter(project=agent.project).exclude(pk=agent.pk), name, label="An agent")
         agent.name = name
     agent.knowledge_config = config
     agent.write_memory_store_id = store_id or None

@@ -379,8 +379,11 @@ def memory_write(
     generation_id: str | None = None,
     rule_id: str | None = None,
     judge: Any = None,
+    conversation_id: str | None = None,
 ) -> WriteResult:
     """Write one fact into a store: skip, supersede or create, and record one assertion.
+
+    A ``conversation_id`` is kept in the memory's metadata and makes it a ``conversation`` memory.
 
     Raises ContentEmpty / ContentTooLong / ThresholdsInvalid / AboutRequired /
     QuotaExceeded before anything is written. Stores with ``judge_enabled`` consult the
@@ -390,6 +393,8 @@ def memory_write(
     text = validate_content(content)
     tags = dict(tags or {})
     metadata = dict(metadata or {})
+    if conversation_id:
+        metadata["conversation_id"], source_type = conversation_id, SourceType.CONVERSATION
     about = About.parse(about)
     dup_t, sup_t = resolve_thresholds(store, duplicate_threshold, supersede_threshold)
     required = store.require_about_for_kinds or []

@@ -37,6 +37,18 @@ def test_store_crud_and_thresholds(client):
     assert client.delete(f"/api/v1/memory-stores/{store['id']}").status_code == 204
 
 
+def test_store_rename_checks_the_name_but_not_against_itself(client, other_client):
+    first, second = create_store(client), create_store(client, name="notes")
+    taken = client.patch(f"/api/v1/memory-stores/{second['id']}", {"name": "facts"}, format="json")
+    assert taken.status_code == 409 and taken.json()["code"] == "NAME_TAKEN"
+    assert taken.json()["details"] == {"name": "facts"}
+    same = client.put(f"/api/v1/memory-stores/{first['id']}", {"name": "facts", "description": "kept"},
+                      format="json")
+    assert same.status_code == 200 and same.json()["description"] == "kept"
+    assert same.json()["valid_memories"] == 0
+    assert create_store(other_client)["name"] == "facts"  # names are unique per project only
+
+
 def test_write_answers_created_skipped_superseded(client):
     store = create_store(client)
     created = post_memory(client, store["id"], "Our main database is hosted in Frankfurt", tags={"env": "prod"})

@@ -1,0 +1,319 @@
+"""Memory stores, memories and the assertion ledger over HTTP: their serializers (wire
+names exactly as DESIGN.md lists them), list filters and thin views over the write funnel."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from datetime import timezone as dt_timezone
+from typing import Any
+
+import django_filters
+from django.db.models import Count, Q, QuerySet
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memory_engine.exceptions import UnknownMemoryStore, ValidationFailed
+from memory_engine.models import Memory, MemoryAssertion, MemoryStore
+from memory_engine.models.memories import Mechanism
+from memory_engine.services.memory_write import WriteResult, memory_forget, memory_write
+from memory_engine.services.stores import memory_store_delete, memory_store_save
+
+from .exceptions import ERRORS, ErrorSerializer
+from .fields import JSONObjectField, StrictCharField, parse_tags_param
+from .scoping import ProjectScopedMixin, project_object_or_404
+
+# --- serializers ---------------------------------------------------------------------
+
+
+class MemoryStoreSerializer(serializers.ModelSerializer):
+    tags = JSONObjectField(required=False)
+    duplicate_threshold = serializers.FloatField(required=False, allow_null=True)
+    supersede_threshold = serializers.FloatField(required=False, allow_null=True)
+    require_about_for_kinds = serializers.ListField(
+        child=serializers.CharField(max_length=100), required=False, max_length=100
+    )
+    valid_memories = serializers.IntegerField(read_only=True, required=False)
+
+    class Meta:
+        model = MemoryStore
+        fields = [
+            "id", "name", "description", "tags", "duplicate_threshold", "supersede_threshold",
+            "require_about_for_kinds", "judge_enabled", "valid_memories", "created_at",
+        ]
+        read_only_fields = ["id", "created_at", "valid_memories"]
+
+
+class AboutSerializer(serializers.Serializer):
+    kind = serializers.CharField(max_length=100)
+    key = serializers.CharField(max_length=200)
+
+
+class MemoryWriteSerializer(serializers.Serializer):
+    memory_store_id = serializers.CharField(max_length=40)
+    content = StrictCharField(allow_blank=True, trim_whitespace=False)
+    tags = JSONObjectField(required=False)
+    metadata = JSONObjectField(required=False)
+    duplicate_threshold = serializers.FloatField(required=False, allow_null=True)
+    supersede_threshold = serializers.FloatField(required=False, allow_null=True)
+    conversation_id = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    about = AboutSerializer(required=False, allow_null=True)
+
+
+class MemorySerializer(serializers.ModelSerializer):
+    memory_store_id = serializers.CharField(source="store_id", read_only=True)
+    content = serializers.CharField(source="content.text", read_only=True)
+    content_id = serializers.CharField(read_only=True)
+    superseded_by_memory_id = serializers.CharField(source="superseded_by_id", read_only=True, allow_null=True)
+    about = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Memory
+        fields = [
+            "id", "memory_store_id", "content", "content_id", "tags", "metadata", "source_type", "about",
+            "created_at", "invalidated_at", "superseded_by_memory_id",
+        ]
+
+    def get_about(self, obj: Memory) -> dict[str, str] | None:
+        if obj.about_key is None:
+            return None
+        return {"kind": obj.about_kind or "", "key": obj.about_key}
+
+
+class ChangedDetailSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    old = serializers.ListField(child=serializers.CharField())
+    new = serializers.ListField(child=serializers.CharField())
+
+
+class MemoryWriteResultSerializer(MemorySerializer):
+    action = serializers.ChoiceField(choices=["created", "superseded", "skipped"])
+    similarity = serializers.FloatField(allow_null=True)
+    decision_reason = serializers.CharField()
+    changed_details = ChangedDetailSerializer(many=True)
+    assertion_id = serializers.CharField()
+    superseded_memory_id = serializers.CharField(allow_null=True)
+
+    class Meta(MemorySerializer.Meta):
+        fields = ["action", *MemorySerializer.Meta.fields, "similarity", "decision_reason",
+                  "changed_details", "assertion_id", "superseded_memory_id"]
+
+
+def write_response(result: WriteResult) -> Response:
+    """What the funnel did, as MemoryWriteResultSerializer describes it: 201 for a created or
+    superseding memory, 200 for a skip (the duplicate it matched)."""
+    data = dict(MemorySerializer(result.memory).data)
+    data.update(
+        similarity=result.similarity,
+        decision_reason=result.decision_reason,
+        changed_details=result.changed_details,
+        assertion_id=result.assertion.pk,
+        superseded_memory_id=result.replaced.pk if result.replaced else None,
+    )
+    code = status.HTTP_200_OK if result.action == "skipped" else status.HTTP_201_CREATED
+    return Response({"action": result.action, **data}, status=code)
+
+
+#: The documented answers of a memory write (POST /memories and the write_memory tool).
+WRITE_RESPONSES = {
+    201: OpenApiResponse(MemoryWriteResultSerializer, description="created or superseded"),
+    200: OpenApiResponse(MemoryWriteResultSerializer, description="skipped (a duplicate)"),
+    429: OpenApiResponse(ErrorSerializer, description="Quota exceeded"),
+    **ERRORS,
+}
+
+
+class MemoryAssertionSerializer(serializers.ModelSerializer):
+    memory_store_id = serializers.CharField(source="store_id", read_only=True)
+    memory_id = serializers.CharField(read_only=True, allow_null=True)
+    replaced_memory_id = serializers.CharField(read_only=True, allow_null=True)
+    generation_id = serializers.CharField(read_only=True, allow_null=True)
+    rule_id = serializers.CharField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = MemoryAssertion
+        fields = [
+            "id", "memory_store_id", "memory_id", "replaced_memory_id", "content", "outcome",
+            "similarity", "decision_reason", "details", "principal", "mechanism", "generation_id",
+            "rule_id", "created_at",
+        ]
+
+
+# --- filters --------------------------------------------------------------------------
+
+
+class MemoryFilter(django_filters.FilterSet):
+    memory_store_id = django_filters.CharFilter(field_name="store_id")
+    tags = django_filters.CharFilter(method="filter_tags", help_text='JSON object, e.g. {"team": "a"}')
+    include_invalidated = django_filters.BooleanFilter(method="filter_validity")
+    source_type = django_filters.CharFilter()
+
+    class Meta:
+        model = Memory
+        fields = ["memory_store_id", "tags", "include_invalidated", "source_type"]
+
+    def filter_tags(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        tags = parse_tags_param(value)
+        if not tags:
+            return queryset
+        return queryset.filter(Q(tags__contains=tags) | Q(store__tags__contains=tags))
+
+    def filter_validity(self, queryset: QuerySet, name: str, value: bool | None) -> QuerySet:
+        return queryset  # applied in filter_queryset so the default (valid only) holds when absent
+
+    def filter_queryset(self, queryset: QuerySet) -> QuerySet:
+        queryset = super().filter_queryset(queryset)
+        if not self.form.cleaned_data.get("include_invalidated"):
+            queryset = queryset.filter(invalidated_at__isnull=True)
+        return queryset
+
+
+class MemoryAssertionFilter(django_filters.FilterSet):
+    memory_store_id = django_filters.CharFilter(field_name="store_id")
+    memory_id = django_filters.CharFilter(method="filter_memory")
+    outcome = django_filters.CharFilter()
+    mechanism = django_filters.CharFilter()
+    principal = django_filters.CharFilter()
+    generation_id = django_filters.CharFilter(field_name="generation_id")
+    rule_id = django_filters.CharFilter(field_name="rule_id")
+    created_after = django_filters.IsoDateTimeFilter(method="filter_created")
+    created_before = django_filters.IsoDateTimeFilter(method="filter_created")
+
+    class Meta:
+        model = MemoryAssertion
+        fields: list[str] = []
+
+    def filter_created(self, queryset: QuerySet, name: str, value: datetime | None) -> QuerySet:
+        if value is None:
+            return queryset
+        try:  # PostgreSQL refuses UTC offsets over 15:59 that Python accepts
+            value = value.astimezone(dt_timezone.utc)
+        except OverflowError:
+            raise ValidationFailed(f"`{name}` is out of range.", details={name: str(value)}) from None
+        lookup = "created_at__gte" if name == "created_after" else "created_at__lt"
+        return queryset.filter(**{lookup: value})
+
+    def filter_memory(self, queryset: QuerySet, name: str, value: Any) -> QuerySet:
+        return queryset.filter(Q(memory_id=value) | Q(replaced_memory_id=value))
+
+
+# --- views ----------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(responses={200: MemoryStoreSerializer(many=True), **ERRORS}),
+    create=extend_schema(responses={201: MemoryStoreSerializer, **ERRORS}),
+    retrieve=extend_schema(responses={200: MemoryStoreSerializer, **ERRORS}),
+    update=extend_schema(responses={200: MemoryStoreSerializer, **ERRORS}),
+    partial_update=extend_schema(responses={200: MemoryStoreSerializer, **ERRORS}),
+    destroy=extend_schema(responses={204: None, **ERRORS}),
+)
+class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
+    """Memory stores of your project, with their dedup thresholds."""
+
+    queryset = MemoryStore.objects.none()  # for the schema generator; requests use get_queryset
+    serializer_class = MemoryStoreSerializer
+    filterset_fields: list[str] = []
+
+    def get_queryset(self) -> QuerySet[MemoryStore]:
+        return (
+            MemoryStore.objects.filter(project=self.project)
+            .annotate(valid_memories=Count("memories", filter=Q(memories__invalidated_at__isnull=True)))
+            .order_by("created_at", "id")
+        )
+
+    def perform_create(self, serializer: Any) -> None:
+        store = memory_store_save(project=self.project, **serializer.validated_data)
+        store.valid_memories = 0  # the list/retrieve annotation, for the 201 answer
+        serializer.instance = store
+
+    def perform_update(self, serializer: Any) -> None:
+        # The instance carries get_queryset's valid_memories annotation into the answer.
+        memory_store_save(project=self.project, store=serializer.instance, **serializer.validated_data)
+
+    def perform_destroy(self, instance: MemoryStore) -> None:
+        memory_store_delete(store=instance)
+
+
+@extend_schema_view(
+    list=extend_schema(responses={200: MemorySerializer(many=True), **ERRORS}),
+    retrieve=extend_schema(
+        responses={200: MemorySerializer, **ERRORS},
+        description="Any memory of your project, invalidated ones included.",
+    ),
+    destroy=extend_schema(
+        responses={204: None, **ERRORS},
+        description="Forget: invalidates the memory and records an assertion with outcome `forgotten`.",
+    ),
+)
+class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                    mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    """Write facts through the funnel; list valid memories; read any memory by id."""
+
+    queryset = Memory.objects.none()
+    serializer_class = MemorySerializer
+    filterset_class = MemoryFilter
+
+    def get_queryset(self) -> QuerySet[Memory]:
+        return Memory.objects.filter(store__project=self.project).select_related("content").order_by(
+            "created_at", "id"
+        )
+
+    def filter_queryset(self, queryset: QuerySet[Memory]) -> QuerySet[Memory]:
+        # List filters (valid-only by default) never hide a memory read or forgotten by id.
+        return super().filter_queryset(queryset) if self.action == "list" else queryset
+
+    @extend_schema(request=MemoryWriteSerializer, responses=WRITE_RESPONSES)
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = MemoryWriteSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        store = project_object_or_404(MemoryStore.objects.filter(project=self.project), data["memory_store_id"],
+                                      code=UnknownMemoryStore.code, field="memory_store_id")
+        result = memory_write(
+            store=store,
+            content=data["content"],
+            tags=data.get("tags"),
+            metadata=data.get("metadata"),
+            conversation_id=data.get("conversation_id"),
+            duplicate_threshold=data.get("duplicate_threshold"),
+            supersede_threshold=data.get("supersede_threshold"),
+            about=data.get("about"),
+            principal=self.principal,
+            mechanism=Mechanism.API,
+        )
+        return write_response(result)
+
+    def perform_destroy(self, instance: Memory) -> None:
+        memory_forget(memory=instance, principal=self.principal, mechanism=Mechanism.API)
+
+    @extend_schema(responses={200: MemoryAssertionSerializer(many=True), **ERRORS}, filters=False)
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def assertions(self, request: Request, pk: str | None = None) -> Response:
+        """The ledger rows that created, kept or retired this memory."""
+        memory = self.get_object()
+        queryset = MemoryAssertion.objects.filter(
+            Q(memory=memory) | Q(replaced_memory=memory), store__project=self.project
+        ).order_by("created_at", "id")
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(MemoryAssertionSerializer(page, many=True).data)
+
+
+@extend_schema_view(
+    list=extend_schema(responses={200: MemoryAssertionSerializer(many=True), **ERRORS}),
+    retrieve=extend_schema(responses={200: MemoryAssertionSerializer, **ERRORS}),
+)
+class MemoryAssertionViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
+    """The append-only ledger: one row per write attempt, skips included."""
+
+    queryset = MemoryAssertion.objects.none()
+    serializer_class = MemoryAssertionSerializer
+    filterset_class = MemoryAssertionFilter
+
+    def get_queryset(self) -> QuerySet[MemoryAssertion]:
+        return MemoryAssertion.objects.filter(store__project=self.project).order_by("created_at", "id")
+
+
+__all__ = ["MemoryAssertionViewSet", "MemoryStoreViewSet", "MemoryViewSet"]
