@@ -31,7 +31,8 @@ test: install check browser
 	$(BIN)/python -m pytest
 
 # Headless Chromium for the operator console's browser suite (tests/admin/test_browser.py).
-# Installed with apt-get only when missing and we are root; otherwise those tests skip.
+# Installed with apt-get only when missing and we are root; otherwise those tests skip
+# (under CI=true a missing browser fails them instead).
 browser:
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +190,20 @@ def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch,
             pass
         if log:
             log.close()
+
+
+@contextmanager
+def finishes_within(seconds: float) -> Iterator[None]:
+    """Fail when the block takes ``seconds`` or more.
+
+    A guard against unbounded work (a quadratic path, a bomb that is parsed instead of refused),
+    not a speed target: set it many times above an idle machine's time, so a loaded 2-core
+    machine does not trip it. Speed is measured in bench/; a hang is ended by pytest-timeout.
+    """
+    started = time.monotonic()
+    yield
+    elapsed = time.monotonic() - started
+    assert elapsed < seconds, f"took {elapsed:.1f} s, the bound is {seconds} s"
 
 
 def wait_for(predicate: Any, *, timeout: float = 60.0, interval: float = 0.2) -> Any:

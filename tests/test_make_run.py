@@ -30,7 +30,7 @@ from bench.loadgen import free_port
 
 from .conftest import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # subprocesses with their own limits
 
 WRITERS = 8
 WRITES_EACH = 300

@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # subprocesses with their own limits
 
 #: Local state a checkout accumulates; the copy a wheel is built from leaves it out.
 LOCAL_STATE = shutil.ignore_patterns(".git", ".venv", ".pgdata", "build", "dist", "*.egg-info", "media",

@@ -99,6 +99,32 @@ def test_search_needs_view_permissions(mine: World) -> None:
     assert set(response.json()["details"]["missing"]) == {"memory_engine.view_memory", "memory_engine.view_document"}
 
 
+def test_staff_session_cannot_name_another_project(mine: World, theirs: World) -> None:
+    """A staff member (every permission, not a superuser) naming a project they are not a
+    member of, by header or query parameter, gets the answer of a project that does not
+    exist, reads and writes alike; a superuser reaches it."""
+    member = staff_user("member")
+    mine.project.members.add(member)
+    client, csrf = session_client(member)
+    for project_id in (theirs.project.pk, "prj_doesnotexist"):
+        for named in ({"HTTP_X_PROJECT_ID": project_id}, {}):
+            query = "" if named else f"?project_id={project_id}"
+            listed = client.get(f"/api/v1/memories{query}", **named)
+            assert listed.status_code == 404 and listed.json()["code"] == "PROJECT_NOT_FOUND", listed.content
+            store = client.get(f"/api/v1/memory-stores/{theirs.store.pk}{query}", **named)
+            assert store.status_code == 404 and store.json()["code"] == "PROJECT_NOT_FOUND"
+            created = client.post(f"/api/v1/memory-stores{query}", {"name": "planted"},
+                                  content_type="application/json", **named, **csrf)
+            assert created.status_code == 404 and created.json()["code"] == "PROJECT_NOT_FOUND"
+    assert not MemoryStore.objects.filter(name="planted").exists()
+    # the member's own project answers; a superuser reaches the other one
+    assert client.get("/api/v1/memories", HTTP_X_PROJECT_ID=mine.project.pk).status_code == 200
+    root = User.objects.create_superuser("root", "root@example.com", "pw")
+    superuser, _ = session_client(root)
+    stores = superuser.get("/api/v1/memory-stores", HTTP_X_PROJECT_ID=theirs.project.pk)
+    assert stores.status_code == 200 and [s["id"] for s in stores.json()["results"]] == [theirs.store.pk]
+
+
 def test_api_keys_keep_their_scope(mine: World) -> None:
     """Keys are not users: a read-write key writes without any Django permission."""
     response = api_client(make_key(mine.project)).post("/api/v1/memory-stores", {"name": "by-key"}, format="json")

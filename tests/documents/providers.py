@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,6 +76,15 @@ def sleepy_converter(*, data: bytes, content_type: str, filename: str, document:
     return ["recovered text after the worker died", "and a second page"]
 
 
+#: Holds :func:`slow_converter` until the test sets it (set when the test is done with it).
+SLOW_CONVERTER_RELEASE = threading.Event()
+#: Set by :func:`slow_converter` when it returns (then it was released, not timed out).
+SLOW_CONVERTER_RETURNED = threading.Event()
+
+
 def slow_converter(*, data: bytes, content_type: str, filename: str, document: Any) -> list[str]:
-    time.sleep(2)
+    """Answers only once the test releases it, so a pipeline that waited would hang (and the
+    suite's timeout fail it) instead of a wall-clock bound deciding."""
+    SLOW_CONVERTER_RELEASE.wait(timeout=60)
+    SLOW_CONVERTER_RETURNED.set()
     return ["too late"]

@@ -127,6 +127,19 @@ def test_converter_reporting_failure_through_the_callback(pending_document, comm
     assert document.status == "failed" and document.error["code"] == "CONVERTER_FAILED"
 
 
+def test_pages_without_text_through_the_callback_fail_with_no_text(pending_document, committed, client):
+    """Pages that are all blank reach the pipeline, which has nothing to chunk: failed NO_TEXT
+    (with the page count), not a ready document without chunks."""
+    document, url = pending_document
+    response = committed(deliver, url, {"pages": ["   ", {"text": "\n\t", "page": 2}]})
+    assert response.status_code == 202, response.json()
+    document.refresh_from_db()
+    assert document.status == "failed" and document.error["code"] == "NO_TEXT"
+    assert document.error["details"] == {"pages": 2} and not Chunk.objects.filter(document=document).exists()
+    status = client.get(f"/api/v1/documents/{document.pk}/status").json()
+    assert status["status"] == "failed" and status["error"]["code"] == "NO_TEXT"
+
+
 def test_sweep_leaves_a_waiting_converter_alone_until_expiry(pending_document, committed, engine):
     document, url = pending_document
     engine(INGESTION_HEARTBEAT_TIMEOUT=0)

@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from memory_engine.models import Chunk, Document
 from memory_engine.services.documents import document_ingest, document_reingest
 from tests.pdfs import pdf_params, read_pdf
-from tests.test_extraction import EXPECTED, PASSWORDS, ZERO_BYTES, Fails, Text, expected_outcome
+from tests.test_extraction import EXPECTED, PASSWORDS, ZERO_BYTES, Fails, Text
 
 from .conftest import pdf_file, upload
 from .providers import PROGRESS
@@ -28,7 +28,7 @@ def ingest_pdf(client, committed, name, **fields):
 @pytest.mark.parametrize("name", pdf_params(sorted(set(EXPECTED) - ZERO_BYTES)))
 def test_every_pdf_ends_in_its_terminal_status(client, committed, name):
     document = ingest_pdf(client, committed, name)
-    expected = expected_outcome(name, with_password=False)
+    expected = EXPECTED[name]
     if name in PASSWORDS:
         expected = Fails("PDF_ENCRYPTED", {"reason": "password_required"})
     if isinstance(expected, Fails):
@@ -57,7 +57,7 @@ def assert_ready_with_pages(document: Document, expected: Text) -> None:
 @pytest.mark.parametrize("name", pdf_params(sorted(PASSWORDS)))
 def test_encrypted_pdfs_open_with_their_password(client, committed, name):
     document = ingest_pdf(client, committed, name, password=PASSWORDS[name])
-    expected = expected_outcome(name, with_password=True)
+    expected = EXPECTED[name]
     assert isinstance(expected, Text)
     assert_ready_with_pages(document, expected)
     assert "openpassword" not in str(document.converter_state)  # stored encrypted

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-import time
+import threading
 from urllib.parse import urlsplit
 
 import pytest
@@ -23,6 +23,7 @@ from tests.httpserver import LocalServer
 from tests.pdfs import SCANNED_TEXT
 
 from .conftest import assert_chunks_cover, pdf_file, upload
+from .providers import SLOW_CONVERTER_RELEASE, SLOW_CONVERTER_RETURNED
 
 pytestmark = pytest.mark.usefixtures("hashing_embedder")
 
@@ -159,10 +160,15 @@ def test_a_raising_converter_fails_the_document(client, project):
 def test_a_slow_callable_times_out(client, project):
     make_rule(project, "image/png", converter_path="tests.documents.providers.slow_converter",
               converter_timeout=0.3)
-    started = time.monotonic()
-    body = upload(client, SimpleUploadedFile("scan.png", PNG), wait="true").json()
-    assert time.monotonic() - started < 2
-    assert body["error"]["code"] == "CONVERTER_TIMEOUT"
+    SLOW_CONVERTER_RELEASE.clear()
+    SLOW_CONVERTER_RETURNED.clear()
+    try:
+        body = upload(client, SimpleUploadedFile("scan.png", PNG), wait="true").json()
+        # answered while the converter is still held: the pipeline did not wait for it
+        assert not SLOW_CONVERTER_RETURNED.is_set()
+    finally:
+        SLOW_CONVERTER_RELEASE.set()
+    assert body["status"] == "failed" and body["error"]["code"] == "CONVERTER_TIMEOUT"
 
 
 def test_native_first_keeps_native_text(client, project):
@@ -180,12 +186,12 @@ def test_native_skip_uses_the_converter_only(client, project):
 class OcrServer:
     """Stands in for an OCR service: checks the signature, answers the known text of the scan."""
 
-    def __init__(self, *, answer=None, delay: float = 0.0) -> None:
-        self.answer, self.delay = answer, delay
+    def __init__(self, *, answer=None, hold: threading.Event | None = None) -> None:
+        self.answer, self.hold = answer, hold
 
     def __call__(self, method, path, headers, body):
-        if self.delay:
-            time.sleep(self.delay)
+        if self.hold is not None:  # a slow service: answers only once the test releases it
+            self.hold.wait(timeout=60)
         if headers.get(SIGNATURE_HEADER) != sign_body(SECRET, body):
             return 401, {"error": "bad signature"}
         if self.answer is not None:
@@ -281,11 +287,16 @@ def test_http_converter_errors_and_timeouts(client, project):
         make_rule(project, "image/png", converter_type="http", converter_url=server.url)
         body = upload(client, SimpleUploadedFile("a.png", PNG), wait="true").json()
     assert body["error"]["code"] == "CONVERTER_FAILED" and "401" in body["error"]["message"]
-    with LocalServer(OcrServer(delay=1.0)) as server:
+    hold = threading.Event()
+    with LocalServer(OcrServer(hold=hold)) as server:
         rule = IngestionRule.objects.get()
         rule.converter_url, rule.converter_timeout = server.url, 0.2
         rule.save()
-        started = time.monotonic()
-        body = upload(client, SimpleUploadedFile("b.png", PNG), wait="true").json()
-        assert time.monotonic() - started < 1.0
-    assert body["error"]["code"] == "CONVERTER_TIMEOUT"
+        try:
+            # the service answers only when released: a client that waited for it would
+            # get pages (a ready document), not the timeout
+            body = upload(client, SimpleUploadedFile("b.png", PNG), wait="true").json()
+        finally:
+            hold.set()
+    assert len(server.requests) == 1
+    assert body["status"] == "failed" and body["error"]["code"] == "CONVERTER_TIMEOUT"

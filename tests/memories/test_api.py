@@ -85,6 +85,34 @@ def test_write_answers_created_skipped_superseded(client):
     assert {a["outcome"] for a in per_memory["results"]} == {"created", "skipped", "superseded"}
 
 
+def test_a_to_b_to_c_supersede_chain(client):
+    """Three writes about one key: each retires the one before; only the last is valid, listed
+    and searchable, every link is readable from both ends, and the tags ride along."""
+    store = create_store(client)
+    city = {"kind": "profile", "key": "city"}
+    a = post_memory(client, store["id"], "The user lives in Paris.", about=city, tags={"source": "chat"}).json()
+    b = post_memory(client, store["id"], "The user lives in Berlin.", about=city).json()
+    c = post_memory(client, store["id"], "The user lives in Rome.", about=city).json()
+    assert [m["action"] for m in (a, b, c)] == ["created", "superseded", "superseded"]
+    assert (b["superseded_memory_id"], c["superseded_memory_id"]) == (a["id"], b["id"])
+    assert b["tags"] == c["tags"] == {"source": "chat"}  # inherited from the retired memory
+    read = {m["id"]: client.get(f"/api/v1/memories/{m['id']}").json() for m in (a, b, c)}
+    assert read[a["id"]]["superseded_by_memory_id"] == b["id"] and read[a["id"]]["invalidated_at"]
+    assert read[b["id"]]["superseded_by_memory_id"] == c["id"] and read[b["id"]]["invalidated_at"]
+    assert read[c["id"]]["superseded_by_memory_id"] is None and read[c["id"]]["invalidated_at"] is None
+    valid = client.get(f"/api/v1/memories?memory_store_id={store['id']}").json()
+    assert [m["id"] for m in valid["results"]] == [c["id"]]
+    everything = client.get(f"/api/v1/memories?memory_store_id={store['id']}&include_invalidated=true").json()
+    assert {m["id"] for m in everything["results"]} == {a["id"], b["id"], c["id"]}
+    ledger = client.get(f"/api/v1/memory-assertions?memory_store_id={store['id']}").json()["results"]
+    assert [(x["outcome"], x["memory_id"], x["replaced_memory_id"]) for x in ledger] == [
+        ("created", a["id"], None), ("superseded", b["id"], a["id"]), ("superseded", c["id"], b["id"])]
+    for query in ("Paris", "Berlin", "which city does the user live in"):
+        found = client.post("/api/v1/knowledge/search", {"query": query, "memory_store_ids": [store["id"]]},
+                            format="json").json()["results"]
+        assert [hit["id"] for hit in found] == [c["id"]], query
+
+
 def test_forget(client):
     store = create_store(client)
     memory = post_memory(client, store["id"], "The office closes at 6pm").json()

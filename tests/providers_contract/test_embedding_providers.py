@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-import time
+import threading
 
 import pytest
 
@@ -63,8 +63,15 @@ class EmbeddingProviderContract:
     def test_empty_input(self, provider: EmbeddingProvider) -> None:
         assert provider.embed_documents([]) == []
 
+    #: The model the subclass's ``provider`` fixture configures.
+    configured_model = ""
+
     def test_model_name(self, provider: EmbeddingProvider) -> None:
-        assert provider.model_name
+        """The configured model is the name stored beside every vector; without one, the
+        provider's own non-empty default."""
+        assert provider.model_name == self.configured_model != ""
+        unnamed = type(provider)(dimensions=provider.dimensions, options=provider.options)
+        assert unnamed.model_name == type(provider).default_model != ""
 
     def test_count_tokens(self, provider: EmbeddingProvider) -> None:
         """One count per text, whitespace is free, nothing truncated; counting the words one by
@@ -78,6 +85,8 @@ class EmbeddingProviderContract:
 
 
 class TestOnnxProvider(EmbeddingProviderContract):
+    configured_model = "all-MiniLM-L6-v2"
+
     @pytest.fixture
     def provider(self):
         return _reference
@@ -102,6 +111,8 @@ class TestOnnxProvider(EmbeddingProviderContract):
 
 
 class TestOllamaProvider(EmbeddingProviderContract):
+    configured_model = "all-minilm"
+
     @pytest.fixture
     def provider(self):
         with LocalServer(ollama_handler) as server:
@@ -110,6 +121,8 @@ class TestOllamaProvider(EmbeddingProviderContract):
 
 
 class TestOpenAIProvider(EmbeddingProviderContract):
+    configured_model = "text-embedding-test"
+
     @pytest.fixture
     def provider(self):
         with LocalServer(openai_handler) as server:
@@ -146,17 +159,21 @@ def test_http_provider_gives_up_with_embedding_error():
 
 
 def test_http_provider_times_out():
+    release = threading.Event()
+
     def slow(*args):
-        time.sleep(1.0)
+        # answers only once released: a provider that waited for it would get a vector, not a timeout
+        release.wait(timeout=60)
         return 200, {"embeddings": [[0.0] * 384]}
 
     with LocalServer(slow) as server:
         provider = OllamaEmbeddingProvider(dimensions=384, options={"BASE_URL": server.url, "TIMEOUT": 0.2,
                                                                     "RETRIES": 0})
-        started = time.monotonic()
-        with pytest.raises(EmbeddingError, match="timed out"):
-            provider.embed_query("hello")
-        assert time.monotonic() - started < 1.0
+        try:
+            with pytest.raises(EmbeddingError, match="timed out"):
+                provider.embed_query("hello")
+        finally:
+            release.set()
 
 
 def test_wrong_dimension_is_an_error():

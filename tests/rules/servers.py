@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,11 +17,16 @@ Reply = tuple[int, Any, float]  # (status, body: dict/list/str/bytes, delay seco
 
 class FakeServer(LocalServer):
     """``responder(request) -> (status, body, delay)``; every request is kept in ``received``
-    as ``{path, headers, raw, json}``. Started at once; ``close()`` stops it."""
+    as ``{path, headers, raw, json}``. Started at once; ``close()`` stops it.
+
+    Set ``hold`` to an unset :class:`threading.Event` to keep every answer back until the
+    test sets it: a caller that waits for this server then blocks, whatever the machine's load.
+    """
 
     def __init__(self, responder: Callable[[dict[str, Any]], Reply]) -> None:
         self.responder = responder
         self.received: list[dict[str, Any]] = []
+        self.hold: threading.Event | None = None
         super().__init__(self._handle)
         self.__enter__()
 
@@ -31,12 +37,16 @@ class FakeServer(LocalServer):
             body = None
         request = {"path": path, "headers": headers, "raw": raw, "json": body}
         self.received.append(request)
+        if self.hold is not None:
+            self.hold.wait(timeout=60)
         status, payload, delay = self.responder(request)
         if delay:
             time.sleep(delay)
         return status, payload.encode() if isinstance(payload, str) else payload
 
     def close(self) -> None:
+        if self.hold is not None:
+            self.hold.set()  # release held handler threads before stopping
         self.__exit__(None, None, None)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import threading
 from typing import Any
 
 import pytest
@@ -86,17 +86,20 @@ def test_client_error_is_not_retried(settings: Any, fake_llm: FakeLLM) -> None:
 
 def test_timeout_is_llm_timeout_and_bounded(settings: Any, fake_llm: FakeLLM) -> None:
     configure(settings, fake_llm, TIMEOUT=0.2)
-    fake_llm.reply = (200, {"choices": []}, 1.0)
-    started = time.monotonic()
+    # held until the test is done: waiting for the answer would give LLM_BAD_RESPONSE, not a timeout
+    fake_llm.reply = (200, {"choices": []}, 0)
+    fake_llm.hold = threading.Event()
     with pytest.raises(LLMError) as info:
         get_llm_provider().complete([{"role": "user", "content": "x"}])
+    fake_llm.hold.set()
     assert info.value.code == "LLM_TIMEOUT"
-    assert time.monotonic() - started < 0.9
 
 
 def test_per_call_timeout(settings: Any, fake_llm: FakeLLM) -> None:
-    configure(settings, fake_llm, TIMEOUT=5)
-    fake_llm.reply = (200, {"choices": []}, 1.0)
+    # the setting outlasts the hold (60 s): ignoring timeout=0.2 would end in LLM_BAD_RESPONSE
+    configure(settings, fake_llm, TIMEOUT=90)
+    fake_llm.reply = (200, {"choices": []}, 0)
+    fake_llm.hold = threading.Event()  # released by the fixture's close()
     with pytest.raises(LLMError) as info:
         get_llm_provider().complete([{"role": "user", "content": "x"}], timeout=0.2)
     assert info.value.code == "LLM_TIMEOUT"
