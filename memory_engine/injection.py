@@ -22,6 +22,7 @@ from typing import Any
 from memory_engine.exceptions import ValidationFailed
 from memory_engine.models import Agent, Project
 from memory_engine.selectors.search import SearchHit, SearchResult, knowledge_search
+from memory_engine.text import content_text, validate_messages
 
 DEFAULT_INJECTION_LIMIT = 5
 ARRAY_KEYS = ("memory_store_ids", "document_ids", "document_paths")
@@ -168,33 +169,14 @@ def search_kwargs(config: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- messages
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # OpenAI / Anthropic content parts
-        return " ".join(
-            part.get("text", "") for part in content
-            if isinstance(part, dict) and part.get("type") in ("text", "input_text") and isinstance(part.get("text"), str)
-        )
-    return ""
-
-
 def query_from_messages(messages: list[dict[str, Any]]) -> str | None:
     """The turn's question: the text of the last user message."""
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "user":
-            text = _text_of(message.get("content")).strip()
+            text = content_text(message.get("content"), separator=" ").strip()
             if text:
                 return text
     return None
-
-
-def validate_messages(messages: Any) -> list[dict[str, Any]]:
-    if not isinstance(messages, list) or not all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages
-    ):
-        raise ValidationFailed("`messages` must be a list of objects with a `role`.", details={"field": "messages"})
-    return messages
 
 
 def prepend_knowledge(messages: list[dict[str, Any]], message: dict[str, str] | None) -> list[dict[str, Any]]:

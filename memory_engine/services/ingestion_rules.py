@@ -17,6 +17,7 @@ from django.db import transaction
 
 from memory_engine.chunking import ChunkingError, validate_chunk_settings
 from memory_engine.conf import engine_settings
+from memory_engine.db import lock_project_documents
 from memory_engine.exceptions import IngestionRuleInvalid
 from memory_engine.guards import check_callable_allowed, check_outbound_url
 from memory_engine.models import IngestionRule, Project
@@ -129,12 +130,10 @@ def ingestion_rule_save(*, project: Project, rule: IngestionRule | None = None, 
                         **fields: Any) -> IngestionRule:
     """Create (rule=None) or update a rule after validating the merged result (see
     :func:`validate_rule`; ``trusted``: a superuser); serialized per project."""
-    from memory_engine.services.documents import lock_project
-
     unknown = set(fields) - set(FIELDS)
     if unknown:
         raise _invalid(f"Unknown rule fields: {', '.join(sorted(unknown))}.")
-    lock_project(project)
+    lock_project_documents(project.pk)
     rule = rule or IngestionRule(project=project)
     for name, value in fields.items():
         setattr(rule, name, value)

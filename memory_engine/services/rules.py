@@ -43,7 +43,9 @@ from memory_engine.models.agents import GenerationStatus
 from memory_engine.models.memories import Mechanism, SourceType
 from memory_engine.providers.http import ProviderHTTPError, post_json
 from memory_engine.providers.llm import require_llm_provider
+from memory_engine.queue import enqueue_memory_rule_fire
 from memory_engine.services.memory_write import memory_write
+from memory_engine.text import contains_nul, content_text
 
 logger = logging.getLogger("memory_engine.rules")
 
@@ -94,19 +96,6 @@ def _error(code: str, message: str) -> dict[str, str]:
 
 # --- transcript ---------------------------------------------------------------------------
 
-def message_text(message: dict[str, Any]) -> str:
-    """The text of an OpenAI-format message (string content or text parts)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            part.get("text", "") for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    return ""
-
-
 def build_transcript(generation: Generation, *, max_chars: int | None = None) -> str:
     """``role: text`` blocks of the user and assistant messages plus the reply.
 
@@ -120,7 +109,7 @@ def build_transcript(generation: Generation, *, max_chars: int | None = None) ->
     for message in messages:
         if not isinstance(message, dict) or message.get("role") not in TRANSCRIPT_ROLES:
             continue
-        text = _KNOWLEDGE_BLOCK.sub("", message_text(message)).strip()
+        text = _KNOWLEDGE_BLOCK.sub("", content_text(message.get("content"))).strip()
         if text:
             blocks.append(f"{message['role']}: {text}")
     transcript = "\n\n".join(blocks)
@@ -298,7 +287,7 @@ def validate_rule_handler(*, handler_type: str, config: dict[str, Any], trusted:
         raise ValidationFailed(f"Unknown handler type {handler_type!r}.", code="HANDLER_INVALID",
                                details={"type": handler_type, "allowed": sorted(HANDLERS)})
     config = {k: v for k, v in (config or {}).items() if v is not None}
-    if "\\u0000" in json.dumps(config):
+    if contains_nul(config):
         raise ValidationFailed("The handler configuration must not contain NUL characters.", code="HANDLER_INVALID")
     unknown = set(config) - HANDLER_KEYS[handler_type]
     if unknown:
@@ -420,11 +409,8 @@ def enqueue_rule_firing(*, rule_id: str, generation_id: str, attempt: int = 1) -
     :func:`rule_firing_sweep` looks for: a task whose worker died never replaces it with
     counts, so the sweep enqueues it again.
     """
-    from django_q.tasks import async_task
-
     mark_firing_pending(rule_id=rule_id, generation_id=generation_id, attempt=attempt)
-    async_task("memory_engine.tasks.memory_rule_fire_task", rule_id, generation_id, attempt > 1,
-               task_name=f"rule {rule_id} on {generation_id}", group="memory_rules")
+    enqueue_memory_rule_fire(rule_id=rule_id, generation_id=generation_id, resume=attempt > 1)
 
 
 def enqueue_memory_rules(sender: Any, *, generation_id: str, **kwargs: Any) -> None:
