@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 
 from memory_engine.exceptions import Conflict, UnknownScope
-from memory_engine.injection import normalize_knowledge_config
+from memory_engine.knowledge_config import normalize_knowledge_config
 from memory_engine.models import Agent, Document, MemoryStore, Project
 
 UNSET: Any = object()
