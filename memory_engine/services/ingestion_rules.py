@@ -21,6 +21,8 @@ from memory_engine.db import lock_project_documents
 from memory_engine.exceptions import IngestionRuleInvalid
 from memory_engine.guards import check_callable_allowed, check_outbound_url
 from memory_engine.models import IngestionRule, Project
+from memory_engine.providers.converters import ConverterError
+from memory_engine.providers.converters.callable import load_callable
 
 _GLOB = re.compile(r"^[a-z0-9!#$&^_.+\-*?]+/[a-z0-9!#$&^_.+\-*?]+$|^\*$")
 FIELDS = (
@@ -80,9 +82,6 @@ def validate_rule(rule: IngestionRule, *, trusted: bool = False) -> None:
         raise _invalid("content_type_glob must look like application/pdf, image/* or */*; only * and ? "
                        "are wildcards.", content_type_glob=glob)
     if rule.converter_type == IngestionRule.ConverterType.CALLABLE:
-        from memory_engine.providers.converters import ConverterError
-        from memory_engine.providers.converters.callable import load_callable
-
         # Before importing: importing a module runs its code.
         check_callable_allowed(rule.converter_path, setting="CONVERTER_CALLABLE_PREFIXES", trusted=trusted)
         try:

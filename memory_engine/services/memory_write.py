@@ -24,7 +24,6 @@ from django.utils import timezone
 from memory_engine.conf import engine_settings
 from memory_engine.db import advisory_xact_lock
 from memory_engine.details import changed_details
-from memory_engine.ids import new_id
 from memory_engine.exceptions import (
     AboutRequired,
     ContentEmpty,
@@ -33,10 +32,13 @@ from memory_engine.exceptions import (
     ThresholdsInvalid,
     ValidationFailed,
 )
+from memory_engine.ids import new_id
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
 from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
 from memory_engine.text import contains_nul
+
+from .judge import get_judge
 
 logger = logging.getLogger("memory_engine.write")
 
@@ -401,8 +403,6 @@ def memory_write(
         )
     digest = content_hash(text)
     if judge is None and store.judge_enabled:
-        from .judge import get_judge
-
         judge = get_judge()
     vector, notes = _prepare_vector(store, text, digest)
 

@@ -9,14 +9,12 @@ The handler only proposes: the rules service coerces what it returns
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 from memory_engine.exceptions import ValidationFailed
 from memory_engine.guards import check_outbound_url
-
-if TYPE_CHECKING:
-    from memory_engine.models import Generation, MemoryRule
+from memory_engine.models import Generation, MemoryRule
 
 __all__ = ["COMMON_KEYS", "Fact", "RuleHandler", "validate_url"]
 

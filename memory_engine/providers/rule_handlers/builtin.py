@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_engine.exceptions import RuleHandlerFailed, ValidationFailed
 from memory_engine.guards import check_llm_overrides
+from memory_engine.models import Generation, MemoryRule
 from memory_engine.providers.llm import require_llm_provider
 
 from .base import RuleHandler, validate_url
-
-if TYPE_CHECKING:
-    from memory_engine.models import Generation, MemoryRule
 
 DEFAULT_PROMPT = """You extract durable memories from a conversation between a user and an AI assistant.
 

@@ -3,17 +3,15 @@ named by import path (``handler_config["path"]``, limited by RULE_CALLABLE_PREFI
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.utils.module_loading import import_string
 
 from memory_engine.exceptions import RuleHandlerFailed, ValidationFailed
 from memory_engine.guards import check_callable_allowed
+from memory_engine.models import Generation, MemoryRule
 
 from .base import RuleHandler
-
-if TYPE_CHECKING:
-    from memory_engine.models import Generation, MemoryRule
 
 
 class CallableHandler(RuleHandler):

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import RuleHandlerFailed
+from memory_engine.models import Generation, MemoryRule
 from memory_engine.providers.http import ProviderHTTPError, post_json
 from memory_engine.providers.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_body
 
 from .base import RuleHandler, validate_url
-
-if TYPE_CHECKING:
-    from memory_engine.models import Generation, MemoryRule
 
 RULE_HEADER = "X-Memory-Engine-Rule"
 
