@@ -16,6 +16,6 @@ class MemoryEngineConfig(AppConfig):
         signals.generation_completed.connect(enqueue_memory_rules, dispatch_uid="memory_engine.rules")
         from django.db.models.signals import post_migrate
 
-        from .tasks import ensure_schedules
+        from .queue import ensure_schedules
 
         post_migrate.connect(ensure_schedules, sender=self, dispatch_uid="memory_engine.schedules")

@@ -13,7 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from memory_engine.exceptions import ValidationFailed
+from memory_engine.injection import render_knowledge_block
+from memory_engine.knowledge_config import normalize_knowledge_config, search_kwargs
 from memory_engine.models import Agent
+from memory_engine.selectors.search import knowledge_search
 
 FORMATS = ("openai", "anthropic")
 
@@ -85,9 +88,6 @@ def run_search_knowledge(agent: Agent, arguments: dict[str, Any]) -> tuple[str, 
     Returns ``(text for the tool result, SearchResult)``; the text is the same fenced
     ``<knowledge>`` block push-injection uses (or a plain "no results" line).
     """
-    from memory_engine.injection import normalize_knowledge_config, render_knowledge_block, search_kwargs
-    from memory_engine.selectors.search import knowledge_search
-
     if not isinstance(arguments, dict) or not isinstance(arguments.get("query"), str) or not arguments["query"].strip():
         raise ValidationFailed("search_knowledge needs a non-empty string `query`.", details={"field": "query"})
     kwargs = search_kwargs(normalize_knowledge_config(agent.knowledge_config))

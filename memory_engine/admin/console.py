@@ -16,7 +16,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.db import transaction
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -34,13 +33,13 @@ from memory_engine.models import (
     MemoryRule,
     MemoryStore,
 )
-from memory_engine.models.agents import GenerationStatus
 from memory_engine.models.documents import DocumentStatus
-from memory_engine.models.memories import Mechanism, Outcome, SourceType
+from memory_engine.models.memories import Mechanism, Outcome
 from memory_engine.redaction import converter_target
 from memory_engine.selectors.search import knowledge_search
 from memory_engine.services.documents import chunking_label, resolve_chunking
 from memory_engine.services.ingestion_rules import glob_specificity, rule_for_content_type
+from memory_engine.services.rules import memory_rule_dry_run
 
 from .next_steps import NEXT_STEPS
 from .scoping import require_perm, scope_queryset, scoped_project_or_404, visible_projects
@@ -215,40 +214,6 @@ class DryRunForm(forms.Form):
                                  help_text="user: …\\n\\nassistant: … (as the rule's handler receives it).")
 
 
-def dry_run(rule: MemoryRule, transcript: str) -> dict[str, Any]:
-    """Run the rule's handler on a transcript and what the write funnel WOULD decide for
-    each candidate fact; every write happens inside a transaction that is rolled back."""
-    from memory_engine.services.memory_write import memory_write
-    from memory_engine.services.rules import HANDLERS, coerce_facts
-
-    generation = Generation(project_id=rule.store.project_id, input_messages=[{"role": "user", "content": transcript}],
-                            output="", status=GenerationStatus.COMPLETED, created_at=timezone.now())
-    try:
-        facts, invalid = coerce_facts(HANDLERS[rule.handler_type](transcript, rule, generation))
-    except MemoryEngineError as exc:
-        return {"error": f"{exc.code}: {exc.message}", "rows": []}
-    except Exception as exc:  # a host callable may raise anything
-        return {"error": f"HANDLER_FAILED: {exc.__class__.__name__}: {exc}", "rows": []}
-    rows = []
-    with transaction.atomic():
-        for fact in facts:
-            row: dict[str, Any] = {"fact": fact}
-            try:
-                result = memory_write(store=rule.store, content=fact.content, tags=fact.tags, about=fact.about,
-                                      principal=f"rule:{rule.pk}", mechanism=Mechanism.RULE,
-                                      source_type=SourceType.CONVERSATION, rule_id=rule.pk)
-            except MemoryEngineError as exc:
-                row["error"] = f"{exc.code}: {exc.message}"
-            else:
-                existing = result.replaced or (result.memory if result.action == Outcome.SKIPPED else None)
-                row.update(action=result.action, reason=result.decision_reason, similarity=result.similarity,
-                           changed_details=result.changed_details,
-                           existing=(existing.pk, existing.content.text) if existing else None)
-            rows.append(row)
-        transaction.set_rollback(True)  # a dry run: nothing stays
-    return {"error": f"{invalid} unusable item(s) in the handler's answer." if invalid else "", "rows": rows}
-
-
 def dry_run_view(model_admin: admin.ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
     # The handler runs for real (an LLM, an HTTP call, a callable): changing the rule's right, not viewing.
     require_perm(request, "change_memoryrule", "view_memory")
@@ -259,5 +224,5 @@ def dry_run_view(model_admin: admin.ModelAdmin, request: HttpRequest, object_id:
     form = DryRunForm(request.POST or None)
     context: dict[str, Any] = {"form": form, "rule": rule}
     if request.method == "POST" and form.is_valid():
-        context["outcome"] = dry_run(rule, form.cleaned_data["transcript"])
+        context["outcome"] = memory_rule_dry_run(rule=rule, transcript=form.cleaned_data["transcript"])
     return render_console(model_admin, request, "dry_run.html", f"Dry run of memory rule {rule.pk}", **context)

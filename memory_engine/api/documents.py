@@ -29,7 +29,7 @@ from memory_engine.services.documents import (
     document_create_text,
     document_delete,
     document_for_download,
-    document_ingest,
+    document_ingest_or_enqueue,
     document_reingest,
 )
 from memory_engine.services.ingestion_rules import FIELDS as RULE_FIELDS
@@ -196,10 +196,6 @@ def _answer(document: Document, *, ran_inline: bool) -> Response:
     return Response(DocumentSerializer(document).data, status=code)
 
 
-def _inline(wait: bool, size: int) -> bool:
-    return bool(wait) and size <= engine_settings.SYNC_INGESTION_MAX_BYTES
-
-
 CREATED = {
     202: OpenApiResponse(DocumentSerializer, description="Accepted; ingestion runs in a worker"),
     201: OpenApiResponse(DocumentSerializer, description="wait=true: ingested inline (ready or failed)"),
@@ -235,14 +231,12 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         serializer = DocumentTextSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        inline = _inline(data["wait"], len(data["content"].encode()))
-        document = document_create_text(
+        document, inline = document_ingest_or_enqueue(
+            document_create_text, wait=data["wait"], size_bytes=len(data["content"].encode()),
             project=self.project, content=data["content"], content_type=data.get("content_type"),
             path=data.get("path"), title=data.get("title", ""), tags=data.get("tags"),
-            metadata=data.get("metadata"), base_url=_base_url(request), enqueue=not inline, **_chunk_args(data),
+            metadata=data.get("metadata"), base_url=_base_url(request), **_chunk_args(data),
         )
-        if inline:
-            document = document_ingest(document_id=document.pk)
         return _answer(document, ran_inline=inline)
 
     @extend_schema(request={"multipart/form-data": DocumentUploadSerializer}, responses=CREATED,
@@ -259,16 +253,14 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         file = data["file"]
-        inline = _inline(data["wait"], file.size)
-        document = document_create(
+        document, inline = document_ingest_or_enqueue(
+            document_create, wait=data["wait"], size_bytes=file.size,
             project=self.project,
             upload=Upload(file.read(), filename=file.name or "", declared_content_type=file.content_type),
             path=data.get("path"), title=data.get("title", ""), tags=data.get("tags"),
             metadata=data.get("metadata"), password=data.get("password") or None, base_url=_base_url(request),
-            enqueue=not inline, **_chunk_args(data),
+            **_chunk_args(data),
         )
-        if inline:
-            document = document_ingest(document_id=document.pk)
         return _answer(document, ran_inline=inline)
 
     @extend_schema(request=ReingestSerializer, responses={202: DocumentSerializer, 201: DocumentSerializer,
@@ -281,11 +273,10 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         serializer = ReingestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        inline = _inline(data["wait"], document.size_bytes)
-        document = document_reingest(document=document, password=data.get("password") or None,
-                                     base_url=_base_url(request), enqueue=not inline, **_chunk_args(data))
-        if inline:
-            document = document_ingest(document_id=document.pk)
+        document, inline = document_ingest_or_enqueue(
+            document_reingest, wait=data["wait"], size_bytes=document.size_bytes, document=document,
+            password=data.get("password") or None, base_url=_base_url(request), **_chunk_args(data),
+        )
         return _answer(document, ran_inline=inline)
 
     @extend_schema(responses={200: DocumentStatusSerializer, **ERRORS}, filters=False)

@@ -10,23 +10,7 @@ from rest_framework import serializers
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import ValidationFailed
 from memory_engine.jsonobject import parse_json_object
-
-
-def contains_nul(value: Any) -> bool:
-    """True when a NUL character hides in any key or string of a JSON value (PostgreSQL
-    cannot store it); iterative, so deep values cannot exhaust the stack."""
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, str):
-            if "\x00" in node:
-                return True
-        elif isinstance(node, dict):
-            stack.extend(node.keys())
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return False
+from memory_engine.text import contains_nul
 
 
 class JSONObjectField(serializers.JSONField):

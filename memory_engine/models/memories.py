@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
+from memory_engine.exceptions import LedgerImmutable
 from memory_engine.ids import PublicIdField
 
 from .embedded import EmbeddedText, search_indexes
@@ -174,7 +175,5 @@ class MemoryAssertion(models.Model):
 
     def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         if not self._state.adding:
-            from memory_engine.exceptions import LedgerImmutable
-
             raise LedgerImmutable()
         super().save(*args, **kwargs)

@@ -22,6 +22,9 @@ from urllib.parse import urlsplit, urlunsplit
 import httpcore
 import httpx
 
+from memory_engine.conf import engine_settings
+from memory_engine.guards import allowed_addresses
+
 logger = logging.getLogger("memory_engine.providers")
 
 RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
@@ -89,8 +92,6 @@ class _GuardedBackend(httpcore.NetworkBackend):
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
                     socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
-        from memory_engine.guards import allowed_addresses
-
         try:
             addresses = allowed_addresses(host, port)
         except (OSError, UnicodeError) as exc:
@@ -164,8 +165,6 @@ def post_json(
     retrying, when ``guarded`` and the host has no address the outbound guard allows. Pass
     ``guarded=False`` only for URLs from the deployment's own settings.
     """
-    from memory_engine.conf import engine_settings
-
     shown = redact_url(url)
     timeout = float(timeout)
     total = min(timeout, float(engine_settings.HTTP_MAX_SECONDS))

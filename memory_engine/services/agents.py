@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 
 from memory_engine.exceptions import UnknownScope
-from memory_engine.injection import normalize_knowledge_config
+from memory_engine.knowledge_config import normalize_knowledge_config
 from memory_engine.models import Agent, Document, MemoryStore, Project
 
 from .stores import check_name_free

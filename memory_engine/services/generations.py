@@ -7,7 +7,6 @@ memory-rule receiver only enqueues work, so completing stays fast.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.db import transaction
@@ -17,34 +16,9 @@ from memory_engine.exceptions import Conflict, ValidationFailed
 from memory_engine.models import Agent, Generation, MemoryRule
 from memory_engine.models.agents import GenerationStatus
 from memory_engine.signals import generation_completed
+from memory_engine.text import contains_nul, validate_messages
 
 FINAL_STATUSES = (GenerationStatus.COMPLETED, GenerationStatus.FAILED)
-
-
-def validate_messages(messages: Any) -> list[dict[str, Any]]:
-    """OpenAI chat format: a list of ``{role, content}`` objects (content text, parts or null)."""
-    if messages is None:
-        return []
-    if not isinstance(messages, list):
-        raise ValidationFailed("`input_messages` must be a list of {role, content} objects.",
-                               details={"field": "input_messages"})
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise ValidationFailed("Each input message must be an object with a string `role`.",
-                                   details={"field": "input_messages", "index": index})
-        content = message.get("content")
-        if content is not None and not isinstance(content, (str, list)):
-            raise ValidationFailed("A message's `content` must be a string, a list of parts or null.",
-                                   details={"field": "input_messages", "index": index})
-    if _has_nul(messages):
-        raise ValidationFailed("`input_messages` must not contain NUL characters.",
-                               details={"field": "input_messages"})
-    return messages
-
-
-def _has_nul(value: Any) -> bool:
-    """PostgreSQL text and jsonb cannot hold NUL characters."""
-    return "\x00" in value if isinstance(value, str) else "\\u0000" in json.dumps(value)
 
 
 def validate_output(output: Any) -> str | None:
@@ -52,7 +26,7 @@ def validate_output(output: Any) -> str | None:
         return None
     if not isinstance(output, str):
         raise ValidationFailed("`output` must be a string.", details={"field": "output"})
-    if _has_nul(output):
+    if contains_nul(output):
         raise ValidationFailed("`output` must not contain NUL characters.", details={"field": "output"})
     return output
 
@@ -85,7 +59,7 @@ def record_generation(
     generation = Generation.objects.create(
         project_id=agent.project_id,
         agent=agent,
-        input_messages=validate_messages(input_messages),
+        input_messages=[] if input_messages is None else validate_messages(input_messages, field="input_messages"),
         output=validate_output(output) or "",
         initiator=initiator,
         started_by_rule=started_by_rule,

@@ -17,9 +17,12 @@ from django.db import transaction
 
 from memory_engine.chunking import ChunkingError, validate_chunk_settings
 from memory_engine.conf import engine_settings
+from memory_engine.db import lock_project_documents
 from memory_engine.exceptions import IngestionRuleInvalid
 from memory_engine.guards import check_callable_allowed, check_outbound_url
 from memory_engine.models import IngestionRule, Project
+from memory_engine.providers.converters import ConverterError
+from memory_engine.providers.converters.callable import load_callable
 
 _GLOB = re.compile(r"^[a-z0-9!#$&^_.+\-*?]+/[a-z0-9!#$&^_.+\-*?]+$|^\*$")
 FIELDS = (
@@ -79,9 +82,6 @@ def validate_rule(rule: IngestionRule, *, trusted: bool = False) -> None:
         raise _invalid("content_type_glob must look like application/pdf, image/* or */*; only * and ? "
                        "are wildcards.", content_type_glob=glob)
     if rule.converter_type == IngestionRule.ConverterType.CALLABLE:
-        from memory_engine.providers.converters import ConverterError
-        from memory_engine.providers.converters.callable import load_callable
-
         # Before importing: importing a module runs its code.
         check_callable_allowed(rule.converter_path, setting="CONVERTER_CALLABLE_PREFIXES", trusted=trusted)
         try:
@@ -129,12 +129,10 @@ def ingestion_rule_save(*, project: Project, rule: IngestionRule | None = None, 
                         **fields: Any) -> IngestionRule:
     """Create (rule=None) or update a rule after validating the merged result (see
     :func:`validate_rule`; ``trusted``: a superuser); serialized per project."""
-    from memory_engine.services.documents import lock_project
-
     unknown = set(fields) - set(FIELDS)
     if unknown:
         raise _invalid(f"Unknown rule fields: {', '.join(sorted(unknown))}.")
-    lock_project(project)
+    lock_project_documents(project.pk)
     rule = rule or IngestionRule(project=project)
     for name, value in fields.items():
         setattr(rule, name, value)

@@ -22,7 +22,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
-from memory_engine.ids import new_id
+from memory_engine.db import advisory_xact_lock
+from memory_engine.details import changed_details
 from memory_engine.exceptions import (
     AboutRequired,
     ContentEmpty,
@@ -31,9 +32,13 @@ from memory_engine.exceptions import (
     ThresholdsInvalid,
     ValidationFailed,
 )
+from memory_engine.ids import new_id
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
 from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
+from memory_engine.text import contains_nul
+
+from .judge import get_judge
 
 logger = logging.getLogger("memory_engine.write")
 
@@ -100,7 +105,7 @@ def content_hash(text: str) -> str:
 def validate_content(text: Any) -> str:
     if not isinstance(text, str):
         raise ValidationFailed("`content` must be a string.", details={"field": "content"})
-    if "\x00" in text:
+    if contains_nul(text):
         raise ValidationFailed("`content` must not contain NUL characters.", details={"field": "content"},
                                code="CONTENT_INVALID")
     normalized = normalize_text(text)
@@ -150,8 +155,7 @@ def vector_literal(vector: list[float]) -> str:
 
 def lock_store(store_id: str) -> None:
     """Serialize decisions on one store until the end of the transaction."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"memory_engine.store:{store_id}"])
+    advisory_xact_lock(f"memory_engine.store:{store_id}")
 
 
 # store id -> (use exact scan, monotonic time checked); stores only grow, so a stale
@@ -253,8 +257,6 @@ def check_memory_quota(store: MemoryStore) -> None:
 def _changed_details(old_text: str, new_text: str) -> list[dict[str, Any]]:
     if not engine_settings.CHANGED_DETAIL_GATE:
         return []
-    from memory_engine.details import changed_details
-
     return [change.as_dict() for change in changed_details(old_text, new_text)]
 
 
@@ -406,8 +408,6 @@ def memory_write(
         )
     digest = content_hash(text)
     if judge is None and store.judge_enabled:
-        from .judge import get_judge
-
         judge = get_judge()
     vector, notes = _prepare_vector(store, text, digest)
 

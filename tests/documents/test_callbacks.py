@@ -10,7 +10,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from memory_engine.models import Chunk, Document
-from memory_engine.providers.converters.http import sign_body
+from memory_engine.providers.signing import sign_body
 from memory_engine.services.documents import document_sweep
 from memory_engine.services.ingestion_rules import ingestion_rule_save
 from tests.httpserver import LocalServer

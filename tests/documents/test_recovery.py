@@ -146,7 +146,7 @@ def test_fresh_heartbeat_is_left_alone(client, committed, hashing_embedder):
 def test_sweep_schedule_exists_after_migrate(db):
     from django_q.models import Schedule
 
-    from memory_engine.tasks import SWEEP_SCHEDULE_NAME, SWEEP_TASK
+    from memory_engine.queue import SWEEP_SCHEDULE_NAME, SWEEP_TASK
 
     schedule = Schedule.objects.get(name=SWEEP_SCHEDULE_NAME)
     assert schedule.func == SWEEP_TASK and schedule.schedule_type == Schedule.MINUTES

@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from memory_engine.models import Chunk, Document, IngestionRule
-from memory_engine.providers.converters.http import SIGNATURE_HEADER, sign_body
+from memory_engine.providers.signing import SIGNATURE_HEADER, sign_body
 from memory_engine.services.ingestion_rules import (
     glob_specificity,
     globs_overlap,

@@ -258,7 +258,7 @@ def test_rule_sweep_gives_up_after_max_attempts_and_skips_fresh_and_finished(db:
 def test_rule_sweep_is_scheduled_after_migrate(db: Any) -> None:
     from django_q.models import Schedule
 
-    from memory_engine.tasks import RULE_SWEEP_SCHEDULE_NAME, RULE_SWEEP_TASK
+    from memory_engine.queue import RULE_SWEEP_SCHEDULE_NAME, RULE_SWEEP_TASK
 
     assert Schedule.objects.get(name=RULE_SWEEP_SCHEDULE_NAME).func == RULE_SWEEP_TASK
 

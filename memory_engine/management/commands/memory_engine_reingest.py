@@ -18,7 +18,7 @@ from memory_engine.exceptions import MemoryEngineError
 from memory_engine.management.progress import ProgressBar
 from memory_engine.models import Document
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
-from memory_engine.services.documents import document_ingest, document_reingest
+from memory_engine.services.documents import document_ingest_or_enqueue, document_reingest
 
 
 class Command(BaseCommand):
@@ -69,9 +69,8 @@ class Command(BaseCommand):
         rows: list[tuple[str, str, str, str]] = []
         for document in selected:
             try:
-                document = document_reingest(document=document, enqueue=background, **settings)
-                if not background:
-                    document = document_ingest(document_id=document.pk) or document
+                document, _ = document_ingest_or_enqueue(document_reingest, wait=not background, size_bytes=None,
+                                                         document=document, **settings)
             except MemoryEngineError as exc:
                 if bar.done == 0:  # invalid settings fail every document alike: stop early
                     raise CommandError(f"{exc.code}: {exc.message}") from exc

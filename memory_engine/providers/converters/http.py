@@ -7,7 +7,7 @@ Request body::
      "callback_url": "https://.../converter-callback", "callback_token": "...", "sent_at": 1700000000}
 
 When the rule has a secret, the header ``X-Memory-Engine-Signature: sha256=<hex>`` carries
-HMAC-SHA256(secret, raw body) so the converter can tell the call is ours. The answer is
+HMAC-SHA256(secret, raw body) (:mod:`memory_engine.providers.signing`) so the converter can tell the call is ours. The answer is
 ``{"pages": [...]}`` or ``{"status": "pending"}`` (then ``POST {"pages": [...]}`` to
 ``callback_url`` later, signed the same way). The download and the callback carry their
 token in the ``X-Memory-Engine-Token`` header, never in the URL (URLs reach access logs).
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import hmac
 import json
 import time
 from typing import Any
@@ -25,20 +24,12 @@ from typing import Any
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import NotAllowed
 from memory_engine.providers.http import ProviderHTTPError, post_json
+from memory_engine.providers.signing import SIGNATURE_HEADER, sign_body
 
 from . import ConverterError, ConverterRequest, ConverterResult, parse_answer
 
-SIGNATURE_HEADER = "X-Memory-Engine-Signature"
 #: Carries the signed token of a callback or download URL.
 TOKEN_HEADER = "X-Memory-Engine-Token"
-
-
-def sign_body(secret: str, body: bytes) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-def signature_matches(secret: str, body: bytes, header: str | None) -> bool:
-    return bool(header) and hmac.compare_digest(sign_body(secret, body), header or "")
 
 
 def run_http_converter(rule: Any, request: ConverterRequest) -> ConverterResult:

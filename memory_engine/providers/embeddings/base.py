@@ -6,6 +6,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
+from memory_engine.chunking import estimate_tokens
+
 
 class EmbeddingError(Exception):
     """The provider could not embed; writes continue without a vector."""
@@ -45,8 +47,6 @@ class EmbeddingProvider(ABC):
         This default estimates (``memory_engine.chunking.estimate_tokens``, four
         characters a token); providers with a tokenizer override it.
         """
-        from memory_engine.chunking import estimate_tokens
-
         return estimate_tokens(texts)
 
     def embed_query(self, text: str) -> list[float]:

@@ -15,6 +15,7 @@ from typing import Any
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import LLMError
 from memory_engine.providers.http import ProviderHTTPError, post_json
+from memory_engine.text import content_text
 
 __all__ = ["LLMError", "LLMProvider", "get_llm_provider", "require_llm_provider"]
 
@@ -89,7 +90,7 @@ def _message_text(answer: Any, url: str) -> str:
         raise LLMError("The model endpoint's answer has no choices[0].message.content.",
                        code=LLM_BAD_RESPONSE, details={"url": url}) from None
     if isinstance(content, list):  # some servers answer content parts
-        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        content = content_text(content, separator="")
     if not isinstance(content, str):
         raise LLMError("The model endpoint answered a non-text message.", code=LLM_BAD_RESPONSE,
                        details={"url": url})

@@ -1,0 +1,21 @@
+"""Database helpers shared by the services (base layer: imports only Django)."""
+
+from __future__ import annotations
+
+from django.db import connection
+
+__all__ = ["advisory_xact_lock", "lock_project_documents"]
+
+
+def advisory_xact_lock(key: str) -> None:
+    """Wait for the PostgreSQL advisory lock named ``key`` and hold it until the end of the
+    transaction: serializes decisions (quota, path, dedup) that a row lock cannot cover
+    because the row does not exist yet. Call it inside ``transaction.atomic``."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])
+
+
+def lock_project_documents(project_id: str) -> None:
+    """Serialize one project's document quota and path checks and its ingestion-rule edits
+    until the end of the transaction."""
+    advisory_xact_lock(f"memory_engine.documents:{project_id}")

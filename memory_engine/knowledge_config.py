@@ -1,0 +1,92 @@
+"""The ``knowledge_config`` schema: an agent's retrieval scope (base layer: imports only
+exceptions), shared by the agents service, push injection and the agent tools.
+
+``{memory_store_ids, document_ids, document_paths, tags, min_score, limit, rrf_k,
+recency_half_life_days}``; ids are checked against the project by the search (and by
+``services.agents.validate_agent_scope``), this module checks shape and types.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory_engine.exceptions import ValidationFailed
+
+__all__ = [
+    "ARRAY_KEYS",
+    "CONFIG_KEYS",
+    "DEFAULT_INJECTION_LIMIT",
+    "SCALAR_KEYS",
+    "merge_knowledge_config",
+    "normalize_knowledge_config",
+    "search_kwargs",
+]
+
+DEFAULT_INJECTION_LIMIT = 5
+ARRAY_KEYS = ("memory_store_ids", "document_ids", "document_paths")
+SCALAR_KEYS = ("min_score", "limit", "rrf_k", "recency_half_life_days")
+CONFIG_KEYS = (*ARRAY_KEYS, "tags", *SCALAR_KEYS)
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    return list(dict.fromkeys(values))
+
+
+def normalize_knowledge_config(config: Any, *, field: str = "knowledge_config") -> dict[str, Any]:
+    """Validate shape and types (ids are checked against the project by the search)."""
+    if config in (None, ""):
+        return {}
+    if not isinstance(config, dict):
+        raise ValidationFailed(f"`{field}` must be a JSON object.", details={"field": field})
+    unknown = sorted(set(config) - set(CONFIG_KEYS) - {"write_memory_store_id"})
+    if unknown:
+        raise ValidationFailed(f"`{field}` has unknown keys: {', '.join(unknown)}.",
+                               code="KNOWLEDGE_CONFIG_INVALID", details={"unknown_keys": unknown})
+    out: dict[str, Any] = {}
+    for key in ARRAY_KEYS:
+        if config.get(key) is not None:
+            value = config[key]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ValidationFailed(f"`{field}.{key}` must be a list of strings.",
+                                       code="KNOWLEDGE_CONFIG_INVALID", details={"key": key})
+            out[key] = _unique(value)
+    if config.get("tags") is not None:
+        if not isinstance(config["tags"], dict):
+            raise ValidationFailed(f"`{field}.tags` must be a JSON object.", code="KNOWLEDGE_CONFIG_INVALID",
+                                   details={"key": "tags"})
+        out["tags"] = dict(config["tags"])
+    for key in SCALAR_KEYS:
+        if config.get(key) is not None:
+            value = config[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValidationFailed(f"`{field}.{key}` must be a number.", code="KNOWLEDGE_CONFIG_INVALID",
+                                       details={"key": key})
+            out[key] = value
+    if config.get("write_memory_store_id") is not None:
+        out["write_memory_store_id"] = config["write_memory_store_id"]
+    return out
+
+
+def merge_knowledge_config(base: dict[str, Any] | None, override: dict[str, Any] | None) -> dict[str, Any]:
+    """Arrays unioned (base order first), tags merged per key (override wins), scalars overridden."""
+    merged = dict(base or {})
+    for key, value in (override or {}).items():
+        if key in ARRAY_KEYS:
+            merged[key] = _unique([*(merged.get(key) or []), *value])
+        elif key == "tags":
+            merged[key] = {**(merged.get(key) or {}), **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def search_kwargs(config: dict[str, Any]) -> dict[str, Any]:
+    """knowledge_config -> knowledge_search keyword arguments (min_score is a raw cosine floor)."""
+    kwargs: dict[str, Any] = {key: config[key] for key in (*ARRAY_KEYS, "tags") if config.get(key)}
+    if config.get("min_score") is not None:
+        kwargs["min_similarity"] = config["min_score"]
+    for key in ("rrf_k", "recency_half_life_days"):
+        if config.get(key) is not None:
+            kwargs[key] = config[key]
+    kwargs["limit"] = config.get("limit", DEFAULT_INJECTION_LIMIT)
+    return kwargs

@@ -1,0 +1,78 @@
+"""The one module that enqueues django-q2 tasks: the task paths, the ``enqueue_*``
+functions and the sweep schedules.
+
+Services call the ``enqueue_*_on_commit`` functions with plain ids; the work is queued
+once the transaction commits (a rollback queues nothing), and the worker's entry point in
+:mod:`memory_engine.tasks` re-fetches the rows and calls a service. Tasks are named by
+dotted path, so this module imports no service and no task: services may enqueue without
+an import cycle (services -> queue, tasks -> services).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, transaction
+
+from memory_engine.conf import engine_settings
+
+__all__ = [
+    "INGEST_TASK",
+    "RULE_FIRE_TASK",
+    "RULE_SWEEP_SCHEDULE_NAME",
+    "RULE_SWEEP_TASK",
+    "SWEEP_SCHEDULE_NAME",
+    "SWEEP_TASK",
+    "enqueue_document_ingest",
+    "enqueue_document_ingest_on_commit",
+    "enqueue_memory_rule_fire",
+    "ensure_schedules",
+]
+
+INGEST_TASK = "memory_engine.tasks.document_ingest_task"
+SWEEP_TASK = "memory_engine.tasks.document_sweep_task"
+SWEEP_SCHEDULE_NAME = "memory_engine: ingestion sweep"
+RULE_FIRE_TASK = "memory_engine.tasks.memory_rule_fire_task"
+RULE_SWEEP_TASK = "memory_engine.tasks.rule_firing_sweep_task"
+RULE_SWEEP_SCHEDULE_NAME = "memory_engine: rule firing sweep"
+
+
+def _async_task(path: str, *args: Any, **options: Any) -> None:
+    # django_q.tasks imports django_q's models, which need the app registry: import on use.
+    from django_q.tasks import async_task
+
+    async_task(path, *args, **options)
+
+
+def enqueue_document_ingest(document_id: str) -> None:
+    """Queue the ingestion of one document now (call it from ``transaction.on_commit``)."""
+    _async_task(INGEST_TASK, document_id, task_name=f"ingest {document_id}", group="memory_engine.ingest")
+
+
+def enqueue_document_ingest_on_commit(document_id: str) -> None:
+    """Queue the ingestion of one document once the current transaction commits."""
+    transaction.on_commit(partial(enqueue_document_ingest, document_id))
+
+
+def enqueue_memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool = False) -> None:
+    """Queue one rule firing on one generation now (the rules service calls it on commit,
+    after recording the firing as pending)."""
+    _async_task(RULE_FIRE_TASK, rule_id, generation_id, resume,
+                task_name=f"rule {rule_id} on {generation_id}", group="memory_rules")
+
+
+def ensure_schedules(**kwargs: Any) -> None:
+    """post_migrate receiver: create or update the ingestion and rule-firing sweep Schedules,
+    so a fresh ``migrate`` is all a deployment needs."""
+    try:
+        from django_q.models import Schedule
+    except ImportError:  # django_q not installed: run `document_sweep` from your own scheduler
+        return
+    using = kwargs.get("using") or DEFAULT_DB_ALIAS
+    minutes = max(1, int(engine_settings.INGESTION_SWEEP_MINUTES))
+    for name, func in ((SWEEP_SCHEDULE_NAME, SWEEP_TASK), (RULE_SWEEP_SCHEDULE_NAME, RULE_SWEEP_TASK)):
+        Schedule.objects.using(using).update_or_create(
+            name=name,
+            defaults={"func": func, "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1},
+        )

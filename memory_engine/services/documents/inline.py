@@ -1,0 +1,31 @@
+"""The ``wait`` rule: ingest in the caller's process, or queue the work for a worker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from memory_engine.conf import engine_settings
+from memory_engine.models import Document
+
+from .pipeline import document_ingest
+
+
+def document_ingest_or_enqueue(start: Callable[..., Document], /, *, wait: bool, size_bytes: int | None,
+                               **arguments: Any) -> tuple[Document, bool]:
+    """Start an ingestion with ``start(**arguments)`` (:func:`document_create`,
+    :func:`document_create_text` or :func:`document_reingest`) and return ``(document,
+    ran_inline)``.
+
+    With ``wait`` the pipeline runs here, after ``start`` committed, so the document comes
+    back ready or failed; without it (or when ``size_bytes`` is over
+    SYNC_INGESTION_MAX_BYTES, so a request never holds a worker thread for a large file)
+    the ingestion is queued on commit. ``size_bytes=None`` sets no limit (an operator's
+    command waits for anything).
+    """
+    limit = engine_settings.SYNC_INGESTION_MAX_BYTES
+    inline = bool(wait) and (size_bytes is None or size_bytes <= limit)
+    document = start(enqueue=not inline, **arguments)
+    if inline:
+        document = document_ingest(document_id=document.pk) or document
+    return document, inline

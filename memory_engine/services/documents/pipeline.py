@@ -1,0 +1,376 @@
+"""The ingestion pipeline, run by a django-q2 worker (see the package docstring)."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from django.db import InterfaceError, OperationalError, transaction
+from django.utils import timezone
+
+from memory_engine.chunking import ChunkingError, ChunkSpec, Page, TokenCounter, estimate_tokens, iter_chunks
+from memory_engine.conf import engine_settings
+from memory_engine.extraction import ExtractionError, extract_pages, iter_pages
+from memory_engine.models import Chunk, Document, IngestionRule
+from memory_engine.models.documents import ChunkStrategy, DocumentStatus
+from memory_engine.providers.converters import ConverterError, ConverterRequest, run_converter
+from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
+
+from .chunk_settings import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+from .grants import download_grant, new_callback, open_password
+from .runs import IngestionFailure, Superseded, beat, fail_ingestion, owned, persistent_state
+
+logger = logging.getLogger("memory_engine.documents")
+
+#: One stored vector while a run waits for its swap (a float32 row).
+Vector = np.ndarray
+
+#: Native errors after which a rule with native_extraction=first tries its converter.
+CONVERTER_FALLBACK_CODES = frozenset({"NO_TEXT_LAYER", "UNSUPPORTED_CONTENT_TYPE", "PDF_DAMAGED"})
+
+
+def document_ingest(*, document_id: str) -> Document | None:
+    """Run (or resume) the ingestion of one document; safe to call twice (idempotent).
+
+    Returns the document as it stands afterwards (None when it no longer exists).
+    Database outages propagate: the heartbeat then stalls and the sweep retries.
+    """
+    claimed = _claim(document_id)
+    if claimed is not None:
+        document, run = claimed
+        try:
+            _run(document, run)
+        except Superseded:
+            logger.info("ingestion run superseded", extra={"document_id": document_id, "run": run})
+        except IngestionFailure as exc:
+            fail_ingestion(document_id, run, exc.code, exc.message, exc.details)
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception as exc:
+            logger.exception("ingestion crashed", extra={"document_id": document_id})
+            fail_ingestion(document_id, run, "INGESTION_ERROR",
+                  f"Ingestion stopped on an unexpected {type(exc).__name__}; re-ingest it, and report it "
+                  "if it happens again.", {"error": f"{type(exc).__name__}: {exc}"[:500]})
+    return Document.objects.filter(pk=document_id).first()
+
+
+def _claim(document_id: str) -> tuple[Document, str] | None:
+    with transaction.atomic():
+        document = Document.objects.select_for_update().filter(pk=document_id).first()
+        if document is None or document.status != DocumentStatus.PENDING:
+            # ready/failed: nothing to do; processing: another run owns it (the sweep
+            # hands stalled ones back as pending).
+            return None
+        state = dict(document.converter_state or {})
+        run = uuid.uuid4().hex
+        resumed = state.get("delivered_pages") is not None
+        state["run"] = run
+        document.converter_state = state
+        document.status = DocumentStatus.PROCESSING
+        if not resumed:  # pages arriving through the callback continue the same attempt
+            document.attempts += 1
+        document.heartbeat_at = timezone.now()
+        document.error = None
+        document.save(update_fields=["converter_state", "status", "attempts", "heartbeat_at", "error",
+                                     "updated_at"])
+        return document, run
+
+
+def _run(document: Document, run: str) -> None:
+    delivered = document.converter_state.get("delivered_pages")
+    if delivered is not None:
+        pages = [Page(text=page["text"], number=page["page"]) for page in delivered]
+    else:
+        data = _read_file(document)
+        rule = document.ingestion_rule
+        native_error: ExtractionError | None = None
+        streamed = None
+        if rule is None or rule.native_extraction == IngestionRule.NativeExtraction.FIRST:
+            try:
+                if _streamable(document):
+                    streamed = _stream_pdf_pages(document, run, data)
+                else:
+                    pages = extract_pages(data, document.content_type, password=open_password(document),
+                                          max_pages=engine_settings.MAX_PDF_PAGES)
+            except ExtractionError as exc:
+                if rule is None or exc.code not in CONVERTER_FALLBACK_CODES:
+                    raise IngestionFailure(exc.code, exc.message, exc.details) from exc
+                native_error = exc
+        if streamed is not None:
+            _swap(document, run, *streamed)
+            return
+        skip_native = rule is not None and rule.native_extraction == IngestionRule.NativeExtraction.SKIP
+        if rule is not None and (native_error is not None or skip_native):
+            converted = _convert(document, run, rule, data, native_error)
+            if converted is None:
+                return  # a pending converter will deliver the pages to the callback URL
+            pages = converted
+    specs = _chunks_within_cap(document, pages)
+    if not specs:
+        raise IngestionFailure("NO_TEXT", "No text was found in the document (every page is empty); check the "
+                               "file or the ingestion rule's converter, then re-ingest it.",
+                               {"pages": len(pages)})
+    vectors, model = _embed(document.pk, run, specs)
+    _swap(document, run, specs, vectors, model)
+
+
+def _token_counter() -> TokenCounter:
+    """The embedder's token count; the length estimate when there is none or it fails."""
+    provider = get_embedding_provider()
+    if provider is None:
+        return estimate_tokens
+    failed = False
+
+    def count(texts: Sequence[str]) -> list[int]:
+        nonlocal failed
+        if not failed:
+            try:
+                return provider.count_tokens(texts)
+            except EmbeddingError as exc:
+                # Chunks come out a little off in size, never lost: keep going on the estimate.
+                failed = True
+                logger.warning("token counting failed; chunk sizes are estimated", extra={"error": str(exc)[:200]})
+        return estimate_tokens(texts)
+
+    return count
+
+
+def _chunk_options(document: Document) -> dict[str, Any]:
+    """Keyword arguments of ``iter_chunks`` for the document's effective settings."""
+    return {
+        "strategy": document.chunk_strategy,
+        # `whole` stores no size (it uses none); the chunker still wants valid numbers.
+        "chunk_size": document.chunk_size or DEFAULT_CHUNK_SIZE,
+        "chunk_overlap": document.chunk_overlap if document.chunk_size else DEFAULT_CHUNK_OVERLAP,
+        "count_tokens": _token_counter(),
+        "max_chars": engine_settings.MAX_CHUNK_CHARS,
+    }
+
+
+def _chunks_within_cap(document: Document, pages: Iterable[Page], *, first_index: int = 0,
+                       **options: Any) -> list[ChunkSpec]:
+    """The document's chunks, numbered from ``first_index``; stops at the first one over the cap.
+
+    Chunking is lazy, so a text that would make millions of chunks costs no more than
+    MAX_CHUNKS_PER_DOCUMENT of them before it fails with TOO_MANY_CHUNKS.
+    """
+    cap = engine_settings.MAX_CHUNKS_PER_DOCUMENT
+    specs: list[ChunkSpec] = []
+    try:
+        for spec in iter_chunks(pages, **(options or _chunk_options(document))):
+            if cap is not None and first_index + len(specs) >= cap:
+                raise IngestionFailure(
+                    "TOO_MANY_CHUNKS",
+                    f"The document makes more than {cap} chunks (MAX_CHUNKS_PER_DOCUMENT) with the "
+                    f"{document.chunk_strategy} strategy; raise MAX_CHUNKS_PER_DOCUMENT, re-ingest with a larger "
+                    "chunk_size, or split the document.",
+                    {"max_chunks": cap, "strategy": document.chunk_strategy, "chunk_size": document.chunk_size},
+                )
+            specs.append(replace(spec, chunk_index=first_index + len(specs)))
+    except ChunkingError as exc:
+        raise IngestionFailure(exc.code, exc.message, exc.details) from exc
+    return specs
+
+
+def _read_file(document: Document) -> bytes:
+    if not document.file:
+        raise IngestionFailure("FILE_MISSING", "The document has no stored file; upload it again.")
+    try:
+        with document.file.open("rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        raise IngestionFailure("FILE_MISSING", "The stored file is gone from storage; upload it again.",
+                               {"file": document.file.name}) from None
+
+
+def _streamable(document: Document) -> bool:
+    """PDF pages chunked one per page can be embedded while later pages are still being read."""
+    return (document.content_type == "application/pdf" and document.chunk_strategy == ChunkStrategy.PAGE
+            and get_embedding_provider() is not None)
+
+
+_END_OF_PAGES = object()
+
+
+def _stream_pdf_pages(document: Document, run: str,
+                      data: bytes) -> tuple[list[ChunkSpec], list[Vector | None], str]:
+    """Read pages in a helper thread and embed them as they arrive (``page`` strategy only).
+
+    pypdf is pure Python and holds the GIL; the embedder spends its time in native code
+    without it, so reading page n+1 overlaps embedding page n. Each embedder call takes
+    every page read so far (up to EMBEDDING_BATCH_SIZE). The chunks are exactly those of
+    ``chunk_pages(pages, strategy="page", ...)`` (a page is chunked on its own, long ones
+    cut recursively). Raises ExtractionError like extract_pages.
+    """
+    pages = iter_pages(data, document.content_type, password=open_password(document),
+                       max_pages=engine_settings.MAX_PDF_PAGES)
+    arrivals: queue.Queue[Any] = queue.Queue()
+
+    def read() -> None:
+        try:
+            for page in pages:
+                arrivals.put(page)
+            arrivals.put(_END_OF_PAGES)
+        except BaseException as exc:  # noqa: BLE001  (re-raised in the ingesting thread)
+            arrivals.put(exc)
+
+    threading.Thread(target=read, name=f"extract:{document.pk}", daemon=True).start()
+    specs, vectors, model = _embed_batches(document.pk, run, _arrived_batches(document, arrivals))
+    if not specs:
+        raise IngestionFailure("NO_TEXT", "No text was found in the document (every page is empty).")
+    return specs, vectors, model
+
+
+def _arrived_batches(document: Document, arrivals: queue.Queue[Any]) -> Iterator[tuple[list[ChunkSpec], bool]]:
+    """``(chunks, last)`` from the pages read so far, each time at least one page has arrived."""
+    batch_size = _batch_size()
+    options = _chunk_options(document)
+    made = 0
+    finished = False
+    while not finished:
+        arrived = [arrivals.get()]
+        while len(arrived) < batch_size:
+            try:
+                arrived.append(arrivals.get_nowait())
+            except queue.Empty:
+                break
+        batch_pages: list[Page] = []
+        for item in arrived:
+            if item is _END_OF_PAGES:
+                finished = True
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                batch_pages.append(item)
+        batch = _chunks_within_cap(document, batch_pages, first_index=made, **options)
+        if batch:
+            made += len(batch)
+            yield batch, finished
+
+
+def _convert(document: Document, run: str, rule: IngestionRule, data: bytes,
+             native_error: ExtractionError | None) -> list[Page] | None:
+    callback, callback_url, callback_token = new_callback(document)
+    state = {**document.converter_state, "callback": callback}
+    beat(document.pk, run, converter_state=state)
+    document.converter_state = state
+    # For callables that answer pending: where to POST the pages, and the header's token.
+    document.converter_callback_url = callback_url  # type: ignore[attr-defined]
+    document.converter_callback_token = callback_token  # type: ignore[attr-defined]
+    file_url, file_token = (download_grant(document) if rule.file_delivery == IngestionRule.FileDelivery.DOWNLOAD_URL
+                            else ("", ""))
+    request = ConverterRequest(
+        data=data, content_type=document.content_type, filename=document.original_filename or document.path,
+        document=document, callback_url=callback_url, callback_token=callback_token,
+        download_url=file_url, download_token=file_token,
+    )
+    context = {"rule_id": rule.pk}
+    if native_error is not None:
+        context["native_error"] = native_error.code
+    try:
+        result = run_converter(rule, request)
+    except ConverterError as exc:
+        raise IngestionFailure(exc.code, exc.message, {**exc.details, **context}) from exc
+    if not result.pending:
+        if not any(page.text.strip() for page in result.pages):
+            raise IngestionFailure("CONVERTER_EMPTY", "The converter returned no text; check the converter and "
+                                   "re-ingest the document.", {**context, "pages": len(result.pages)})
+        return result.pages
+    with transaction.atomic():
+        current = owned(document.pk, run).select_for_update().first()
+        if current is None:
+            raise Superseded()
+        state = dict(current.converter_state)
+        if state.get("delivered_pages") is not None:  # the callback beat the converter's own answer
+            return [Page(text=page["text"], number=page["page"]) for page in state["delivered_pages"]]
+        state["awaiting_callback"] = True
+        current.converter_state = state
+        current.heartbeat_at = timezone.now()
+        current.save(update_fields=["converter_state", "heartbeat_at", "updated_at"])
+    logger.info("converter pending", extra={"document_id": document.pk, "rule_id": rule.pk})
+    return None
+
+
+def _batch_size() -> int:
+    return max(1, int(engine_settings.EMBEDDING_BATCH_SIZE))
+
+
+def _compact(vectors: Sequence[Sequence[float]]) -> list[Vector]:
+    """float32 rows: a tenth of the memory of lists of floats while a large document waits for its swap."""
+    return list(np.asarray(vectors, dtype=np.float32))
+
+
+def _embed(document_id: str, run: str, specs: list[ChunkSpec]) -> tuple[list[Vector | None], str]:
+    """Embed the chunks of a whole document batch by batch before the swap."""
+    if get_embedding_provider() is None:
+        return [None] * len(specs), ""
+    batch_size = _batch_size()
+    if len(specs) > batch_size:  # progress is worth reporting (one batch: the swap reports it)
+        beat(document_id, run, total_chunks=len(specs), indexed_chunks=0, unembedded_chunks=0)
+    batches = ((specs[start:start + batch_size], start + batch_size >= len(specs))
+               for start in range(0, len(specs), batch_size))
+    _, vectors, model = _embed_batches(document_id, run, batches, total=len(specs))
+    return vectors, model
+
+
+def _embed_batches(document_id: str, run: str, batches: Iterable[tuple[list[ChunkSpec], bool]], *,
+                   total: int | None = None) -> tuple[list[ChunkSpec], list[Vector | None], str]:
+    """The one embedding loop: ``(chunks, vectors, model)`` of every ``(batch, last)``.
+
+    A failed batch stays without vectors (counted in ``unembedded_chunks``; lexical search
+    still finds it). After every batch but the last the heartbeat beats with the progress
+    (the swap records the end); ``total`` is the chunk count when known up front, else the
+    count so far (streamed pages: the total grows as pages are read).
+    """
+    provider = get_embedding_provider()
+    assert provider is not None
+    specs: list[ChunkSpec] = []
+    vectors: list[Vector | None] = []
+    missing = 0
+    for batch, last in batches:
+        try:
+            vectors.extend(_compact(provider.embed_documents([spec.text for spec in batch])))
+        except EmbeddingError as exc:
+            vectors.extend([None] * len(batch))
+            missing += len(batch)
+            logger.warning("embedding batch failed; chunks stored without vectors",
+                           extra={"document_id": document_id, "error": str(exc)[:200]})
+        specs.extend(batch)
+        if not last:
+            beat(document_id, run, total_chunks=total or len(specs), indexed_chunks=len(specs),
+                 unembedded_chunks=missing)
+    return specs, vectors, provider.model_name
+
+
+def _swap(document: Document, run: str, specs: list[ChunkSpec], vectors: list[Vector | None],
+          model: str) -> None:
+    """One transaction: document ready, old chunks out, new chunks in.
+
+    The fenced UPDATE comes first: it checks the claim and holds the row lock until the
+    commit, so a re-ingest or the sweep cannot interleave with the swap.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        claimed = owned(document.pk, run).update(
+            status=DocumentStatus.READY, error=None, total_chunks=len(specs), indexed_chunks=len(specs),
+            unembedded_chunks=sum(vector is None for vector in vectors), ingested_at=now, heartbeat_at=now,
+            converter_state=persistent_state(document.converter_state), updated_at=now,
+        )
+        if not claimed:
+            raise Superseded()
+        Chunk.objects.filter(document_id=document.pk).delete()
+        Chunk.objects.bulk_create(
+            [
+                Chunk(document_id=document.pk, chunk_index=spec.chunk_index, page=spec.page, text=spec.text,
+                      embedding=vector, embedding_model=model if vector is not None else "")
+                for spec, vector in zip(specs, vectors, strict=True)
+            ],
+            batch_size=500,
+        )
+

@@ -1,0 +1,69 @@
+"""The run token that fences every write of an ingestion after its claim.
+
+:func:`document_ingest <memory_engine.services.documents.pipeline.document_ingest>` claims a
+pending document with a fresh ``run`` token; every later write goes through :func:`owned`,
+so a worker presumed dead (and replaced by the sweep) or a run superseded by a re-ingest can
+no longer touch the document.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from memory_engine.models import Chunk, Document
+from memory_engine.models.documents import DocumentStatus
+
+logger = logging.getLogger("memory_engine.documents")
+
+#: converter_state keys that survive a new run (everything else belongs to one run).
+PERSISTENT_STATE = ("base_url", "password", "chunk_request")
+
+
+class IngestionFailure(Exception):
+    """Ends a run in ``failed`` with ``error = {code, message, details}``."""
+
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+        self.code, self.message, self.details = code, message, details or {}
+        super().__init__(message)
+
+
+class Superseded(Exception):
+    """The run lost its claim (re-ingested, deleted, or replaced by the sweep)."""
+
+
+
+def owned(document_id: str, run: str) -> Any:
+    return Document.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING, converter_state__run=run)
+
+
+def beat(document_id: str, run: str, **fields: Any) -> None:
+    if not owned(document_id, run).update(heartbeat_at=timezone.now(), **fields):
+        raise Superseded()
+
+
+def persistent_state(state: dict[str, Any] | None) -> dict[str, Any]:
+    return {key: value for key, value in (state or {}).items() if key in PERSISTENT_STATE}
+
+
+def fail_ingestion(document_id: str, run: str | None, code: str, message: str, details: dict[str, Any]) -> bool:
+    """Mark failed (fenced by ``run`` when given); the previous chunks, if any, stay searchable."""
+    with transaction.atomic():
+        query = owned(document_id, run) if run else Document.objects.filter(pk=document_id)
+        document = query.select_for_update().first()
+        if document is None:
+            return False
+        kept = Chunk.objects.filter(document=document)
+        count = kept.count()
+        document.status = DocumentStatus.FAILED
+        document.error = {"code": code, "message": message, "details": details}
+        document.total_chunks = document.indexed_chunks = count
+        document.unembedded_chunks = kept.filter(embedding__isnull=True).count() if count else 0
+        document.heartbeat_at = timezone.now()
+        document.converter_state = persistent_state(document.converter_state)
+        document.save()
+    logger.info("ingestion failed", extra={"document_id": document_id, "code": code})
+    return True

@@ -1,0 +1,110 @@
+"""Creating and changing memory rules: the handler configuration checked once, here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+
+from memory_engine.exceptions import NotFound, ValidationFailed
+from memory_engine.models import Agent, MemoryRule, MemoryStore
+from memory_engine.providers.rule_handlers import COMMON_KEYS, HANDLER_CLASSES, get_rule_handler
+from memory_engine.text import contains_nul
+
+
+def validate_rule_handler(*, handler_type: str, config: dict[str, Any], trusted: bool = False) -> dict[str, Any]:
+    """Check a handler's configuration and return it cleaned.
+
+    The guards of :mod:`memory_engine.guards` apply: API keys and staff (``trusted=False``)
+    may only name callables under ``RULE_CALLABLE_PREFIXES`` (superusers any); a builtin
+    handler may only change the LLM settings in ``LLM_OVERRIDABLE``; URLs (``url``, the
+    provider's ``BASE_URL``) must pass the outbound guard, for everyone.
+    """
+    if handler_type not in HANDLER_CLASSES:
+        raise ValidationFailed(f"Unknown handler type {handler_type!r}.", code="HANDLER_INVALID",
+                               details={"type": handler_type, "allowed": sorted(HANDLER_CLASSES)})
+    handler = get_rule_handler(handler_type)
+    config = {k: v for k, v in (config or {}).items() if v is not None}
+    if contains_nul(config):
+        raise ValidationFailed("The handler configuration must not contain NUL characters.", code="HANDLER_INVALID")
+    unknown = set(config) - handler.config_keys - COMMON_KEYS
+    if unknown:
+        raise ValidationFailed(f"Unknown keys for a {handler_type} handler: {', '.join(sorted(unknown))}.",
+                               code="HANDLER_INVALID", details={"unknown": sorted(unknown)})
+    for key in ("prompt", "model", "path", "url", "secret", "agent_id"):
+        if key in config and not isinstance(config[key], str):
+            raise ValidationFailed(f"`{key}` must be a string.", code="HANDLER_INVALID", details={"field": key})
+    for key in ("timeout", "max_tokens", "retries"):
+        if key in config and (isinstance(config[key], bool) or not isinstance(config[key], (int, float))
+                              or config[key] < 0):
+            raise ValidationFailed(f"`{key}` must be a non-negative number.", code="HANDLER_INVALID",
+                                   details={"field": key})
+    return handler.validate_config(config, trusted=trusted)
+
+
+def _project_agents(*, project_id: str, agent_ids: Iterable[str]) -> list[Agent]:
+    wanted = list(dict.fromkeys(agent_ids))
+    agents = list(Agent.objects.filter(project_id=project_id, pk__in=wanted))
+    missing = sorted(set(wanted) - {a.pk for a in agents})
+    if missing:
+        raise NotFound("Some agent ids do not exist in your project.", code="AGENT_NOT_FOUND",
+                       details={"agent_ids": missing})
+    return agents
+
+
+def _clean_handler(store: MemoryStore, handler_type: str, config: dict[str, Any], trusted: bool) -> dict[str, Any]:
+    config = validate_rule_handler(handler_type=handler_type, config=config, trusted=trusted)
+    if config.get("agent_id"):
+        _project_agents(project_id=store.project_id, agent_ids=[config["agent_id"]])
+    return config
+
+
+@transaction.atomic
+def memory_rule_create(
+    *,
+    store: MemoryStore,
+    handler_type: str,
+    handler_config: dict[str, Any] | None = None,
+    source_agent_ids: Iterable[str] = (),
+    enabled: bool = True,
+    on: str = MemoryRule.On.GENERATION_COMPLETED,
+    trusted: bool = False,
+) -> MemoryRule:
+    """A rule on ``store``; ``trusted`` (superusers) may name any callable."""
+    config = _clean_handler(store, handler_type, handler_config or {}, trusted)
+    agents = _project_agents(project_id=store.project_id, agent_ids=source_agent_ids)
+    rule = MemoryRule.objects.create(store=store, on=on, enabled=enabled, handler_type=handler_type,
+                                     handler_config=config)
+    rule.source_agents.set(agents)
+    return rule
+
+
+@transaction.atomic
+def memory_rule_update(
+    *,
+    rule: MemoryRule,
+    handler_type: str | None = None,
+    handler_config: dict[str, Any] | None = None,
+    source_agent_ids: Iterable[str] | None = None,
+    enabled: bool | None = None,
+    on: str | None = None,
+    trusted: bool = False,
+) -> MemoryRule:
+    """Change what is given; a new handler of the same type keeps its secret when none is sent."""
+    if handler_type is not None or handler_config is not None:
+        new_type = handler_type or rule.handler_type
+        config = dict(handler_config or {})
+        old = rule.handler_config or {}
+        if new_type == rule.handler_type and "secret" in old and "secret" not in config:
+            config["secret"] = old["secret"]
+        rule.handler_type = new_type
+        rule.handler_config = _clean_handler(rule.store, new_type, config, trusted)
+    if enabled is not None:
+        rule.enabled = enabled
+    if on is not None:
+        rule.on = on
+    rule.save()
+    if source_agent_ids is not None:
+        rule.source_agents.set(_project_agents(project_id=rule.store.project_id, agent_ids=source_agent_ids))
+    return rule

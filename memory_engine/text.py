@@ -1,0 +1,63 @@
+"""Text and chat-message helpers shared by every layer (base layer: imports only exceptions).
+
+* :func:`contains_nul`: PostgreSQL ``text`` and ``jsonb`` cannot hold NUL characters, so
+  every input that reaches a column is checked with this one function;
+* :func:`validate_messages`: the OpenAI chat format accepted wherever messages come in;
+* :func:`content_text`: the text of one message's ``content`` (a string or text parts).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory_engine.exceptions import ValidationFailed
+
+__all__ = ["contains_nul", "content_text", "validate_messages"]
+
+
+def contains_nul(value: Any) -> bool:
+    """True when a NUL character hides in a string, or in any key or string of a JSON value;
+    iterative, so deep values cannot exhaust the stack."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                return True
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+    return False
+
+
+def validate_messages(messages: Any, *, field: str = "messages") -> list[dict[str, Any]]:
+    """OpenAI chat format: a list of ``{role, content}`` objects (content a string, a list of
+    parts or null) without NUL characters; 400 VALIDATION_FAILED naming ``field`` otherwise."""
+    if not isinstance(messages, list):
+        raise ValidationFailed(f"`{field}` must be a list of {{role, content}} objects.", details={"field": field})
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ValidationFailed(f"Each of `{field}` must be an object with a string `role`.",
+                                   details={"field": field, "index": index})
+        content = message.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise ValidationFailed("A message's `content` must be a string, a list of parts or null.",
+                                   details={"field": field, "index": index})
+    if contains_nul(messages):
+        raise ValidationFailed(f"`{field}` must not contain NUL characters.", details={"field": field})
+    return messages
+
+
+def content_text(content: Any, *, separator: str = "\n") -> str:
+    """The text of a message's ``content``: the string itself, or the ``text`` of every
+    part that has one (OpenAI / Anthropic content parts) joined by ``separator``; images
+    and other parts without text are left out, anything else reads as ``""``."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return separator.join(
+            part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""
