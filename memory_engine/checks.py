@@ -6,6 +6,7 @@ memory_engine.E003  the pgvector extension is not installed in the database
 memory_engine.E004  configured embedding dimension differs from the vector columns
 memory_engine.E005  stored vectors were made by another model than the configured one
 memory_engine.E006  DEBUG is off and SECRET_KEY is a known default or guessable
+memory_engine.E020  a MEMORY_ENGINE value does not fit its declared type (memory_engine.conf.TYPES)
 
 Warnings about the host's deployment settings (docs/operations.md, "Worker and connection settings"):
 
@@ -14,6 +15,7 @@ memory_engine.W002  Q_CLUSTER timeout reaches RULE_FIRING_TIMEOUT: the sweep re-
 memory_engine.W003  Q_CLUSTER timeout is shorter than one outbound call may take (HTTP_MAX_SECONDS)
 memory_engine.W004  Q_CLUSTER max_attempts is unlimited: an unacknowledged task comes back forever
 memory_engine.W005  CONN_HEALTH_CHECKS is off for a reused connection: no recovery after a restart
+memory_engine.W020  MEMORY_ENGINE (or its EMBEDDING / LLM dict) has a key that is no setting: it does nothing
 """
 
 from __future__ import annotations
@@ -28,6 +30,28 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 from .conf import embedding_dimensions, engine_settings
 
 VECTOR_COLUMNS = (("memory_engine_memorycontent", "embedding"), ("memory_engine_chunk", "embedding"))
+
+
+@register()
+def check_engine_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warning]:
+    """E020 for each value that does not fit its type (reading it raises ImproperlyConfigured),
+    W020 for each key that is no setting, e.g. a typo that would silently do nothing."""
+    messages: list[Error | Warning] = [
+        Error(problem, hint="See the settings table in the README and memory_engine/conf.py.", id="memory_engine.E020")
+        for problem in engine_settings.invalid_settings()
+    ]
+    for where, closest in engine_settings.unknown_settings():
+        messages.append(Warning(
+            f"{where} is not a memory_engine setting; it is ignored.",
+            hint=f"Did you mean {closest!r}?" if closest else "Remove it, or see the settings table in the README.",
+            id="memory_engine.W020",
+        ))
+    return messages
+
+
+def _settings_readable() -> bool:
+    """Whether the checks below can read MEMORY_ENGINE; when not, E020 reports why."""
+    return not engine_settings.invalid_settings()
 
 
 @register()
@@ -111,7 +135,7 @@ def database_state() -> dict[str, Any] | None:
 @register("database")
 def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Error]:
     """Registered under the ``database`` tag and also run by :func:`check_serving`."""
-    if databases is not None and "default" not in databases:
+    if (databases is not None and "default" not in databases) or not _settings_readable():
         return []
     return _database_errors()
 
@@ -152,8 +176,8 @@ def _database_errors() -> list[Error]:
 @register()
 def check_serving(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     """Run the database checks on plain `check` / `runserver` too, so a mismatch refuses to serve."""
-    if kwargs.get("databases") is not None:
-        return []  # check_database covers this run
+    if kwargs.get("databases") is not None or not _settings_readable():
+        return []  # check_database covers this run; E020 covers unreadable settings
     return _database_errors()
 
 
@@ -200,8 +224,8 @@ def _task_queue_warnings(q_cluster: dict[str, Any]) -> list[Warning]:
 def check_task_queue(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
     """Q_CLUSTER values that would re-deliver or kill the engine's long tasks (W001–W004)."""
     q_cluster = getattr(settings, "Q_CLUSTER", None) or {}
-    if not apps.is_installed("django_q") or q_cluster.get("sync"):
-        return []  # no worker, nothing is delivered twice
+    if not apps.is_installed("django_q") or q_cluster.get("sync") or not _settings_readable():
+        return []  # no worker, nothing is delivered twice (or E020 reports the settings)
     return _task_queue_warnings(q_cluster)
 
 

@@ -1,7 +1,14 @@
-"""Settings for memory_engine, read lazily from the host's ``MEMORY_ENGINE`` dict.
+"""Settings for memory_engine: the host's ``MEMORY_ENGINE`` dict, read lazily and validated here, once.
 
-Nothing is read at import time, so ``override_settings(MEMORY_ENGINE=...)`` works in
-tests; the cache is dropped on ``setting_changed``.
+Nothing is read at import time, so ``override_settings(MEMORY_ENGINE=...)`` works in tests.
+Every key has a default (:data:`DEFAULTS`) and a declared type (:data:`TYPES`). The first
+read of a key merges the host's value with its default, coerces it to that type (``"30"``
+becomes ``30`` for an integer) and caches the result, so callers read plain typed values
+and never coerce. A value that does not fit raises ImproperlyConfigured naming the key and
+the expected type; ``manage.py check`` reports every such key at once (``memory_engine.E020``)
+and every unknown key, with the closest known one (``memory_engine.W020``). The cache, and
+every cache registered with :func:`reloads_with_settings` (providers, the funnel's scan
+mode), is dropped on ``setting_changed``.
 
     MEMORY_ENGINE = {
         "EMBEDDING": {"PROVIDER": "onnx", "MODEL": "all-MiniLM-L6-v2", "DIMENSIONS": 384},
@@ -12,10 +19,21 @@ tests; the cache is dropped on ``setting_changed``.
 from __future__ import annotations
 
 import copy
+import difflib
+import functools
+import math
+import re
+import reprlib
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
+from django.utils.module_loading import import_string
+
+#: The vector dimension when EMBEDDING names none (all-MiniLM-L6-v2's).
+DEFAULT_DIMENSIONS = 384
 
 DEFAULTS: dict[str, Any] = {
     # One deployment-wide embedding model. PROVIDER is an alias (onnx,
@@ -24,7 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "EMBEDDING": {
         "PROVIDER": "onnx",
         "MODEL": "all-MiniLM-L6-v2",
-        "DIMENSIONS": 384,
+        "DIMENSIONS": DEFAULT_DIMENSIONS,
         "OPTIONS": {},
     },
     # OpenAI-compatible chat endpoint for rule extraction and the same-fact judge:
@@ -150,27 +168,272 @@ DEFAULTS: dict[str, Any] = {
     "OUTBOUND_ALLOW": [],
 }
 
+# --- declared types ------------------------------------------------------------------------------
+# A coercer takes the configured value and returns it in its declared type, or raises
+# InvalidSetting saying what was expected.
+
+
+class InvalidSetting(ValueError):
+    """A value that does not fit its declared type; ``path`` leads to it inside a nested dict."""
+
+    def __init__(self, expected: str, value: Any, path: tuple[str, ...] = ()) -> None:
+        super().__init__(expected)
+        self.expected, self.value, self.path = expected, value, path
+
+    def describe(self, name: str) -> str:
+        path = (name, *self.path)
+        where = "MEMORY_ENGINE" + "".join(f"[{key!r}]" for key in path)
+        # Never echo a credential into a log.
+        shown = type(self.value).__name__ if "KEY" in path[-1].upper() else reprlib.repr(self.value)
+        return f"{where} must be {self.expected}; got {shown}."
+
+
+Coerce = Callable[[Any], Any]
+
+
+def integer(value: Any) -> int:
+    """An int, an integral float or a numeric string (from the environment); never a bool."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise InvalidSetting("an integer", value)
+
+
+def number(value: Any) -> int | float:
+    """An int or a float as given (so messages keep ``300s``), or a numeric string; never a bool or NaN."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
+        return value
+    if isinstance(value, str):
+        try:
+            return integer(value)
+        except InvalidSetting:
+            try:
+                parsed = float(value.strip())
+            except ValueError:
+                pass
+            else:
+                if not math.isnan(parsed):
+                    return parsed
+    raise InvalidSetting("a number", value)
+
+
+_TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0", ""}
+
+
+def boolean(value: Any) -> bool:
+    """True/False, 0/1, or a string such as "false" (which ``bool()`` would call true)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise InvalidSetting("True or False", value)
+
+
+def text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise InvalidSetting("a string", value)
+
+
+def string_list(value: Any) -> list[str]:
+    """A list (or tuple/set) of strings; None is empty. A bare string is refused: it would be
+    read as its characters."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(item, str) for item in value):
+        return list(value)
+    raise InvalidSetting("a list of strings", value)
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    raise InvalidSetting("a dict", value)
+
+
+def optional(coerce: Coerce, *, none: Any = None) -> Coerce:
+    """``coerce``, or ``none`` for None."""
+
+    def coerce_optional(value: Any) -> Any:
+        if value is None:
+            return copy.copy(none)
+        try:
+            return coerce(value)
+        except InvalidSetting as exc:
+            if exc.path:  # a key inside a nested dict: None is not what it lacks
+                raise
+            raise InvalidSetting(f"{exc.expected} or None", value) from None
+
+    return coerce_optional
+
+
+def one_of(*choices: str) -> Coerce:
+    """One of ``choices``, in any case (read back lower-case)."""
+
+    def coerce_choice(value: Any) -> str:
+        if isinstance(value, str) and value.strip().lower() in choices:
+            return value.strip().lower()
+        raise InvalidSetting("one of " + ", ".join(repr(c) for c in choices), value)
+
+    return coerce_choice
+
+
+def names_of(*choices: str) -> Coerce:
+    """A list of names from ``choices``, in any case (read back upper-case)."""
+
+    def coerce_names(value: Any) -> list[str]:
+        names = [name.strip().upper() for name in string_list(value)]
+        if any(name not in choices for name in names):
+            raise InvalidSetting("a list of " + ", ".join(choices), value)
+        return names
+
+    return coerce_names
+
+
+_RATE = re.compile(r"\s*\d+\s*/[smhd][a-z]*")
+
+
+def rate(value: Any) -> str:
+    """A DRF throttle rate: ``"20/min"`` (requests / s, m, h or d)."""
+    if isinstance(value, str) and _RATE.fullmatch(value):
+        return value
+    raise InvalidSetting('a rate such as "20/min"', value)
+
+
+def dimensions(value: Any) -> int:
+    """A positive vector dimension; unset (None, 0) is :data:`DEFAULT_DIMENSIONS`."""
+    if value is None or (value == 0 and not isinstance(value, bool)):
+        return DEFAULT_DIMENSIONS
+    try:
+        dims = integer(value)
+    except InvalidSetting:
+        dims = 0
+    if dims < 1:
+        raise InvalidSetting("a positive integer", value)
+    return dims
+
+
+def section(types: dict[str, Coerce], *, any_case: bool = False) -> Coerce:
+    """A nested dict whose known keys are coerced by ``types``; other keys are kept as given
+    (``W020`` names them). ``any_case``: keys are read upper-case and empty values dropped."""
+
+    def coerce_section(value: Any) -> dict[str, Any]:
+        value = dict(mapping(value))
+        if any_case:
+            value = {str(key).upper(): item for key, item in value.items() if item not in (None, "")}
+        for key, coerce in types.items():
+            if key in value:
+                try:
+                    value[key] = coerce(value[key])
+                except InvalidSetting as exc:
+                    raise InvalidSetting(exc.expected, exc.value, (key, *exc.path)) from None
+        return value
+
+    return coerce_section
+
+
+#: The LLM settings a builtin memory rule may be allowed to change (LLM_OVERRIDABLE).
+LLM_OVERRIDABLE_NAMES = ("PROMPT", "MODEL", "MAX_TOKENS", "BASE_URL", "API_KEY", "TIMEOUT", "RETRIES")
+
+#: The keys of the nested dicts and their types; OPTIONS is the embedding provider's own.
+EMBEDDING_TYPES: dict[str, Coerce] = {
+    "PROVIDER": optional(text),
+    "MODEL": optional(text),
+    "DIMENSIONS": dimensions,
+    "OPTIONS": optional(mapping, none={}),
+}
+LLM_TYPES: dict[str, Coerce] = {
+    "BASE_URL": text, "API_KEY": text, "MODEL": text, "TIMEOUT": number, "RETRIES": integer,
+}
+#: Nested dict -> (its keys' types, keys read in any case).
+SECTIONS: dict[str, tuple[dict[str, Coerce], bool]] = {"EMBEDDING": (EMBEDDING_TYPES, False), "LLM": (LLM_TYPES, True)}
+
+#: Each key's declared type. A new setting gets its default in DEFAULTS and its type here.
+TYPES: dict[str, Coerce] = {
+    "EMBEDDING": section(EMBEDDING_TYPES),
+    "LLM": optional(section(LLM_TYPES, any_case=True)),
+    "DUPLICATE_THRESHOLD": number,
+    "SUPERSEDE_THRESHOLD": number,
+    "MAX_MEMORY_CHARS": integer,
+    "CHANGED_DETAIL_GATE": boolean,
+    "JUDGE_FLOOR": number,
+    "JUDGE_TIMEOUT": number,
+    "DEDUP_EXACT_SCAN_MAX": integer,
+    "MAX_MEMORIES_PER_PROJECT": optional(integer),
+    "MAX_DOCUMENT_BYTES_PER_PROJECT": optional(integer),
+    "MAX_UPLOAD_BYTES": integer,
+    "SYNC_INGESTION_MAX_BYTES": integer,
+    "MAX_PDF_PAGES": integer,
+    "EMBEDDING_BATCH_SIZE": integer,
+    "CHUNK_SIZE_TOKENS": integer,
+    "CHUNK_OVERLAP_TOKENS": integer,
+    "MAX_CHUNK_CHARS": integer,
+    "MAX_CHUNKS_PER_DOCUMENT": integer,
+    "INGESTION_HEARTBEAT_TIMEOUT": number,
+    "INGESTION_MAX_ATTEMPTS": integer,
+    "INGESTION_SWEEP_MINUTES": integer,
+    "CONVERTER_CALLBACK_TTL": number,
+    "DOWNLOAD_URL_TTL": number,
+    "PUBLIC_BASE_URL": optional(text),
+    "CONVERTER_CALLABLE_PREFIXES": string_list,
+    "KNOWLEDGE_TEXT_SEARCH_CONFIG": text,
+    "KNOWLEDGE_TEXT_SEARCH_OPERATOR": one_of("and", "or", "bm25"),
+    "KNOWLEDGE_BM25_CANDIDATES": integer,
+    "KNOWLEDGE_BM25_K1": number,
+    "KNOWLEDGE_BM25_B": number,
+    "KNOWLEDGE_BM25_MAX_DF": number,
+    "KNOWLEDGE_TEXT_SEARCH_STOPWORDS": optional(text, none=""),
+    "KNOWLEDGE_TEXT_SEARCH_RANK_NORMALIZATION": integer,
+    "HNSW_EF_SEARCH": integer,  # interpolated into SET LOCAL: it must be an int
+    "SEARCH_EXACT_SCAN_MAX": integer,
+    "HTTP_TIMEOUT": number,
+    "HTTP_RETRIES": integer,
+    "HTTP_MAX_SECONDS": number,
+    "HTTP_MAX_RESPONSE_BYTES": integer,
+    "API_PATH_PREFIXES": string_list,
+    "MULTIPART_OVERHEAD_BYTES": integer,
+    "MAX_JSON_DEPTH": integer,
+    "MAX_DISCARD_BYTES": optional(integer),
+    "MAX_TAG_FILTER_KEYS": integer,
+    "AUTH_FAILURE_RATE": optional(rate),
+    "NUM_PROXIES": optional(integer, none=0),
+    "PROJECT_RATE": optional(rate),
+    "RULE_MAX_FACTS": integer,
+    "RULE_TRANSCRIPT_MAX_CHARS": integer,
+    "RULE_HANDLER_TIMEOUT": number,
+    "RULE_FIRING_TIMEOUT": number,
+    "RULE_FIRING_MAX_ATTEMPTS": integer,
+    "RULE_CALLABLE_PREFIXES": string_list,
+    "LLM_OVERRIDABLE": names_of(*LLM_OVERRIDABLE_NAMES),
+    "OUTBOUND_ALLOW": string_list,
+}
+assert TYPES.keys() == DEFAULTS.keys(), sorted(TYPES.keys() ^ DEFAULTS.keys())
+
 #: Nested dicts merged key by key with their defaults rather than replaced whole.
 NESTED = ("EMBEDDING",)
 
-#: Embedding provider aliases -> dotted paths.
-EMBEDDING_PROVIDERS = {
-    "onnx": "memory_engine.providers.embeddings.onnx.OnnxEmbeddingProvider",
-    "sentence_transformers": "memory_engine.providers.embeddings.sentence_transformers.SentenceTransformersProvider",
-    "ollama": "memory_engine.providers.embeddings.http.OllamaEmbeddingProvider",
-    "openai": "memory_engine.providers.embeddings.http.OpenAIEmbeddingProvider",
-}
-
 
 class EngineSettings:
-    """Attribute access to MEMORY_ENGINE with defaults, e.g. ``engine_settings.DUPLICATE_THRESHOLD``."""
+    """Attribute access to MEMORY_ENGINE with defaults and declared types, e.g.
+    ``engine_settings.DUPLICATE_THRESHOLD``."""
 
     def __init__(self) -> None:
         self._cache: dict[str, Any] = {}
 
     @property
     def user_settings(self) -> dict[str, Any]:
-        return getattr(settings, "MEMORY_ENGINE", None) or {}
+        configured = getattr(settings, "MEMORY_ENGINE", None) or {}
+        if not isinstance(configured, dict):
+            raise ImproperlyConfigured(f"MEMORY_ENGINE must be a dict; got {type(configured).__name__}.")
+        return configured
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name not in DEFAULTS:
@@ -184,24 +447,120 @@ class EngineSettings:
                 value.update(user_value)
             else:
                 value = user_value
+        try:
+            value = TYPES[name](value)
+        except InvalidSetting as exc:
+            raise ImproperlyConfigured(exc.describe(name)) from None
         self._cache[name] = value
         return value
 
     def reload(self) -> None:
         self._cache.clear()
 
+    def invalid_settings(self) -> list[str]:
+        """What is wrong with each configured value that does not fit its type (E020)."""
+        try:
+            configured = self.user_settings
+        except ImproperlyConfigured as exc:
+            return [str(exc)]
+        problems = []
+        for name in DEFAULTS:
+            if name in configured:
+                try:
+                    getattr(self, name)
+                except ImproperlyConfigured as exc:
+                    problems.append(str(exc))
+        return problems
+
+    def unknown_settings(self) -> list[tuple[str, str | None]]:
+        """``(where, closest known key or None)`` for each configured key that is not a setting
+        (W020): top-level keys and the keys of the nested dicts (EMBEDDING, LLM)."""
+        try:
+            configured = self.user_settings
+        except ImproperlyConfigured:
+            return []  # E020 says so
+        unknown = _unknown(configured, DEFAULTS, "MEMORY_ENGINE")
+        for name, (types, any_case) in SECTIONS.items():
+            nested = configured.get(name)
+            if isinstance(nested, dict):
+                if any_case:
+                    nested = {str(key).upper(): item for key, item in nested.items()}
+                unknown += _unknown(nested, types, f"MEMORY_ENGINE[{name!r}]")
+        return unknown
+
+
+def _unknown(configured: dict[str, Any], known: Any, where: str) -> list[tuple[str, str | None]]:
+    known = list(known)
+    return [
+        (f"{where}[{key!r}]", next(iter(difflib.get_close_matches(str(key), known, n=1)), None))
+        for key in configured if key not in known
+    ]
+
 
 engine_settings = EngineSettings()
+
+# --- caches that follow the settings -------------------------------------------------------------
+
+_reload_hooks: list[Callable[[], Any]] = []
+
+
+def reloads_with_settings(clear: Callable[[], Any]) -> Callable[[], Any]:
+    """Register ``clear`` (a cache's reset) to run whenever MEMORY_ENGINE changes, so nothing
+    built from the settings outlives them (``override_settings`` in tests, reloads)."""
+    _reload_hooks.append(clear)
+    return clear
 
 
 def _reload(*, setting: str, **kwargs: Any) -> None:
     if setting == "MEMORY_ENGINE":
         engine_settings.reload()
+        for clear in _reload_hooks:
+            clear()
 
 
 setting_changed.connect(_reload)
 
+# --- providers ------------------------------------------------------------------------------------
+
+#: Provider aliases by kind -> dotted paths. An EMBEDDING PROVIDER not listed here is taken as a
+#: dotted path to an EmbeddingProvider subclass; rule handler and converter types must be listed.
+PROVIDERS: dict[str, dict[str, str]] = {
+    "embedding": {
+        "onnx": "memory_engine.providers.embeddings.onnx.OnnxEmbeddingProvider",
+        "sentence_transformers": "memory_engine.providers.embeddings.sentence_transformers.SentenceTransformersProvider",
+        "ollama": "memory_engine.providers.embeddings.http.OllamaEmbeddingProvider",
+        "openai": "memory_engine.providers.embeddings.http.OpenAIEmbeddingProvider",
+    },
+    # MemoryRule.handler_type -> the RuleHandler subclass serving it.
+    "rule_handler": {
+        "builtin": "memory_engine.providers.rule_handlers.builtin.BuiltinHandler",
+        "callable": "memory_engine.providers.rule_handlers.callable.CallableHandler",
+        "http": "memory_engine.providers.rule_handlers.http.HttpHandler",
+    },
+    # IngestionRule.converter_type -> the function running it.
+    "converter": {
+        "http": "memory_engine.providers.converters.http.run_http_converter",
+        "callable": "memory_engine.providers.converters.callable.run_callable_converter",
+    },
+}
+EMBEDDING_PROVIDERS = PROVIDERS["embedding"]
+
+#: Kinds whose configured name may be a dotted path instead of an alias.
+DOTTED_PATH_KINDS = frozenset({"embedding"})
+
+
+@functools.cache
+def resolve_provider(kind: str, name: str) -> Any:
+    """The class (or function) that provider ``name`` of ``kind`` stands for, imported once and
+    cached until MEMORY_ENGINE changes; KeyError for an unknown alias of a kind without paths."""
+    aliases = PROVIDERS[kind]
+    path = aliases[name] if name in aliases or kind not in DOTTED_PATH_KINDS else name
+    return import_string(path)
+
+
+reloads_with_settings(resolve_provider.cache_clear)
+
 
 def embedding_dimensions() -> int:
     """The configured vector dimension; shapes the vector columns (models and migrations)."""
-    return int(engine_settings.EMBEDDING.get("DIMENSIONS") or 384)
+    return engine_settings.EMBEDDING["DIMENSIONS"]
