@@ -167,8 +167,8 @@ def post_json(
     """
     shown = redact_url(url)
     timeout = float(timeout)
-    total = min(timeout, float(engine_settings.HTTP_MAX_SECONDS))
-    max_bytes = int(engine_settings.HTTP_MAX_RESPONSE_BYTES)
+    total = min(timeout, engine_settings.HTTP_MAX_SECONDS)
+    max_bytes = engine_settings.HTTP_MAX_RESPONSE_BYTES
     body = content if content is not None else json.dumps(payload).encode()
     send_headers = {"Content-Type": "application/json", **(headers or {})}
     last_error = "no attempt made"

@@ -21,7 +21,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from memory_engine.conf import engine_settings
+from memory_engine.conf import engine_settings, reloads_with_settings
 from memory_engine.db import advisory_xact_lock
 from memory_engine.details import changed_details
 from memory_engine.exceptions import (
@@ -159,8 +159,10 @@ def lock_store(store_id: str) -> None:
 
 
 # store id -> (use exact scan, monotonic time checked); stores only grow, so a stale
-# "exact" answer costs a little speed, never correctness.
+# "exact" answer costs a little speed, never correctness. Dropped when DEDUP_EXACT_SCAN_MAX
+# (or any other setting) changes.
 _scan_mode_cache: dict[str, tuple[bool, float]] = {}
+reloads_with_settings(_scan_mode_cache.clear)
 SCAN_MODE_TTL = 300.0
 
 
@@ -194,7 +196,7 @@ def nearest_valid_memory(store: MemoryStore, content_id: str) -> tuple[str, floa
         query = "(SELECT embedding FROM memory_engine_memorycontent WHERE id = %(content)s)"
         order = f"(c.embedding <=> {query}) + 0" if exact else f"c.embedding <=> {query}"
         if not exact:
-            cursor.execute(f"SET LOCAL hnsw.ef_search = {int(engine_settings.HNSW_EF_SEARCH)}")
+            cursor.execute(f"SET LOCAL hnsw.ef_search = {engine_settings.HNSW_EF_SEARCH:d}")
         cursor.execute(
             f"""
             SELECT m.id, 1 - (c.embedding <=> {query})

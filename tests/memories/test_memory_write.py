@@ -243,6 +243,23 @@ def test_large_store_dedup_query_can_use_the_hnsw_index(store, settings):
     funnel._scan_mode_cache.clear()
 
 
+def test_dedup_scan_mode_follows_a_changed_setting(store, settings):
+    """The funnel caches per store whether to scan exactly; a new DEDUP_EXACT_SCAN_MAX drops
+    that cache (it used to keep the old answer for SCAN_MODE_TTL)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from memory_engine.services import memory_write as funnel
+
+    first = write(store, EMAIL)  # a small store under the default cap: exact scan, cached
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 0}
+    with CaptureQueriesContext(connection) as queries:
+        funnel.nearest_valid_memory(store, first.memory.content_id)
+    sql = [q["sql"] for q in queries.captured_queries]
+    assert any("hnsw.ef_search" in s for s in sql), sql  # the index path, as the setting now asks
+    assert not any(") + 0" in s for s in sql), sql
+
+
 def test_written_content_row_reads_back_exactly(store):
     """The content row built from the upsert's RETURNING matches the stored row."""
     result = write(store, EMAIL)

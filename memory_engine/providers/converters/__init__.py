@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_engine.chunking import Page, clean_text
+from memory_engine.conf import resolve_provider
 from memory_engine.exceptions import CodedError
 
 __all__ = ["ConverterError", "ConverterRequest", "ConverterResult", "parse_pages", "run_converter"]
@@ -94,10 +95,5 @@ def parse_answer(answer: Any, *, source: str) -> ConverterResult:
 
 def run_converter(rule: Any, request: ConverterRequest) -> ConverterResult:
     """Run the rule's converter (callable or HTTP) with its timeout."""
-    if rule.converter_type == "http":
-        from .http import run_http_converter
-
-        return run_http_converter(rule, request)
-    from .callable import run_callable_converter
-
-    return run_callable_converter(rule, request)
+    result: ConverterResult = resolve_provider("converter", rule.converter_type)(rule, request)
+    return result

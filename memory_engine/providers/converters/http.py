@@ -54,7 +54,7 @@ def run_http_converter(rule: Any, request: ConverterRequest) -> ConverterResult:
         headers[SIGNATURE_HEADER] = sign_body(rule.converter_secret, body)
     try:
         answer = post_json(rule.converter_url, payload, content=body, headers=headers,
-                           timeout=rule.converter_timeout, retries=int(engine_settings.HTTP_RETRIES))
+                           timeout=rule.converter_timeout, retries=engine_settings.HTTP_RETRIES)
     except ProviderHTTPError as exc:
         code = "CONVERTER_TIMEOUT" if "timed out" in str(exc) else "CONVERTER_FAILED"
         raise ConverterError(code, f"The HTTP converter failed: {exc}", {"status": exc.status}) from exc

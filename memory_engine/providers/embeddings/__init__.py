@@ -9,10 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from django.core.signals import setting_changed
-from django.utils.module_loading import import_string
-
-from memory_engine.conf import EMBEDDING_PROVIDERS, engine_settings
+from memory_engine.conf import engine_settings, reloads_with_settings, resolve_provider
 from memory_engine.exceptions import EmbeddingNotConfigured
 
 from .base import EmbeddingError, EmbeddingProvider
@@ -30,7 +27,8 @@ _loaded = False
 
 
 def get_embedding_provider() -> EmbeddingProvider | None:
-    """The deployment's provider, built once per process; None when none is configured."""
+    """The deployment's provider, built once per process (again after MEMORY_ENGINE changes);
+    None when none is configured."""
     global _provider, _loaded
     if _loaded:
         return _provider
@@ -39,11 +37,8 @@ def get_embedding_provider() -> EmbeddingProvider | None:
             config = engine_settings.EMBEDDING
             name = config.get("PROVIDER")
             if name:
-                cls = import_string(EMBEDDING_PROVIDERS.get(name, name))
-                _provider = cls(
-                    model=config.get("MODEL"),
-                    dimensions=int(config.get("DIMENSIONS") or 384),
-                    options=dict(config.get("OPTIONS") or {}),
+                _provider = resolve_provider("embedding", name)(
+                    model=config["MODEL"], dimensions=config["DIMENSIONS"], options=dict(config["OPTIONS"]),
                 )
             else:
                 _provider = None
@@ -59,15 +54,8 @@ def require_embedding_provider() -> EmbeddingProvider:
     return provider
 
 
+@reloads_with_settings
 def reset_embedding_provider(**kwargs: Any) -> None:
     global _provider, _loaded
     with _lock:
         _provider, _loaded = None, False
-
-
-def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
-    if setting == "MEMORY_ENGINE":
-        reset_embedding_provider()
-
-
-setting_changed.connect(_on_setting_changed)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory_engine.chunking import estimate_tokens
+from memory_engine.conf import DEFAULT_DIMENSIONS
 
 
 class EmbeddingError(Exception):
@@ -28,7 +29,7 @@ class EmbeddingProvider(ABC):
     model_name: str
     dimensions: int
 
-    def __init__(self, *, model: str | None = None, dimensions: int = 384,
+    def __init__(self, *, model: str | None = None, dimensions: int = DEFAULT_DIMENSIONS,
                  options: dict[str, Any] | None = None) -> None:
         self.model_name = model or self.default_model
         self.dimensions = dimensions

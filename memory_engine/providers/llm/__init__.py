@@ -110,7 +110,7 @@ def get_llm_provider(overrides: dict[str, Any] | None = None) -> LLMProvider | N
     address (memory_engine.guards). Which overrides a memory rule may set at all is
     ``LLM_OVERRIDABLE`` (checked by the rule services).
     """
-    deployment = _upper(dict(engine_settings.LLM or {}))
+    deployment = engine_settings.LLM or {}  # upper-case keys, empty values dropped (conf)
     requested = _upper(overrides)
     config = {**deployment, **requested}
     if not config.get("BASE_URL"):

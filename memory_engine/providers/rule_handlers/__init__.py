@@ -9,23 +9,22 @@ from __future__ import annotations
 
 from functools import cache
 
-from django.utils.module_loading import import_string
+from memory_engine.conf import PROVIDERS, reloads_with_settings, resolve_provider
 
 from .base import COMMON_KEYS, Fact, RuleHandler, validate_url
 
 __all__ = ["COMMON_KEYS", "HANDLER_CLASSES", "Fact", "RuleHandler", "get_rule_handler", "validate_url"]
 
-#: handler_type -> the class serving it.
-HANDLER_CLASSES: dict[str, str] = {
-    "builtin": "memory_engine.providers.rule_handlers.builtin.BuiltinHandler",
-    "callable": "memory_engine.providers.rule_handlers.callable.CallableHandler",
-    "http": "memory_engine.providers.rule_handlers.http.HttpHandler",
-}
+#: handler_type -> the class serving it (the provider aliases in memory_engine.conf).
+HANDLER_CLASSES: dict[str, str] = PROVIDERS["rule_handler"]
 
 
 @cache
 def get_rule_handler(handler_type: str) -> RuleHandler:
     """The handler serving ``handler_type``; KeyError for a type that has none."""
-    handler = import_string(HANDLER_CLASSES[handler_type])()
+    handler: RuleHandler = resolve_provider("rule_handler", handler_type)()
     assert handler.handler_type == handler_type, handler
     return handler
+
+
+reloads_with_settings(get_rule_handler.cache_clear)
