@@ -142,7 +142,8 @@ MEMORY_ENGINE = {
     "EMBEDDING": {
         "PROVIDER": os.environ.get("MEMORY_ENGINE_EMBEDDING_PROVIDER", "onnx") or None,
         "MODEL": os.environ.get("MEMORY_ENGINE_EMBEDDING_MODEL", "all-MiniLM-L6-v2"),
-        "DIMENSIONS": int(os.environ.get("MEMORY_ENGINE_EMBEDDING_DIMENSIONS", "384")),
+        # Unset: the model's default (384); memory_engine.conf reads the string as an integer.
+        "DIMENSIONS": os.environ.get("MEMORY_ENGINE_EMBEDDING_DIMENSIONS") or None,
         "OPTIONS": {"BASE_URL": os.environ.get("MEMORY_ENGINE_EMBEDDING_BASE_URL", "")},
     },
     "LLM": (

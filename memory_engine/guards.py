@@ -60,7 +60,7 @@ def callable_allowed(path: str, prefixes: Iterable[str]) -> bool:
 def check_callable_allowed(path: str, *, setting: str, trusted: bool = False) -> None:
     """Raise NotAllowed unless ``trusted`` (a superuser) or ``path`` lies under the prefixes
     of ``setting`` (a key of :data:`CALLABLE_SETTINGS`)."""
-    prefixes = list(getattr(engine_settings, setting) or ())
+    prefixes = getattr(engine_settings, setting)
     if trusted or callable_allowed(path, prefixes):
         return
     raise NotAllowed(
@@ -75,7 +75,6 @@ def check_callable_allowed(path: str, *, setting: str, trusted: bool = False) ->
 #: Keys of a builtin handler's configuration and the LLM setting each one changes
 #: (the keys of its ``provider`` object are the settings themselves).
 LLM_HANDLER_KEYS = {"prompt": "PROMPT", "model": "MODEL", "max_tokens": "MAX_TOKENS"}
-LLM_SETTINGS = ("PROMPT", "MODEL", "MAX_TOKENS", "BASE_URL", "API_KEY", "TIMEOUT", "RETRIES")
 
 
 def llm_overrides(config: dict[str, Any]) -> set[str]:
@@ -90,7 +89,7 @@ def llm_overrides(config: dict[str, Any]) -> set[str]:
 def check_llm_overrides(config: dict[str, Any]) -> None:
     """Raise NotAllowed(LLM_OVERRIDE_NOT_ALLOWED) when the handler changes an LLM setting the
     operator did not list in ``LLM_OVERRIDABLE``."""
-    allowed = sorted({str(name).upper() for name in engine_settings.LLM_OVERRIDABLE or ()})
+    allowed = sorted(set(engine_settings.LLM_OVERRIDABLE))
     refused = sorted(llm_overrides(config) - set(allowed))
     if refused:
         raise NotAllowed(
@@ -117,8 +116,8 @@ class OutboundPolicy:
     def from_settings(cls) -> OutboundPolicy:
         hosts: set[str] = set()
         networks: list[IPNetwork] = []
-        for entry in engine_settings.OUTBOUND_ALLOW or ():
-            text = str(entry).strip().strip("[]")
+        for entry in engine_settings.OUTBOUND_ALLOW:
+            text = entry.strip().strip("[]")
             try:
                 networks.append(ipaddress.ip_network(text, strict=False))
             except ValueError:

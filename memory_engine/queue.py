@@ -70,7 +70,7 @@ def ensure_schedules(**kwargs: Any) -> None:
     except ImportError:  # django_q not installed: run `document_sweep` from your own scheduler
         return
     using = kwargs.get("using") or DEFAULT_DB_ALIAS
-    minutes = max(1, int(engine_settings.INGESTION_SWEEP_MINUTES))
+    minutes = max(1, engine_settings.INGESTION_SWEEP_MINUTES)
     for name, func in ((SWEEP_SCHEDULE_NAME, SWEEP_TASK), (RULE_SWEEP_SCHEDULE_NAME, RULE_SWEEP_TASK)):
         Schedule.objects.using(using).update_or_create(
             name=name,

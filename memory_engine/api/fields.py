@@ -28,7 +28,7 @@ class JSONObjectField(serializers.JSONField):
 
 def check_tag_filter(tags: dict[str, Any]) -> dict[str, Any]:
     """A ``tags`` filter has at most MAX_TAG_FILTER_KEYS keys (400 TAG_FILTER_TOO_LARGE)."""
-    limit = int(engine_settings.MAX_TAG_FILTER_KEYS)
+    limit = engine_settings.MAX_TAG_FILTER_KEYS
     if len(tags) > limit:
         raise ValidationFailed(f"A tags filter may name at most {limit} keys; this one names {len(tags)}.",
                                code="TAG_FILTER_TOO_LARGE", details={"keys": len(tags), "max_keys": limit})

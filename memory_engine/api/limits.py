@@ -42,7 +42,7 @@ def body_limit(request: HttpRequest) -> tuple[int | None, bool]:
     """(max bytes or None, whether the request is a multipart upload)."""
     content_type = (request.META.get("CONTENT_TYPE") or "").lower()
     if content_type.startswith("multipart/form-data"):
-        return int(engine_settings.MAX_UPLOAD_BYTES) + int(engine_settings.MULTIPART_OVERHEAD_BYTES), True
+        return engine_settings.MAX_UPLOAD_BYTES + engine_settings.MULTIPART_OVERHEAD_BYTES, True
     limit = getattr(settings, "DATA_UPLOAD_MAX_MEMORY_SIZE", None)
     return (None if limit is None else int(limit)), False
 
@@ -102,7 +102,7 @@ class ApiGuardMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        prefixes = tuple(getattr(engine_settings, API_PREFIX_SETTING) or ())
+        prefixes = tuple(getattr(engine_settings, API_PREFIX_SETTING))
         if prefixes and not request.path.startswith(prefixes):
             return self.get_response(request)
         try:
@@ -141,7 +141,7 @@ class SafeJSONParser(JSONParser):
     """DRF's JSONParser with a nesting limit (MAX_JSON_DEPTH) and no RecursionError."""
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        limit = int(engine_settings.MAX_JSON_DEPTH)
+        limit = engine_settings.MAX_JSON_DEPTH
         try:
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:

@@ -49,7 +49,7 @@ def client_address(request: Any) -> str:
     """The caller's address: REMOTE_ADDR, or with NUM_PROXIES = n > 0 trusted proxies in front,
     the X-Forwarded-For entry the outermost of them appended (the n-th from the right)."""
     remote = request.META.get("REMOTE_ADDR") or ""
-    proxies = int(engine_settings.NUM_PROXIES or 0)
+    proxies = engine_settings.NUM_PROXIES
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR") or ""
     if proxies <= 0 or not forwarded:
         return remote

@@ -298,7 +298,7 @@ def _convert(document: Document, run: str, rule: IngestionRule, data: bytes,
 
 
 def _batch_size() -> int:
-    return max(1, int(engine_settings.EMBEDDING_BATCH_SIZE))
+    return max(1, engine_settings.EMBEDDING_BATCH_SIZE)
 
 
 def _compact(vectors: Sequence[Sequence[float]]) -> list[Vector]:

@@ -29,7 +29,7 @@ def document_sweep() -> dict[str, int]:
     """
     now = timezone.now()
     stale_before = now - timezone.timedelta(seconds=engine_settings.INGESTION_HEARTBEAT_TIMEOUT)
-    max_attempts = int(engine_settings.INGESTION_MAX_ATTEMPTS)
+    max_attempts = engine_settings.INGESTION_MAX_ATTEMPTS
     counts = {"requeued": 0, "failed": 0, "timed_out": 0, "skipped": 0}
     for document in Document.objects.filter(status=DocumentStatus.PROCESSING).only("pk", "converter_state",
                                                                                   "heartbeat_at"):

@@ -34,7 +34,7 @@ def build_transcript(generation: Generation, *, max_chars: int | None = None) ->
     retrieved knowledge must not be extracted back into memory. Long transcripts keep
     their end (the latest turns).
     """
-    limit = int(max_chars or engine_settings.RULE_TRANSCRIPT_MAX_CHARS)
+    limit = max_chars or engine_settings.RULE_TRANSCRIPT_MAX_CHARS
     blocks = []
     messages = [*(generation.input_messages or []), {"role": "assistant", "content": generation.output}]
     for message in messages:
@@ -79,7 +79,7 @@ def coerce_facts(items: Iterable[Any]) -> tuple[list[Fact], int]:
             invalid += 1
         else:
             facts.append(fact)
-    cap = int(engine_settings.RULE_MAX_FACTS)
+    cap = engine_settings.RULE_MAX_FACTS
     if len(facts) > cap:
         logger.info("handler proposed %d facts; keeping the first %d", len(facts), cap)
     return facts[:cap], invalid

@@ -82,8 +82,8 @@ def rule_firing_sweep(*, now: datetime | None = None) -> dict[str, int]:
     record ``RULE_FIRING_STALLED`` instead. Runs as a django-q2 schedule
     (``memory_engine.tasks.rule_firing_sweep_task``)."""
     now = now or timezone.now()
-    stale_before = now - timedelta(seconds=float(engine_settings.RULE_FIRING_TIMEOUT))
-    max_attempts = int(engine_settings.RULE_FIRING_MAX_ATTEMPTS)
+    stale_before = now - timedelta(seconds=engine_settings.RULE_FIRING_TIMEOUT)
+    max_attempts = engine_settings.RULE_FIRING_MAX_ATTEMPTS
     counts = {"requeued": 0, "stalled": 0}
     # jsonpath over each generation's extraction: only generations with a pending firing match.
     candidates = Generation.objects.extra(
