@@ -119,9 +119,13 @@ class SearchParameterInvalid(MemoryEngineError):
 
     def __new__(cls, message: str | None = None, *, details: dict[str, Any] | None = None,
                 code: str | None = None) -> SearchParameterInvalid:
+        chosen: type[SearchParameterInvalid] = cls
         if code is not None and code != cls.code:
-            cls = next(sub for sub in SearchParameterInvalid.__subclasses__() if sub.code == code)
-        return super().__new__(cls)
+            found = [sub for sub in SearchParameterInvalid.__subclasses__() if sub.code == code]
+            if not found:
+                raise ValueError(f"No search parameter error has the code {code!r}.")
+            chosen = found[0]
+        return super().__new__(chosen)
 
     def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None,
                  code: str | None = None) -> None:
