@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import itertools
 from itertools import islice
 
-from memory_engine.exceptions import CodedError
+from memory_engine.exceptions import ChunkingError, ChunkSettingsInvalid, ChunkTooLarge
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -111,14 +111,6 @@ class ChunkSpec:
     page: int | None
 
 
-class ChunkingError(CodedError, ValueError):
-    """Chunking cannot proceed; ``code`` is stable.
-
-    ``CHUNK_SETTINGS_INVALID`` for settings :func:`chunk_pages` cannot use,
-    ``CHUNK_TOO_LARGE`` for a ``whole`` chunk over ``max_chars``.
-    """
-
-
 def clean_text(text: str) -> str:
     """Return ``text`` as something PostgreSQL can store.
 
@@ -146,34 +138,30 @@ def validate_chunk_settings(*, strategy: str, chunk_size: int, chunk_overlap: in
     """Raise :class:`ChunkingError` unless the settings can be used by :func:`chunk_pages`."""
     details = {"strategy": strategy, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap}
     if strategy not in CHUNK_STRATEGIES:
-        raise ChunkingError(
-            "CHUNK_SETTINGS_INVALID",
+        raise ChunkSettingsInvalid(
             f"Unknown chunk strategy {strategy!r}; use one of: {', '.join(CHUNK_STRATEGIES)}.",
-            details,
+            details=details,
         )
     # bool is an int subclass; True as a chunk size is a caller bug, not a size of 1.
     if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
-        raise ChunkingError(
-            "CHUNK_SETTINGS_INVALID",
+        raise ChunkSettingsInvalid(
             "chunk_size must be an integer of at least 1.",
-            details,
+            details=details,
         )
     if (
         not isinstance(chunk_overlap, int)
         or isinstance(chunk_overlap, bool)
         or not 0 <= chunk_overlap < chunk_size
     ):
-        raise ChunkingError(
-            "CHUNK_SETTINGS_INVALID",
+        raise ChunkSettingsInvalid(
             "chunk_overlap must be an integer with 0 <= chunk_overlap < chunk_size.",
-            details,
+            details=details,
         )
     if strategy == "size" and max_chars is not None and chunk_size > max_chars:
-        raise ChunkingError(
-            "CHUNK_SETTINGS_INVALID",
+        raise ChunkSettingsInvalid(
             f"chunk_size {chunk_size} (characters) is larger than the per-chunk cap of {max_chars} "
             "characters (MAX_CHUNK_CHARS); use a smaller chunk_size or raise MAX_CHUNK_CHARS.",
-            {**details, "max_chars": max_chars},
+            details={**details, "max_chars": max_chars},
         )
 
 
@@ -216,7 +204,7 @@ def iter_chunks(
     validate_chunk_settings(strategy=strategy, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
                             max_chars=max_chars)
     if max_chars is not None and max_chars < 1:
-        raise ChunkingError("CHUNK_SETTINGS_INVALID", "max_chars must be at least 1.", {"max_chars": max_chars})
+        raise ChunkSettingsInvalid("max_chars must be at least 1.", details={"max_chars": max_chars})
     cleaned = ((clean_text(page.text), page.number) for page in pages)
     texts = ((text, number) for text, number in cleaned if text.strip())
     if strategy in TOKEN_STRATEGIES:
@@ -240,11 +228,10 @@ def _whole(texts: list[tuple[str, int | None]], max_chars: int | None) -> Iterat
         return
     joined = PAGE_SEPARATOR.join(text.strip() for text, _ in texts)
     if max_chars is not None and len(joined) > max_chars:
-        raise ChunkingError(
-            "CHUNK_TOO_LARGE",
+        raise ChunkTooLarge(
             f"The whole document is {len(joined)} characters, more than the per-chunk cap of {max_chars} "
             "(MAX_CHUNK_CHARS); use the recursive strategy, or raise MAX_CHUNK_CHARS.",
-            {"chars": len(joined), "max_chars": max_chars, "strategy": "whole"},
+            details={"chars": len(joined), "max_chars": max_chars, "strategy": "whole"},
         )
     page = texts[0][1] if len(texts) == 1 else None
     yield ChunkSpec(text=joined, chunk_index=0, page=page)

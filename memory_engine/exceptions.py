@@ -1,26 +1,36 @@
-"""Domain errors, each with a stable machine-readable ``code``.
+"""Every error code of memory_engine, one exception class per code.
 
-They are raised by services and selectors and mapped to HTTP once, in
-``memory_engine.api.exceptions``.
+A class's ``code`` is the stable, documented string clients see (in an API answer, in
+``Document.error.code``, in ``Generation.extraction[rule_id].error.code``) and ``status_code``
+is the HTTP status the API answers it with. Raise sites pass a message that says what to
+do next (and ``details``); they never choose a code or a status. The API maps these
+errors to HTTP once, in :mod:`memory_engine.api.exceptions`.
+
+Some codes are only recorded on rows (a document's failure, a rule firing's error); their
+``status_code`` is the one they would be answered with. Classes that group codes (``NotFound``,
+``ExtractionError``, ...) let callers catch a family; a class that sets no ``code`` of its
+own only groups. docs/operations.md lists every code (checked by tests/test_error_codes.py).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 
-class CodedError(Exception):
-    """A failure inside a pure step (chunking, extraction, a converter) with a stable ``code``.
+class MemoryEngineError(Exception):
+    """Base class: ``code`` is stable and documented, ``message`` says what to do next.
 
-    Services turn it into a recorded document error or a MemoryEngineError; it carries
-    no HTTP status of its own.
+    ``ERROR`` is also the code of an error Django or DRF answers with a status no class names.
     """
 
-    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
-        self.code = code
-        self.message = message
+    code: ClassVar[str] = "ERROR"
+    status_code: ClassVar[int] = 400
+    default_message: ClassVar[str] = "The request could not be processed."
+
+    def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None) -> None:
+        self.message = message or self.default_message
         self.details = details or {}
-        super().__init__(message)
+        super().__init__(self.message)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
@@ -29,23 +39,7 @@ class CodedError(Exception):
         return {"code": self.code, "message": self.message, "details": self.details}
 
 
-class MemoryEngineError(Exception):
-    """Base class: ``code`` is stable and documented, ``message`` says what to do next."""
-
-    code = "MEMORY_ENGINE_ERROR"
-    status_code = 400
-    default_message = "The request could not be processed."
-
-    def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None,
-                 code: str | None = None) -> None:
-        self.message = message or self.default_message
-        self.details = details or {}
-        if code:
-            self.code = code
-        super().__init__(self.message)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "details": self.details}
+# --- 400: the request (or a configuration it sends) is wrong ------------------------------------
 
 
 class ValidationFailed(MemoryEngineError):
@@ -53,19 +47,31 @@ class ValidationFailed(MemoryEngineError):
     default_message = "The request is invalid."
 
 
-class NotAllowed(ValidationFailed):
-    """Configuration asking for more than its author is trusted with (memory_engine.guards);
-    ``code`` names the guard: CALLABLE_NOT_ALLOWED, CONVERTER_NOT_ALLOWED,
-    LLM_OVERRIDE_NOT_ALLOWED or URL_NOT_ALLOWED. Raised at configuration time (400) and
-    when a call is made (recorded on the rule firing or the document)."""
+class MalformedRequest(MemoryEngineError):
+    code = "MALFORMED_REQUEST"
+    default_message = "The request is malformed."
 
-    code = "NOT_ALLOWED"
-    default_message = "This configuration is not allowed; ask an operator."
+
+class JSONTooDeep(MemoryEngineError):
+    code = "JSON_TOO_DEEP"
+    default_message = "The JSON body is nested too deeply (MAX_JSON_DEPTH)."
+
+
+class InputInvalid(MemoryEngineError):
+    """Text the database cannot store (NUL characters) or values out of its range."""
+
+    code = "INPUT_INVALID"
+    default_message = "The request contains a value the database cannot store (e.g. a NUL character)."
 
 
 class ContentEmpty(MemoryEngineError):
     code = "CONTENT_EMPTY"
     default_message = "Memory content is empty; send a non-blank `content` string."
+
+
+class ContentInvalid(ValidationFailed):
+    code = "CONTENT_INVALID"
+    default_message = "`content` must be a string without NUL characters."
 
 
 class ContentTooLong(MemoryEngineError):
@@ -78,9 +84,233 @@ class ThresholdsInvalid(MemoryEngineError):
     default_message = "Thresholds must lie in [0, 1] with supersede_threshold <= duplicate_threshold."
 
 
+class ThresholdsNotAllowed(ValidationFailed):
+    code = "THRESHOLDS_NOT_ALLOWED"
+    default_message = "The write_memory tool writes on the store's thresholds only."
+
+
 class AboutRequired(MemoryEngineError):
     code = "ABOUT_REQUIRED"
     default_message = "This store requires an `about` key for this kind of memory."
+
+
+class ProjectRequired(MemoryEngineError):
+    code = "PROJECT_REQUIRED"
+    default_message = "Staff sessions must name a project with the X-Project-Id header or ?project_id=."
+
+
+class UnknownScope(MemoryEngineError):
+    """Ids that name no store/document of the caller's project (never says which exist elsewhere)."""
+
+    code = "UNKNOWN_SCOPE"
+    default_message = "Some memory_store_ids or document_ids do not exist in your project."
+
+
+class SearchParameterInvalid(MemoryEngineError):
+    """A search knob out of range; each knob has its own subclass (LIMIT_INVALID, ...).
+
+    Transitional: ``code=`` picks that subclass (``SearchParameterInvalid(..., code="LIMIT_INVALID")``
+    is a :class:`LimitInvalid`) for the search module, which still names knobs by code; new code
+    raises the subclass itself.
+    """
+
+    code = "SEARCH_PARAMETER_INVALID"
+    default_message = "A search parameter is out of range."
+
+    def __new__(cls, message: str | None = None, *, details: dict[str, Any] | None = None,
+                code: str | None = None) -> SearchParameterInvalid:
+        chosen: type[SearchParameterInvalid] = cls
+        if code is not None and code != cls.code:
+            found = [sub for sub in SearchParameterInvalid.__subclasses__() if sub.code == code]
+            if not found:
+                raise ValueError(f"No search parameter error has the code {code!r}.")
+            chosen = found[0]
+        return super().__new__(chosen)
+
+    def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None,
+                 code: str | None = None) -> None:
+        super().__init__(message, details=details)
+
+
+class LimitInvalid(SearchParameterInvalid):
+    code = "LIMIT_INVALID"
+    default_message = "`limit` is out of range."
+
+
+class MinSimilarityInvalid(SearchParameterInvalid):
+    code = "MIN_SIMILARITY_INVALID"
+    default_message = "`min_similarity` is out of range."
+
+
+class RRFKInvalid(SearchParameterInvalid):
+    code = "RRF_K_INVALID"
+    default_message = "`rrf_k` is out of range."
+
+
+class HalfLifeInvalid(SearchParameterInvalid):
+    code = "HALF_LIFE_INVALID"
+    default_message = "`recency_half_life_days` is out of range."
+
+
+class TagFilterTooLarge(ValidationFailed):
+    code = "TAG_FILTER_TOO_LARGE"
+    default_message = "The tags filter names more keys than MAX_TAG_FILTER_KEYS."
+
+
+class KnowledgeConfigInvalid(ValidationFailed):
+    code = "KNOWLEDGE_CONFIG_INVALID"
+    default_message = "The agent's knowledge configuration has unknown or malformed keys."
+
+
+class ToolFormatInvalid(ValidationFailed):
+    code = "TOOL_FORMAT_INVALID"
+    default_message = "Unknown tool-schema `provider`."
+
+
+class NoWriteMemoryStore(ValidationFailed):
+    code = "NO_WRITE_MEMORY_STORE"
+    default_message = "The agent has no write memory store; set its write_memory_store_id first."
+
+
+class GenerationAgentMismatch(ValidationFailed):
+    code = "GENERATION_AGENT_MISMATCH"
+    default_message = "The generation belongs to another agent."
+
+
+class HandlerInvalid(ValidationFailed):
+    """A memory rule's handler type or configuration is wrong."""
+
+    code = "HANDLER_INVALID"
+    default_message = "The memory rule handler configuration is invalid."
+
+
+class NotAllowed(ValidationFailed):
+    """Configuration asking for more than its author is trusted with (memory_engine.guards).
+
+    Raised at configuration time (400) and when a call is made (recorded on the rule firing
+    or the document). Groups the four guards' codes below.
+    """
+
+    default_message = "This configuration is not allowed; ask an operator."
+
+
+class CallableNotAllowed(NotAllowed):
+    code = "CALLABLE_NOT_ALLOWED"
+    default_message = "The rule handler's callable is not under RULE_CALLABLE_PREFIXES; ask an operator."
+
+
+class ConverterNotAllowed(NotAllowed):
+    code = "CONVERTER_NOT_ALLOWED"
+    default_message = "The converter callable is not under CONVERTER_CALLABLE_PREFIXES; ask an operator."
+
+
+class LLMOverrideNotAllowed(NotAllowed):
+    code = "LLM_OVERRIDE_NOT_ALLOWED"
+    default_message = "Memory rules on this deployment may not change this setting of its language model."
+
+
+class URLNotAllowed(NotAllowed):
+    code = "URL_NOT_ALLOWED"
+    default_message = "The URL is not http(s) or leads to a private, loopback or link-local address."
+
+
+class PathInvalid(MemoryEngineError):
+    code = "PATH_INVALID"
+    default_message = "Document paths look like /folder/name.pdf: no `..`, backslashes or control characters."
+
+
+class IngestionRuleInvalid(MemoryEngineError):
+    code = "INGESTION_RULE_INVALID"
+    default_message = "The ingestion rule is invalid."
+
+
+class RuleExists(IngestionRuleInvalid):
+    code = "RULE_EXISTS"
+    default_message = "Another ingestion rule already handles this content type glob; edit it instead."
+
+
+class RuleAmbiguous(IngestionRuleInvalid):
+    code = "RULE_AMBIGUOUS"
+    default_message = "Another ingestion rule is exactly as specific and matches the same content types."
+
+
+class CallbackBodyInvalid(ValidationFailed):
+    code = "CALLBACK_BODY_INVALID"
+    default_message = "Send the pages: {\"pages\": [...]}."
+
+
+class LedgerImmutable(MemoryEngineError):
+    code = "LEDGER_IMMUTABLE"
+    default_message = "Memory assertions are append-only and cannot be changed or deleted."
+
+
+# --- 401 / 403: who is asking -------------------------------------------------------------------
+
+
+class AuthenticationRequired(MemoryEngineError):
+    code = "AUTHENTICATION_REQUIRED"
+    status_code = 401
+    default_message = "Authentication credentials were not provided."
+
+
+class AuthenticationFailed(MemoryEngineError):
+    code = "AUTHENTICATION_FAILED"
+    status_code = 401
+    default_message = "Incorrect authentication credentials."
+
+
+class PermissionDenied(MemoryEngineError):
+    code = "PERMISSION_DENIED"
+    status_code = 403
+    default_message = "You do not have permission to perform this action."
+
+
+class ReadOnlyKey(PermissionDenied):
+    code = "READ_ONLY_KEY"
+    default_message = "This API key is read-only; use a read-write key to change data."
+
+
+class ModelPermissionRequired(PermissionDenied):
+    code = "MODEL_PERMISSION_REQUIRED"
+    default_message = "Your user lacks the Django model permission this request needs (see details.missing)."
+
+
+class CallbackRejected(PermissionDenied):
+    """A signed converter URL (callback or file download) refused; groups the codes below."""
+
+    code = "CALLBACK_INVALID"
+    default_message = "The converter callback URL is invalid."
+
+
+class CallbackSignatureInvalid(CallbackRejected):
+    code = "CALLBACK_SIGNATURE_INVALID"
+    default_message = "The callback token or signature is missing or invalid."
+
+
+class DownloadSignatureInvalid(CallbackRejected):
+    code = "DOWNLOAD_SIGNATURE_INVALID"
+    default_message = "The download token is missing or invalid."
+
+
+class CallbackExpired(CallbackRejected):
+    code = "CALLBACK_EXPIRED"
+    status_code = 410
+    default_message = "The callback URL has expired; re-ingest the document."
+
+
+class DownloadExpired(CallbackRejected):
+    code = "DOWNLOAD_EXPIRED"
+    status_code = 410
+    default_message = "The download URL has expired."
+
+
+class CallbackUsed(CallbackRejected):
+    code = "CALLBACK_USED"
+    status_code = 409
+    default_message = "This callback URL was already used (or superseded by a newer ingestion)."
+
+
+# --- 404: no such row in the caller's project ---------------------------------------------------
 
 
 class NotFound(MemoryEngineError):
@@ -89,10 +319,44 @@ class NotFound(MemoryEngineError):
     default_message = "Not found."
 
 
-class UnknownMemoryStore(MemoryEngineError):
+class MemoryStoreNotFound(NotFound):
     code = "MEMORY_STORE_NOT_FOUND"
-    status_code = 404
     default_message = "No memory store with this id exists in your project."
+
+
+class AgentNotFound(NotFound):
+    code = "AGENT_NOT_FOUND"
+    default_message = "No agent with this id exists in your project."
+
+
+class GenerationNotFound(NotFound):
+    code = "GENERATION_NOT_FOUND"
+    default_message = "No generation with this id exists in your project."
+
+
+class RuleNotFound(NotFound):
+    code = "RULE_NOT_FOUND"
+    default_message = "No rule with this id exists in your project."
+
+
+class ProjectNotFound(NotFound):
+    code = "PROJECT_NOT_FOUND"
+    default_message = "No such project."
+
+
+# --- 405 / 406 / 409 / 413 / 415 / 429: the form of the request, or the state of the data -------
+
+
+class MethodNotAllowed(MemoryEngineError):
+    code = "METHOD_NOT_ALLOWED"
+    status_code = 405
+    default_message = "Method not allowed."
+
+
+class NotAcceptable(MemoryEngineError):
+    code = "NOT_ACCEPTABLE"
+    status_code = 406
+    default_message = "Could not satisfy the request Accept header; accept JSON."
 
 
 class Conflict(MemoryEngineError):
@@ -101,27 +365,63 @@ class Conflict(MemoryEngineError):
     default_message = "The request conflicts with existing data."
 
 
+class NameTaken(Conflict):
+    code = "NAME_TAKEN"
+    default_message = "This name is already taken in your project."
+
+
+class PathTaken(Conflict):
+    code = "PATH_TAKEN"
+    default_message = "A document with this path already exists in your project; choose another path or re-ingest it."
+
+
+class GenerationAlreadyCompleted(Conflict):
+    code = "GENERATION_ALREADY_COMPLETED"
+    default_message = "This generation is already completed."
+
+
+class RequestTooLarge(MemoryEngineError):
+    code = "REQUEST_TOO_LARGE"
+    status_code = 413
+    default_message = "The request body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE."
+
+
+class FileTooLarge(RequestTooLarge):
+    code = "FILE_TOO_LARGE"
+    default_message = "The file is larger than MAX_UPLOAD_BYTES."
+
+
+class UnsupportedMediaType(MemoryEngineError):
+    code = "UNSUPPORTED_MEDIA_TYPE"
+    status_code = 415
+    default_message = "The request's Content-Type is not accepted; send JSON or multipart."
+
+
 class QuotaExceeded(MemoryEngineError):
     code = "QUOTA_EXCEEDED"
     status_code = 429
     default_message = "The project's storage quota is exhausted; delete data or raise the quota."
 
 
-class ReadOnlyKey(MemoryEngineError):
-    code = "READ_ONLY_KEY"
-    status_code = 403
-    default_message = "This API key is read-only; use a read-write key to change data."
+class Throttled(MemoryEngineError):
+    code = "THROTTLED"
+    status_code = 429
+    default_message = "Request was throttled; retry after Retry-After seconds."
 
 
-class ModelPermissionRequired(MemoryEngineError):
-    code = "MODEL_PERMISSION_REQUIRED"
-    status_code = 403
-    default_message = "Your user lacks the Django model permission this request needs (see details.missing)."
+# --- 500 / 503: the server or a provider ----------------------------------------------------------
 
 
-class ProjectRequired(MemoryEngineError):
-    code = "PROJECT_REQUIRED"
-    default_message = "Staff sessions must name a project with the X-Project-Id header or ?project_id=."
+class ServerError(MemoryEngineError):
+    code = "SERVER_ERROR"
+    status_code = 500
+    default_message = "Internal server error."
+
+
+class DatabaseUnavailable(MemoryEngineError):
+    code = "DATABASE_UNAVAILABLE"
+    status_code = 503
+    default_message = "The database is unavailable; retry shortly."
 
 
 class EmbeddingNotConfigured(MemoryEngineError):
@@ -147,77 +447,161 @@ class EmbeddingMismatch(MemoryEngineError):
     )
 
 
-class DocumentError(MemoryEngineError):
-    """Documents and ingestion (the ``code`` is set per case: PATH_INVALID, EMPTY_FILE, ...)."""
+class LLMError(MemoryEngineError):
+    """A chat-completion call failed (recorded on rule firings and judge verdicts)."""
 
-    code = "DOCUMENT_ERROR"
-    default_message = "The document could not be accepted."
-
-
-class PathInvalid(DocumentError):
-    code = "PATH_INVALID"
-    default_message = "Document paths look like /folder/name.pdf: no `..`, backslashes or control characters."
+    code = "LLM_ERROR"
+    status_code = 503
+    default_message = "The language model call failed."
 
 
-class PathTaken(DocumentError):
-    code = "PATH_TAKEN"
-    status_code = 409
-    default_message = "A document with this path already exists in your project; choose another path or re-ingest it."
+class LLMNotConfigured(LLMError):
+    code = "LLM_NOT_CONFIGURED"
+    default_message = "No language model is configured; set MEMORY_ENGINE['LLM'] = {'BASE_URL': ..., 'MODEL': ...}."
 
 
-class FileTooLarge(DocumentError):
-    code = "FILE_TOO_LARGE"
-    status_code = 413
-    default_message = "The file is larger than MAX_UPLOAD_BYTES."
+class LLMTimeout(LLMError):
+    code = "LLM_TIMEOUT"
+    default_message = "The model endpoint timed out."
 
 
-class RequestTooLarge(MemoryEngineError):
-    code = "REQUEST_TOO_LARGE"
-    status_code = 413
-    default_message = "The request body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE."
+class LLMHTTPError(LLMError):
+    code = "LLM_HTTP_ERROR"
+    default_message = "The model endpoint failed."
 
 
-class JSONTooDeep(MemoryEngineError):
-    code = "JSON_TOO_DEEP"
-    default_message = "The JSON body is nested too deeply (MAX_JSON_DEPTH)."
+class LLMBadResponse(LLMError):
+    code = "LLM_BAD_RESPONSE"
+    default_message = "The model endpoint gave an unusable answer."
 
 
-class InputInvalid(MemoryEngineError):
-    """Text the database cannot store (NUL characters) or values out of its range."""
+class JudgeUnparseable(LLMError):
+    """Recorded in a memory assertion's ``details.judge.error_code``."""
 
-    code = "INPUT_INVALID"
-    default_message = "The request contains a value the database cannot store (e.g. a NUL character)."
+    code = "JUDGE_UNPARSEABLE"
+    default_message = "the judge's answer was neither yes nor no"
 
 
-class UnsupportedContentType(DocumentError):
+# --- recorded on a document: ingestion failures ---------------------------------------------------
+
+
+class ExtractionError(MemoryEngineError):
+    """A file that cannot be turned into pages (memory_engine.extraction); groups the codes below."""
+
+    default_message = "The file cannot be read."
+
+
+class EmptyFile(ExtractionError):
+    code = "EMPTY_FILE"
+    default_message = "The uploaded file is empty (0 bytes); upload the file again."
+
+
+class TextDecodeError(ExtractionError):
+    code = "TEXT_DECODE_ERROR"
+    default_message = "The file is neither UTF-8 nor plain Latin-1 text; re-save it as UTF-8 and upload it again."
+
+
+class UnsupportedContentType(ExtractionError):
     code = "UNSUPPORTED_CONTENT_TYPE"
     status_code = 415
     default_message = "There is no extractor for this content type; add an ingestion rule with a converter."
 
 
-class IngestionRuleInvalid(DocumentError):
-    code = "INGESTION_RULE_INVALID"
-    default_message = "The ingestion rule is invalid."
+class PDFEncrypted(ExtractionError):
+    code = "PDF_ENCRYPTED"
+    default_message = "The PDF is password-protected; upload it again with the `password` field set."
 
 
-class CallbackRejected(DocumentError):
-    code = "CALLBACK_INVALID"
-    status_code = 403
-    default_message = "The converter callback URL is invalid."
+class PDFDamaged(ExtractionError):
+    code = "PDF_DAMAGED"
+    default_message = "The PDF is damaged and could not be read."
 
 
-class LedgerImmutable(MemoryEngineError):
-    code = "LEDGER_IMMUTABLE"
-    default_message = "Memory assertions are append-only and cannot be changed or deleted."
+class PDFTooLarge(ExtractionError):
+    code = "PDF_TOO_LARGE"
+    default_message = "The PDF has more pages than MAX_PDF_PAGES; split it."
 
 
-class LLMError(MemoryEngineError):
-    """A chat-completion call failed; ``code`` is LLM_NOT_CONFIGURED, LLM_TIMEOUT,
-    LLM_HTTP_ERROR or LLM_BAD_RESPONSE."""
+class NoTextLayer(ExtractionError):
+    code = "NO_TEXT_LAYER"
+    default_message = "The PDF has no text layer (it is probably a scan); add an OCR converter rule."
 
-    code = "LLM_ERROR"
-    status_code = 503
-    default_message = "The language model call failed."
+
+class ChunkingError(MemoryEngineError, ValueError):
+    """Chunking cannot proceed (memory_engine.chunking); groups the codes below."""
+
+    default_message = "The document cannot be chunked."
+
+
+class ChunkSettingsInvalid(ChunkingError):
+    code = "CHUNK_SETTINGS_INVALID"
+    default_message = "The chunk strategy, size or overlap is out of range."
+
+
+class ChunkTooLarge(ChunkingError):
+    code = "CHUNK_TOO_LARGE"
+    default_message = "A `whole` chunk is longer than MAX_CHUNK_CHARS; use the recursive strategy."
+
+
+class ConverterError(MemoryEngineError):
+    """A converter failed or answered something unusable (memory_engine.providers.converters)."""
+
+    default_message = "The converter failed."
+
+
+class ConverterFailed(ConverterError):
+    code = "CONVERTER_FAILED"
+    default_message = "The converter failed or reported a failure."
+
+
+class ConverterTimeout(ConverterError):
+    code = "CONVERTER_TIMEOUT"
+    default_message = "The converter did not answer in time."
+
+
+class ConverterBadResponse(ConverterError):
+    code = "CONVERTER_BAD_RESPONSE"
+    default_message = "The converter answered an unexpected shape."
+
+
+class ConverterEmpty(ConverterError):
+    code = "CONVERTER_EMPTY"
+    default_message = "The converter returned no text; check the converter and re-ingest the document."
+
+
+class ConverterNotFound(ConverterError):
+    """Also answered (400) when an ingestion rule names a callable that cannot be imported."""
+
+    code = "CONVERTER_NOT_FOUND"
+    default_message = "The converter callable cannot be imported."
+
+
+class NoText(MemoryEngineError):
+    code = "NO_TEXT"
+    default_message = "No text was found in the document (every page is empty)."
+
+
+class TooManyChunks(MemoryEngineError):
+    code = "TOO_MANY_CHUNKS"
+    default_message = "The document makes more chunks than MAX_CHUNKS_PER_DOCUMENT."
+
+
+class FileMissing(MemoryEngineError):
+    code = "FILE_MISSING"
+    default_message = "The document has no stored file; upload it again."
+
+
+class IngestionStalled(MemoryEngineError):
+    code = "INGESTION_STALLED"
+    default_message = "The worker stopped responding repeatedly; check the worker logs, then re-ingest."
+
+
+class IngestionError(MemoryEngineError):
+    code = "INGESTION_ERROR"
+    default_message = "Ingestion stopped on an unexpected error; re-ingest it, and report it if it happens again."
+
+
+# --- recorded on a generation: memory rule firings ------------------------------------------------
 
 
 class RuleHandlerFailed(MemoryEngineError):
@@ -227,15 +611,53 @@ class RuleHandlerFailed(MemoryEngineError):
     default_message = "The memory rule handler failed."
 
 
-class UnknownScope(MemoryEngineError):
-    """Ids that name no store/document of the caller's project (never says which exist elsewhere)."""
-
-    code = "UNKNOWN_SCOPE"
-    default_message = "Some memory_store_ids or document_ids do not exist in your project."
+class HandlerTimeout(RuleHandlerFailed):
+    code = "HANDLER_TIMEOUT"
+    default_message = "The handler did not answer in time."
 
 
-class SearchParameterInvalid(MemoryEngineError):
-    """A search knob out of range; ``code`` names the knob (LIMIT_INVALID, RRF_K_INVALID, ...)."""
+class HandlerHTTPError(RuleHandlerFailed):
+    code = "HANDLER_HTTP_ERROR"
+    default_message = "The handler's endpoint failed."
 
-    code = "SEARCH_PARAMETER_INVALID"
-    default_message = "A search parameter is out of range."
+
+class HandlerBadResponse(RuleHandlerFailed):
+    code = "HANDLER_BAD_RESPONSE"
+    default_message = "The handler must answer a list of facts."
+
+
+class HandlerNotFound(RuleHandlerFailed):
+    code = "HANDLER_NOT_FOUND"
+    default_message = "The handler's callable cannot be imported."
+
+
+class UnparseableResponse(RuleHandlerFailed):
+    code = "UNPARSEABLE_RESPONSE"
+    default_message = "The model's answer holds no JSON array."
+
+
+class InvalidFacts(RuleHandlerFailed):
+    code = "INVALID_FACTS"
+    default_message = "Some items were not a string or {content, tags}."
+
+
+class WriteFailed(MemoryEngineError):
+    code = "WRITE_FAILED"
+    default_message = "Writing a fact failed."
+
+
+class RuleFiringStalled(MemoryEngineError):
+    code = "RULE_FIRING_STALLED"
+    default_message = "The worker running this rule stopped repeatedly without finishing."
+
+
+def error_classes() -> list[type[MemoryEngineError]]:
+    """Every class of this module, the base first (the codes are ``{cls.code for cls in ...}``)."""
+    found: list[type[MemoryEngineError]] = []
+    pending: list[type[MemoryEngineError]] = [MemoryEngineError]
+    while pending:
+        cls = pending.pop(0)
+        if cls not in found and cls.__module__ == __name__:
+            found.append(cls)
+            pending.extend(cls.__subclasses__())
+    return found

@@ -30,7 +30,16 @@ from pypdf import PasswordType, PdfReader
 from pypdf.errors import DependencyError, LimitReachedError, PyPdfError
 
 from memory_engine.chunking import Page, clean_text
-from memory_engine.exceptions import CodedError
+from memory_engine.exceptions import (
+    EmptyFile,
+    ExtractionError,
+    NoTextLayer,
+    PDFDamaged,
+    PDFEncrypted,
+    PDFTooLarge,
+    TextDecodeError,
+    UnsupportedContentType,
+)
 
 __all__ = [
     "NATIVE_CONTENT_TYPES",
@@ -87,12 +96,8 @@ _SNIFF_WINDOW = 1024
 _ALLOWED_CONTROLS = frozenset("\t\r\n")
 
 
-class ExtractionError(CodedError):
-    """A file that cannot be turned into pages; ``code`` is stable, ``message`` says what to do."""
-
-
 def _empty_file() -> ExtractionError:
-    return ExtractionError("EMPTY_FILE", "The uploaded file is empty (0 bytes); upload the file again.")
+    return EmptyFile("The uploaded file is empty (0 bytes); upload the file again.")
 
 
 def sniff_content_type(
@@ -180,25 +185,22 @@ def iter_pages(
     if content_type in (TEXT_PLAIN, TEXT_MARKDOWN):
         text = _decode_text(data, allow_latin1=True)
         if text is None:
-            raise ExtractionError(
-                "TEXT_DECODE_ERROR",
+            raise TextDecodeError(
                 "The file is neither UTF-8 nor plain Latin-1 text; re-save it as UTF-8 and upload it again.",
-                {"content_type": content_type},
+                details={"content_type": content_type},
             )
         text = clean_text(text)
         if not text.strip():
-            raise ExtractionError(
-                "EMPTY_FILE",
+            raise EmptyFile(
                 "The file contains only whitespace; there is no text to index.",
-                {"content_type": content_type, "bytes": len(data)},
+                details={"content_type": content_type, "bytes": len(data)},
             )
         yield Page(text=text, number=None)
         return
-    raise ExtractionError(
-        "UNSUPPORTED_CONTENT_TYPE",
+    raise UnsupportedContentType(
         f"There is no built-in extractor for {content_type or 'this file'}; "
         f"add an ingestion rule with a converter for {content_type or 'its content type'}.",
-        {"content_type": content_type},
+        details={"content_type": content_type},
     )
 
 
@@ -253,22 +255,20 @@ def _quiet_pypdf() -> Iterator[None]:
 
 
 def _damaged(exc: BaseException, *, stage: str, **details: Any) -> ExtractionError:
-    return ExtractionError(
-        "PDF_DAMAGED",
+    return PDFDamaged(
         "The PDF is damaged and could not be read; repair it (for example by printing it to a "
         "new PDF) and upload it again, or add an ingestion rule with a converter for application/pdf.",
-        {"stage": stage, "error": f"{type(exc).__name__}: {exc}"[:500], **details},
+        details={"stage": stage, "error": f"{type(exc).__name__}: {exc}"[:500], **details},
     )
 
 
 def _crypto_missing(exc: DependencyError) -> ExtractionError:
     # Not the user's fault and not fixable by a password: the server lacks the
     # AES implementation pypdf needs (the `cryptography` package).
-    return ExtractionError(
-        "PDF_ENCRYPTED",
+    return PDFEncrypted(
         "The PDF is AES-encrypted and this server cannot decrypt AES (the `cryptography` package "
         "is not installed); ask the operator to install it, or upload an unencrypted copy.",
-        {"reason": "decryption_unavailable", "error": str(exc)},
+        details={"reason": "decryption_unavailable", "error": str(exc)},
     )
 
 
@@ -297,9 +297,7 @@ def _iter_pdf(data: bytes, *, password: str | None, max_pages: int) -> Iterator[
         if page_count > max_pages:
             raise _too_large(max_pages=max_pages, pages=page_count)
         if page_count == 0:
-            raise ExtractionError(
-                "EMPTY_FILE", "The PDF has no pages; there is nothing to index.", {"pages": 0}
-            )
+            raise EmptyFile("The PDF has no pages; there is nothing to index.", details={"pages": 0})
 
         extracted = 0
         with_text = 0
@@ -325,11 +323,10 @@ def _iter_pdf(data: bytes, *, password: str | None, max_pages: int) -> Iterator[
     if not extracted:
         raise _damaged(failures[0][1], stage="extract_text", pages=page_count, failed_pages=len(failures))
     if not with_text:
-        raise ExtractionError(
-            "NO_TEXT_LAYER",
+        raise NoTextLayer(
             "The PDF has no text layer (it is probably a scan); add an ingestion rule with an "
             "OCR converter for application/pdf and ingest it again.",
-            {"pages": page_count, "failed_pages": len(failures)},
+            details={"pages": page_count, "failed_pages": len(failures)},
         )
 
 
@@ -345,15 +342,13 @@ def _decrypt(reader: PdfReader, password: str | None) -> None:
     if result != PasswordType.NOT_DECRYPTED:
         return
     if not password:
-        raise ExtractionError(
-            "PDF_ENCRYPTED",
+        raise PDFEncrypted(
             "The PDF is password-protected; upload it again with the `password` field set.",
-            {"reason": "password_required"},
+            details={"reason": "password_required"},
         )
-    raise ExtractionError(
-        "PDF_ENCRYPTED",
+    raise PDFEncrypted(
         "The password does not open this PDF; upload it again with the correct `password` field.",
-        {"reason": "wrong_password"},
+        details={"reason": "wrong_password"},
     )
 
 
@@ -366,8 +361,4 @@ def _too_large(*, max_pages: int, pages: int | None = None, error: str | None = 
         # pypdf refused to walk the page tree (too many entries or too deep).
         details["error"] = error
         message = "The PDF's page tree exceeds the processing limits"
-    return ExtractionError(
-        "PDF_TOO_LARGE",
-        f"{message}; split it into smaller files and upload them separately.",
-        details,
-    )
+    return PDFTooLarge(f"{message}; split it into smaller files and upload them separately.", details=details)

@@ -30,20 +30,23 @@ from typing import Any, Union
 from urllib.parse import urlsplit
 
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import NotAllowed
+from memory_engine.exceptions import (
+    CallableNotAllowed,
+    ConverterNotAllowed,
+    LLMOverrideNotAllowed,
+    NotAllowed,
+    URLNotAllowed,
+)
 
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
-URL_NOT_ALLOWED = "URL_NOT_ALLOWED"
-LLM_OVERRIDE_NOT_ALLOWED = "LLM_OVERRIDE_NOT_ALLOWED"
-
 # --- code ------------------------------------------------------------------------------------
 
-#: The prefix setting of each kind of callable, and the code of its refusal.
-CALLABLE_SETTINGS = {
-    "RULE_CALLABLE_PREFIXES": "CALLABLE_NOT_ALLOWED",
-    "CONVERTER_CALLABLE_PREFIXES": "CONVERTER_NOT_ALLOWED",
+#: The prefix setting of each kind of callable, and its refusal.
+CALLABLE_SETTINGS: dict[str, type[NotAllowed]] = {
+    "RULE_CALLABLE_PREFIXES": CallableNotAllowed,
+    "CONVERTER_CALLABLE_PREFIXES": ConverterNotAllowed,
 }
 
 
@@ -63,10 +66,10 @@ def check_callable_allowed(path: str, *, setting: str, trusted: bool = False) ->
     prefixes = getattr(engine_settings, setting)
     if trusted or callable_allowed(path, prefixes):
         return
-    raise NotAllowed(
+    raise CALLABLE_SETTINGS[setting](
         f"{path!r} is not under MEMORY_ENGINE[{setting!r}]; ask an operator to allow it, or a superuser "
         "to configure it in the admin.",
-        code=CALLABLE_SETTINGS[setting], details={"path": path, "allowed_prefixes": prefixes},
+        details={"path": path, "allowed_prefixes": prefixes},
     )
 
 
@@ -87,15 +90,15 @@ def llm_overrides(config: dict[str, Any]) -> set[str]:
 
 
 def check_llm_overrides(config: dict[str, Any]) -> None:
-    """Raise NotAllowed(LLM_OVERRIDE_NOT_ALLOWED) when the handler changes an LLM setting the
+    """Raise LLMOverrideNotAllowed when the handler changes an LLM setting the
     operator did not list in ``LLM_OVERRIDABLE``."""
     allowed = sorted(set(engine_settings.LLM_OVERRIDABLE))
     refused = sorted(llm_overrides(config) - set(allowed))
     if refused:
-        raise NotAllowed(
+        raise LLMOverrideNotAllowed(
             f"Memory rules on this deployment may not set {', '.join(refused)} of its language model "
             f"(MEMORY_ENGINE['LLM_OVERRIDABLE'] allows {', '.join(allowed) or 'nothing'}); ask an operator.",
-            code=LLM_OVERRIDE_NOT_ALLOWED, details={"refused": refused, "allowed": allowed},
+            details={"refused": refused, "allowed": allowed},
         )
 
 
@@ -162,12 +165,12 @@ def _embedded(address: IPAddress) -> list[IPAddress]:
     return found
 
 
-def _refused(reason: str, **details: Any) -> NotAllowed:
+def _refused(reason: str, **details: Any) -> URLNotAllowed:
     # The resolved addresses stay out of the message: a tenant must not map internal names.
-    return NotAllowed(
+    return URLNotAllowed(
         f"{reason} Calls configured through the API or the admin reach public http(s) addresses only, "
         "unless MEMORY_ENGINE['OUTBOUND_ALLOW'] lists the host or its network.",
-        code=URL_NOT_ALLOWED, details=details,
+        details=details,
     )
 
 
@@ -186,7 +189,7 @@ def _resolve(host: str, port: int) -> list[IPAddress]:
 
 
 def check_outbound_url(url: str) -> None:
-    """At configuration time: raise NotAllowed(URL_NOT_ALLOWED) for a non-http(s) URL or a host
+    """At configuration time: raise URLNotAllowed for a non-http(s) URL or a host
     that resolves to an address the policy refuses. A name that does not resolve (yet) passes:
     the address is checked again on every connection."""
     try:
@@ -208,7 +211,7 @@ def check_outbound_url(url: str) -> None:
 def allowed_addresses(host: str, port: int) -> list[str]:
     """At connection time: the addresses of ``host`` the policy allows, in resolver order.
 
-    Raises OSError when the name does not resolve and NotAllowed(URL_NOT_ALLOWED) when no
+    Raises OSError when the name does not resolve and URLNotAllowed when no
     address is allowed. The caller connects to these addresses only, so the address checked
     is the address used (a second lookup could answer differently).
     """

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory_engine.exceptions import ValidationFailed
+from memory_engine.exceptions import KnowledgeConfigInvalid, ValidationFailed
 
 __all__ = [
     "ARRAY_KEYS",
@@ -40,27 +40,26 @@ def normalize_knowledge_config(config: Any, *, field: str = "knowledge_config") 
         raise ValidationFailed(f"`{field}` must be a JSON object.", details={"field": field})
     unknown = sorted(set(config) - set(CONFIG_KEYS) - {"write_memory_store_id"})
     if unknown:
-        raise ValidationFailed(f"`{field}` has unknown keys: {', '.join(unknown)}.",
-                               code="KNOWLEDGE_CONFIG_INVALID", details={"unknown_keys": unknown})
+        raise KnowledgeConfigInvalid(f"`{field}` has unknown keys: {', '.join(unknown)}.",
+                                     details={"unknown_keys": unknown})
     out: dict[str, Any] = {}
     for key in ARRAY_KEYS:
         if config.get(key) is not None:
             value = config[key]
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise ValidationFailed(f"`{field}.{key}` must be a list of strings.",
-                                       code="KNOWLEDGE_CONFIG_INVALID", details={"key": key})
+                raise KnowledgeConfigInvalid(f"`{field}.{key}` must be a list of strings.", details={"key": key})
             out[key] = _unique(value)
     if config.get("tags") is not None:
         if not isinstance(config["tags"], dict):
-            raise ValidationFailed(f"`{field}.tags` must be a JSON object.", code="KNOWLEDGE_CONFIG_INVALID",
-                                   details={"key": "tags"})
+            raise KnowledgeConfigInvalid(f"`{field}.tags` must be a JSON object.",
+                                         details={"key": "tags"})
         out["tags"] = dict(config["tags"])
     for key in SCALAR_KEYS:
         if config.get(key) is not None:
             value = config[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValidationFailed(f"`{field}.{key}` must be a number.", code="KNOWLEDGE_CONFIG_INVALID",
-                                       details={"key": key})
+                raise KnowledgeConfigInvalid(f"`{field}.{key}` must be a number.",
+                                             details={"key": key})
             out[key] = value
     if config.get("write_memory_store_id") is not None:
         out["write_memory_store_id"] = config["write_memory_store_id"]

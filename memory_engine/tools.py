@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory_engine.exceptions import ValidationFailed
+from memory_engine.exceptions import ToolFormatInvalid, ValidationFailed
 from memory_engine.injection import render_knowledge_block
 from memory_engine.knowledge_config import normalize_knowledge_config, search_kwargs
 from memory_engine.models import Agent
@@ -74,8 +74,8 @@ def _shape(definition: dict[str, Any], fmt: str) -> dict[str, Any]:
 def agent_tool_definitions(agent: Agent, *, fmt: str = "openai") -> list[dict[str, Any]]:
     """The tools this agent may use, in the requested function-calling shape."""
     if fmt not in FORMATS:
-        raise ValidationFailed(f"`provider` must be one of {', '.join(FORMATS)}.", code="TOOL_FORMAT_INVALID",
-                               details={"provider": fmt})
+        raise ToolFormatInvalid(f"`provider` must be one of {', '.join(FORMATS)}.",
+                                details={"provider": fmt})
     definitions = [SEARCH_KNOWLEDGE]
     if agent.write_memory_store_id:
         definitions.append(WRITE_MEMORY)

@@ -18,6 +18,7 @@ from memory_engine.chunking import (
     estimate_tokens,
     iter_chunks,
 )
+from memory_engine.exceptions import ChunkSettingsInvalid
 
 
 def texts(chunks: list[ChunkSpec]) -> list[str]:
@@ -65,7 +66,8 @@ def test_unknown_strategy_is_rejected(strategy):
 
 
 def test_chunking_error_is_a_value_error_with_a_code():
-    error = ChunkingError("CHUNK_SETTINGS_INVALID", "bad")
+    error = ChunkSettingsInvalid("bad")
+    assert isinstance(error, ChunkingError)
     assert isinstance(error, ValueError)
     assert error.as_dict() == {"code": "CHUNK_SETTINGS_INVALID", "message": "bad", "details": {}}
 

@@ -23,6 +23,7 @@ from pypdf.errors import DependencyError, LimitReachedError, PdfReadError, PdfSt
 
 from memory_engine import extraction
 from memory_engine.chunking import Page
+from memory_engine.exceptions import EmptyFile, PDFDamaged
 from memory_engine.extraction import ExtractionError, extract_pages, sniff_content_type
 from tests.conftest import finishes_within
 from tests.corpus import corpus, corpus_path
@@ -548,10 +549,11 @@ def test_empty_data_is_empty_for_any_type(content_type):
 
 
 def test_extraction_error_shape():
-    error = ExtractionError("PDF_DAMAGED", "broken", {"stage": "open"})
+    error = PDFDamaged("broken", details={"stage": "open"})
     assert error.as_dict() == {"code": "PDF_DAMAGED", "message": "broken", "details": {"stage": "open"}}
     assert str(error) == "broken"
-    assert ExtractionError("EMPTY_FILE", "empty").details == {}
+    assert EmptyFile("empty").details == {}
+    assert isinstance(error, ExtractionError)
 
 
 # --- sniffing ------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from memory_engine.exceptions import MemoryEngineError
+from memory_engine.exceptions import LLMNotConfigured, MemoryEngineError
 from memory_engine.models import Generation, MemoryRule
 from memory_engine.redaction import SECRET_MASK, mask_handler_config, restore_masked_secrets
 from memory_engine.services.rules import enqueue_rule_firing, is_pending, matching_rule_ids, validate_rule_handler
@@ -111,13 +111,13 @@ class ExtractionErrorFilter(admin.SimpleListFilter):
     parameter_name = "rule_errors"
 
     def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
-        return [("yes", "With a rule error"), ("llm", "LLM_NOT_CONFIGURED")]
+        return [("yes", "With a rule error"), ("llm", LLMNotConfigured.code)]
 
     def queryset(self, request: Any, queryset: Any) -> Any:
         if self.value() == "yes":
             return queryset.filter(extraction__icontains='"code"')
         if self.value() == "llm":
-            return queryset.filter(extraction__icontains="LLM_NOT_CONFIGURED")
+            return queryset.filter(extraction__icontains=LLMNotConfigured.code)
         return queryset
 
 

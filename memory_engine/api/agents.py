@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_engine.exceptions import ValidationFailed
+from memory_engine.exceptions import AgentNotFound, ThresholdsNotAllowed
 from memory_engine.injection import inject_knowledge
 from memory_engine.models import Agent
 from memory_engine.services.agent_tools import agent_write_memory
@@ -82,8 +82,8 @@ class WriteMemoryToolSerializer(serializers.Serializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         given = sorted({"duplicate_threshold", "supersede_threshold"} & set(self.initial_data or {}))
         if given:
-            raise ValidationFailed("The write_memory tool writes on the store's thresholds only.",
-                                   code="THRESHOLDS_NOT_ALLOWED", details={"fields": given})
+            raise ThresholdsNotAllowed("The write_memory tool writes on the store's thresholds only.",
+                                       details={"fields": given})
         return attrs
 
 @extend_schema_view(
@@ -102,7 +102,7 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     filterset_fields: list[str] = []
     #: Set per action: reading context or running a search is allowed with read-only keys.
     read_only_key_allowed = False
-    not_found_code = "AGENT_NOT_FOUND"
+    not_found_error = AgentNotFound
     not_found_field = "agent_id"
 
     def get_queryset(self) -> QuerySet[Agent]:
@@ -177,7 +177,7 @@ class WriteMemoryToolView(ProjectScopedMixin, APIView):
     @extend_schema(request=WriteMemoryToolSerializer, responses=WRITE_RESPONSES)
     def post(self, request: Request, agent_id: str) -> Response:
         agent = project_object_or_404(Agent.objects.filter(project=self.project).select_related(
-            "write_memory_store"), agent_id, code="AGENT_NOT_FOUND", field="agent_id")
+            "write_memory_store"), agent_id, error=AgentNotFound, field="agent_id")
         serializer = WriteMemoryToolSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import FileTooLarge
+from memory_engine.exceptions import FileTooLarge, PathTaken, QuotaExceeded, UnsupportedContentType
 from memory_engine.models import Chunk, Document, IngestionRule
 from memory_engine.models.documents import ChunkStrategy
 from memory_engine.providers.converters.http import TOKEN_HEADER
@@ -35,7 +35,7 @@ from memory_engine.services.documents import (
 from memory_engine.services.ingestion_rules import FIELDS as RULE_FIELDS
 from memory_engine.services.ingestion_rules import ingestion_rule_save
 
-from .exceptions import ERRORS, ErrorSerializer
+from .exceptions import ERRORS, ErrorSerializer, error_responses
 from .fields import JSONObjectField, parse_tags_param
 from .limits import SafeJSONParser
 from .scoping import ProjectScopedMixin
@@ -199,10 +199,7 @@ def _answer(document: Document, *, ran_inline: bool) -> Response:
 CREATED = {
     202: OpenApiResponse(DocumentSerializer, description="Accepted; ingestion runs in a worker"),
     201: OpenApiResponse(DocumentSerializer, description="wait=true: ingested inline (ready or failed)"),
-    409: OpenApiResponse(ErrorSerializer, description="PATH_TAKEN"),
-    413: OpenApiResponse(ErrorSerializer, description="FILE_TOO_LARGE"),
-    415: OpenApiResponse(ErrorSerializer, description="UNSUPPORTED_CONTENT_TYPE"),
-    429: OpenApiResponse(ErrorSerializer, description="QUOTA_EXCEEDED"),
+    **error_responses(PathTaken, FileTooLarge, UnsupportedContentType, QuotaExceeded),
     **ERRORS,
 }
 

@@ -1,20 +1,41 @@
 """One mapping from errors to HTTP: ``{"code", "message", "details"}`` bodies, and
-``ERRORS``, how every view documents them in the OpenAPI schema."""
+``ERRORS``, how every view documents them in the OpenAPI schema.
+
+A :class:`~memory_engine.exceptions.MemoryEngineError` answers with its class's ``code`` and
+``status``. DRF's and Django's own exceptions, and database failures, are answered with the
+code of the memory_engine class that stands for them (``DRF_ERRORS`` and below)."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.db import DatabaseError, DataError, InterfaceError, OperationalError
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse
-from rest_framework import exceptions, serializers, status
+from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from memory_engine.exceptions import InputInvalid, JSONTooDeep, MemoryEngineError, RequestTooLarge
+from memory_engine.exceptions import (
+    AuthenticationFailed,
+    AuthenticationRequired,
+    DatabaseUnavailable,
+    InputInvalid,
+    JSONTooDeep,
+    MalformedRequest,
+    MemoryEngineError,
+    MethodNotAllowed,
+    NotAcceptable,
+    NotFound,
+    PermissionDenied,
+    RequestTooLarge,
+    Throttled,
+    UnsupportedMediaType,
+    ValidationFailed,
+)
 
 logger = logging.getLogger("memory_engine.api")
 
@@ -33,24 +54,46 @@ ERRORS = {
     404: OpenApiResponse(ErrorSerializer, description="Not found in your project"),
 }
 
-DRF_CODES: list[tuple[type[Exception], str]] = [
-    (exceptions.NotAuthenticated, "AUTHENTICATION_REQUIRED"),
-    (exceptions.AuthenticationFailed, "AUTHENTICATION_FAILED"),
-    (exceptions.PermissionDenied, "PERMISSION_DENIED"),
-    (exceptions.NotFound, "NOT_FOUND"),
-    (exceptions.MethodNotAllowed, "METHOD_NOT_ALLOWED"),
-    (exceptions.NotAcceptable, "NOT_ACCEPTABLE"),
-    (exceptions.UnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE"),
-    (exceptions.Throttled, "THROTTLED"),
-    (exceptions.ParseError, "MALFORMED_REQUEST"),
-    (exceptions.ValidationError, "VALIDATION_ERROR"),
+#: DRF's exceptions and the code each answers with. The status stays DRF's own: it answers
+#: NotAuthenticated with 403 instead of 401 when no authenticator names a WWW-Authenticate scheme.
+def error_responses(*errors: type[MemoryEngineError]) -> dict[int, OpenApiResponse]:
+    """OpenAPI answers naming the codes of ``errors``, by status (for ``extend_schema(responses=...)``)."""
+    codes: dict[int, list[str]] = {}
+    for error in errors:
+        codes.setdefault(error.status_code, []).append(error.code)
+    return {status: OpenApiResponse(ErrorSerializer, description=", ".join(names)) for status, names in codes.items()}
+
+
+DRF_ERRORS: list[tuple[type[exceptions.APIException], type[MemoryEngineError]]] = [
+    (exceptions.NotAuthenticated, AuthenticationRequired),
+    (exceptions.AuthenticationFailed, AuthenticationFailed),
+    (exceptions.PermissionDenied, PermissionDenied),
+    (exceptions.NotFound, NotFound),
+    (exceptions.MethodNotAllowed, MethodNotAllowed),
+    (exceptions.NotAcceptable, NotAcceptable),
+    (exceptions.UnsupportedMediaType, UnsupportedMediaType),
+    (exceptions.Throttled, Throttled),
+    (exceptions.ParseError, MalformedRequest),
+    (exceptions.ValidationError, ValidationFailed),
 ]
+
+
+def drf_error_code(exc: exceptions.APIException) -> str:
+    """The code a DRF exception answers with (``ERROR`` for one the table does not name)."""
+    return next((error.code for cls, error in DRF_ERRORS if isinstance(exc, cls)), MemoryEngineError.code)
 
 
 def error_response(code: str, message: str, http_status: int, details: Any = None,
                    headers: dict[str, str] | None = None) -> Response:
     return Response({"code": code, "message": message, "details": details or {}}, status=http_status,
                     headers=headers)
+
+
+def engine_error_response(exc: MemoryEngineError, headers: dict[str, str] | None = None) -> Response:
+    """The answer to ``exc``: its class's code and status; 429 and 503 say when to retry."""
+    if headers is None and exc.status_code in (429, 503):
+        headers = {"Retry-After": "5"}
+    return error_response(exc.code, exc.message, exc.status_code, exc.details, headers)
 
 
 def _message(detail: Any) -> str:
@@ -74,14 +117,13 @@ def database_reason(exc: BaseException) -> str:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, MemoryEngineError):
-        headers = {"Retry-After": "5"} if exc.status_code in (429, 503) else None
-        return error_response(exc.code, exc.message, exc.status_code, exc.details, headers)
+        return engine_error_response(exc)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound("Not found.")
-    elif isinstance(exc, PermissionDenied):
+    elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
     if isinstance(exc, exceptions.APIException):
-        code = next((c for cls, c in DRF_CODES if isinstance(exc, cls)), "ERROR")
+        code = drf_error_code(exc)
         headers: dict[str, str] = {}
         if getattr(exc, "auth_header", None):
             headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
@@ -91,27 +133,21 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             return error_response(code, _message(exc.detail), exc.status_code, {"fields": exc.detail})
         return error_response(code, _message(exc.detail), exc.status_code, None, headers or None)
     if isinstance(exc, RequestDataTooBig):
-        exc = RequestTooLarge()
-        return error_response(exc.code, exc.message, exc.status_code)
+        return engine_error_response(RequestTooLarge())
     if isinstance(exc, SuspiciousOperation):  # too many form fields or files, a malformed multipart body
-        return error_response("MALFORMED_REQUEST", str(exc) or "The request is malformed.", 400)
+        return engine_error_response(MalformedRequest(str(exc) or None))
     if isinstance(exc, RecursionError):  # a parser or validator met absurdly nested input
-        exc = JSONTooDeep()
-        return error_response(exc.code, exc.message, exc.status_code)
+        return engine_error_response(JSONTooDeep())
     if isinstance(exc, DataError) or (isinstance(exc, ValueError) and "NUL" in str(exc)):
         # PostgreSQL refused a value (NUL characters, out-of-range numbers): the input's fault.
         logger.info("input refused by the database: %s", exc.__class__.__name__)
         set_rollback()  # with ATOMIC_REQUESTS the failed transaction must not be committed
-        exc = InputInvalid()
-        return error_response(exc.code, exc.message, exc.status_code)
+        return engine_error_response(InputInvalid())
     if isinstance(exc, (OperationalError, InterfaceError)):
         # The database's own words ("too many clients already", "the database system is
         # shutting down", ...) say what to fix; they name no secret.
         logger.warning("database unavailable: %s: %s", exc.__class__.__name__, database_reason(exc))
-        return error_response(
-            "DATABASE_UNAVAILABLE", "The database is unavailable; retry shortly.",
-            status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "2"},
-        )
+        return engine_error_response(DatabaseUnavailable(), headers={"Retry-After": "2"})
     if isinstance(exc, DatabaseError):
         logger.exception("database error")
         return None

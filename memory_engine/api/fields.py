@@ -8,7 +8,7 @@ from typing import Any
 from rest_framework import serializers
 
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import ValidationFailed
+from memory_engine.exceptions import TagFilterTooLarge, ValidationFailed
 from memory_engine.jsonobject import parse_json_object
 from memory_engine.text import contains_nul
 
@@ -30,8 +30,8 @@ def check_tag_filter(tags: dict[str, Any]) -> dict[str, Any]:
     """A ``tags`` filter has at most MAX_TAG_FILTER_KEYS keys (400 TAG_FILTER_TOO_LARGE)."""
     limit = engine_settings.MAX_TAG_FILTER_KEYS
     if len(tags) > limit:
-        raise ValidationFailed(f"A tags filter may name at most {limit} keys; this one names {len(tags)}.",
-                               code="TAG_FILTER_TOO_LARGE", details={"keys": len(tags), "max_keys": limit})
+        raise TagFilterTooLarge(f"A tags filter may name at most {limit} keys; this one names {len(tags)}.",
+                                details={"keys": len(tags), "max_keys": limit})
     return tags
 
 

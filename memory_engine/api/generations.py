@@ -12,6 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from memory_engine.exceptions import AgentNotFound, GenerationNotFound, RuleNotFound
 from memory_engine.models import Agent, Generation, MemoryAssertion, MemoryRule
 from memory_engine.models.agents import GenerationStatus
 from memory_engine.services.generations import complete_generation, record_generation
@@ -85,14 +86,14 @@ class GenerationViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         agent = project_object_or_404(Agent.objects.filter(project=self.project), data["agent_id"],
-                                      code="AGENT_NOT_FOUND", field="agent_id")
+                                      error=AgentNotFound, field="agent_id")
         initiator = rule = None
         if data.get("initiator_id"):
             initiator = project_object_or_404(Generation.objects.filter(project=self.project), data["initiator_id"],
-                                              code="GENERATION_NOT_FOUND", field="initiator_id")
+                                              error=GenerationNotFound, field="initiator_id")
         if data.get("started_by_rule_id"):
             rule = project_object_or_404(MemoryRule.objects.filter(store__project=self.project),
-                                         data["started_by_rule_id"], code="RULE_NOT_FOUND", field="started_by_rule_id")
+                                         data["started_by_rule_id"], error=RuleNotFound, field="started_by_rule_id")
         generation = record_generation(
             agent=agent, input_messages=data["input_messages"], output=data.get("output"),
             status=data["status"], initiator=initiator, started_by_rule=rule,

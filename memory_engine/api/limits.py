@@ -26,7 +26,17 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from rest_framework.parsers import JSONParser
 
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import FileTooLarge, JSONTooDeep, RequestTooLarge
+from memory_engine.exceptions import (
+    FileTooLarge,
+    JSONTooDeep,
+    MalformedRequest,
+    MemoryEngineError,
+    MethodNotAllowed,
+    NotFound,
+    PermissionDenied,
+    RequestTooLarge,
+    ServerError,
+)
 
 API_PREFIX_SETTING = "API_PATH_PREFIXES"
 
@@ -84,9 +94,12 @@ def check_request_size(request: HttpRequest) -> None:
     raise RequestTooLarge(f"The request body is {length} bytes; the limit is {limit} bytes.", details=details)
 
 
-#: Codes for errors Django answers itself (an unmatched URL, a CSRF failure, a crash).
-HTML_ERROR_CODES = {400: "MALFORMED_REQUEST", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-                    405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE", 500: "SERVER_ERROR"}
+#: The code of each error Django answers itself as HTML (an unmatched URL, a CSRF failure, a
+#: crash); another status answers ``ERROR``. The status stays Django's.
+HTML_ERRORS: dict[int, type[MemoryEngineError]] = {
+    400: MalformedRequest, 403: PermissionDenied, 404: NotFound, 405: MethodNotAllowed, 413: RequestTooLarge,
+    500: ServerError,
+}
 
 
 class ApiGuardMiddleware:
@@ -107,12 +120,12 @@ class ApiGuardMiddleware:
             return self.get_response(request)
         try:
             check_request_size(request)
-        except (RequestTooLarge, FileTooLarge) as exc:
+        except RequestTooLarge as exc:  # FILE_TOO_LARGE too
             return JsonResponse(exc.as_dict(), status=exc.status_code)
         response = self.get_response(request)
         content_type = response.get("Content-Type", "")
         if response.status_code >= 400 and content_type.startswith("text/html"):
-            code = HTML_ERROR_CODES.get(response.status_code, "ERROR")
+            code = HTML_ERRORS.get(response.status_code, MemoryEngineError).code
             message = response.reason_phrase or "Error"
             response = JsonResponse({"code": code, "message": f"{message}.", "details": {}},
                                     status=response.status_code)

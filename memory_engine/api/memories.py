@@ -15,7 +15,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_engine.exceptions import UnknownMemoryStore, ValidationFailed
+from memory_engine.exceptions import MemoryStoreNotFound, ValidationFailed
 from memory_engine.models import Memory, MemoryAssertion, MemoryStore
 from memory_engine.models.memories import Mechanism
 from memory_engine.services.memory_write import WriteResult, memory_forget, memory_write
@@ -271,7 +271,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         store = project_object_or_404(MemoryStore.objects.filter(project=self.project), data["memory_store_id"],
-                                      code=UnknownMemoryStore.code, field="memory_store_id")
+                                      error=MemoryStoreNotFound, field="memory_store_id")
         result = memory_write(
             store=store,
             content=data["content"],

@@ -10,7 +10,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_engine.exceptions import UnknownMemoryStore
+from memory_engine.exceptions import MemoryStoreNotFound
 from memory_engine.models import MemoryRule, MemoryStore
 from memory_engine.redaction import mask_handler_config
 from memory_engine.services.rules import memory_rule_create, memory_rule_update
@@ -94,7 +94,7 @@ class MemoryRuleViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
     @property
     def store(self) -> MemoryStore:
         return project_object_or_404(MemoryStore.objects.filter(project=self.project), self.kwargs["store_id"],
-                                     code=UnknownMemoryStore.code, field="memory_store_id")
+                                     error=MemoryStoreNotFound, field="memory_store_id")
 
     def get_queryset(self) -> QuerySet[MemoryRule]:
         return (

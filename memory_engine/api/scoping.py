@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Model, QuerySet
 from rest_framework.parsers import FormParser, MultiPartParser
 
-from memory_engine.exceptions import NotFound, ProjectRequired
+from memory_engine.exceptions import NotFound, ProjectNotFound, ProjectRequired
 from memory_engine.models import ApiKey, Project
 
 from .limits import SafeJSONParser, check_request_size
@@ -33,7 +33,7 @@ def request_project(request: Any) -> Project:
             projects = projects.filter(members=request.user)
         project = projects.filter(pk=project_id).first()
         if project is None:
-            raise NotFound("No such project.", code="PROJECT_NOT_FOUND")
+            raise ProjectNotFound("No such project.")
     request._memory_engine_project = project
     return project
 
@@ -45,12 +45,12 @@ def request_principal(request: Any) -> str:
     return f"user:{request.user.get_username()}"
 
 
-def project_object_or_404(queryset: QuerySet[M], pk: Any, *, code: str = NotFound.code,
+def project_object_or_404(queryset: QuerySet[M], pk: Any, *, error: type[NotFound] = NotFound,
                           field: str = "id") -> M:
     """The row ``pk`` of a queryset already limited to the caller's project, else a 404.
 
     An id of another project answers exactly like an id that never existed. A specific
-    ``code`` (``AGENT_NOT_FOUND``, ...) names the kind of row in the message and echoes the
+    ``error`` (``AgentNotFound``, ...) names the kind of row in its message and echoes the
     id under ``details[field]``; the default is the plain ``NOT_FOUND``.
     """
     try:
@@ -59,10 +59,9 @@ def project_object_or_404(queryset: QuerySet[M], pk: Any, *, code: str = NotFoun
         row = None
     if row is not None:
         return row
-    if code == NotFound.code:
+    if error is NotFound:
         raise NotFound()
-    noun = code.removesuffix("_NOT_FOUND").lower().replace("_", " ")
-    raise NotFound(f"No {noun} with this id exists in your project.", code=code, details={field: pk})
+    raise error(details={field: pk})
 
 
 class ProjectScopedMixin:
@@ -75,7 +74,7 @@ class ProjectScopedMixin:
     #: not say it (memory_engine.api.permissions); settable per action with @action(...).
     session_permissions: list[str] | None = None
     #: The 404 of a detail route for an id not in the caller's project (see project_object_or_404).
-    not_found_code = NotFound.code
+    not_found_error: type[NotFound] = NotFound
     not_found_field = "id"
 
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
@@ -95,6 +94,6 @@ class ProjectScopedMixin:
         queryset = self.filter_queryset(self.get_queryset())  # type: ignore[attr-defined]
         lookup = self.lookup_url_kwarg or self.lookup_field  # type: ignore[attr-defined]
         row = project_object_or_404(queryset, self.kwargs[lookup],  # type: ignore[attr-defined]
-                                    code=self.not_found_code, field=self.not_found_field)
+                                    error=self.not_found_error, field=self.not_found_field)
         self.check_object_permissions(self.request, row)  # type: ignore[attr-defined]
         return row

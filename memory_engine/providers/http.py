@@ -161,7 +161,7 @@ def post_json(
     HTTP_MAX_SECONDS); answers over HTTP_MAX_RESPONSE_BYTES are refused. Retries connection
     errors, timeouts and 408/429/5xx with exponential backoff; 4xx answers are not retried,
     redirects are not followed. Raises ProviderHTTPError with a message fit for an operator
-    (no credentials, query strings or header values), and NotAllowed(URL_NOT_ALLOWED), without
+    (no credentials, query strings or header values), and URLNotAllowed, without
     retrying, when ``guarded`` and the host has no address the outbound guard allows. Pass
     ``guarded=False`` only for URLs from the deployment's own settings.
     """

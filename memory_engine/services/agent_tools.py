@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory_engine.exceptions import NotFound, ValidationFailed
+from memory_engine.exceptions import GenerationAgentMismatch, GenerationNotFound, NoWriteMemoryStore
 from memory_engine.models import Agent, Generation
 from memory_engine.models.memories import Mechanism, SourceType
 from memory_engine.services.memory_write import WriteResult, memory_write
@@ -26,18 +26,18 @@ def agent_write_memory(
     one of this agent's generations."""
     store = agent.write_memory_store
     if store is None or store.project_id != agent.project_id:
-        raise ValidationFailed(
+        raise NoWriteMemoryStore(
             f"Agent {agent.name} has no write memory store; set its write_memory_store_id first.",
-            code="NO_WRITE_MEMORY_STORE", details={"agent_id": agent.pk},
+            details={"agent_id": agent.pk},
         )
     if generation_id:
         generation = Generation.objects.filter(pk=generation_id, project_id=agent.project_id).first()
         if generation is None:
-            raise NotFound("No generation with this id exists in your project.", code="GENERATION_NOT_FOUND",
-                           details={"generation_id": generation_id})
+            raise GenerationNotFound("No generation with this id exists in your project.",
+                                     details={"generation_id": generation_id})
         if generation.agent_id != agent.pk:
-            raise ValidationFailed("The generation belongs to another agent.", code="GENERATION_AGENT_MISMATCH",
-                                   details={"generation_id": generation_id, "agent_id": agent.pk})
+            raise GenerationAgentMismatch("The generation belongs to another agent.",
+                                          details={"generation_id": generation_id, "agent_id": agent.pk})
     return memory_write(
         store=store,
         content=content,

@@ -12,7 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from memory_engine.exceptions import Conflict, ValidationFailed
+from memory_engine.exceptions import GenerationAlreadyCompleted, GenerationNotFound, RuleNotFound, ValidationFailed
 from memory_engine.models import Agent, Generation, MemoryRule
 from memory_engine.models.agents import GenerationStatus
 from memory_engine.signals import generation_completed
@@ -53,9 +53,9 @@ def record_generation(
     never fires rules.
     """
     if initiator is not None and initiator.project_id != agent.project_id:
-        raise ValidationFailed("The initiator belongs to another project.", code="GENERATION_NOT_FOUND")
+        raise GenerationNotFound("The initiator belongs to another project.")
     if started_by_rule is not None and started_by_rule.store.project_id != agent.project_id:
-        raise ValidationFailed("The rule belongs to another project.", code="RULE_NOT_FOUND")
+        raise RuleNotFound("The rule belongs to another project.")
     generation = Generation.objects.create(
         project_id=agent.project_id,
         agent=agent,
@@ -86,8 +86,8 @@ def complete_generation(
     # A conditional UPDATE: of two concurrent completions exactly one wins.
     updated = Generation.objects.filter(pk=generation.pk, status=GenerationStatus.RUNNING).update(**values)
     if not updated:
-        raise Conflict("This generation is already completed.", code="GENERATION_ALREADY_COMPLETED",
-                       details={"generation_id": generation.pk})
+        raise GenerationAlreadyCompleted("This generation is already completed.",
+                                         details={"generation_id": generation.pk})
     for name, value in values.items():
         setattr(generation, name, value)
     generation_id = generation.pk

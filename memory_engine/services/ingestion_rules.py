@@ -15,13 +15,12 @@ from typing import Any
 
 from django.db import transaction
 
-from memory_engine.chunking import ChunkingError, validate_chunk_settings
+from memory_engine.chunking import validate_chunk_settings
 from memory_engine.conf import engine_settings
 from memory_engine.db import lock_project_documents
-from memory_engine.exceptions import IngestionRuleInvalid
+from memory_engine.exceptions import IngestionRuleInvalid, RuleAmbiguous, RuleExists
 from memory_engine.guards import check_callable_allowed, check_outbound_url
 from memory_engine.models import IngestionRule, Project
-from memory_engine.providers.converters import ConverterError
 from memory_engine.providers.converters.callable import load_callable
 
 _GLOB = re.compile(r"^[a-z0-9!#$&^_.+\-*?]+/[a-z0-9!#$&^_.+\-*?]+$|^\*$")
@@ -73,8 +72,9 @@ def _invalid(message: str, **details: Any) -> IngestionRuleInvalid:
 
 
 def validate_rule(rule: IngestionRule, *, trusted: bool = False) -> None:
-    """Raise IngestionRuleInvalid (400) with a message naming the field to fix, or NotAllowed
-    (400) when the rule as a whole — the stored row merged with the change — names a callable
+    """Raise IngestionRuleInvalid (400: RULE_EXISTS, RULE_AMBIGUOUS, or INGESTION_RULE_INVALID with
+    a message naming the field to fix), CONVERTER_NOT_FOUND or CHUNK_SETTINGS_INVALID (400), or
+    NotAllowed (400) when the rule as a whole — the stored row merged with the change — names a callable
     outside ``CONVERTER_CALLABLE_PREFIXES`` (only superusers, ``trusted``, may) or a URL the
     outbound guard refuses (memory_engine.guards)."""
     glob = rule.content_type_glob = (rule.content_type_glob or "").strip().lower()
@@ -84,10 +84,7 @@ def validate_rule(rule: IngestionRule, *, trusted: bool = False) -> None:
     if rule.converter_type == IngestionRule.ConverterType.CALLABLE:
         # Before importing: importing a module runs its code.
         check_callable_allowed(rule.converter_path, setting="CONVERTER_CALLABLE_PREFIXES", trusted=trusted)
-        try:
-            load_callable(rule.converter_path)
-        except ConverterError as exc:
-            raise IngestionRuleInvalid(exc.message, code="CONVERTER_NOT_FOUND", details=exc.details) from exc
+        load_callable(rule.converter_path)  # 400 CONVERTER_NOT_FOUND
     elif rule.converter_type == IngestionRule.ConverterType.HTTP:
         if not re.match(r"^https?://", rule.converter_url or ""):
             raise _invalid("An http converter needs converter_url (http:// or https://).")
@@ -101,25 +98,21 @@ def validate_rule(rule: IngestionRule, *, trusted: bool = False) -> None:
     if not 0 < float(rule.converter_timeout) <= 3600:
         raise _invalid("converter_timeout must be in (0, 3600] seconds.", converter_timeout=rule.converter_timeout)
     if rule.chunk_strategy or rule.chunk_size is not None or rule.chunk_overlap is not None:
-        try:
-            validate_chunk_settings(strategy=rule.chunk_strategy or "size", chunk_size=rule.chunk_size or 1000,
-                                    chunk_overlap=rule.chunk_overlap if rule.chunk_overlap is not None else
-                                    min(200, (rule.chunk_size or 1000) - 1),
-                                    max_chars=engine_settings.MAX_CHUNK_CHARS)
-        except ChunkingError as exc:
-            raise IngestionRuleInvalid(exc.message, code=exc.code, details=exc.details) from exc
+        validate_chunk_settings(strategy=rule.chunk_strategy or "size", chunk_size=rule.chunk_size or 1000,
+                                chunk_overlap=rule.chunk_overlap if rule.chunk_overlap is not None else
+                                min(200, (rule.chunk_size or 1000) - 1),
+                                max_chars=engine_settings.MAX_CHUNK_CHARS)  # 400 CHUNK_SETTINGS_INVALID
     others = IngestionRule.objects.filter(project_id=rule.project_id).exclude(pk=rule.pk)
     for other in others:
         if other.content_type_glob == glob:
-            raise IngestionRuleInvalid(f"Rule {other.pk} already handles {glob}; edit it instead.",
-                                       code="RULE_EXISTS", details={"conflicts_with": other.pk})
+            raise RuleExists(f"Rule {other.pk} already handles {glob}; edit it instead.",
+                             details={"conflicts_with": other.pk})
         if glob_specificity(other.content_type_glob) == glob_specificity(glob) and globs_overlap(
             other.content_type_glob, glob
         ):
-            raise IngestionRuleInvalid(
+            raise RuleAmbiguous(
                 f"{glob} is exactly as specific as rule {other.pk} ({other.content_type_glob}) and both can "
                 "match the same content type, so neither would clearly win; make one glob more specific.",
-                code="RULE_AMBIGUOUS",
                 details={"conflicts_with": other.pk, "content_type_glob": other.content_type_glob},
             )
 

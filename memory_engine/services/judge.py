@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import LLMError
+from memory_engine.exceptions import JudgeUnparseable, LLMError
 from memory_engine.providers.llm import LLMProvider, get_llm_provider
 
 PROMPT = (
@@ -68,7 +68,7 @@ class SameFactJudge:
         match = _ANSWER.search(answer or "")
         if match is None:
             return JudgeVerdict(same_fact=None, similarity=similarity, answer=(answer or "")[:200],
-                                error="the judge's answer was neither yes nor no", error_code="JUDGE_UNPARSEABLE")
+                                error=JudgeUnparseable.default_message, error_code=JudgeUnparseable.code)
         return JudgeVerdict(same_fact=match.group(1).lower() in ("yes", "true"), similarity=similarity,
                             answer=answer.strip()[:200])
 

@@ -27,6 +27,7 @@ from memory_engine.details import changed_details
 from memory_engine.exceptions import (
     AboutRequired,
     ContentEmpty,
+    ContentInvalid,
     ContentTooLong,
     QuotaExceeded,
     ThresholdsInvalid,
@@ -106,8 +107,7 @@ def validate_content(text: Any) -> str:
     if not isinstance(text, str):
         raise ValidationFailed("`content` must be a string.", details={"field": "content"})
     if contains_nul(text):
-        raise ValidationFailed("`content` must not contain NUL characters.", details={"field": "content"},
-                               code="CONTENT_INVALID")
+        raise ContentInvalid("`content` must not contain NUL characters.", details={"field": "content"})
     normalized = normalize_text(text)
     if not normalized:
         raise ContentEmpty()

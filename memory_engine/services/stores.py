@@ -8,7 +8,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import QuerySet
 
-from memory_engine.exceptions import Conflict, ValidationFailed
+from memory_engine.exceptions import NameTaken, ValidationFailed
 from memory_engine.models import MemoryStore, Project
 
 from .documents import stored_files_delete_on_commit
@@ -23,7 +23,7 @@ def check_name_free(rows: QuerySet[Any], name: str | None, *, label: str) -> Non
     """409 NAME_TAKEN when one of ``rows`` (a project's stores, agents, ... without the row
     being saved) already has ``name``; ``label`` starts the message ("A memory store")."""
     if name and rows.filter(name=name).exists():
-        raise Conflict(f"{label} named {name!r} already exists.", code="NAME_TAKEN", details={"name": name})
+        raise NameTaken(f"{label} named {name!r} already exists.", details={"name": name})
 
 
 def validate_memory_store(store: MemoryStore) -> None:

@@ -17,15 +17,11 @@ from typing import Any
 
 from memory_engine.chunking import Page, clean_text
 from memory_engine.conf import resolve_provider
-from memory_engine.exceptions import CodedError
+from memory_engine.exceptions import ConverterBadResponse, ConverterError, ConverterFailed
 
 __all__ = ["ConverterError", "ConverterRequest", "ConverterResult", "parse_pages", "run_converter"]
 
 MAX_CONVERTER_PAGES = 100_000
-
-
-class ConverterError(CodedError):
-    """The converter failed or answered something unusable; ``code`` is stable."""
 
 
 @dataclass
@@ -52,14 +48,13 @@ class ConverterResult:
 def parse_pages(answer: Any, *, source: str) -> list[Page]:
     """``["text", {"text": "...", "page": 2}, ...]`` -> pages (numbered from 1 when not given)."""
     if not isinstance(answer, list):
-        raise ConverterError(
-            "CONVERTER_BAD_RESPONSE",
+        raise ConverterBadResponse(
             f"The converter {source} must answer a list of pages (strings or {{\"text\", \"page\"}} objects).",
-            {"got": type(answer).__name__},
+            details={"got": type(answer).__name__},
         )
     if len(answer) > MAX_CONVERTER_PAGES:
-        raise ConverterError("CONVERTER_BAD_RESPONSE", f"The converter {source} answered too many pages.",
-                             {"pages": len(answer), "max": MAX_CONVERTER_PAGES})
+        raise ConverterBadResponse(f"The converter {source} answered too many pages.",
+                                   details={"pages": len(answer), "max": MAX_CONVERTER_PAGES})
     pages: list[Page] = []
     for position, item in enumerate(answer, start=1):
         if isinstance(item, str):
@@ -67,14 +62,12 @@ def parse_pages(answer: Any, *, source: str) -> list[Page]:
         elif isinstance(item, dict) and isinstance(item.get("text"), str):
             text, number = item["text"], item.get("page", position)
             if number is not None and (not isinstance(number, int) or isinstance(number, bool) or number < 1):
-                raise ConverterError("CONVERTER_BAD_RESPONSE",
-                                     f"The converter {source} gave page {number!r}; pages are integers >= 1.",
-                                     {"index": position - 1})
+                raise ConverterBadResponse(f"The converter {source} gave page {number!r}; pages are integers >= 1.",
+                                           details={"index": position - 1})
         else:
-            raise ConverterError(
-                "CONVERTER_BAD_RESPONSE",
+            raise ConverterBadResponse(
                 f"Page {position} from the converter {source} is neither a string nor {{\"text\": ...}}.",
-                {"index": position - 1},
+                details={"index": position - 1},
             )
         pages.append(Page(text=clean_text(text), number=number))
     return pages
@@ -88,8 +81,8 @@ def parse_answer(answer: Any, *, source: str) -> ConverterResult:
         if "pages" in answer:
             return ConverterResult(pages=parse_pages(answer["pages"], source=source))
         if answer.get("status") == "failed" or "error" in answer:
-            raise ConverterError("CONVERTER_FAILED", f"The converter {source} reported a failure.",
-                                 {"error": str(answer.get("error", ""))[:500]})
+            raise ConverterFailed(f"The converter {source} reported a failure.",
+                                  details={"error": str(answer.get("error", ""))[:500]})
     return ConverterResult(pages=parse_pages(answer, source=source))
 
 

@@ -14,17 +14,19 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from . import ConverterError, ConverterRequest, ConverterResult, parse_answer
+from memory_engine.exceptions import ConverterError, ConverterFailed, ConverterNotFound, ConverterTimeout
+
+from . import ConverterRequest, ConverterResult, parse_answer
 
 
 def load_callable(path: str) -> Any:
     try:
         function = import_string(path)
     except ImportError as exc:
-        raise ConverterError("CONVERTER_NOT_FOUND", f"Cannot import the converter {path!r}: {exc}",
-                             {"converter_path": path}) from exc
+        raise ConverterNotFound(f"Cannot import the converter {path!r}: {exc}",
+                                details={"converter_path": path}) from exc
     if not callable(function):
-        raise ConverterError("CONVERTER_NOT_FOUND", f"{path!r} is not callable.", {"converter_path": path})
+        raise ConverterNotFound(f"{path!r} is not callable.", details={"converter_path": path})
     return function
 
 
@@ -44,11 +46,11 @@ def run_callable_converter(rule: Any, request: ConverterRequest) -> ConverterRes
     try:
         answer = outcome.result(timeout=rule.converter_timeout)
     except concurrent.futures.TimeoutError:
-        raise ConverterError("CONVERTER_TIMEOUT", f"The converter {source} did not answer within "
-                             f"{rule.converter_timeout:g}s.", {"timeout": rule.converter_timeout}) from None
+        raise ConverterTimeout(f"The converter {source} did not answer within {rule.converter_timeout:g}s.",
+                               details={"timeout": rule.converter_timeout}) from None
     except ConverterError:
         raise
     except Exception as exc:
-        raise ConverterError("CONVERTER_FAILED", f"The converter {source} raised {type(exc).__name__}: {exc}"[:500],
-                             {"error": type(exc).__name__}) from exc
+        raise ConverterFailed(f"The converter {source} raised {type(exc).__name__}: {exc}"[:500],
+                              details={"error": type(exc).__name__}) from exc
     return parse_answer(answer, source=source)

@@ -22,11 +22,11 @@ import time
 from typing import Any
 
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import NotAllowed
+from memory_engine.exceptions import ConverterFailed, ConverterTimeout
 from memory_engine.providers.http import ProviderHTTPError, post_json
 from memory_engine.providers.signing import SIGNATURE_HEADER, sign_body
 
-from . import ConverterError, ConverterRequest, ConverterResult, parse_answer
+from . import ConverterRequest, ConverterResult, parse_answer
 
 #: Carries the signed token of a callback or download URL.
 TOKEN_HEADER = "X-Memory-Engine-Token"
@@ -56,8 +56,7 @@ def run_http_converter(rule: Any, request: ConverterRequest) -> ConverterResult:
         answer = post_json(rule.converter_url, payload, content=body, headers=headers,
                            timeout=rule.converter_timeout, retries=engine_settings.HTTP_RETRIES)
     except ProviderHTTPError as exc:
-        code = "CONVERTER_TIMEOUT" if "timed out" in str(exc) else "CONVERTER_FAILED"
-        raise ConverterError(code, f"The HTTP converter failed: {exc}", {"status": exc.status}) from exc
-    except NotAllowed as exc:  # the outbound guard (URL_NOT_ALLOWED): recorded on the document
-        raise ConverterError(exc.code, exc.message, exc.details) from exc
+        # The outbound guard's URLNotAllowed passes through: the pipeline records it on the document.
+        error = ConverterTimeout if "timed out" in str(exc) else ConverterFailed
+        raise error(f"The HTTP converter failed: {exc}", details={"status": exc.status}) from exc
     return parse_answer(answer, source=rule.converter_url)

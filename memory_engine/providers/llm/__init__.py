@@ -5,7 +5,8 @@ Covers OpenAI, Ollama's ``/v1``, vLLM, llama.cpp server and LiteLLM. Configured 
 default) means no model is configured and :func:`get_llm_provider` answers ``None``.
 
 Used by the built-in memory rule extractor and the same-fact judge. Calls are
-tool-less; every failure is raised as :class:`LLMError` with a stable ``code``.
+tool-less; every failure is raised as an :class:`LLMError` (LLM_NOT_CONFIGURED, LLM_TIMEOUT,
+LLM_HTTP_ERROR or LLM_BAD_RESPONSE).
 """
 
 from __future__ import annotations
@@ -13,16 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import LLMError
+from memory_engine.exceptions import LLMBadResponse, LLMError, LLMHTTPError, LLMNotConfigured, LLMTimeout
 from memory_engine.providers.http import ProviderHTTPError, post_json
 from memory_engine.text import content_text
 
 __all__ = ["LLMError", "LLMProvider", "get_llm_provider", "require_llm_provider"]
-
-LLM_NOT_CONFIGURED = "LLM_NOT_CONFIGURED"
-LLM_TIMEOUT = "LLM_TIMEOUT"
-LLM_HTTP_ERROR = "LLM_HTTP_ERROR"
-LLM_BAD_RESPONSE = "LLM_BAD_RESPONSE"
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -56,8 +52,7 @@ class LLMProvider:
         """The assistant message's text for ``messages`` (OpenAI chat format)."""
         chosen = model or self.model
         if not chosen:
-            raise LLMError("No model named: set MEMORY_ENGINE['LLM']['MODEL'] or the rule's `model`.",
-                           code=LLM_NOT_CONFIGURED)
+            raise LLMNotConfigured("No model named: set MEMORY_ENGINE['LLM']['MODEL'] or the rule's `model`.")
         payload: dict[str, Any] = {"model": chosen, "messages": messages, "temperature": temperature,
                                    "stream": False}
         if max_tokens is not None:
@@ -69,12 +64,12 @@ class LLMProvider:
                                guarded=self.guarded)
         except ProviderHTTPError as exc:
             if exc.status is not None and exc.status < 400:
-                raise LLMError(f"The model endpoint gave an unusable answer: {exc}", code=LLM_BAD_RESPONSE,
-                               details={"url": self.url}) from exc
+                raise LLMBadResponse(f"The model endpoint gave an unusable answer: {exc}",
+                                     details={"url": self.url}) from exc
             timed_out = exc.status is None and "timed out" in str(exc)
-            raise LLMError(
+            error = LLMTimeout if timed_out else LLMHTTPError
+            raise error(
                 f"The model endpoint {'timed out' if timed_out else 'failed'}: {exc}",
-                code=LLM_TIMEOUT if timed_out else LLM_HTTP_ERROR,
                 details={"url": self.url, "status": exc.status},
             ) from exc
         return _message_text(answer, self.url)
@@ -87,13 +82,12 @@ def _message_text(answer: Any, url: str) -> str:
     try:
         content = answer["choices"][0]["message"]["content"]
     except (KeyError, IndexError, TypeError):
-        raise LLMError("The model endpoint's answer has no choices[0].message.content.",
-                       code=LLM_BAD_RESPONSE, details={"url": url}) from None
+        raise LLMBadResponse("The model endpoint's answer has no choices[0].message.content.",
+                             details={"url": url}) from None
     if isinstance(content, list):  # some servers answer content parts
         content = content_text(content, separator="")
     if not isinstance(content, str):
-        raise LLMError("The model endpoint answered a non-text message.", code=LLM_BAD_RESPONSE,
-                       details={"url": url})
+        raise LLMBadResponse("The model endpoint answered a non-text message.", details={"url": url})
     return content
 
 
@@ -129,11 +123,10 @@ def get_llm_provider(overrides: dict[str, Any] | None = None) -> LLMProvider | N
 
 
 def require_llm_provider(overrides: dict[str, Any] | None = None) -> LLMProvider:
-    """Like :func:`get_llm_provider`, raising ``LLMError(LLM_NOT_CONFIGURED)`` instead of ``None``."""
+    """Like :func:`get_llm_provider`, raising ``LLMNotConfigured`` instead of ``None``."""
     provider = get_llm_provider(overrides)
     if provider is None:
-        raise LLMError(
-            "No language model is configured; set MEMORY_ENGINE['LLM'] = {'BASE_URL': ..., 'MODEL': ...}.",
-            code=LLM_NOT_CONFIGURED,
+        raise LLMNotConfigured(
+            "No language model is configured; set MEMORY_ENGINE['LLM'] = {'BASE_URL': ..., 'MODEL': ...}."
         )
     return provider

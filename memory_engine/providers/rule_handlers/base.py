@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 from urllib.parse import urlparse
 
-from memory_engine.exceptions import ValidationFailed
+from memory_engine.exceptions import HandlerInvalid
 from memory_engine.guards import check_outbound_url
 from memory_engine.models import Generation, MemoryRule
 
@@ -54,7 +54,7 @@ class RuleHandler:
 
     def validate_config(self, config: dict[str, Any], *, trusted: bool) -> dict[str, Any]:
         """Check the type's own keys of a (generically checked) configuration and return it,
-        possibly normalised; raise 400 HANDLER_INVALID (``ValidationFailed``) otherwise."""
+        possibly normalised; raise ``HandlerInvalid`` (400) otherwise."""
         return config
 
     def __repr__(self) -> str:
@@ -65,5 +65,5 @@ def validate_url(url: Any, *, field: str) -> None:
     """An http(s) URL that passes the outbound guard (400 HANDLER_INVALID / URL_NOT_ALLOWED)."""
     parsed = urlparse(url if isinstance(url, str) else "")
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ValidationFailed(f"`{field}` must be an http(s) URL.", code="HANDLER_INVALID", details={"field": field})
+        raise HandlerInvalid(f"`{field}` must be an http(s) URL.", details={"field": field})
     check_outbound_url(url)

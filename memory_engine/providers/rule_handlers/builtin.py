@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memory_engine.exceptions import RuleHandlerFailed, ValidationFailed
+from memory_engine.exceptions import HandlerInvalid, UnparseableResponse
 from memory_engine.guards import check_llm_overrides
 from memory_engine.models import Generation, MemoryRule
 from memory_engine.providers.llm import require_llm_provider
@@ -33,15 +33,14 @@ def parse_fact_array(text: str) -> list[Any]:
     """The JSON array between the first ``[`` and the last ``]`` of a model reply."""
     start, end = text.find("["), text.rfind("]")
     if start < 0 or end < start:
-        raise RuleHandlerFailed("The model's answer holds no JSON array.", code="UNPARSEABLE_RESPONSE",
-                                details={"answer": text[:200]})
+        raise UnparseableResponse("The model's answer holds no JSON array.", details={"answer": text[:200]})
     try:
         value = json.loads(text[start:end + 1])
     except ValueError:
-        raise RuleHandlerFailed("The model's answer is not a valid JSON array.", code="UNPARSEABLE_RESPONSE",
-                                details={"answer": text[:200]}) from None
+        raise UnparseableResponse("The model's answer is not a valid JSON array.",
+                                  details={"answer": text[:200]}) from None
     if not isinstance(value, list):
-        raise RuleHandlerFailed("The model's answer is not a JSON array.", code="UNPARSEABLE_RESPONSE")
+        raise UnparseableResponse("The model's answer is not a JSON array.")
     return value
 
 
@@ -71,8 +70,8 @@ class BuiltinHandler(RuleHandler):
         if "provider" in config:
             provider = config["provider"]
             if not isinstance(provider, dict) or set(map(str.upper, provider)) - PROVIDER_KEYS:
-                raise ValidationFailed("`provider` must be an object with BASE_URL, API_KEY, MODEL, TIMEOUT, "
-                                       "RETRIES.", code="HANDLER_INVALID", details={"field": "provider"})
+                raise HandlerInvalid("`provider` must be an object with BASE_URL, API_KEY, MODEL, TIMEOUT, "
+                                     "RETRIES.", details={"field": "provider"})
             config["provider"] = {k.upper(): v for k, v in provider.items()}
         check_llm_overrides(config)
         base_url = (config.get("provider") or {}).get("BASE_URL")

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from memory_engine.exceptions import RuleHandlerFailed, ValidationFailed
+from memory_engine.exceptions import HandlerBadResponse, HandlerInvalid, HandlerNotFound
 from memory_engine.guards import check_callable_allowed
 from memory_engine.models import Generation, MemoryRule
 
@@ -25,27 +25,25 @@ class CallableHandler(RuleHandler):
         try:
             fn = import_string(path)
         except ImportError as exc:
-            raise RuleHandlerFailed(f"Cannot import {path!r}: {exc}", code="HANDLER_NOT_FOUND") from exc
+            raise HandlerNotFound(f"Cannot import {path!r}: {exc}") from exc
         result = fn(transcript, rule, generation)
         if isinstance(result, dict):
             result = result.get("facts")
         if result is None:
             return []
         if not isinstance(result, (list, tuple)):
-            raise RuleHandlerFailed("The callable must return a list of facts.", code="HANDLER_BAD_RESPONSE")
+            raise HandlerBadResponse("The callable must return a list of facts.")
         return list(result)
 
     def validate_config(self, config: dict[str, Any], *, trusted: bool) -> dict[str, Any]:
         path = config.get("path", "")
         if not path:
-            raise ValidationFailed("A callable handler needs `path`.", code="HANDLER_INVALID",
-                                   details={"field": "path"})
+            raise HandlerInvalid("A callable handler needs `path`.", details={"field": "path"})
         check_callable_allowed(path, setting="RULE_CALLABLE_PREFIXES", trusted=trusted)  # before importing
         try:
             fn = import_string(path)
         except ImportError as exc:
-            raise ValidationFailed(f"Cannot import {path!r}.", code="HANDLER_INVALID",
-                                   details={"path": path}) from exc
+            raise HandlerInvalid(f"Cannot import {path!r}.", details={"path": path}) from exc
         if not callable(fn):
-            raise ValidationFailed(f"{path!r} is not callable.", code="HANDLER_INVALID", details={"path": path})
+            raise HandlerInvalid(f"{path!r} is not callable.", details={"path": path})
         return config

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import RuleHandlerFailed
+from memory_engine.exceptions import HandlerBadResponse, HandlerHTTPError, HandlerTimeout
 from memory_engine.models import Generation, MemoryRule
 from memory_engine.providers.http import ProviderHTTPError, post_json
 from memory_engine.providers.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_body
@@ -62,11 +62,11 @@ class HttpHandler(RuleHandler):
             answer = post_json(url, {}, content=body, headers=headers, timeout=timeout, retries=retries)
         except ProviderHTTPError as exc:
             timed_out = exc.status is None and "timed out" in str(exc)
-            raise RuleHandlerFailed(str(exc), code="HANDLER_TIMEOUT" if timed_out else "HANDLER_HTTP_ERROR",
-                                    details={"status": exc.status}) from exc
+            error = HandlerTimeout if timed_out else HandlerHTTPError
+            raise error(str(exc), details={"status": exc.status}) from exc
         facts = answer.get("facts") if isinstance(answer, dict) else answer
         if not isinstance(facts, list):
-            raise RuleHandlerFailed('The handler must answer {"facts": [...]}.', code="HANDLER_BAD_RESPONSE")
+            raise HandlerBadResponse('The handler must answer {"facts": [...]}.')
         return facts
 
     def validate_config(self, config: dict[str, Any], *, trusted: bool) -> dict[str, Any]:

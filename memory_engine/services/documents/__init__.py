@@ -52,20 +52,19 @@ from .intake import (
     project_document_bytes,
     stored_files_delete_on_commit,
 )
-from .pipeline import CONVERTER_FALLBACK_CODES, document_ingest
-from .runs import PERSISTENT_STATE, IngestionFailure
+from .pipeline import CONVERTER_FALLBACK_ERRORS, document_ingest
+from .runs import PERSISTENT_STATE
 from .sweep import document_sweep
 
 __all__ = [
     "CALLBACK_SALT",
     "CHUNK_REQUEST_KEYS",
-    "CONVERTER_FALLBACK_CODES",
+    "CONVERTER_FALLBACK_ERRORS",
     "DEFAULT_CHUNK_OVERLAP",
     "DEFAULT_CHUNK_SIZE",
     "DOWNLOAD_SALT",
     "PERSISTENT_STATE",
     "RECURSIVE_CONTENT_TYPES",
-    "IngestionFailure",
     "Upload",
     "chunking_label",
     "converter_callback",

@@ -7,10 +7,18 @@ import json
 from django.db import transaction
 from django.utils import timezone
 
-from memory_engine.exceptions import CallbackRejected, NotFound, ValidationFailed
+from memory_engine.exceptions import (
+    CallbackBodyInvalid,
+    CallbackExpired,
+    CallbackSignatureInvalid,
+    CallbackUsed,
+    ConverterError,
+    ConverterFailed,
+    NotFound,
+)
 from memory_engine.models import Document
 from memory_engine.models.documents import DocumentStatus
-from memory_engine.providers.converters import ConverterError, parse_answer
+from memory_engine.providers.converters import parse_answer
 from memory_engine.providers.signing import signature_matches
 from memory_engine.queue import enqueue_document_ingest_on_commit
 
@@ -26,7 +34,8 @@ def converter_callback(*, document_id: str, token: str, body: bytes, signature: 
     On success the document goes back to ``pending`` and a worker finishes it.
     """
     grant = verified_grant(token, salt=CALLBACK_SALT, document_id=document_id, what="callback",
-                            when_expired="re-ingest the document to ask the converter again")
+                            when_expired="re-ingest the document to ask the converter again",
+                            invalid=CallbackSignatureInvalid, expired=CallbackExpired)
     with transaction.atomic():
         document = Document.objects.select_for_update().filter(pk=document_id).first()
         if document is None:
@@ -34,31 +43,26 @@ def converter_callback(*, document_id: str, token: str, body: bytes, signature: 
         state = dict(document.converter_state or {})
         callback = dict(state.get("callback") or {})
         if callback.get("nonce") != grant.get("n") or callback.get("used"):
-            error = CallbackRejected("This callback URL was already used (or superseded by a newer ingestion).",
-                                     code="CALLBACK_USED")
-            error.status_code = 409
-            raise error
+            raise CallbackUsed("This callback URL was already used (or superseded by a newer ingestion).")
         rule = document.ingestion_rule
         if rule is not None and rule.converter_secret and not signature_matches(rule.converter_secret, body,
                                                                                   signature):
-            raise CallbackRejected("The X-Memory-Engine-Signature header does not match the body.",
-                                   code="CALLBACK_SIGNATURE_INVALID")
+            raise CallbackSignatureInvalid("The X-Memory-Engine-Signature header does not match the body.")
         try:
             result = parse_answer(json.loads(body or b"null"), source="callback")
         except ValueError as exc:
-            raise ValidationFailed("The body is not JSON; send {\"pages\": [...]}.",
-                                   code="CALLBACK_BODY_INVALID") from exc
-        except ConverterError as exc:
-            if exc.code != "CONVERTER_FAILED":
-                raise ValidationFailed(exc.message, code="CALLBACK_BODY_INVALID", details=exc.details) from exc
+            raise CallbackBodyInvalid("The body is not JSON; send {\"pages\": [...]}.") from exc
+        except ConverterFailed as exc:  # the converter reports its own failure: recorded on the document
             state["callback"] = {**callback, "used": True}
             document.converter_state = state
             document.save(update_fields=["converter_state", "updated_at"])
-            fail_ingestion(document_id, state.get("run"), exc.code, exc.message, exc.details)
+            fail_ingestion(document_id, state.get("run"), exc)
             document.refresh_from_db()
             return document
+        except ConverterError as exc:
+            raise CallbackBodyInvalid(exc.message, details=exc.details) from exc
         if result.pending:
-            raise ValidationFailed("Send the pages: {\"pages\": [...]}.", code="CALLBACK_BODY_INVALID")
+            raise CallbackBodyInvalid("Send the pages: {\"pages\": [...]}.")
         callback["used"] = True
         state["callback"] = callback
         state["delivered_pages"] = [{"text": page.text, "page": page.number} for page in result.pages]

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory_engine.chunking import TOKEN_STRATEGIES, ChunkingError, validate_chunk_settings
+from memory_engine.chunking import TOKEN_STRATEGIES, validate_chunk_settings
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import ValidationFailed
 from memory_engine.models import IngestionRule
 from memory_engine.models.documents import ChunkStrategy
 
@@ -43,11 +42,8 @@ def resolve_chunking(*, requested: dict[str, Any], rule: IngestionRule | None,
     if overlap is None:
         # The default overlap; a smaller chunk keeps a fifth of itself as overlap.
         overlap = min(engine_settings.CHUNK_OVERLAP_TOKENS if in_tokens else DEFAULT_CHUNK_OVERLAP, size // 5)
-    try:
-        validate_chunk_settings(strategy=strategy, chunk_size=size, chunk_overlap=overlap,
-                                max_chars=engine_settings.MAX_CHUNK_CHARS)
-    except ChunkingError as exc:
-        raise ValidationFailed(exc.message, code=exc.code, details=exc.details) from exc
+    validate_chunk_settings(strategy=strategy, chunk_size=size, chunk_overlap=overlap,
+                            max_chars=engine_settings.MAX_CHUNK_CHARS)  # 400 CHUNK_SETTINGS_INVALID
     return strategy, size, overlap
 
 

@@ -15,10 +15,14 @@ from django.core import signing
 from django.urls import NoReverseMatch, reverse
 
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import CallbackRejected, NotFound
+from memory_engine.exceptions import (
+    CallbackRejected,
+    DownloadExpired,
+    DownloadSignatureInvalid,
+    NotFound,
+    PDFEncrypted,
+)
 from memory_engine.models import Document
-
-from .runs import IngestionFailure
 
 CALLBACK_SALT = "memory_engine.documents.converter-callback"
 DOWNLOAD_SALT = "memory_engine.documents.download"
@@ -41,9 +45,9 @@ def open_password(document: Document) -> str | None:
         return _fernet().decrypt(sealed.encode()).decode()
     except InvalidToken:
         # SECRET_KEY changed since upload: ask for the password again rather than crash.
-        raise IngestionFailure("PDF_ENCRYPTED", "The stored PDF password can no longer be read (the server's "
-                               "SECRET_KEY changed); re-ingest with the `password` field set.",
-                               {"reason": "password_unreadable"}) from None
+        raise PDFEncrypted("The stored PDF password can no longer be read (the server's SECRET_KEY changed); "
+                           "re-ingest with the `password` field set.",
+                           details={"reason": "password_unreadable"}) from None
 
 
 def _absolute(document: Document, view_name: str) -> str:
@@ -68,27 +72,27 @@ def download_grant(document: Document) -> tuple[str, str]:
 def document_for_download(*, document_id: str, token: str) -> Document:
     """The document a download token grants, or 403/410/404."""
     grant = verified_grant(token, salt=DOWNLOAD_SALT, document_id=document_id, what="download",
-                            when_expired="the converter must fetch the file sooner")
+                            when_expired="the converter must fetch the file sooner",
+                            invalid=DownloadSignatureInvalid, expired=DownloadExpired)
     document = Document.objects.filter(pk=document_id).first()
     if document is None or not document.file or document.sha256[:16] != grant.get("s"):
         raise NotFound("The file of this download URL no longer exists.")
     return document
 
 
-def verified_grant(token: str, *, salt: str, document_id: str, what: str, when_expired: str) -> dict[str, Any]:
-    """The payload of a signed URL token: 403 <WHAT>_SIGNATURE_INVALID, 410 <WHAT>_EXPIRED."""
-    prefix = what.upper()
+def verified_grant(token: str, *, salt: str, document_id: str, what: str, when_expired: str,
+                   invalid: type[CallbackRejected], expired: type[CallbackRejected]) -> dict[str, Any]:
+    """The payload of a signed URL token; ``invalid`` (a forged token, or one for another
+    document) or ``expired`` otherwise. ``what`` names the URL in the messages."""
     try:
         grant = signing.loads(token or "", salt=salt)
     except signing.BadSignature:
-        raise CallbackRejected(f"The {what} token is missing or invalid; send it in the X-Memory-Engine-Token "
-                               "header.", code=f"{prefix}_SIGNATURE_INVALID") from None
+        raise invalid(f"The {what} token is missing or invalid; send it in the X-Memory-Engine-Token "
+                      "header.") from None
     if not isinstance(grant, dict) or grant.get("d") != document_id:
-        raise CallbackRejected(f"The {what} URL belongs to another document.", code=f"{prefix}_SIGNATURE_INVALID")
+        raise invalid(f"The {what} URL belongs to another document.")
     if grant.get("e", 0) < time.time():
-        error = CallbackRejected(f"The {what} URL has expired; {when_expired}.", code=f"{prefix}_EXPIRED")
-        error.status_code = 410
-        raise error
+        raise expired(f"The {what} URL has expired; {when_expired}.")
     return grant
 
 

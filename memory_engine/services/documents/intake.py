@@ -17,7 +17,7 @@ from django.utils.text import slugify
 from memory_engine.conf import engine_settings
 from memory_engine.db import lock_project_documents
 from memory_engine.exceptions import (
-    DocumentError,
+    EmptyFile,
     FileTooLarge,
     PathInvalid,
     PathTaken,
@@ -25,7 +25,7 @@ from memory_engine.exceptions import (
     UnsupportedContentType,
     ValidationFailed,
 )
-from memory_engine.extraction import NATIVE_CONTENT_TYPES, ExtractionError, sniff_content_type
+from memory_engine.extraction import NATIVE_CONTENT_TYPES, sniff_content_type
 from memory_engine.models import Document, Project
 from memory_engine.models.documents import DocumentStatus
 from memory_engine.queue import enqueue_document_ingest_on_commit
@@ -119,10 +119,7 @@ def document_create(
             f"The file has {len(data)} bytes, more than MAX_UPLOAD_BYTES ({engine_settings.MAX_UPLOAD_BYTES}).",
             details={"bytes": len(data), "max_bytes": engine_settings.MAX_UPLOAD_BYTES},
         )
-    try:
-        content_type = sniff_content_type(data, filename=upload.filename, declared=upload.declared_content_type)
-    except ExtractionError as exc:
-        raise DocumentError(exc.message, code=exc.code, details=exc.details) from exc
+    content_type = sniff_content_type(data, filename=upload.filename, declared=upload.declared_content_type)
     rule = rule_for_content_type(project=project, content_type=content_type)
     if rule is None and content_type not in NATIVE_CONTENT_TYPES:
         raise UnsupportedContentType(
@@ -182,7 +179,7 @@ def document_create_text(
 ) -> Document:
     """A text or Markdown document; ``recursive`` strategy unless the request or a rule says otherwise."""
     if not isinstance(content, str) or not content.strip():
-        raise DocumentError("`content` is empty; send the text to index.", code="EMPTY_FILE")
+        raise EmptyFile("`content` is empty; send the text to index.")
     declared = content_type or ("text/markdown" if (path or "").lower().endswith((".md", ".markdown"))
                                 else "text/plain")
     if declared not in ("text/plain", "text/markdown"):

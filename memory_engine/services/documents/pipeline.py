@@ -14,17 +14,29 @@ import numpy as np
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
-from memory_engine.chunking import ChunkingError, ChunkSpec, Page, TokenCounter, estimate_tokens, iter_chunks
+from memory_engine.chunking import ChunkSpec, Page, TokenCounter, estimate_tokens, iter_chunks
 from memory_engine.conf import engine_settings
-from memory_engine.extraction import ExtractionError, extract_pages, iter_pages
+from memory_engine.exceptions import (
+    ConverterEmpty,
+    ExtractionError,
+    FileMissing,
+    IngestionError,
+    MemoryEngineError,
+    NoText,
+    NoTextLayer,
+    PDFDamaged,
+    TooManyChunks,
+    UnsupportedContentType,
+)
+from memory_engine.extraction import extract_pages, iter_pages
 from memory_engine.models import Chunk, Document, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
-from memory_engine.providers.converters import ConverterError, ConverterRequest, run_converter
+from memory_engine.providers.converters import ConverterRequest, run_converter
 from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
 
 from .chunk_settings import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from .grants import download_grant, new_callback, open_password
-from .runs import IngestionFailure, Superseded, beat, fail_ingestion, owned, persistent_state
+from .runs import Superseded, beat, fail_ingestion, owned, persistent_state
 
 logger = logging.getLogger("memory_engine.documents")
 
@@ -32,7 +44,7 @@ logger = logging.getLogger("memory_engine.documents")
 Vector = np.ndarray
 
 #: Native errors after which a rule with native_extraction=first tries its converter.
-CONVERTER_FALLBACK_CODES = frozenset({"NO_TEXT_LAYER", "UNSUPPORTED_CONTENT_TYPE", "PDF_DAMAGED"})
+CONVERTER_FALLBACK_ERRORS = (NoTextLayer, UnsupportedContentType, PDFDamaged)
 
 
 def document_ingest(*, document_id: str) -> Document | None:
@@ -48,15 +60,15 @@ def document_ingest(*, document_id: str) -> Document | None:
             _run(document, run)
         except Superseded:
             logger.info("ingestion run superseded", extra={"document_id": document_id, "run": run})
-        except IngestionFailure as exc:
-            fail_ingestion(document_id, run, exc.code, exc.message, exc.details)
+        except MemoryEngineError as exc:  # extraction, chunking, converter, guard: recorded by its code
+            fail_ingestion(document_id, run, exc)
         except (OperationalError, InterfaceError):
             raise
         except Exception as exc:
             logger.exception("ingestion crashed", extra={"document_id": document_id})
-            fail_ingestion(document_id, run, "INGESTION_ERROR",
-                  f"Ingestion stopped on an unexpected {type(exc).__name__}; re-ingest it, and report it "
-                  "if it happens again.", {"error": f"{type(exc).__name__}: {exc}"[:500]})
+            fail_ingestion(document_id, run, IngestionError(
+                f"Ingestion stopped on an unexpected {type(exc).__name__}; re-ingest it, and report it "
+                "if it happens again.", details={"error": f"{type(exc).__name__}: {exc}"[:500]}))
     return Document.objects.filter(pk=document_id).first()
 
 
@@ -98,9 +110,9 @@ def _run(document: Document, run: str) -> None:
                 else:
                     pages = extract_pages(data, document.content_type, password=open_password(document),
                                           max_pages=engine_settings.MAX_PDF_PAGES)
-            except ExtractionError as exc:
-                if rule is None or exc.code not in CONVERTER_FALLBACK_CODES:
-                    raise IngestionFailure(exc.code, exc.message, exc.details) from exc
+            except CONVERTER_FALLBACK_ERRORS as exc:
+                if rule is None:
+                    raise
                 native_error = exc
         if streamed is not None:
             _swap(document, run, *streamed)
@@ -113,9 +125,8 @@ def _run(document: Document, run: str) -> None:
             pages = converted
     specs = _chunks_within_cap(document, pages)
     if not specs:
-        raise IngestionFailure("NO_TEXT", "No text was found in the document (every page is empty); check the "
-                               "file or the ingestion rule's converter, then re-ingest it.",
-                               {"pages": len(pages)})
+        raise NoText("No text was found in the document (every page is empty); check the file or the "
+                     "ingestion rule's converter, then re-ingest it.", details={"pages": len(pages)})
     vectors, model = _embed(document.pk, run, specs)
     _swap(document, run, specs, vectors, model)
 
@@ -162,31 +173,27 @@ def _chunks_within_cap(document: Document, pages: Iterable[Page], *, first_index
     """
     cap = engine_settings.MAX_CHUNKS_PER_DOCUMENT
     specs: list[ChunkSpec] = []
-    try:
-        for spec in iter_chunks(pages, **(options or _chunk_options(document))):
-            if cap is not None and first_index + len(specs) >= cap:
-                raise IngestionFailure(
-                    "TOO_MANY_CHUNKS",
-                    f"The document makes more than {cap} chunks (MAX_CHUNKS_PER_DOCUMENT) with the "
-                    f"{document.chunk_strategy} strategy; raise MAX_CHUNKS_PER_DOCUMENT, re-ingest with a larger "
-                    "chunk_size, or split the document.",
-                    {"max_chunks": cap, "strategy": document.chunk_strategy, "chunk_size": document.chunk_size},
-                )
-            specs.append(replace(spec, chunk_index=first_index + len(specs)))
-    except ChunkingError as exc:
-        raise IngestionFailure(exc.code, exc.message, exc.details) from exc
+    for spec in iter_chunks(pages, **(options or _chunk_options(document))):
+        if cap is not None and first_index + len(specs) >= cap:
+            raise TooManyChunks(
+                f"The document makes more than {cap} chunks (MAX_CHUNKS_PER_DOCUMENT) with the "
+                f"{document.chunk_strategy} strategy; raise MAX_CHUNKS_PER_DOCUMENT, re-ingest with a larger "
+                "chunk_size, or split the document.",
+                details={"max_chunks": cap, "strategy": document.chunk_strategy, "chunk_size": document.chunk_size},
+            )
+        specs.append(replace(spec, chunk_index=first_index + len(specs)))
     return specs
 
 
 def _read_file(document: Document) -> bytes:
     if not document.file:
-        raise IngestionFailure("FILE_MISSING", "The document has no stored file; upload it again.")
+        raise FileMissing("The document has no stored file; upload it again.")
     try:
         with document.file.open("rb") as handle:
             return handle.read()
     except FileNotFoundError:
-        raise IngestionFailure("FILE_MISSING", "The stored file is gone from storage; upload it again.",
-                               {"file": document.file.name}) from None
+        raise FileMissing("The stored file is gone from storage; upload it again.",
+                          details={"file": document.file.name}) from None
 
 
 def _streamable(document: Document) -> bool:
@@ -223,7 +230,7 @@ def _stream_pdf_pages(document: Document, run: str,
     threading.Thread(target=read, name=f"extract:{document.pk}", daemon=True).start()
     specs, vectors, model = _embed_batches(document.pk, run, _arrived_batches(document, arrivals))
     if not specs:
-        raise IngestionFailure("NO_TEXT", "No text was found in the document (every page is empty).")
+        raise NoText("No text was found in the document (every page is empty).")
     return specs, vectors, model
 
 
@@ -275,12 +282,13 @@ def _convert(document: Document, run: str, rule: IngestionRule, data: bytes,
         context["native_error"] = native_error.code
     try:
         result = run_converter(rule, request)
-    except ConverterError as exc:
-        raise IngestionFailure(exc.code, exc.message, {**exc.details, **context}) from exc
+    except MemoryEngineError as exc:  # a converter's failure or the outbound guard's refusal
+        exc.details = {**exc.details, **context}  # recorded on the document with the rule that ran
+        raise
     if not result.pending:
         if not any(page.text.strip() for page in result.pages):
-            raise IngestionFailure("CONVERTER_EMPTY", "The converter returned no text; check the converter and "
-                                   "re-ingest the document.", {**context, "pages": len(result.pages)})
+            raise ConverterEmpty("The converter returned no text; check the converter and re-ingest the document.",
+                                 details={**context, "pages": len(result.pages)})
         return result.pages
     with transaction.atomic():
         current = owned(document.pk, run).select_for_update().first()

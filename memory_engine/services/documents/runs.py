@@ -14,6 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import Chunk, Document
 from memory_engine.models.documents import DocumentStatus
 
@@ -21,14 +22,6 @@ logger = logging.getLogger("memory_engine.documents")
 
 #: converter_state keys that survive a new run (everything else belongs to one run).
 PERSISTENT_STATE = ("base_url", "password", "chunk_request")
-
-
-class IngestionFailure(Exception):
-    """Ends a run in ``failed`` with ``error = {code, message, details}``."""
-
-    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
-        self.code, self.message, self.details = code, message, details or {}
-        super().__init__(message)
 
 
 class Superseded(Exception):
@@ -49,8 +42,9 @@ def persistent_state(state: dict[str, Any] | None) -> dict[str, Any]:
     return {key: value for key, value in (state or {}).items() if key in PERSISTENT_STATE}
 
 
-def fail_ingestion(document_id: str, run: str | None, code: str, message: str, details: dict[str, Any]) -> bool:
-    """Mark failed (fenced by ``run`` when given); the previous chunks, if any, stay searchable."""
+def fail_ingestion(document_id: str, run: str | None, error: MemoryEngineError) -> bool:
+    """Mark failed with ``error = {code, message, details}`` of ``error`` (fenced by ``run`` when
+    given); the previous chunks, if any, stay searchable."""
     with transaction.atomic():
         query = owned(document_id, run) if run else Document.objects.filter(pk=document_id)
         document = query.select_for_update().first()
@@ -59,11 +53,11 @@ def fail_ingestion(document_id: str, run: str | None, code: str, message: str, d
         kept = Chunk.objects.filter(document=document)
         count = kept.count()
         document.status = DocumentStatus.FAILED
-        document.error = {"code": code, "message": message, "details": details}
+        document.error = error.as_dict()
         document.total_chunks = document.indexed_chunks = count
         document.unembedded_chunks = kept.filter(embedding__isnull=True).count() if count else 0
         document.heartbeat_at = timezone.now()
         document.converter_state = persistent_state(document.converter_state)
         document.save()
-    logger.info("ingestion failed", extra={"document_id": document_id, "code": code})
+    logger.info("ingestion failed", extra={"document_id": document_id, "code": error.code})
     return True

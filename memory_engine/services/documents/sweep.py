@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
+from memory_engine.exceptions import ConverterTimeout, IngestionStalled
 from memory_engine.models import Document
 from memory_engine.models.documents import DocumentStatus
 from memory_engine.queue import enqueue_document_ingest_on_commit
@@ -36,12 +37,11 @@ def document_sweep() -> dict[str, int]:
         state = document.converter_state or {}
         if state.get("awaiting_callback"):
             expires = (state.get("callback") or {}).get("expires_at", 0)
-            if expires < time.time() and fail_ingestion(
-                document.pk, state.get("run"), "CONVERTER_TIMEOUT",
+            if expires < time.time() and fail_ingestion(document.pk, state.get("run"), ConverterTimeout(
                 "The converter said it would deliver the pages later but nothing arrived before the callback "
                 "URL expired; check the converter, then re-ingest the document.",
-                {"expired_at": expires},
-            ):
+                details={"expired_at": expires},
+            )):
                 counts["timed_out"] += 1
         elif document.heartbeat_at is None or document.heartbeat_at < stale_before:
             counts[_recover(document.pk, stale_before, max_attempts)] += 1
@@ -66,10 +66,10 @@ def _recover(document_id: str, stale_before: Any, max_attempts: int) -> str:
             return "skipped"  # finished, re-ingested or claimed by another sweep meanwhile
         if document.attempts >= max_attempts:
             run = (document.converter_state or {}).get("run")
-            fail_ingestion(document.pk, run, "INGESTION_STALLED",
-                  f"The worker stopped responding {document.attempts} times (no heartbeat for "
-                  f"{engine_settings.INGESTION_HEARTBEAT_TIMEOUT}s); the file may be too slow to process. "
-                  "Check the worker logs, then re-ingest it.", {"attempts": document.attempts})
+            fail_ingestion(document.pk, run, IngestionStalled(
+                f"The worker stopped responding {document.attempts} times (no heartbeat for "
+                f"{engine_settings.INGESTION_HEARTBEAT_TIMEOUT}s); the file may be too slow to process. "
+                "Check the worker logs, then re-ingest it.", details={"attempts": document.attempts}))
             return "failed"
         document.status = DocumentStatus.PENDING
         document.converter_state = persistent_state(document.converter_state)

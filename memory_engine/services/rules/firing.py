@@ -11,7 +11,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import MemoryEngineError
+from memory_engine.exceptions import InvalidFacts, MemoryEngineError, RuleHandlerFailed, WriteFailed
 from memory_engine.models import Generation, MemoryAssertion, MemoryRule
 from memory_engine.models.agents import GenerationStatus
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
@@ -93,11 +93,11 @@ def _run_handler(rule: MemoryRule, generation: Generation) -> tuple[list[Fact], 
     except MemoryEngineError as exc:  # LLMError, RuleHandlerFailed...
         logger.warning("rule %s on %s: handler failed: %s %s", rule.pk, generation.pk, exc.code, exc.message,
                        extra={"rule_id": rule.pk, "generation_id": generation.pk, "code": exc.code})
-        return [], 0, error_entry(exc.code, exc.message)
+        return [], 0, error_entry(exc)
     except Exception as exc:  # a host callable may raise anything; the turn must not suffer
         logger.exception("rule %s on %s: handler raised", rule.pk, generation.pk)
-        return [], 0, error_entry("HANDLER_FAILED", f"{exc.__class__.__name__}: {exc}")
-    error = error_entry("INVALID_FACTS", f"{invalid} item(s) were not a string or {{content, tags}}.") if invalid else None
+        return [], 0, error_entry(RuleHandlerFailed(f"{exc.__class__.__name__}: {exc}"))
+    error = error_entry(InvalidFacts(f"{invalid} item(s) were not a string or {{content, tags}}.")) if invalid else None
     return facts, invalid, error
 
 
@@ -146,11 +146,11 @@ def memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool = False) 
             )
         except MemoryEngineError as exc:  # QUOTA_EXCEEDED, CONTENT_TOO_LONG, ABOUT_REQUIRED...
             counts["failed"] += 1
-            counts["error"] = counts["error"] or error_entry(exc.code, exc.message)
+            counts["error"] = counts["error"] or error_entry(exc)
         except DatabaseError as exc:
             logger.exception("rule %s on %s: write failed", rule.pk, generation.pk)
             counts["failed"] += 1
-            counts["error"] = counts["error"] or error_entry("WRITE_FAILED", f"{exc.__class__.__name__}: {exc}")
+            counts["error"] = counts["error"] or error_entry(WriteFailed(f"{exc.__class__.__name__}: {exc}"))
         else:
             action = result.action
             if action == "skipped" and result.memory is not None and result.memory.pk in earlier:
@@ -177,7 +177,7 @@ def memory_rule_dry_run(*, rule: MemoryRule, transcript: str) -> dict[str, Any]:
     except MemoryEngineError as exc:
         return {"error": f"{exc.code}: {exc.message}", "rows": []}
     except Exception as exc:  # a host callable may raise anything
-        return {"error": f"HANDLER_FAILED: {exc.__class__.__name__}: {exc}", "rows": []}
+        return {"error": f"{RuleHandlerFailed.code}: {exc.__class__.__name__}: {exc}", "rows": []}
     rows = []
     with transaction.atomic():
         for fact in facts:

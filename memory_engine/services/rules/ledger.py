@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
+from memory_engine.exceptions import MemoryEngineError, RuleFiringStalled
 from memory_engine.models import Generation
 from memory_engine.queue import enqueue_memory_rule_fire
 
@@ -25,8 +26,9 @@ def new_counts() -> dict[str, Any]:
     return {"created": 0, "superseded": 0, "skipped": 0, "failed": 0, "error": None}
 
 
-def error_entry(code: str, message: str) -> dict[str, str]:
-    return {"code": code, "message": message[:500]}
+def error_entry(error: MemoryEngineError) -> dict[str, str]:
+    """``extraction[rule_id]["error"]``: the code and (shortened) message of ``error``."""
+    return {"code": error.code, "message": error.message[:500]}
 
 
 def enqueue_rule_firing(*, rule_id: str, generation_id: str, attempt: int = 1) -> None:
@@ -125,11 +127,10 @@ def _claim_stale_firings(generation_id: str, stale_before: datetime, max_attempt
             continue
         attempts = int(entry.get("attempts") or 1)
         if attempts >= max_attempts:
-            extraction[rule_id] = {**new_counts(), "error": error_entry(
-                "RULE_FIRING_STALLED",
+            extraction[rule_id] = {**new_counts(), "error": error_entry(RuleFiringStalled(
                 f"The worker running this rule stopped {attempts} times without finishing (no result after "
                 f"{engine_settings.RULE_FIRING_TIMEOUT}s each); check the worker logs, then run the rule again "
-                "from the admin.")}
+                "from the admin."))}
             claimed.append((rule_id, None))
         else:
             extraction[rule_id] = {**entry, "enqueued_at": now.isoformat()}

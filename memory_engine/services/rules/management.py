@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db import transaction
 
-from memory_engine.exceptions import NotFound, ValidationFailed
+from memory_engine.exceptions import AgentNotFound, HandlerInvalid
 from memory_engine.models import Agent, MemoryRule, MemoryStore
 from memory_engine.providers.rule_handlers import COMMON_KEYS, HANDLER_CLASSES, get_rule_handler
 from memory_engine.text import contains_nul
@@ -22,24 +22,24 @@ def validate_rule_handler(*, handler_type: str, config: dict[str, Any], trusted:
     provider's ``BASE_URL``) must pass the outbound guard, for everyone.
     """
     if handler_type not in HANDLER_CLASSES:
-        raise ValidationFailed(f"Unknown handler type {handler_type!r}.", code="HANDLER_INVALID",
-                               details={"type": handler_type, "allowed": sorted(HANDLER_CLASSES)})
+        raise HandlerInvalid(f"Unknown handler type {handler_type!r}.",
+                             details={"type": handler_type, "allowed": sorted(HANDLER_CLASSES)})
     handler = get_rule_handler(handler_type)
     config = {k: v for k, v in (config or {}).items() if v is not None}
     if contains_nul(config):
-        raise ValidationFailed("The handler configuration must not contain NUL characters.", code="HANDLER_INVALID")
+        raise HandlerInvalid("The handler configuration must not contain NUL characters.")
     unknown = set(config) - handler.config_keys - COMMON_KEYS
     if unknown:
-        raise ValidationFailed(f"Unknown keys for a {handler_type} handler: {', '.join(sorted(unknown))}.",
-                               code="HANDLER_INVALID", details={"unknown": sorted(unknown)})
+        raise HandlerInvalid(f"Unknown keys for a {handler_type} handler: {', '.join(sorted(unknown))}.",
+                             details={"unknown": sorted(unknown)})
     for key in ("prompt", "model", "path", "url", "secret", "agent_id"):
         if key in config and not isinstance(config[key], str):
-            raise ValidationFailed(f"`{key}` must be a string.", code="HANDLER_INVALID", details={"field": key})
+            raise HandlerInvalid(f"`{key}` must be a string.", details={"field": key})
     for key in ("timeout", "max_tokens", "retries"):
         if key in config and (isinstance(config[key], bool) or not isinstance(config[key], (int, float))
                               or config[key] < 0):
-            raise ValidationFailed(f"`{key}` must be a non-negative number.", code="HANDLER_INVALID",
-                                   details={"field": key})
+            raise HandlerInvalid(f"`{key}` must be a non-negative number.",
+                                 details={"field": key})
     return handler.validate_config(config, trusted=trusted)
 
 
@@ -48,8 +48,8 @@ def _project_agents(*, project_id: str, agent_ids: Iterable[str]) -> list[Agent]
     agents = list(Agent.objects.filter(project_id=project_id, pk__in=wanted))
     missing = sorted(set(wanted) - {a.pk for a in agents})
     if missing:
-        raise NotFound("Some agent ids do not exist in your project.", code="AGENT_NOT_FOUND",
-                       details={"agent_ids": missing})
+        raise AgentNotFound("Some agent ids do not exist in your project.",
+                            details={"agent_ids": missing})
     return agents
 
 
