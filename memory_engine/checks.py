@@ -5,6 +5,9 @@ memory_engine.E002  database is not PostgreSQL
 memory_engine.E003  the pgvector extension is not installed in the database
 memory_engine.E004  configured embedding dimension differs from the vector columns
 memory_engine.E005  stored vectors were made by another model than the configured one
+memory_engine.E010  the lexical indexes were built with another text search config than the setting
+memory_engine.W010  the lexical channel uses the tsvector fallback (the reason says why)
+memory_engine.W011  a bm25 index has not been rebuilt since the server started (pg_textsearch < 1.3)
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import apps
-from django.core.checks import Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
 from django.db import DatabaseError, connection
 
 from .conf import embedding_dimensions, engine_settings
@@ -76,7 +79,49 @@ def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any
     """Registered under the ``database`` tag and also run by :func:`check_serving`."""
     if databases is not None and "default" not in databases:
         return []
-    return _database_errors()
+    return _database_errors() + lexical_messages()
+
+
+def lexical_messages() -> list[CheckMessage]:
+    """The lexical channel's backend, its text search config and (pg_textsearch < 1.3) staleness."""
+    from .lexical import BM25, TSVECTOR, lexical_status
+
+    if connection.vendor != "postgresql":
+        return []
+    try:
+        status = lexical_status()
+    except DatabaseError:
+        return []
+    if status.reason == "the database is not migrated":
+        return []
+    messages: list[CheckMessage] = []
+    wanted = str(engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG)
+    built = sorted(set(status.index_configs.values()))
+    if built and built != [wanted]:
+        messages.append(Error(
+            f"The lexical indexes were built with text search config {', '.join(built)}; "
+            f"KNOWLEDGE_TEXT_SEARCH_CONFIG is {wanted}.",
+            hint="Run `python manage.py memory_engine_rebuild_lexical` to rebuild them with the setting, "
+                 "or restore the previous KNOWLEDGE_TEXT_SEARCH_CONFIG.",
+            id="memory_engine.E010",
+        ))
+    if status.backend == TSVECTOR:
+        messages.append(Warning(
+            f"The lexical channel uses the tsvector fallback: {status.reason}.",
+            hint="Search works, with a slower lexical channel on large scopes. For BM25 indexes install "
+                 "pg_textsearch, add it to shared_preload_libraries, then run "
+                 "`python manage.py memory_engine_rebuild_lexical` (docs/retrieval.md).",
+            id="memory_engine.W010",
+        ))
+    elif status.backend == BM25 and status.stale:
+        messages.append(Warning(
+            f"pg_textsearch {status.extension_version} lost the statistics of {', '.join(status.stale)} "
+            f"when the server restarted; they are rebuilt before the next search.",
+            hint="Nothing to do (`python manage.py memory_engine_rebuild_lexical --stale` rebuilds them now). "
+                 "pg_textsearch 1.3 or later keeps them across restarts.",
+            id="memory_engine.W011",
+        ))
+    return messages
 
 
 def _database_errors() -> list[Error]:
@@ -117,4 +162,4 @@ def check_serving(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     """Run the database checks on plain `check` / `runserver` too, so a mismatch refuses to serve."""
     if kwargs.get("databases") is not None:
         return []  # check_database covers this run
-    return _database_errors()
+    return _database_errors() + lexical_messages()

@@ -1,0 +1,102 @@
+"""The lexical indexes: config checked at boot, fallback reported, the restart guard."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.db import connection, connections
+
+from memory_engine.checks import lexical_messages
+from memory_engine.lexical import BM25_INDEXES, STATE_TABLE, TSVECTOR, ensure_lexical_fresh, lexical_status
+from memory_engine.selectors.search import knowledge_search
+
+from .helpers import make_document
+
+
+def _ids(messages) -> set[str]:
+    return {m.id for m in messages}
+
+
+@pytest.mark.django_db
+def test_migrated_database_uses_bm25_with_the_configured_text_search_config():
+    status = lexical_status()
+    assert status.backend == "bm25", status
+    assert status.index_configs == {name: "english" for name in BM25_INDEXES}
+    assert lexical_messages() == []
+
+
+@pytest.mark.django_db
+def test_config_mismatch_is_an_error_naming_the_rebuild_command(settings, project):
+    make_document(project, "/d.txt", ["The cats of Rome."], embed=False)
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "KNOWLEDGE_TEXT_SEARCH_CONFIG": "simple"}
+    errors = [m for m in lexical_messages() if m.id == "memory_engine.E010"]
+    assert len(errors) == 1
+    assert "english" in errors[0].msg and "simple" in errors[0].msg
+    assert "manage.py memory_engine_rebuild_lexical" in errors[0].hint
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the test's inserts; DDL refuses pending checks
+    out = StringIO()
+    call_command("memory_engine_rebuild_lexical", stdout=out)
+    assert "text search config simple" in out.getvalue()
+    assert lexical_messages() == []
+    # 'simple' keeps stop words: "of" alone now finds the row ('english' drops it).
+    hits = knowledge_search(project=project, query="of", channels=("lexical",))
+    assert [h.text for h in hits.results] == ["The cats of Rome."]
+
+
+@pytest.mark.django_db
+def test_the_fallback_is_a_warning_naming_the_backend_and_why(settings):
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "KNOWLEDGE_LEXICAL_BACKEND": "tsvector"}
+    call_command("memory_engine_rebuild_lexical", "--backend", TSVECTOR, stdout=StringIO())
+    warnings = [m for m in lexical_messages() if m.id == "memory_engine.W010"]
+    assert len(warnings) == 1 and "tsvector fallback" in warnings[0].msg
+    assert "KNOWLEDGE_LEXICAL_BACKEND" in warnings[0].msg
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "KNOWLEDGE_LEXICAL_BACKEND": "auto"}
+    warnings = [m for m in lexical_messages() if m.id == "memory_engine.W010"]
+    assert "bm25 indexes are missing" in warnings[0].msg
+
+
+@pytest.mark.django_db
+def test_stale_index_is_reported_and_rebuilt_before_the_next_search(project):
+    make_document(project, "/d.txt", ["Volcanoes erupt.", "Rivers flow."], embed=False)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {STATE_TABLE} SET server_started = '2000-01-01'")
+    if lexical_status().extension_version >= "1.3":
+        pytest.skip("pg_textsearch >= 1.3 keeps its statistics: nothing is ever stale")
+    assert _ids(lexical_messages()) == {"memory_engine.W011"}
+    hits = knowledge_search(project=project, query="volcanoes", channels=("lexical",))
+    assert [h.text for h in hits.results] == ["Volcanoes erupt."]
+    assert lexical_status().stale == []
+    assert lexical_messages() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_processes_rebuild_once(caplog):
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {STATE_TABLE} SET server_started = '2000-01-01'")
+    caplog.set_level(logging.INFO, logger="memory_engine.lexical")
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            barrier.wait()
+            ensure_lexical_fresh()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    rebuilt = [r.getMessage() for r in caplog.records if r.getMessage().startswith("rebuilt lexical index")]
+    assert len(rebuilt) == len(BM25_INDEXES), rebuilt
+    assert lexical_status().stale == []
