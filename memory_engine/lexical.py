@@ -77,7 +77,6 @@ def tsvector_expression(config: str, column: str = "text") -> str:
 _STATUS_SQL = f"""
 SELECT pg_postmaster_start_time(),
        (SELECT extversion FROM pg_extension WHERE extname = 'pg_textsearch'),
-       EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_textsearch'),
        (SELECT coalesce(json_object_agg(c.relname, coalesce(
             (SELECT substring(o FROM '^text_config=(.*)$') FROM unnest(c.reloptions) o WHERE o LIKE 'text_config=%%'),
             substring(pg_get_indexdef(c.oid) FROM 'to_tsvector\\(''([^'']+)''')
@@ -96,7 +95,7 @@ def lexical_status() -> LexicalStatus:
         if not _state_table_exists(cursor):
             return LexicalStatus(backend=TSVECTOR, reason="the database is not migrated", extension_version=None)
         cursor.execute(_STATUS_SQL, [list(BM25_INDEXES + GIN_INDEXES)])
-        started, version, available, configs, state = cursor.fetchone()
+        started, version, configs, state = cursor.fetchone()
     configs = json.loads(configs) if isinstance(configs, str) else configs
     state = json.loads(state) if isinstance(state, str) else state
     has_bm25 = all(name in configs for name in BM25_INDEXES)
@@ -108,7 +107,7 @@ def lexical_status() -> LexicalStatus:
     elif version is None:
         backend = TSVECTOR
         reason = ("pg_textsearch is installable but not installed in this database (it needs "
-                  "shared_preload_libraries)" if available else "the server does not offer pg_textsearch")
+                  "shared_preload_libraries)" if _extension_available() else "the server does not offer pg_textsearch")
     else:
         backend, reason = TSVECTOR, f"pg_textsearch {version} is installed but the bm25 indexes are missing"
     stale: list[str] = []
@@ -116,6 +115,13 @@ def lexical_status() -> LexicalStatus:
         stale = [name for name in BM25_INDEXES if not _same_start(state.get(name), started)]
     return LexicalStatus(backend=backend, reason=reason, extension_version=version, index_configs=configs,
                          server_started=started, stale=stale)
+
+
+def _extension_available() -> bool:
+    """Whether the server could install pg_textsearch (reads the extension directory: not per search)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_textsearch')")
+        return bool(cursor.fetchone()[0])
 
 
 def _same_start(recorded: Any, started: datetime) -> bool:
