@@ -81,12 +81,14 @@ DEFAULTS: dict[str, Any] = {
     "KNOWLEDGE_BM25_K1": 1.2,
     "KNOWLEDGE_BM25_B": 0.75,
     "KNOWLEDGE_BM25_MAX_DF": 0.1,
-    # Fusion (docs/retrieval.md, measured in docs/benchmarks.md): each channel contributes
-    # its top max(limit, depth) candidates, weighted in the RRF sum.
-    "SEARCH_VECTOR_DEPTH": 10,
-    "SEARCH_LEXICAL_DEPTH": 10,
+    # Fusion (docs/retrieval.md, chosen with bench/eval_retrieval.py: docs/benchmarks.md):
+    # each channel contributes its top max(limit, depth) candidates; score = sum of
+    # weight / (SEARCH_RRF_K + rank). A request may override rrf_k and both weights.
+    "SEARCH_RRF_K": 5,
+    "SEARCH_VECTOR_DEPTH": 20,
+    "SEARCH_LEXICAL_DEPTH": 20,
     "SEARCH_VECTOR_WEIGHT": 1.0,
-    "SEARCH_LEXICAL_WEIGHT": 1.0,
+    "SEARCH_LEXICAL_WEIGHT": 1.25,
     # Vector channel: HNSW with pgvector 0.8 iterative index scans, so a filtered scan keeps
     # going until `limit` rows pass the scope (up to HNSW_MAX_SCAN_TUPLES visited tuples).
     "HNSW_EF_SEARCH": 100,

@@ -31,7 +31,8 @@ class KnowledgeSearchRequestSerializer(serializers.Serializer):
                            help_text="jsonb containment on the memory's, its store's or the document's tags.")
     min_similarity = serializers.FloatField(required=False, allow_null=True,
                                             help_text="Cosine floor for vector candidates, in [-1, 1].")
-    rrf_k = serializers.FloatField(required=False, default=60)
+    rrf_k = serializers.FloatField(required=False, allow_null=True,
+                                   help_text="RRF constant k > 0 (default: the SEARCH_RRF_K setting, 5).")
     recency_half_life_days = serializers.FloatField(required=False, default=0)
     limit = serializers.IntegerField(required=False, default=10, help_text=f"1 to {MAX_LIMIT}.")
     vector_weight = serializers.FloatField(required=False, allow_null=True,

@@ -12,8 +12,8 @@ the ``search_knowledge`` tool alike (DESIGN.md, *Read side*):
    SEARCH_VECTOR_DEPTH / SEARCH_LEXICAL_DEPTH).
 3. ``min_similarity`` drops vector candidates before fusion (no refill).
 4. One ranking per channel: memories and chunks merged on the channel's own value.
-5. Weighted reciprocal rank fusion (SEARCH_VECTOR_WEIGHT / SEARCH_LEXICAL_WEIGHT, or the
-   request's), optional recency decay of memory results, cut to ``limit``.
+5. Weighted reciprocal rank fusion, k = SEARCH_RRF_K (SEARCH_VECTOR_WEIGHT /
+   SEARCH_LEXICAL_WEIGHT, or the request's), optional recency decay of memory results, cut to ``limit``.
 
 Without a query the read is deterministic: memories oldest first, then chunks in
 (document path, chunk_index) order.
@@ -411,7 +411,7 @@ def knowledge_search(
     document_paths: list[str] | None = None,
     tags: dict[str, Any] | None = None,
     min_similarity: float | None = None,
-    rrf_k: float = 60,
+    rrf_k: float | None = None,
     recency_half_life_days: float = 0,
     limit: int = 10,
     vector_weight: float | None = None,
@@ -428,6 +428,7 @@ def knowledge_search(
     began = time.perf_counter()
     if not channels or not set(channels) <= {"vector", "lexical"}:
         raise ValidationFailed("`channels` must name vector and/or lexical.", details={"channels": list(channels)})
+    rrf_k = engine_settings.SEARCH_RRF_K if rrf_k is None else rrf_k
     validate_search_knobs(limit=limit, rrf_k=rrf_k, min_similarity=min_similarity,
                           recency_half_life_days=recency_half_life_days, vector_weight=vector_weight,
                           lexical_weight=lexical_weight)

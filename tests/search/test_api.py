@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from memory_engine.conf import engine_settings
 from memory_engine.models import Agent
 from tests.factories import AgentFactory, MemoryStoreFactory
 
@@ -67,12 +68,14 @@ def test_channel_weights_per_request(client, project):
     make_document(project, "/w.txt", ["Jasmine tea is scented with jasmine blossoms.", "Green tea from Japan."])
     body = client.post(SEARCH, {"query": "jasmine tea", "vector_weight": 2, "lexical_weight": 0.5},
                        format="json").json()
+    k = engine_settings.SEARCH_RRF_K
     for hit in body["results"]:
         weighted = {"vector": 2, "lexical": 0.5}
-        expected = sum(weighted[ch] / (60 + rank) for ch, rank in hit["ranks"].items() if rank)
+        expected = sum(weighted[ch] / (k + rank) for ch, rank in hit["ranks"].items() if rank)
         assert hit["score"] == pytest.approx(expected)
-    lexical_only = client.post(SEARCH, {"query": "jasmine tea", "vector_weight": 0}, format="json").json()
-    assert all(hit["score"] == pytest.approx(1 / (60 + hit["ranks"]["lexical"])) if hit["ranks"]["lexical"]
+    lexical_only = client.post(SEARCH, {"query": "jasmine tea", "vector_weight": 0, "rrf_k": 60},
+                               format="json").json()
+    assert all(hit["score"] == pytest.approx(engine_settings.SEARCH_LEXICAL_WEIGHT / (60 + hit["ranks"]["lexical"])) if hit["ranks"]["lexical"]
                else hit["score"] == 0 for hit in lexical_only["results"])
 
 

@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from memory_engine.conf import engine_settings
 from memory_engine.exceptions import EmbeddingNotConfigured, SearchParameterInvalid, UnknownScope
 from memory_engine.models import Memory
 from memory_engine.selectors.search import knowledge_search
@@ -132,15 +133,17 @@ def test_rrf_scores_and_recency_decay(project, store):
     old = write(store, "The user's favourite colour is blue.")
     new = write(store, "The user's favourite colour is green.")
     Memory.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=60))
+    weights = {"vector": engine_settings.SEARCH_VECTOR_WEIGHT, "lexical": engine_settings.SEARCH_LEXICAL_WEIGHT}
     plain = knowledge_search(project=project, query="favourite colour", memory_store_ids=[store.pk], rrf_k=60)
     for hit in plain.results:
-        expected = sum(1 / (60 + r) for r in hit.ranks.values() if r)
+        expected = sum(weights[ch] / (60 + r) for ch, r in hit.ranks.items() if r)
         assert hit.score == pytest.approx(expected)
     decayed = knowledge_search(project=project, query="favourite colour", memory_store_ids=[store.pk],
                                recency_half_life_days=30)
     scores = {h.id: h for h in decayed.results}
     assert decayed.results[0].id == new.pk
-    base = sum(1 / (60 + r) for r in scores[old.pk].ranks.values() if r)
+    k = engine_settings.SEARCH_RRF_K
+    base = sum(weights[ch] / (k + r) for ch, r in scores[old.pk].ranks.items() if r)
     assert scores[old.pk].score == pytest.approx(base * 0.25, rel=1e-3)
 
 
