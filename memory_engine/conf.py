@@ -95,8 +95,9 @@ DEFAULTS: dict[str, Any] = {
     "HNSW_ITERATIVE_SCAN": "relaxed_order",
     "HNSW_MAX_SCAN_TUPLES": 20000,
     # Search scopes (valid memories / chunks) up to this size are ranked by an exact cosine
-    # scan instead (faster than the index there, and exact).
-    "SEARCH_EXACT_SCAN_MAX": 5000,
+    # scan instead: as fast as the iterative HNSW scan up to ~2,000 rows, and exact
+    # (measured in docs/benchmarks.md, "Exact scan or HNSW").
+    "SEARCH_EXACT_SCAN_MAX": 2000,
     # HTTP providers. Every outbound call also ends after HTTP_MAX_SECONDS in total (a slow
     # drip of bytes cannot hold a worker) and refuses answers over HTTP_MAX_RESPONSE_BYTES.
     "HTTP_TIMEOUT": 30.0,
