@@ -106,8 +106,9 @@ def lexical_status() -> LexicalStatus:
         backend, reason = TSVECTOR, "KNOWLEDGE_LEXICAL_BACKEND is 'tsvector'"
     elif version is None:
         backend = TSVECTOR
-        reason = ("pg_textsearch is installable but not installed in this database (it needs "
-                  "shared_preload_libraries)" if _extension_available() else "the server does not offer pg_textsearch")
+        reason = ("the server offers pg_textsearch but it is not installed in this database (CREATE EXTENSION "
+                  "needs a privileged role and shared_preload_libraries)" if _extension_available()
+                  else "the server does not offer pg_textsearch")
     else:
         backend, reason = TSVECTOR, f"pg_textsearch {version} is installed but the bm25 indexes are missing"
     stale: list[str] = []

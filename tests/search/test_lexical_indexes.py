@@ -100,3 +100,54 @@ def test_concurrent_processes_rebuild_once(caplog):
     rebuilt = [r.getMessage() for r in caplog.records if r.getMessage().startswith("rebuilt lexical index")]
     assert len(rebuilt) == len(BM25_INDEXES), rebuilt
     assert lexical_status().stale == []
+
+
+def test_migration_on_a_server_that_refuses_pg_textsearch_builds_the_fallback():
+    """A managed PostgreSQL: pgvector allowed (created by the operator), pg_textsearch not
+    creatable by the app's role. `migrate` succeeds, `check` warns W010 naming why, and
+    search answers from the tsvector fallback."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import psycopg
+
+    root = Path(__file__).resolve().parents[2]
+    host = connection.settings_dict["HOST"]
+    admin = psycopg.connect(host=host, user="postgres", dbname="postgres", autocommit=True)
+    role, database = "me_managed_role", "me_managed_db"
+    admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+    admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+    admin.execute(f'CREATE ROLE "{role}" LOGIN NOSUPERUSER')
+    admin.execute(f'CREATE DATABASE "{database}" OWNER "{role}"')
+    try:
+        with psycopg.connect(host=host, user="postgres", dbname=database, autocommit=True) as owner_db:
+            owner_db.execute("CREATE EXTENSION vector")  # what a managed service pre-installs
+        env = dict(os.environ, DATABASE_URL=f"postgresql://{role}@/{database}?host={host}",
+                   MEMORY_ENGINE_EMBEDDING_PROVIDER="tests.providers.HashingEmbeddingProvider",
+                   MEMORY_ENGINE_EMBEDDING_MODEL="test-hashing")
+        env.pop("MEMORY_ENGINE_DB_NAME", None)
+
+        def manage(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, str(root / "manage.py"), *args], cwd=root, env=env,
+                                  capture_output=True, text=True, timeout=300)
+
+        migrated = manage("migrate", "--noinput")
+        assert migrated.returncode == 0, migrated.stderr[-3000:]
+        checked = manage("check")
+        assert checked.returncode == 0, checked.stderr[-3000:]
+        assert "memory_engine.W010" in checked.stderr
+        assert "tsvector fallback" in checked.stderr
+        searched = manage("shell", "-c", (
+            "from memory_engine.models import Project; from memory_engine.selectors.search import knowledge_search;"
+            "from tests.search.helpers import make_document; p = Project.objects.create(name='managed');"
+            "make_document(p, '/v.txt', ['Volcanoes erupt.', 'Rivers flow.']);"
+            "r = knowledge_search(project=p, query='volcano', channels=('lexical',));"
+            "print(r.lexical_backend, [h.text for h in r.results])"))
+        assert searched.returncode == 0, searched.stderr[-3000:]
+        assert searched.stdout.strip().splitlines()[-1] == "tsvector ['Volcanoes erupt.']"
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+        admin.close()
