@@ -14,6 +14,7 @@ lock so that concurrent processes do it once.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -88,9 +89,7 @@ SELECT pg_postmaster_start_time(),
 
 
 def lexical_status() -> LexicalStatus:
-    """One round trip: server start, extension, index configs, rebuild state."""
-    import json
-
+    """Server start, extension version, index configs and rebuild state (two cheap queries)."""
     with connection.cursor() as cursor:
         if not _state_table_exists(cursor):
             return LexicalStatus(backend=TSVECTOR, reason="the database is not migrated", extension_version=None)
