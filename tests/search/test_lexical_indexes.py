@@ -11,7 +11,9 @@ from django.core.management import call_command
 from django.db import connection, connections
 
 from memory_engine.checks import lexical_messages
-from memory_engine.lexical import BM25_INDEXES, STATE_TABLE, TSVECTOR, ensure_lexical_fresh, lexical_status
+from memory_engine.lexical import (
+    BM25_INDEXES, DURABLE_FROM, STATE_TABLE, TSVECTOR, ensure_lexical_fresh, lexical_status, version_tuple,
+)
 from memory_engine.selectors.search import knowledge_search
 
 from .helpers import make_document
@@ -65,13 +67,26 @@ def test_stale_index_is_reported_and_rebuilt_before_the_next_search(project):
     make_document(project, "/d.txt", ["Volcanoes erupt.", "Rivers flow."], embed=False)
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE {STATE_TABLE} SET server_started = '2000-01-01'")
-    if lexical_status().extension_version >= "1.3":
+    if version_tuple(lexical_status().extension_version) >= DURABLE_FROM:
         pytest.skip("pg_textsearch >= 1.3 keeps its statistics: nothing is ever stale")
     assert _ids(lexical_messages()) == {"memory_engine.W011"}
     hits = knowledge_search(project=project, query="volcanoes", channels=("lexical",))
     assert [h.text for h in hits.results] == ["Volcanoes erupt."]
     assert lexical_status().stale == []
     assert lexical_messages() == []
+
+
+@pytest.mark.django_db
+def test_migrate_rebuilds_stale_indexes():
+    from django.core.management.sql import emit_post_migrate_signal
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {STATE_TABLE} SET server_started = '2000-01-01'")
+    if version_tuple(lexical_status().extension_version) >= DURABLE_FROM:
+        pytest.skip("pg_textsearch >= 1.3 keeps its statistics: nothing is ever stale")
+    assert lexical_status().stale
+    emit_post_migrate_signal(verbosity=0, interactive=False, db="default")
+    assert lexical_status().stale == []
 
 
 @pytest.mark.django_db(transaction=True)
