@@ -72,6 +72,26 @@ def setup_django(db_name: str = "bench_memory_engine", *, migrate: bool = True) 
         call_command("migrate", verbosity=0, interactive=False)
 
 
+def use_lexical_backend(backend: str) -> None:
+    """Build the indexes ``backend`` ("bm25" | "tsvector" | "auto") needs, if they are not there.
+
+    The tsvector fallback is measured on the same database by swapping its indexes
+    (``manage.py memory_engine_rebuild_lexical --backend``); run it with the matching
+    KNOWLEDGE_LEXICAL_BACKEND setting.
+    """
+    from django.db import transaction
+
+    from memory_engine.lexical import TSVECTOR, build_lexical_indexes, lexical_status
+
+    current = lexical_status()
+    wanted = TSVECTOR if backend == TSVECTOR else "bm25"
+    has = {"bm25": all(k.endswith("_bm25") for k in current.index_configs) and bool(current.index_configs),
+           TSVECTOR: all(k.endswith("_gin") for k in current.index_configs) and bool(current.index_configs)}
+    if not has[wanted]:
+        with transaction.atomic():
+            build_lexical_indexes(backend=wanted)
+
+
 def percentile(values: list[float], pct: float) -> float:
     if not values:
         return float("nan")

@@ -4,7 +4,8 @@
     .venv/bin/python bench/eval_retrieval.py --qrels ../shared/data/scifact/qrels/test.tsv
     .venv/bin/python bench/eval_retrieval.py --data /path/to/shared/data   # default: see bench/_setup.py
     .venv/bin/python bench/eval_retrieval.py --limit-docs 800 --limit-queries 100 --skip-locomo
-    .venv/bin/python bench/eval_retrieval.py --operators and,or       # compare lexical settings
+    .venv/bin/python bench/eval_retrieval.py --variant fallback:KNOWLEDGE_LEXICAL_BACKEND=tsvector
+    .venv/bin/python bench/eval_retrieval.py --variant w2:SEARCH_LEXICAL_WEIGHT=2,SEARCH_LEXICAL_DEPTH=20
     .venv/bin/python bench/eval_retrieval.py --skip-locomo --limit-docs 500 --limit-queries 100 \
         --chunk-strategy whole,size,page,recursive                     # compare chunking
 
@@ -47,7 +48,7 @@ MODES = {"lexical": ("lexical",), "vector": ("vector",), "hybrid": ("vector", "l
 
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from _setup import parse_args  # noqa: E402
+from _setup import parse_args, use_lexical_backend  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
 os.environ.setdefault("MEMORY_ENGINE_LOG_LEVEL", "WARNING")
@@ -443,11 +444,9 @@ def main() -> None:
     parser.add_argument("--limit-queries", type=int, default=0)
     parser.add_argument("--skip-scifact", action="store_true")
     parser.add_argument("--skip-locomo", action="store_true")
-    parser.add_argument("--operators", default="", help="comma list of KNOWLEDGE_TEXT_SEARCH_OPERATOR values "
-                        "to compare (default: the configured one)")
     parser.add_argument("--variant", action="append", default=[],
-                        help="label:SETTING=value,SETTING=value (MEMORY_ENGINE overrides), repeatable; "
-                             "e.g. or-norm1:KNOWLEDGE_TEXT_SEARCH_OPERATOR=or,KNOWLEDGE_TEXT_SEARCH_RANK_NORMALIZATION=1")
+                        help="label:SETTING=value,SETTING=value (MEMORY_ENGINE overrides), repeatable; e.g. "
+                             "fallback:KNOWLEDGE_LEXICAL_BACKEND=tsvector (its indexes replace the bm25 ones)")
     parser.add_argument("--chunk-strategy", default="",
                         help="comma list of chunk strategies (whole,size,page,recursive): SciFact through the chunker, "
                              "one run each")
@@ -466,9 +465,7 @@ def main() -> None:
     from memory_engine.conf import engine_settings
 
     provider = install_cached_provider()
-    variants: dict[str, dict[str, Any]] = {
-        f"operator={o}": {"KNOWLEDGE_TEXT_SEARCH_OPERATOR": o} for o in args.operators.split(",") if o
-    }
+    variants: dict[str, dict[str, Any]] = {}
     for spec in args.variant:
         label, _, assignments = spec.partition(":")
         variants[label] = {k: json_or_str(v) for k, _, v in (a.partition("=") for a in assignments.split(",") if a)}
@@ -482,8 +479,9 @@ def main() -> None:
         overrides = {**(getattr(settings, "MEMORY_ENGINE", None) or {}), **changes}
         with override_settings(MEMORY_ENGINE=overrides):
             install_cached_provider_again(provider)
-            keys = ("KNOWLEDGE_TEXT_SEARCH_CONFIG", "KNOWLEDGE_TEXT_SEARCH_OPERATOR", "KNOWLEDGE_TEXT_SEARCH_STOPWORDS",
-                    "KNOWLEDGE_TEXT_SEARCH_RANK_NORMALIZATION")
+            use_lexical_backend(str(engine_settings.KNOWLEDGE_LEXICAL_BACKEND))
+            keys = ("KNOWLEDGE_TEXT_SEARCH_CONFIG", "KNOWLEDGE_LEXICAL_BACKEND", "SEARCH_VECTOR_DEPTH",
+                    "SEARCH_LEXICAL_DEPTH", "SEARCH_VECTOR_WEIGHT", "SEARCH_LEXICAL_WEIGHT")
             effective = {k: getattr(engine_settings, k) for k in keys}
             report: dict[str, Any] = {"settings": {**effective, "model": provider.model_name}}
             if not args.skip_scifact:

@@ -46,7 +46,7 @@ PORT = 8765
 
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from _setup import parse_args  # noqa: E402
+from _setup import parse_args, use_lexical_backend  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
 os.environ.setdefault("MEMORY_ENGINE_LOG_LEVEL", "WARNING")
@@ -316,8 +316,10 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="queries per measurement")
     parser.add_argument("--db", default=DB_NAME)
     parser.add_argument("--no-api", action="store_true")
-    parser.add_argument("--extra-operators", default="bm25",
-                        help="KNOWLEDGE_TEXT_SEARCH_OPERATOR values also measured (server-side) at the last stage")
+    parser.add_argument("--extra-backends", default="tsvector",
+                        help="lexical backends also measured (server-side) at the last stage: tsvector = the "
+                             "fallback for servers without pg_textsearch (its indexes replace the bm25 ones "
+                             "for the measurement)")
     args = parse_args(parser)
     RESULTS.mkdir(parents=True, exist_ok=True)
     setup_django(args.db)
@@ -366,15 +368,17 @@ def main() -> None:
             from django.conf import settings
             from django.test.utils import override_settings
 
-            for operator in [o for o in args.extra_operators.split(",") if o]:
+            for backend in [b for b in args.extra_backends.split(",") if b]:
                 overrides = {**(getattr(settings, "MEMORY_ENGINE", None) or {}),
-                             "KNOWLEDGE_TEXT_SEARCH_OPERATOR": operator}
+                             "KNOWLEDGE_LEXICAL_BACKEND": backend}
+                use_lexical_backend(backend)
                 with override_settings(MEMORY_ENGINE=overrides):
                     for concurrency in (1, 8):
-                        name = f"server_{operator}_c{concurrency}"
+                        name = f"server_{backend}_c{concurrency}"
                         stage_report[name] = server_side(project, stores, queries, concurrency)
-                        print(f"  server-side {operator} c={concurrency}: " + json.dumps(stage_report[name]),
+                        print(f"  server-side {backend} c={concurrency}: " + json.dumps(stage_report[name]),
                               flush=True)
+                use_lexical_backend("auto")
         stage_report["load_average"] = [round(x, 2) for x in os.getloadavg()]
         report["stages"][str(total)] = stage_report
     out = RESULTS / f"search-{time.strftime('%Y%m%d-%H%M%S')}.json"

@@ -1,7 +1,7 @@
 """Database settings for the example project: DATABASE_URL, or an embedded PostgreSQL.
 
 When DATABASE_URL is unset, the app's development helper (`memory_engine.embedded`, the
-`[embedded]` extra) starts a real PostgreSQL with pgvector whose data lives in `.pgdata/`
+`[embedded]` extra) starts a real PostgreSQL 18 with pgvector and pg_textsearch whose data lives in `.pgdata/`
 (or MEMORY_ENGINE_PGDATA). Several processes (web server, worker, tests) share it; the
 last one to let go stops it (see `memory_engine.embedded`).
 

@@ -16,6 +16,8 @@ class MemoryEngineConfig(AppConfig):
         signals.generation_completed.connect(enqueue_memory_rules, dispatch_uid="memory_engine.rules")
         from django.db.models.signals import post_migrate
 
+        from .lexical import rebuild_stale_after_migrate
         from .queue import ensure_schedules
 
         post_migrate.connect(ensure_schedules, sender=self, dispatch_uid="memory_engine.schedules")
+        post_migrate.connect(rebuild_stale_after_migrate, sender=self, dispatch_uid="memory_engine.lexical")

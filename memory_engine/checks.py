@@ -6,6 +6,7 @@ memory_engine.E003  the pgvector extension is not installed in the database
 memory_engine.E004  configured embedding dimension differs from the vector columns
 memory_engine.E005  stored vectors were made by another model than the configured one
 memory_engine.E006  DEBUG is off and SECRET_KEY is a known default or guessable
+memory_engine.E010  the lexical indexes were built with another text search config than the setting
 memory_engine.E020  a MEMORY_ENGINE value does not fit its declared type (memory_engine.conf.TYPES)
 
 Warnings about the host's deployment settings (docs/operations.md, "Worker and connection settings"):
@@ -15,6 +16,8 @@ memory_engine.W002  Q_CLUSTER timeout reaches RULE_FIRING_TIMEOUT: the sweep re-
 memory_engine.W003  Q_CLUSTER timeout is shorter than one outbound call may take (HTTP_MAX_SECONDS)
 memory_engine.W004  Q_CLUSTER max_attempts is unlimited: an unacknowledged task comes back forever
 memory_engine.W005  CONN_HEALTH_CHECKS is off for a reused connection: no recovery after a restart
+memory_engine.W010  the lexical channel uses the tsvector fallback (the reason says why)
+memory_engine.W011  a bm25 index has not been rebuilt since the server started (pg_textsearch < 1.3)
 memory_engine.W020  MEMORY_ENGINE (or its EMBEDDING / LLM dict) has a key that is no setting: it does nothing
 """
 
@@ -24,7 +27,7 @@ from typing import Any
 
 from django.apps import apps
 from django.conf import settings
-from django.core.checks import Error, Warning, register
+from django.core.checks import CheckMessage, Error, Warning, register
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 
 from .conf import embedding_dimensions, engine_settings
@@ -137,7 +140,49 @@ def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any
     """Registered under the ``database`` tag and also run by :func:`check_serving`."""
     if (databases is not None and "default" not in databases) or not _settings_readable():
         return []
-    return _database_errors()
+    return _database_errors() + lexical_messages()
+
+
+def lexical_messages() -> list[CheckMessage]:
+    """The lexical channel's backend, its text search config and (pg_textsearch < 1.3) staleness."""
+    from .lexical import BM25, TSVECTOR, lexical_status
+
+    if connection.vendor != "postgresql":
+        return []
+    try:
+        status = lexical_status()
+    except DatabaseError:
+        return []
+    if status.reason == "the database is not migrated":
+        return []
+    messages: list[CheckMessage] = []
+    wanted = str(engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG)
+    built = sorted(set(status.index_configs.values()))
+    if built and built != [wanted]:
+        messages.append(Error(
+            f"The lexical indexes were built with text search config {', '.join(built)}; "
+            f"KNOWLEDGE_TEXT_SEARCH_CONFIG is {wanted}.",
+            hint="Run `python manage.py memory_engine_rebuild_lexical` to rebuild them with the setting, "
+                 "or restore the previous KNOWLEDGE_TEXT_SEARCH_CONFIG.",
+            id="memory_engine.E010",
+        ))
+    if status.backend == TSVECTOR:
+        messages.append(Warning(
+            f"The lexical channel uses the tsvector fallback: {status.reason}.",
+            hint="Search works, with a slower lexical channel on large scopes. For BM25 indexes install "
+                 "pg_textsearch, add it to shared_preload_libraries, then run "
+                 "`python manage.py memory_engine_rebuild_lexical` (docs/retrieval.md).",
+            id="memory_engine.W010",
+        ))
+    elif status.backend == BM25 and status.stale:
+        messages.append(Warning(
+            f"pg_textsearch {status.extension_version} lost the statistics of {', '.join(status.stale)} "
+            f"when the server restarted; they are rebuilt before the next search.",
+            hint="Nothing to do (`python manage.py memory_engine_rebuild_lexical --stale` rebuilds them now). "
+                 "pg_textsearch 1.3 or later keeps them across restarts.",
+            id="memory_engine.W011",
+        ))
+    return messages
 
 
 def _database_errors() -> list[Error]:
@@ -178,7 +223,7 @@ def check_serving(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     """Run the database checks on plain `check` / `runserver` too, so a mismatch refuses to serve."""
     if kwargs.get("databases") is not None or not _settings_readable():
         return []  # check_database covers this run; E020 covers unreadable settings
-    return _database_errors()
+    return _database_errors() + lexical_messages()
 
 
 def _task_queue_warnings(q_cluster: dict[str, Any]) -> list[Warning]:

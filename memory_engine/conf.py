@@ -95,28 +95,37 @@ DEFAULTS: dict[str, Any] = {
     # may name any). Empty: callable converters are for superusers only.
     "CONVERTER_CALLABLE_PREFIXES": [],
     # Read side.
-    "KNOWLEDGE_TEXT_SEARCH_CONFIG": "simple",
-    # "and": websearch_to_tsquery as written (every term must match), ts_rank_cd;
-    # "or": any term matches, ts_rank_cd; "bm25": any term matches, the top
-    # KNOWLEDGE_BM25_CANDIDATES by ts_rank_cd re-scored by Okapi BM25 with IDF from the
-    # column's ANALYZE statistics (measured in docs/benchmarks.md, docs/retrieval.md).
-    "KNOWLEDGE_TEXT_SEARCH_OPERATOR": "and",
+    # Text search config of the lexical indexes (stemming, stop words). Fixed when the
+    # indexes are built (migration 0005, `manage.py memory_engine_rebuild_lexical`); a
+    # different value later is system check error memory_engine.E010 (docs/retrieval.md).
+    "KNOWLEDGE_TEXT_SEARCH_CONFIG": "english",
+    # "auto": pg_textsearch BM25 when its indexes exist, else the tsvector fallback;
+    # "tsvector": always the fallback (diagnosis, tests).
+    "KNOWLEDGE_LEXICAL_BACKEND": "auto",
+    # tsvector fallback: rows matching any query term, the top KNOWLEDGE_BM25_CANDIDATES by
+    # ts_rank_cd re-scored by Okapi BM25 (IDF from the index's ANALYZE statistics); terms in
+    # more than KNOWLEDGE_BM25_MAX_DF of the rows do not select candidates.
     "KNOWLEDGE_BM25_CANDIDATES": 200,
     "KNOWLEDGE_BM25_K1": 1.2,
     "KNOWLEDGE_BM25_B": 0.75,
-    # Query terms found in more than this share of rows do not select candidates.
     "KNOWLEDGE_BM25_MAX_DF": 0.1,
-    # With "or": query words this config treats as stop words are dropped ("" keeps all).
-    "KNOWLEDGE_TEXT_SEARCH_STOPWORDS": "english",
-    # ts_rank_cd normalization bit mask (0 = none; 1 = divide by 1 + log(length); 4 = by
-    # the mean harmonic distance between extents; 32 = rank / (rank + 1)).
-    "KNOWLEDGE_TEXT_SEARCH_RANK_NORMALIZATION": 0,
+    # Fusion (docs/retrieval.md, chosen with bench/eval_retrieval.py: docs/benchmarks.md):
+    # each channel contributes its top max(limit, depth) candidates; score = sum of
+    # weight / (SEARCH_RRF_K + rank). A request may override rrf_k and both weights.
+    "SEARCH_RRF_K": 5,
+    "SEARCH_VECTOR_DEPTH": 20,
+    "SEARCH_LEXICAL_DEPTH": 20,
+    "SEARCH_VECTOR_WEIGHT": 1.0,
+    "SEARCH_LEXICAL_WEIGHT": 1.25,
+    # Vector channel: HNSW with pgvector 0.8 iterative index scans, so a filtered scan keeps
+    # going until `limit` rows pass the scope (up to HNSW_MAX_SCAN_TUPLES visited tuples).
     "HNSW_EF_SEARCH": 100,
-    # Search scopes (valid memories / chunks) up to this size are ranked by an exact
-    # cosine scan; larger ones use HNSW with ef_search >= 2 * limit, widened (x4, 1000)
-    # and finally replaced by the exact scan when post-filtering leaves fewer than
-    # `limit` rows (docs/retrieval.md).
-    "SEARCH_EXACT_SCAN_MAX": 5000,
+    "HNSW_ITERATIVE_SCAN": "relaxed_order",
+    "HNSW_MAX_SCAN_TUPLES": 20000,
+    # Search scopes (valid memories / chunks) up to this size are ranked by an exact cosine
+    # scan instead: as fast as the iterative HNSW scan up to ~2,000 rows, and exact
+    # (measured in docs/benchmarks.md, "Exact scan or HNSW").
+    "SEARCH_EXACT_SCAN_MAX": 2000,
     # HTTP providers. Every outbound call also ends after HTTP_MAX_SECONDS in total (a slow
     # drip of bytes cannot hold a worker) and refuses answers over HTTP_MAX_RESPONSE_BYTES.
     "HTTP_TIMEOUT": 30.0,
@@ -385,14 +394,19 @@ TYPES: dict[str, Coerce] = {
     "PUBLIC_BASE_URL": optional(text),
     "CONVERTER_CALLABLE_PREFIXES": string_list,
     "KNOWLEDGE_TEXT_SEARCH_CONFIG": text,
-    "KNOWLEDGE_TEXT_SEARCH_OPERATOR": one_of("and", "or", "bm25"),
+    "KNOWLEDGE_LEXICAL_BACKEND": one_of("auto", "tsvector"),
     "KNOWLEDGE_BM25_CANDIDATES": integer,
     "KNOWLEDGE_BM25_K1": number,
     "KNOWLEDGE_BM25_B": number,
     "KNOWLEDGE_BM25_MAX_DF": number,
-    "KNOWLEDGE_TEXT_SEARCH_STOPWORDS": optional(text, none=""),
-    "KNOWLEDGE_TEXT_SEARCH_RANK_NORMALIZATION": integer,
+    "SEARCH_RRF_K": integer,
+    "SEARCH_VECTOR_DEPTH": integer,
+    "SEARCH_LEXICAL_DEPTH": integer,
+    "SEARCH_VECTOR_WEIGHT": number,
+    "SEARCH_LEXICAL_WEIGHT": number,
     "HNSW_EF_SEARCH": integer,  # interpolated into SET LOCAL: it must be an int
+    "HNSW_ITERATIVE_SCAN": one_of("off", "relaxed_order", "strict_order"),
+    "HNSW_MAX_SCAN_TUPLES": integer,
     "SEARCH_EXACT_SCAN_MAX": integer,
     "HTTP_TIMEOUT": number,
     "HTTP_RETRIES": integer,

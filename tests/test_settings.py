@@ -53,8 +53,8 @@ def test_every_default_reads_back_unchanged(settings: Any) -> None:
     ("CHANGED_DETAIL_GATE", "false", False),           # bool("false") would be True
     ("CHANGED_DETAIL_GATE", 0, False),
     ("NUM_PROXIES", None, 0),
-    ("KNOWLEDGE_TEXT_SEARCH_STOPWORDS", None, ""),
-    ("KNOWLEDGE_TEXT_SEARCH_OPERATOR", "BM25", "bm25"),
+    ("KNOWLEDGE_LEXICAL_BACKEND", "TSVECTOR", "tsvector"),
+    ("SEARCH_LEXICAL_WEIGHT", "1.5", 1.5),
     ("LLM_OVERRIDABLE", ("model", "Base_Url"), ["MODEL", "BASE_URL"]),
     ("OUTBOUND_ALLOW", None, []),
     ("MAX_DISCARD_BYTES", None, None),
@@ -90,8 +90,8 @@ def test_nested_dicts_are_merged_and_coerced(settings: Any) -> None:
      "MEMORY_ENGINE['MAX_MEMORIES_PER_PROJECT'] must be an integer or None; got 'many'."),
     # A bare string would be read as its characters: "10.0.0.0/8" as "1", "0", "." ...
     ({"OUTBOUND_ALLOW": "10.0.0.0/8"}, "MEMORY_ENGINE['OUTBOUND_ALLOW'] must be a list of strings; got '10.0.0.0/8'."),
-    ({"KNOWLEDGE_TEXT_SEARCH_OPERATOR": "any"},
-     "MEMORY_ENGINE['KNOWLEDGE_TEXT_SEARCH_OPERATOR'] must be one of 'and', 'or', 'bm25'; got 'any'."),
+    ({"HNSW_ITERATIVE_SCAN": "any"},
+     "MEMORY_ENGINE['HNSW_ITERATIVE_SCAN'] must be one of 'off', 'relaxed_order', 'strict_order'; got 'any'."),
     ({"AUTH_FAILURE_RATE": "20 per minute"},
      "MEMORY_ENGINE['AUTH_FAILURE_RATE'] must be a rate such as \"20/min\" or None; got '20 per minute'."),
     ({"LLM_OVERRIDABLE": ["MODEL", "TEMPERATURE"]}, "MEMORY_ENGINE['LLM_OVERRIDABLE'] must be a list of PROMPT"),

@@ -134,7 +134,7 @@ class PlaygroundForm(forms.Form):
                                      help_text="Path prefixes, one per line (e.g. /handbook/).")
     tags = JSONObjectFormField(required=False, help_text='Exact tag match, e.g. {"kind": "preference"}.')
     limit = forms.IntegerField(initial=10, min_value=1, max_value=100, required=False)
-    rrf_k = forms.FloatField(initial=60, min_value=1, label="RRF k", required=False)
+    rrf_k = forms.FloatField(min_value=1, label="RRF k", required=False, help_text="Empty: the SEARCH_RRF_K setting.")
     min_similarity = forms.FloatField(required=False, min_value=-1, max_value=1)
     recency_half_life_days = forms.FloatField(initial=0, min_value=0, label="Recency half-life (days)",
                                               required=False)
@@ -163,7 +163,7 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
                 project=data["project"], query=data["query"] or None,
                 memory_store_ids=[s.pk for s in data["stores"]] or None,
                 document_paths=[p.strip() for p in data["document_paths"].splitlines() if p.strip()] or None,
-                tags=data["tags"], min_similarity=data["min_similarity"], rrf_k=data["rrf_k"] or 60,
+                tags=data["tags"], min_similarity=data["min_similarity"], rrf_k=data["rrf_k"],
                 recency_half_life_days=data["recency_half_life_days"] or 0, limit=data["limit"] or 10,
                 channels=tuple(data["channels"]) or ("vector", "lexical"),
             )

@@ -94,7 +94,7 @@ def making_assertion(memory: Memory) -> MemoryAssertion | None:
 def supersede_chain(memory: Memory) -> list[Memory]:
     """Every version of this fact, oldest first (follows ``supersedes`` back and
     ``superseded_by`` forward)."""
-    base = Memory.objects.select_related("content", "store").defer("content__embedding", "content__search_vector")
+    base = Memory.objects.select_related("content", "store").defer("content__embedding")
     older: list[Memory] = []
     current = memory
     while len(older) < MAX_CHAIN:

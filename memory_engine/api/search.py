@@ -33,9 +33,16 @@ class KnowledgeSearchRequestSerializer(serializers.Serializer):
                            help_text="jsonb containment on the memory's, its store's or the document's tags.")
     min_similarity = serializers.FloatField(required=False, allow_null=True,
                                             help_text="Cosine floor for vector candidates, in [-1, 1].")
-    rrf_k = serializers.FloatField(required=False, default=60)
+    rrf_k = serializers.FloatField(required=False, allow_null=True,
+                                   help_text="RRF constant k > 0 (default: the SEARCH_RRF_K setting, 5).")
     recency_half_life_days = serializers.FloatField(required=False, default=0)
     limit = serializers.IntegerField(required=False, default=10, help_text=f"1 to {MAX_LIMIT}.")
+    vector_weight = serializers.FloatField(required=False, allow_null=True,
+                                           help_text="Weight of the vector channel in the fusion, 0 to 100 "
+                                                     "(default: the SEARCH_VECTOR_WEIGHT setting).")
+    lexical_weight = serializers.FloatField(required=False, allow_null=True,
+                                            help_text="Weight of the lexical channel in the fusion, 0 to 100 "
+                                                      "(default: the SEARCH_LEXICAL_WEIGHT setting).")
 
 
 class SearchRanksSerializer(serializers.Serializer):
@@ -65,6 +72,10 @@ class SearchResultSerializer(serializers.Serializer):
     results = SearchHitSerializer(many=True)
     degraded = serializers.ListField(child=serializers.CharField(),
                                      help_text="e.g. embedding_unavailable, lexical_unavailable")
+    lexical_backend = serializers.ChoiceField(
+        choices=["bm25", "tsvector"], allow_null=True,
+        help_text="bm25: pg_textsearch BM25 index; tsvector: the fallback where the database lacks it; "
+                  "null when the lexical channel did not run.")
 
 
 def search_response(result: SearchResult) -> Response:

@@ -6,22 +6,26 @@ the ``search_knowledge`` tool alike (DESIGN.md, *Read side*):
 1. Sources from filters: documents when document_ids / document_paths / tags are given,
    or when nothing scopes the search to memories (a bare query searches the project's
    documents, never its memories); memories when memory_store_ids or tags are given.
-2. Per source a vector top-``limit`` (cosine over pgvector) and a full-text
-   top-``limit`` (``ts_rank_cd``), invalidated memories excluded, every row carrying its
-   cosine. All four lists come from one SQL statement (CTEs).
+2. Per source a vector top-k (cosine over pgvector) and a lexical top-k, invalidated
+   memories excluded, scope filters inside each ranked query, every row carrying its
+   cosine. All four lists come from one SQL statement (CTEs). k is max(limit,
+   SEARCH_VECTOR_DEPTH / SEARCH_LEXICAL_DEPTH).
 3. ``min_similarity`` drops vector candidates before fusion (no refill).
 4. One ranking per channel: memories and chunks merged on the channel's own value.
-5. Reciprocal rank fusion, optional recency decay of memory results, cut to ``limit``.
+5. Weighted reciprocal rank fusion, k = SEARCH_RRF_K (SEARCH_VECTOR_WEIGHT /
+   SEARCH_LEXICAL_WEIGHT, or the request's), optional recency decay of memory results, cut to ``limit``.
 
 Without a query the read is deterministic: memories oldest first, then chunks in
 (document path, chunk_index) order.
 
-HNSW post-filtering (pgvector 0.6 has no iterative scans): a scope of at most
-``SEARCH_EXACT_SCAN_MAX`` rows is ranked by an exact scan; a larger one by HNSW with
-``hnsw.ef_search`` raised to at least twice the limit. When the filtered index scan
-returns fewer than ``limit`` rows, it is repeated with ef_search x4, then 1000, and
-finally replaced by the exact scan, so a search never silently returns fewer rows
-than exist.
+Lexical channel (memory_engine.lexical): BM25 from a pg_textsearch ``bm25`` index
+(``text <@> to_bm25query(q, index)``) where the database has one; otherwise the tsvector
+fallback (any non-stop term matches, the top KNOWLEDGE_BM25_CANDIDATES by ts_rank_cd
+re-scored with Okapi BM25). The answer names the backend (``lexical_backend``).
+
+Vector channel: a scope of at most ``SEARCH_EXACT_SCAN_MAX`` rows is ranked by an exact
+scan; a larger one by HNSW with pgvector 0.8's iterative index scan, which keeps
+scanning until k rows pass the scope filters, so a selective scope is never short.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.db import DatabaseError, connection, transaction
@@ -40,6 +45,7 @@ from psycopg.types.json import Jsonb
 
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import SearchParameterInvalid, UnknownScope, ValidationFailed
+from memory_engine.lexical import BM25, INDEXES, TSVECTOR, ensure_lexical_fresh, tsvector_expression
 from memory_engine.models import Chunk, Document, Memory, MemoryContent, MemoryStore, Project
 from memory_engine.providers.embeddings import EmbeddingError, require_embedding_provider
 
@@ -48,8 +54,6 @@ logger = logging.getLogger("memory_engine.search")
 MAX_LIMIT = 100
 #: pgvector's upper bound for hnsw.ef_search.
 MAX_EF_SEARCH = 1000
-#: The text search config the generated ``search_vector`` columns were built with.
-COLUMN_TEXT_SEARCH_CONFIG = "simple"
 #: Longer queries are cut for the lexical channel (the embedder truncates on its own).
 MAX_LEXICAL_QUERY_CHARS = 4000
 
@@ -95,9 +99,12 @@ class SearchResult:
     results: list[SearchHit]
     degraded: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    #: bm25 (pg_textsearch) or tsvector (the fallback); None when the lexical channel did not run.
+    lexical_backend: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"results": [hit.as_dict() for hit in self.results], "degraded": list(self.degraded)}
+        return {"results": [hit.as_dict() for hit in self.results], "degraded": list(self.degraded),
+                "lexical_backend": self.lexical_backend}
 
 
 @dataclass
@@ -138,8 +145,12 @@ def _check_number(name: str, value: Any, code: str, *, low: float | None, high: 
                                               **bounds})
 
 
-def validate_search_knobs(*, limit: Any, rrf_k: Any, min_similarity: Any, recency_half_life_days: Any) -> None:
+def validate_search_knobs(*, limit: Any, rrf_k: Any, min_similarity: Any, recency_half_life_days: Any,
+                          vector_weight: Any = None, lexical_weight: Any = None) -> None:
     """400 with a specific code for each knob out of range."""
+    for name, weight in (("vector_weight", vector_weight), ("lexical_weight", lexical_weight)):
+        if weight is not None:
+            _check_number(name, weight, "WEIGHT_INVALID", low=0, high=100)
     _check_number("limit", limit, "LIMIT_INVALID", low=1, high=MAX_LIMIT, integer=True)
     _check_number("rrf_k", rrf_k, "RRF_K_INVALID", low=0, high=None, low_open=True)
     if min_similarity is not None:
@@ -213,6 +224,9 @@ CONTENT = MemoryContent._meta.db_table
 STORE = MemoryStore._meta.db_table
 CHUNK = Chunk._meta.db_table
 DOC = Document._meta.db_table
+#: source -> its lexical index names (memory_engine.lexical builds them).
+BM25_INDEX = {MEMORY: INDEXES[CONTENT][0], DOCUMENT: INDEXES[CHUNK][0]}
+GIN_INDEX = {MEMORY: INDEXES[CONTENT][1], DOCUMENT: INDEXES[CHUNK][1]}
 
 
 def _memory_where(scope: _Scope) -> str:
@@ -236,27 +250,25 @@ def _document_where(scope: _Scope) -> str:
     return where
 
 
-def _operator() -> str:
-    return str(engine_settings.KNOWLEDGE_TEXT_SEARCH_OPERATOR).lower()
+def _bm25_query(source: str) -> str:
+    """The pg_textsearch score of ``x.text`` (negative BM25: lower is better)."""
+    index = BM25_INDEX[source]
+    return f"(x.text <@> to_bm25query(%(qtext)s, '{index}'))"
 
 
-def _stop_filter() -> str:
-    return " AND to_tsvector(%(stopconfig)s::regconfig, l) <> ''::tsvector" if _stopwords() else ""
-
-
-def _bm25_term_ctes() -> list[str]:
-    """Query terms (stop words dropped), the columns' lexeme statistics, and the OR-query
-    that selects candidates: terms in more than KNOWLEDGE_BM25_MAX_DF of the rows are
-    left out of it (they would select most of a large table; BM25 still scores them)."""
+def _fallback_term_ctes(config: str) -> list[str]:
+    """tsvector fallback: query terms (the config drops stop words), their document
+    frequencies from the GIN indexes' ANALYZE statistics, and the OR-query that selects
+    candidates (terms in more than KNOWLEDGE_BM25_MAX_DF of the rows are left out of it:
+    they would select most of a large table; BM25 still scores them)."""
+    tsv = tsvector_expression(config, "%(qtext)s")
     return [
-        f"""qterms AS (SELECT DISTINCT l AS term FROM unnest(tsvector_to_array(to_tsvector(%(tsconfig)s::regconfig,
-        %(qtext)s))) AS l WHERE true{_stop_filter()})""",
+        f"qterms AS (SELECT DISTINCT l AS term FROM unnest(tsvector_to_array({tsv})) AS l)",
         f"""lex_stats AS (
         SELECT s.tablename::text AS tab, u.e, u.f FROM pg_stats s,
             unnest(s.most_common_elems::text::text[],
                    s.most_common_elem_freqs[1:cardinality(s.most_common_elems::text::text[])]) AS u(e, f)
-        WHERE s.schemaname = current_schema() AND s.tablename IN ('{CONTENT}', '{CHUNK}')
-          AND s.attname = 'search_vector')""",
+        WHERE s.schemaname = current_schema() AND s.tablename IN ('{GIN_INDEX[MEMORY]}', '{GIN_INDEX[DOCUMENT]}'))""",
         """tsq AS (
         SELECT coalesce(nullif(string_agg(quote_literal(term), ' | ') FILTER (WHERE df <= %(bm25_max_df)s), ''),
                         string_agg(quote_literal(term), ' | '), '')::tsquery AS q
@@ -265,37 +277,10 @@ def _bm25_term_ctes() -> list[str]:
     ]
 
 
-def _tsquery_sql() -> str:
-    """The lexical query expression for the configured operator."""
-    operator = _operator()
-    if operator == "or":
-        # Any term: the query's own lexemes OR-ed (phrases and negation are ignored), minus
-        # the stop words of KNOWLEDGE_TEXT_SEARCH_STOPWORDS (a config that drops them, e.g.
-        # 'english'), so "the" and "of" do not match every row under the 'simple' config.
-        stop = _stop_filter()
-        return (
-            "(SELECT coalesce(string_agg('''' || replace(replace(l, '\\', '\\\\'), '''', '''''') || '''',"
-            " ' | '), '')::tsquery FROM unnest(tsvector_to_array(to_tsvector(%(tsconfig)s::regconfig,"
-            " %(qtext)s))) AS l WHERE true" + stop + ")"
-        )
-    return "websearch_to_tsquery(%(tsconfig)s::regconfig, %(qtext)s)"
-
-
-def _stopwords() -> str:
-    return str(engine_settings.KNOWLEDGE_TEXT_SEARCH_STOPWORDS or "")
-
-
-def _tsvector_sql(alias: str) -> str:
-    """The indexed generated column when the configs agree, else computed on the fly."""
-    if str(engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG) == COLUMN_TEXT_SEARCH_CONFIG:
-        return f"{alias}.search_vector"
-    return f"to_tsvector(%(tsconfig)s::regconfig, {alias}.text)"
-
-
 def _vector_cte(source: str, scope: _Scope, exact: bool) -> str:
-    """Top-k by cosine distance: through the HNSW index, or (exact) a scan of the scope
-    that computes each distance once (``OFFSET 0`` keeps the subquery, and so the index,
-    out of the ORDER BY)."""
+    """Top-k by cosine distance: through the HNSW index (iterative scan: it keeps going
+    until k rows pass the scope), or (exact) a scan of the scope that computes each
+    distance once (``OFFSET 0`` keeps the subquery, and so the index, out of the ORDER BY)."""
     if source == MEMORY:
         inner = f"""
         SELECT m.id AS id, x.embedding <=> %(qvec)s::vector AS dist
@@ -310,67 +295,75 @@ def _vector_cte(source: str, scope: _Scope, exact: bool) -> str:
         JOIN {DOC} d ON d.id = x.document_id
         WHERE x.embedding IS NOT NULL AND {_document_where(scope)}"""
     if exact:
-        return f"SELECT id, dist FROM ({inner} OFFSET 0) e ORDER BY dist, id LIMIT %(k)s"
-    return f"{inner}\n        ORDER BY x.embedding <=> %(qvec)s::vector LIMIT %(k)s"
+        return f"SELECT id, dist FROM ({inner} OFFSET 0) e ORDER BY dist, id LIMIT %(vec_k)s"
+    return f"{inner}\n        ORDER BY x.embedding <=> %(qvec)s::vector LIMIT %(vec_k)s"
 
 
-def _lexical_ctes(source: str, scope: _Scope, with_vector: bool, short: str) -> list[str]:
-    """The full-text top-k of one source (``{short}_lex``: id, lex, dist).
-
-    "and" / "or": ordered by ts_rank_cd. "bm25": the top BM25_CANDIDATES by ts_rank_cd
-    are re-scored with Okapi BM25, IDF taken from the column's ANALYZE statistics.
-    """
-    tsv = _tsvector_sql("x")
-    dist = "x.embedding <=> %(qvec)s::vector" if with_vector else "NULL::float8"
-    rank = f"ts_rank_cd({tsv}, (SELECT q FROM tsq), %(rank_norm)s)"
+def _source_body(source: str, scope: _Scope, match: str) -> tuple[str, str]:
+    """(primary key, FROM ... WHERE ...) of one source's lexical query, scope filters inside."""
     if source == MEMORY:
-        pk, body = "m.id", f"""FROM {CONTENT} x
+        return "m.id", f"""FROM {CONTENT} x
         JOIN {MEM} m ON m.content_id = x.id
         JOIN {STORE} s ON s.id = m.store_id
-        WHERE {tsv} @@ (SELECT q FROM tsq) AND x.store_id = ANY(%(store_ids)s) AND {_memory_where(scope)}"""
-    else:
-        pk, body = "x.id", f"""FROM {CHUNK} x
+        WHERE {match} AND x.store_id = ANY(%(store_ids)s) AND {_memory_where(scope)}"""
+    return "x.id", f"""FROM {CHUNK} x
         JOIN {DOC} d ON d.id = x.document_id
-        WHERE {tsv} @@ (SELECT q FROM tsq) AND {_document_where(scope)}"""
-    if _operator() != "bm25":
-        return [f"{short}_lex AS (SELECT {pk} AS id, {rank} AS lex, {dist} AS dist {body} "
-                f"ORDER BY lex DESC, {pk} LIMIT %(k)s)"]
-    table = CONTENT if source == MEMORY else CHUNK
+        WHERE {match} AND {_document_where(scope)}"""
+
+
+def _lexical_ctes(source: str, scope: _Scope, with_vector: bool, short: str, backend: str,
+                  config: str) -> list[str]:
+    """The lexical top-k of one source (``{short}_lex``: id, lex, dist); higher lex is better.
+
+    bm25: pg_textsearch's index scan in score order, the scope filtered inside the same
+    query, so LIMIT is met whenever enough rows match. tsvector: rows matching any term,
+    the top KNOWLEDGE_BM25_CANDIDATES by ts_rank_cd re-scored with Okapi BM25.
+    """
+    dist = "x.embedding <=> %(qvec)s::vector" if with_vector else "NULL::float8"
+    if backend == BM25:
+        score = _bm25_query(source)
+        pk, body = _source_body(source, scope, f"{score} < 0")
+        return [f"{short}_lex AS (SELECT {pk} AS id, -{score} AS lex, {dist} AS dist {body} "
+                f"ORDER BY {score} LIMIT %(lex_k)s)"]
+    tsv = tsvector_expression(config, "x.text")
+    pk, body = _source_body(source, scope, f"{tsv} @@ (SELECT q FROM tsq)")
     return [
         f"{short}_pre AS (SELECT {pk} AS id, {tsv} AS v, {dist} AS dist {body} "
         f"ORDER BY ts_rank_cd({tsv}, (SELECT q FROM tsq), 1) DESC, {pk} LIMIT %(bm25_candidates)s)",
         f"""{short}_idf AS (
         SELECT t.term, ln(1 + (1 - coalesce(st.f, fl.f)) / coalesce(st.f, fl.f)) AS idf
         FROM qterms t
-        CROSS JOIN (SELECT coalesce(min(f), 0.001) / 2 AS f FROM lex_stats WHERE tab = '{table}') fl
-        LEFT JOIN lex_stats st ON st.tab = '{table}' AND st.e = t.term)""",
+        CROSS JOIN (SELECT coalesce(min(f), 0.001) / 2 AS f FROM lex_stats WHERE tab = '{GIN_INDEX[source]}') fl
+        LEFT JOIN lex_stats st ON st.tab = '{GIN_INDEX[source]}' AND st.e = t.term)""",
         f"""{short}_lex AS (
         SELECT p.id, sum(i.idf * (array_length(u.positions, 1) * (%(bm25_k1)s + 1))
                    / (array_length(u.positions, 1) + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * length(p.v)
                       / (SELECT greatest(avg(length(v)), 1) FROM {short}_pre)))) AS lex,
                min(p.dist) AS dist
         FROM {short}_pre p CROSS JOIN LATERAL unnest(p.v) u JOIN {short}_idf i ON i.term = u.lexeme
-        GROUP BY p.id ORDER BY lex DESC, p.id LIMIT %(k)s)""",
+        GROUP BY p.id ORDER BY lex DESC, p.id LIMIT %(lex_k)s)""",
     ]
 
 
-def build_search_sql(scope: _Scope, *, vector: bool, lexical: bool, exact: dict[str, bool]) -> str:
-    """One statement: up to four candidate lists, ranked per channel, with display fields."""
+def build_search_sql(scope: _Scope, *, vector: bool, lexical: str | None, exact: dict[str, bool],
+                     config: str = "english") -> str:
+    """One statement: up to four candidate lists, ranked per channel, with display fields.
+
+    ``lexical`` is the backend (bm25 | tsvector) or None to leave the channel out.
+    """
     sources = ([MEMORY] if scope.store_ids is not None else []) + ([DOCUMENT] if scope.search_documents else [])
     ctes: list[str] = []
     vec_parts: list[str] = []
     lex_parts: list[str] = []
-    if lexical and _operator() == "bm25":
-        ctes.extend(_bm25_term_ctes())
-    elif lexical:
-        ctes.append(f"tsq AS (SELECT {_tsquery_sql()} AS q)")
+    if lexical == TSVECTOR:
+        ctes.extend(_fallback_term_ctes(config))
     for source in sources:
         short = "m" if source == MEMORY else "c"
         if vector:
             ctes.append(f"{short}_vec AS ({_vector_cte(source, scope, exact[source])})")
             vec_parts.append(f"SELECT '{source}'::text AS src, id, dist FROM {short}_vec")
         if lexical:
-            ctes.extend(_lexical_ctes(source, scope, vector, short))
+            ctes.extend(_lexical_ctes(source, scope, vector, short, lexical, config))
             lex_parts.append(f"SELECT '{source}'::text AS src, id, lex, dist FROM {short}_lex")
     parts = [f"SELECT src, id, dist, true AS v, NULL::float8 AS lex FROM ({p}) a" for p in vec_parts]
     parts += [f"SELECT src, id, dist, false AS v, lex FROM ({p}) b" for p in lex_parts]
@@ -418,9 +411,11 @@ def knowledge_search(
     document_paths: list[str] | None = None,
     tags: dict[str, Any] | None = None,
     min_similarity: float | None = None,
-    rrf_k: float = 60,
+    rrf_k: float | None = None,
     recency_half_life_days: float = 0,
     limit: int = 10,
+    vector_weight: float | None = None,
+    lexical_weight: float | None = None,
     channels: tuple[str, ...] = ("vector", "lexical"),
 ) -> SearchResult:
     """Search the project's memories and documents; see the module docstring for the algorithm.
@@ -433,8 +428,14 @@ def knowledge_search(
     began = time.perf_counter()
     if not channels or not set(channels) <= {"vector", "lexical"}:
         raise ValidationFailed("`channels` must name vector and/or lexical.", details={"channels": list(channels)})
+    rrf_k = engine_settings.SEARCH_RRF_K if rrf_k is None else rrf_k
     validate_search_knobs(limit=limit, rrf_k=rrf_k, min_similarity=min_similarity,
-                          recency_half_life_days=recency_half_life_days)
+                          recency_half_life_days=recency_half_life_days, vector_weight=vector_weight,
+                          lexical_weight=lexical_weight)
+    weights = {
+        "vector": float(engine_settings.SEARCH_VECTOR_WEIGHT if vector_weight is None else vector_weight),
+        "lexical": float(engine_settings.SEARCH_LEXICAL_WEIGHT if lexical_weight is None else lexical_weight),
+    }
     if query is not None and not isinstance(query, str):
         raise ValidationFailed("`query` must be a string.", details={"field": "query"})
     if query is not None:
@@ -461,82 +462,78 @@ def knowledge_search(
         if qvec is not None and not any(qvec):
             qvec = None  # a zero vector has no direction: every cosine would be NaN
 
-    rows = _run(scope, query, qvec, limit, degraded, lexical="lexical" in channels)
-    hits = _fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=limit, min_similarity=min_similarity)
+    backend = _lexical_backend(degraded) if "lexical" in channels else None
+    rows, backend = _run(scope, query, qvec, limit, degraded, backend=backend)
+    hits = _fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=limit, min_similarity=min_similarity,
+                 weights=weights)
     # Everything but the query embedding: scope checks, SQL, fusion.
     timings["search_ms"] = (time.perf_counter() - began) * 1000 - timings.get("embedding_ms", 0.0)
-    return SearchResult(results=hits, degraded=degraded, timings=timings)
+    return SearchResult(results=hits, degraded=degraded, timings=timings, lexical_backend=backend)
+
+
+def _lexical_backend(degraded: list[str]) -> str | None:
+    """The backend the lexical channel uses now, after the restart guard (lexical.py)."""
+    try:
+        return ensure_lexical_fresh().backend
+    except DatabaseError as exc:
+        logger.warning("lexical index state unreadable; answering from vectors only: %s", exc)
+        degraded.append(Degraded.LEXICAL_UNAVAILABLE)
+        return None
 
 
 def _run(scope: _Scope, query: str, qvec: list[float] | None, limit: int, degraded: list[str], *,
-         lexical: bool) -> list[tuple[Any, ...]]:
+         backend: str | None) -> tuple[list[tuple[Any, ...]], str | None]:
     from memory_engine.services.memory_write import vector_literal
 
+    vec_k = max(limit, int(engine_settings.SEARCH_VECTOR_DEPTH))
     params = {
         **scope.params(),
         "qvec": vector_literal(qvec) if qvec is not None else None,
         "qtext": query[:MAX_LEXICAL_QUERY_CHARS],
-        "tsconfig": str(engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG),
-        "stopconfig": _stopwords(),
-        "rank_norm": int(engine_settings.KNOWLEDGE_TEXT_SEARCH_RANK_NORMALIZATION),
         "bm25_candidates": max(int(engine_settings.KNOWLEDGE_BM25_CANDIDATES), limit),
         "bm25_k1": float(engine_settings.KNOWLEDGE_BM25_K1),
         "bm25_b": float(engine_settings.KNOWLEDGE_BM25_B),
         "bm25_max_df": float(engine_settings.KNOWLEDGE_BM25_MAX_DF),
-        "k": limit,
+        "vec_k": vec_k,
+        "lex_k": max(limit, int(engine_settings.SEARCH_LEXICAL_DEPTH)),
     }
+    config = str(engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG)
     cap = int(engine_settings.SEARCH_EXACT_SCAN_MAX)
     with transaction.atomic(), connection.cursor() as cursor:
         exact = {MEMORY: True, DOCUMENT: True}
-        ef_steps: list[int] = []
         if qvec is not None:
             sizes = _scope_sizes(cursor, scope, cap + 1)
             exact = {source: sizes.get(source, 0) <= cap for source in exact}
             if not all(exact.values()):
-                ef = min(MAX_EF_SEARCH, max(int(engine_settings.HNSW_EF_SEARCH), 2 * limit))
-                ef_steps = sorted({ef, min(MAX_EF_SEARCH, ef * 4), MAX_EF_SEARCH})
-                _set_ef_search(cursor, ef_steps.pop(0))
+                _set_hnsw_scan(cursor, vec_k)
+        sql = partial(build_search_sql, scope, vector=qvec is not None, exact=exact, config=config)
+        if backend is None:
+            if qvec is None:
+                return [], None
+            cursor.execute(sql(lexical=None), params)
+            return cursor.fetchall(), None
         try:
             with transaction.atomic():
-                rows = _execute(cursor, scope, params, vector=qvec is not None, lexical=lexical, exact=exact)
-        except DatabaseError as exc:
-            if qvec is None or not lexical:
+                cursor.execute(sql(lexical=backend), params)
+                return cursor.fetchall(), backend
+        except (DatabaseError, ValueError) as exc:
+            if qvec is None:
                 raise
             logger.warning("lexical channel failed; answering from vectors only: %s", exc)
             degraded.append(Degraded.LEXICAL_UNAVAILABLE)
-            lexical = False
-            rows = _execute(cursor, scope, params, vector=True, lexical=False, exact=exact)
-        while qvec is not None and not all(exact.values()):
-            short = _short_hnsw_sources(rows, exact, limit)
-            if not short:
-                break
-            # Post-filtering left fewer rows than asked: widen the HNSW search, and in
-            # the end rank the short sources by an exact scan.
-            if ef_steps:
-                _set_ef_search(cursor, ef_steps.pop(0))
-            else:
-                exact = {source: exact[source] or source in short for source in exact}
-            rows = _execute(cursor, scope, params, vector=True, lexical=lexical, exact=exact)
-    return rows
+            cursor.execute(sql(lexical=None), params)
+            return cursor.fetchall(), None
 
 
-def _set_ef_search(cursor: Any, ef: int) -> None:
-    cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef)])
-
-
-def _execute(cursor: Any, scope: _Scope, params: dict[str, Any], *, vector: bool, lexical: bool,
-             exact: dict[str, bool]) -> list[tuple[Any, ...]]:
-    cursor.execute(build_search_sql(scope, vector=vector, lexical=lexical, exact=exact), params)
-    return cursor.fetchall()
-
-
-def _short_hnsw_sources(rows: list[tuple[Any, ...]], exact: dict[str, bool], limit: int) -> set[str]:
-    """HNSW sources whose vector list (before min_similarity) came back shorter than ``limit``."""
-    counts: dict[str, int] = {}
-    for row in rows:
-        if row[3]:
-            counts[row[0]] = counts.get(row[0], 0) + 1
-    return {source for source, is_exact in exact.items() if not is_exact and counts.get(source, 0) < limit}
+def _set_hnsw_scan(cursor: Any, k: int) -> None:
+    """pgvector 0.8 iterative scan for this transaction: a filtered HNSW scan fetches more
+    candidates until ``k`` rows pass the scope (or HNSW_MAX_SCAN_TUPLES were visited)."""
+    ef = min(MAX_EF_SEARCH, max(int(engine_settings.HNSW_EF_SEARCH), k))
+    cursor.execute(
+        "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true),"
+        " set_config('hnsw.max_scan_tuples', %s, true)",
+        [str(ef), str(engine_settings.HNSW_ITERATIVE_SCAN), str(int(engine_settings.HNSW_MAX_SCAN_TUPLES))],
+    )
 
 
 def _channel_ranks(rows: list[tuple[Any, ...]], min_similarity: float | None) -> tuple[dict, dict]:
@@ -557,7 +554,7 @@ def _json(value: Any) -> dict[str, Any]:
 
 
 def _fuse(rows: list[tuple[Any, ...]], *, rrf_k: float, half_life: float, limit: int,
-          min_similarity: float | None) -> list[SearchHit]:
+          min_similarity: float | None, weights: dict[str, float]) -> list[SearchHit]:
     now = timezone.now()
     vector_ranks, lexical_ranks = _channel_ranks(rows, min_similarity)
     hits = []
@@ -566,7 +563,8 @@ def _fuse(rows: list[tuple[Any, ...]], *, rrf_k: float, half_life: float, limit:
         vrank, lrank = vector_ranks.get((src, pk)), lexical_ranks.get((src, pk))
         if vrank is None and lrank is None:
             continue  # a vector candidate below min_similarity
-        score = sum(1.0 / (rrf_k + rank) for rank in (vrank, lrank) if rank is not None)
+        score = sum(weights[channel] / (rrf_k + rank)
+                    for channel, rank in (("vector", vrank), ("lexical", lrank)) if rank is not None)
         if half_life and src == MEMORY and created_at is not None:
             age_days = max(0.0, (now - created_at).total_seconds() / 86400.0)
             score *= 0.5 ** (age_days / half_life)

@@ -324,7 +324,7 @@ def _decide(*, store: MemoryStore, content_row: MemoryContent, has_vector: bool,
     """
     dup_t, sup_t = thresholds
     valid = Memory.objects.filter(store=store, invalidated_at__isnull=True).select_related("content") \
-        .defer("content__embedding", "content__search_vector")
+        .defer("content__embedding")
     if about is not None:
         about_match = valid.filter(about_kind=about.kind, about_key=about.key).first()
         if about_match is not None:

@@ -280,13 +280,19 @@ def own_postgres() -> Iterator[Any]:
 
 
 def restart_postgres(server: Any, downtime: float) -> None:
-    """Stop (fast: open sessions are terminated), stay down ``downtime`` s, start again."""
+    """Stop (fast: open sessions are terminated), stay down ``downtime`` s, start again with
+    the same socket and the same preloaded libraries (pg_textsearch: without it every write
+    to a table with a bm25 index fails)."""
+    import psycopg
     from pgserver._commands import pg_ctl
 
     socket_dir = parse_qs(urlparse(server.get_uri()).query)["host"][0]
+    with psycopg.connect(server.get_uri()) as conn:
+        preload = conn.execute("SHOW shared_preload_libraries").fetchone()[0]
     pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user, timeout=30)
     time.sleep(downtime)
-    pg_ctl(["-w", "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(server.log), "start"],
+    options = ["-o", f"-c shared_preload_libraries={preload}"] if preload else []
+    pg_ctl(["-w", "-o", '-h ""', "-o", f"-k {socket_dir}", *options, "-l", str(server.log), "start"],
            pgdata=server.pgdata, user=server.system_user, timeout=30)
 
 

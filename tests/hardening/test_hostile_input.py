@@ -176,15 +176,20 @@ TSQUERY_ATTACKS = [
 ]
 
 
-@pytest.mark.parametrize("operator", ["and", "or", "bm25"])
-def test_tsquery_syntax_in_queries_is_harmless(settings: Any, client: Any, store: Any, operator: str) -> None:
-    engine(settings, KNOWLEDGE_TEXT_SEARCH_OPERATOR=operator)
+@pytest.mark.parametrize("backend", ["bm25", "tsvector"])
+def test_tsquery_syntax_in_queries_is_harmless(settings: Any, client: Any, store: Any, backend: str) -> None:
+    from memory_engine.lexical import build_lexical_indexes
+
+    if backend == "tsvector":
+        engine(settings, KNOWLEDGE_LEXICAL_BACKEND=backend)
+        build_lexical_indexes(backend=backend)
     memory_write(store=store, content="Green tea: not coffee (really) & more!", principal="test",
                  mechanism=Mechanism.API)
     for query in TSQUERY_ATTACKS:
         response = client.post(SEARCH, {"query": query}, format="json")
         assert response.status_code == 200, (query[:40], response.content[:300])
         assert "lexical_unavailable" not in response.json()["degraded"], query[:40]
+        assert response.json()["lexical_backend"] == backend
 
 
 def test_ten_thousand_tag_filter_is_refused_fast(settings: Any, client: Any, store: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from memory_engine.conf import engine_settings
 from memory_engine.models import Agent
 from tests.factories import AgentFactory, MemoryStoreFactory
 
@@ -22,6 +23,7 @@ def test_search_answer_shape(client, project, store):
     assert response.status_code == 200, response.json()
     body = response.json()
     assert body["degraded"] == []
+    assert body["lexical_backend"] == "bm25"
     by_source = {hit["source"]: hit for hit in body["results"]}
     mem, doc = by_source["memory"], by_source["document"]
     assert mem["id"] == memory.pk and mem["memory_store_id"] == store.pk
@@ -53,12 +55,28 @@ def test_search_unknown_scope_is_400_and_identical_for_foreign_ids(client, other
     ("body", "code"),
     [({"limit": 0}, "LIMIT_INVALID"), ({"limit": 1000}, "LIMIT_INVALID"), ({"rrf_k": 0}, "RRF_K_INVALID"),
      ({"min_similarity": 2}, "MIN_SIMILARITY_INVALID"), ({"recency_half_life_days": -3}, "HALF_LIFE_INVALID"),
-     ({"tags": [1]}, "VALIDATION_ERROR")],
+     ({"tags": [1]}, "VALIDATION_ERROR"), ({"vector_weight": -1}, "WEIGHT_INVALID"),
+     ({"lexical_weight": 101}, "WEIGHT_INVALID")],
 )
 def test_search_bad_knobs(client, body, code):
     response = client.post(SEARCH, {"query": "x", **body}, format="json")
     assert response.status_code == 400
     assert response.json()["code"] == code
+
+
+def test_channel_weights_per_request(client, project):
+    make_document(project, "/w.txt", ["Jasmine tea is scented with jasmine blossoms.", "Green tea from Japan."])
+    body = client.post(SEARCH, {"query": "jasmine tea", "vector_weight": 2, "lexical_weight": 0.5},
+                       format="json").json()
+    k = engine_settings.SEARCH_RRF_K
+    for hit in body["results"]:
+        weighted = {"vector": 2, "lexical": 0.5}
+        expected = sum(weighted[ch] / (k + rank) for ch, rank in hit["ranks"].items() if rank)
+        assert hit["score"] == pytest.approx(expected)
+    lexical_only = client.post(SEARCH, {"query": "jasmine tea", "vector_weight": 0, "rrf_k": 60},
+                               format="json").json()
+    assert all(hit["score"] == pytest.approx(engine_settings.SEARCH_LEXICAL_WEIGHT / (60 + hit["ranks"]["lexical"])) if hit["ranks"]["lexical"]
+               else hit["score"] == 0 for hit in lexical_only["results"])
 
 
 def test_search_huge_and_operator_queries(client, project):
@@ -139,7 +157,8 @@ def test_context_with_nothing_found_leaves_messages_alone(client, project, store
     agent = AgentFactory(project=project, knowledge_config={"memory_store_ids": [store.pk]})
     messages = [{"role": "user", "content": "hello"}]
     body = client.post(f"/api/v1/agents/{agent.pk}/context", {"messages": messages}, format="json").json()
-    assert body == {"messages": messages, "injected": False, "knowledge": {"results": [], "degraded": []}}
+    assert body == {"messages": messages, "injected": False,
+                    "knowledge": {"results": [], "degraded": [], "lexical_backend": "bm25"}}
 
 
 def test_tools_definitions(client, project, store):

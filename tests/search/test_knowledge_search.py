@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
+from memory_engine.conf import engine_settings
 from memory_engine.exceptions import EmbeddingNotConfigured, SearchParameterInvalid, UnknownScope
 from memory_engine.models import Memory
 from memory_engine.selectors.search import knowledge_search
@@ -15,7 +17,7 @@ from tests.factories import MemoryStoreFactory
 
 from .helpers import make_document, write
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lexical_backend")]
 
 HANDBOOK = [
     "Employees accrue 25 days of paid vacation per year.",
@@ -24,11 +26,12 @@ HANDBOOK = [
 ]
 
 
-def test_bare_query_searches_documents_never_memories(project, store):
+def test_bare_query_searches_documents_never_memories(project, store, lexical_backend):
     make_document(project, "/handbook/leave.txt", HANDBOOK)
     write(store, "The user prefers vacation in Italy.")
     result = knowledge_search(project=project, query="paid vacation days")
     assert result.results, result
+    assert result.lexical_backend == lexical_backend
     assert {hit.source for hit in result.results} == {"document"}
     top = result.results[0]
     assert top.text == HANDBOOK[0]
@@ -130,15 +133,17 @@ def test_rrf_scores_and_recency_decay(project, store):
     old = write(store, "The user's favourite colour is blue.")
     new = write(store, "The user's favourite colour is green.")
     Memory.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=60))
+    weights = {"vector": engine_settings.SEARCH_VECTOR_WEIGHT, "lexical": engine_settings.SEARCH_LEXICAL_WEIGHT}
     plain = knowledge_search(project=project, query="favourite colour", memory_store_ids=[store.pk], rrf_k=60)
     for hit in plain.results:
-        expected = sum(1 / (60 + r) for r in hit.ranks.values() if r)
+        expected = sum(weights[ch] / (60 + r) for ch, r in hit.ranks.items() if r)
         assert hit.score == pytest.approx(expected)
     decayed = knowledge_search(project=project, query="favourite colour", memory_store_ids=[store.pk],
                                recency_half_life_days=30)
     scores = {h.id: h for h in decayed.results}
     assert decayed.results[0].id == new.pk
-    base = sum(1 / (60 + r) for r in scores[old.pk].ranks.values() if r)
+    k = engine_settings.SEARCH_RRF_K
+    base = sum(weights[ch] / (k + r) for ch, r in scores[old.pk].ranks.items() if r)
     assert scores[old.pk].score == pytest.approx(base * 0.25, rel=1e-3)
 
 
@@ -220,31 +225,29 @@ def test_failing_embedder_degrades_to_lexical(project, store, settings):
 
 def test_failing_lexical_channel_degrades_to_vectors(project, store, settings):
     write(store, "The user drinks oat milk.")
-    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "KNOWLEDGE_TEXT_SEARCH_CONFIG": "no_such_config"}
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "KNOWLEDGE_LEXICAL_BACKEND": "tsvector",
+                              "KNOWLEDGE_TEXT_SEARCH_CONFIG": "no_such_config"}
     result = knowledge_search(project=project, query="what milk", memory_store_ids=[store.pk])
     assert result.degraded == ["lexical_unavailable"]
+    assert result.lexical_backend is None
     assert result.results and result.results[0].ranks["lexical"] is None
 
 
-def test_or_operator_setting_matches_any_term(project, settings):
-    make_document(project, "/d.txt", ["apples and pears", "bananas only"])
-    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "KNOWLEDGE_TEXT_SEARCH_OPERATOR": "and"}
-    and_hits = knowledge_search(project=project, query="apples bananas")
-    assert all(h.ranks["lexical"] is None for h in and_hits.results)
-    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "KNOWLEDGE_TEXT_SEARCH_OPERATOR": "or"}
-    or_hits = knowledge_search(project=project, query="apples bananas")
-    assert sorted(h.ranks["lexical"] for h in or_hits.results) == [1, 2]
-    # Quotes and backslashes in lexemes stay literal: the lexical channel runs and matches nothing.
+def test_any_term_matches_and_stems(project):
+    make_document(project, "/d.txt", ["apples and pears", "bananas only", "nothing in common"])
+    hits = knowledge_search(project=project, query="apple banana", channels=("lexical",))
+    assert sorted(h.text for h in hits.results) == ["apples and pears", "bananas only"]
+    assert sorted(h.ranks["lexical"] for h in hits.results) == [1, 2]
+    # Quotes and backslashes in terms stay literal.
     quoted = knowledge_search(project=project, query="it's a back\\slash 'quote'")
     assert quoted.degraded == [] and all(h.ranks["lexical"] is None for h in quoted.results)
 
 
 @pytest.mark.parametrize("query", ["the cats of Rome", "!", "it's a back\\slash 'quote' :* &", "the of and"])
-def test_bm25_operator_setting(project, settings, query):
+def test_stop_words_alone_never_match(project, query):
     make_document(project, "/d.txt", ["The cats of Rome sleep in the ruins of the Forum.",
                                       "The history of the city and of the empire.",
                                       "Dogs of the countryside."])
-    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "KNOWLEDGE_TEXT_SEARCH_OPERATOR": "bm25"}
     result = knowledge_search(project=project, query=query)
     lexical = sorted((h for h in result.results if h.ranks["lexical"]), key=lambda h: h.ranks["lexical"])
     assert result.degraded == []  # operators and quotes never break the lexical channel
@@ -253,3 +256,13 @@ def test_bm25_operator_setting(project, settings, query):
         assert len(lexical) == 1  # stop words alone never make a match
     else:  # punctuation, operators and stop words match no chunk
         assert lexical == []
+
+
+def test_rare_terms_outrank_common_ones(project):
+    """BM25's IDF on both backends: the one row with the rare word beats rows repeating a common one."""
+    texts = [f"report report number {i} about the weather" for i in range(30)] + ["a single report on volcanoes"]
+    make_document(project, "/r.txt", texts)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memory_engine_chunk")
+    hits = knowledge_search(project=project, query="report volcanoes", channels=("lexical",), limit=5)
+    assert hits.results[0].text == "a single report on volcanoes"
