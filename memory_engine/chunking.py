@@ -37,11 +37,11 @@ without chunking (or tokenizing) the rest of a very large text.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-import itertools
 from itertools import islice
 
 from memory_engine.exceptions import ChunkingError, ChunkSettingsInvalid, ChunkTooLarge

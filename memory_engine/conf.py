@@ -527,7 +527,9 @@ setting_changed.connect(_reload)
 PROVIDERS: dict[str, dict[str, str]] = {
     "embedding": {
         "onnx": "memory_engine.providers.embeddings.onnx.OnnxEmbeddingProvider",
-        "sentence_transformers": "memory_engine.providers.embeddings.sentence_transformers.SentenceTransformersProvider",
+        "sentence_transformers": (
+            "memory_engine.providers.embeddings.sentence_transformers.SentenceTransformersProvider"
+        ),
         "ollama": "memory_engine.providers.embeddings.http.OllamaEmbeddingProvider",
         "openai": "memory_engine.providers.embeddings.http.OpenAIEmbeddingProvider",
     },

@@ -75,8 +75,8 @@ class DocumentUploadForm(forms.ModelForm):
 
     upload = forms.FileField(help_text="The content type is sniffed from the bytes.")
     document_path = forms.CharField(required=False, label="Path", help_text="Default: /<file name>.")
-    strategy = forms.ChoiceField(choices=[("", "default (recursive for text, else page)"), *ChunkStrategy.choices], required=False,
-                                 label="Chunk strategy")
+    strategy = forms.ChoiceField(choices=[("", "default (recursive for text, else page)"), *ChunkStrategy.choices],
+                                 required=False, label="Chunk strategy")
     size = forms.IntegerField(required=False, min_value=1, label="Chunk size")
     overlap = forms.IntegerField(required=False, min_value=0, label="Chunk overlap")
     password = forms.CharField(required=False, widget=forms.PasswordInput, help_text="For an encrypted PDF.")

@@ -44,7 +44,8 @@ class MemoryStoreForm(forms.ModelForm):
 
     class Meta:
         model = MemoryStore
-        fields = "__all__"
+        # The ModelAdmin picks the fields (its fieldsets override Meta.fields in get_form).
+        fields = "__all__"  # noqa: DJ007
 
     def validate_unique(self) -> None:
         # Runs once the form's values are on the instance; the service's check replaces the

@@ -3,8 +3,7 @@ names exactly as DESIGN.md lists them), list filters and thin views over the wri
 
 from __future__ import annotations
 
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import django_filters
@@ -189,7 +188,7 @@ class MemoryAssertionFilter(django_filters.FilterSet):
         if value is None:
             return queryset
         try:  # PostgreSQL refuses UTC offsets over 15:59 that Python accepts
-            value = value.astimezone(dt_timezone.utc)
+            value = value.astimezone(UTC)
         except OverflowError:
             raise ValidationFailed(f"`{name}` is out of range.", details={name: str(value)}) from None
         lookup = "created_at__gte" if name == "created_after" else "created_at__lt"

@@ -76,8 +76,10 @@ class Memory(models.Model):
     tags = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     source_type = models.CharField(max_length=20, choices=SourceType.choices, default=SourceType.MANUAL)
-    about_kind = models.CharField(max_length=100, null=True, blank=True)
-    about_key = models.CharField(max_length=200, null=True, blank=True)
+    # NULL, not "", is "about nothing": the me_memory_about index below covers only rows whose
+    # about_key is set, and the API answers `about: null` for them.
+    about_kind = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
+    about_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(default=timezone.now)
     invalidated_at = models.DateTimeField(null=True, blank=True)
     superseded_by = models.ForeignKey(

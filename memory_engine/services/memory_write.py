@@ -298,7 +298,7 @@ def _resolve_content(store: MemoryStore, text: str, digest: str,
         )
         row = cursor.fetchone()
     # from_db expects values in the model's field order; the vector stays deferred.
-    values = dict(zip(CONTENT_FIELDS, row[:6]))
+    values = dict(zip(CONTENT_FIELDS, row[:6], strict=True))
     names = [f.attname for f in MemoryContent._meta.concrete_fields if f.attname in values]
     content = MemoryContent.from_db(connection.alias, names, [values[name] for name in names])
     return content, bool(row[6])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -147,7 +146,7 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
                 weights = mask[..., None].astype(np.float32)
                 pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
                 pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-                for i, vector in zip(batch_ids, pooled):
+                for i, vector in zip(batch_ids, pooled, strict=True):
                     vectors[i] = vector
             out = [vectors[i].tolist() for i in range(len(texts))]
         except EmbeddingError:
