@@ -22,10 +22,11 @@ install: $(INSTALLED)
 run: install
 	$(BIN)/python -m example_project.run
 
-# Static checks that guard the contract: lint and import order (ruff), migrations match the
-# models, the OpenAPI schema is valid.
+# Static checks that guard the contract: lint and import order (ruff), types (mypy with the
+# Django and DRF stubs), migrations match the models, the OpenAPI schema is valid.
 check: install
 	$(BIN)/ruff check memory_engine
+	$(BIN)/python -m mypy memory_engine
 	$(BIN)/python manage.py makemigrations --check --dry-run memory_engine
 	$(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 

@@ -225,8 +225,8 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
 
     def perform_create(self, serializer: Any) -> None:
         store = memory_store_save(project=self.project, **serializer.validated_data)
-        store.valid_memories = 0  # the list/retrieve annotation, for the 201 answer
-        serializer.instance = store
+        # The 201 answer carries what list/retrieve carry, valid_memories annotated.
+        serializer.instance = self.get_queryset().get(pk=store.pk)
 
     def perform_update(self, serializer: Any) -> None:
         # The instance carries get_queryset's valid_memories annotation into the answer.
@@ -260,7 +260,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
             "created_at", "id"
         )
 
-    def filter_queryset(self, queryset: QuerySet[Memory]) -> QuerySet[Memory]:
+    def filter_queryset(self, queryset: QuerySet[Any, Any]) -> QuerySet[Any, Any]:
         # List filters (valid-only by default) never hide a memory read or forgotten by id.
         return super().filter_queryset(queryset) if self.action == "list" else queryset
 

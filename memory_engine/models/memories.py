@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.utils import timezone
 
@@ -175,7 +177,7 @@ class MemoryAssertion(models.Model):
     def __str__(self) -> str:
         return f"{self.outcome}: {self.content[:60]}"
 
-    def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:
             raise LedgerImmutable()
         super().save(*args, **kwargs)

@@ -54,6 +54,7 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
     """Sentence embeddings from an ONNX BERT-style encoder, loaded lazily once per process."""
 
     default_model = "all-MiniLM-L6-v2"
+    max_tokens: int  # always known here: MAX_TOKENS, 256 by default
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
