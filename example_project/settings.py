@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -135,7 +136,7 @@ Q_CLUSTER = {
     "save_limit": 1000,
 }
 
-MEMORY_ENGINE = {
+MEMORY_ENGINE: dict[str, Any] = {
     # Reverse proxies in front of the app that append to X-Forwarded-For (0: none; the header
     # is then ignored and the failed-auth throttle counts REMOTE_ADDR).
     "NUM_PROXIES": int(os.environ.get("MEMORY_ENGINE_NUM_PROXIES", "0")),

@@ -23,6 +23,7 @@ memory_engine.W020  MEMORY_ENGINE (or its EMBEDDING / LLM dict) has a key that i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.apps import apps
@@ -136,7 +137,7 @@ def database_state() -> dict[str, Any] | None:
 
 
 @register("database")
-def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Error]:
+def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> Sequence[CheckMessage]:
     """Registered under the ``database`` tag and also run by :func:`check_serving`."""
     if (databases is not None and "default" not in databases) or not _settings_readable():
         return []
@@ -219,7 +220,7 @@ def _database_errors() -> list[Error]:
 
 
 @register()
-def check_serving(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+def check_serving(app_configs: Any = None, **kwargs: Any) -> Sequence[CheckMessage]:
     """Run the database checks on plain `check` / `runserver` too, so a mismatch refuses to serve."""
     if kwargs.get("databases") is not None or not _settings_readable():
         return []  # check_database covers this run; E020 covers unreadable settings

@@ -37,11 +37,11 @@ without chunking (or tokenizing) the rest of a very large text.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-import itertools
 from itertools import islice
 
 from memory_engine.exceptions import ChunkingError, ChunkSettingsInvalid, ChunkTooLarge
@@ -393,9 +393,13 @@ class _Recursive:
         shared = 0  # how many pieces at the front of ``current`` repeat the previous chunk
         tokens = chars = 0  # running totals of ``current`` (chars with every separator)
         pending: list[_Piece] = []  # parts of a refined piece, last first
-        while pending or (piece := next(pieces, None)) is not None:
+        while True:
             if pending:
                 piece = pending.pop()
+            elif (following := next(pieces, None)) is not None:
+                piece = following
+            else:
+                break
             if current and not self._fits(tokens, chars, piece):
                 if tokens < self.min_tokens and piece.depth < len(_SPLITTERS):
                     # The chunk is still under the minimum: take the next piece's first
@@ -434,7 +438,7 @@ class _Recursive:
 
     def _tail(self, pieces: list[_Piece]) -> list[_Piece]:
         """The end of a chunk, at most ``overlap`` tokens of whole pieces, coarsest first."""
-        budget, tail = self.overlap, []
+        budget, tail = self.overlap, list[_Piece]()
         candidates = list(pieces)
         while candidates and budget > 0:
             piece = candidates.pop()

@@ -26,7 +26,7 @@ import ipaddress
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 from urllib.parse import urlsplit
 
 from memory_engine.conf import engine_settings
@@ -38,8 +38,8 @@ from memory_engine.exceptions import (
     URLNotAllowed,
 )
 
-IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
-IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # --- code ------------------------------------------------------------------------------------
 
@@ -130,10 +130,7 @@ class OutboundPolicy:
 
     def address_allowed(self, host: str, address: IPAddress) -> bool:
         """Whether a connection to ``address`` (resolved from ``host``) may be made."""
-        for inner in _embedded(address):
-            if not self._single_allowed(host, inner):
-                return False
-        return True
+        return all(self._single_allowed(host, inner) for inner in _embedded(address))
 
     def _single_allowed(self, host: str, address: IPAddress) -> bool:
         if any(address in network for network in LINK_LOCAL):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import models
@@ -46,7 +47,7 @@ class PublicIdField(models.CharField):
         kwargs["default"] = _IdDefault(prefix)
         super().__init__(*args, **kwargs)
 
-    def deconstruct(self) -> tuple[str, str, list[Any], dict[str, Any]]:
+    def deconstruct(self) -> tuple[str, str, Sequence[Any], dict[str, Any]]:
         name, path, args, kwargs = super().deconstruct()
         kwargs.pop("default", None)
         kwargs["prefix"] = self.prefix

@@ -1,7 +1,6 @@
 """The operator console: stock Django admin, extended with what operators need to answer
 "why was this fact retired?" and "why is this PDF not searchable?"."""
 
-from . import memories, tenancy  # noqa: F401  (registers ModelAdmins)
-from . import rules  # noqa: F401  (memory rules and generations)
-from . import agents  # noqa: F401  (agents)
-from . import documents  # noqa: F401  (documents and ingestion rules)
+# Importing the modules registers their ModelAdmins: memories and stores, tenancy (projects,
+# API keys), rules and generations, agents, documents and ingestion rules.
+from . import agents, documents, memories, rules, tenancy  # noqa: F401

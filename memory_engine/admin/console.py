@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin
@@ -32,6 +32,7 @@ from memory_engine.models import (
     MemoryAssertion,
     MemoryRule,
     MemoryStore,
+    Project,
 )
 from memory_engine.models.documents import DocumentStatus
 from memory_engine.models.memories import Mechanism, Outcome
@@ -125,11 +126,18 @@ class JSONObjectFormField(forms.CharField):
             raise forms.ValidationError("Enter a JSON object.") from None
 
 
+class StoreChoiceField(forms.ModelMultipleChoiceField):
+    """Stores of several projects: each labelled with its project."""
+
+    def label_from_instance(self, obj: Any) -> str:
+        return f"{obj.project.name} / {obj.name}"
+
+
 class PlaygroundForm(forms.Form):
-    project = forms.ModelChoiceField(queryset=None)
+    project = forms.ModelChoiceField(queryset=Project.objects.none())  # the visible ones: __init__
     query = forms.CharField(required=False, widget=forms.TextInput(attrs={"size": 80}))
-    stores = forms.ModelMultipleChoiceField(queryset=None, required=False, label="Memory stores",
-                                            help_text="None: documents only (unless tags are set).")
+    stores = StoreChoiceField(queryset=MemoryStore.objects.none(), required=False, label="Memory stores",
+                              help_text="None: documents only (unless tags are set).")
     document_paths = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
                                      help_text="Path prefixes, one per line (e.g. /handbook/).")
     tags = JSONObjectFormField(required=False, help_text='Exact tag match, e.g. {"kind": "preference"}.')
@@ -143,10 +151,10 @@ class PlaygroundForm(forms.Form):
 
     def __init__(self, *args: Any, request: HttpRequest, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["project"].queryset = visible_projects(request)
-        self.fields["stores"].queryset = scope_queryset(
+        # self.fields holds per-form copies of the fields declared above.
+        cast(forms.ModelChoiceField, self.fields["project"]).queryset = visible_projects(request)
+        cast(StoreChoiceField, self.fields["stores"]).queryset = scope_queryset(
             request, MemoryStore.objects.select_related("project").order_by("project__name", "name"), "project")
-        self.fields["stores"].label_from_instance = lambda s: f"{s.project.name} / {s.name}"
 
 
 def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
@@ -179,12 +187,12 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
 
 
 class RuleTesterForm(forms.Form):
-    project = forms.ModelChoiceField(queryset=None)
+    project = forms.ModelChoiceField(queryset=Project.objects.none())  # the visible ones: __init__
     content_type = forms.CharField(initial="application/pdf", help_text="e.g. application/pdf, text/markdown.")
 
     def __init__(self, *args: Any, request: HttpRequest, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["project"].queryset = visible_projects(request)
+        cast(forms.ModelChoiceField, self.fields["project"]).queryset = visible_projects(request)
 
 
 def ingestion_rule_tester_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:

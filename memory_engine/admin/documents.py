@@ -10,6 +10,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -36,9 +37,9 @@ from .console import ingestion_rule_tester_view
 from .erasure import ErasureAdmin
 from .memories import admin_link
 from .next_steps import NEXT_STEPS
-from .scoping import ProjectScopedAdmin
+from .scoping import ProjectScopedAdmin, TrustedForm
 
-STATUS_COLOURS = {
+STATUS_COLOURS: dict[str, str] = {
     DocumentStatus.PENDING: "#777",
     DocumentStatus.PROCESSING: "#1f6feb",
     DocumentStatus.READY: "#1a7f37",
@@ -48,8 +49,7 @@ STATUS_COLOURS = {
 
 class ChunkInline(admin.TabularInline):
     model = Chunk
-    fields = ["chunk_index", "page", "text_preview", "embedded"]
-    readonly_fields = fields
+    fields = readonly_fields = ("chunk_index", "page", "text_preview", "embedded")
     extra = 0
     can_delete = False
     show_change_link = False
@@ -75,8 +75,8 @@ class DocumentUploadForm(forms.ModelForm):
 
     upload = forms.FileField(help_text="The content type is sniffed from the bytes.")
     document_path = forms.CharField(required=False, label="Path", help_text="Default: /<file name>.")
-    strategy = forms.ChoiceField(choices=[("", "default (recursive for text, else page)"), *ChunkStrategy.choices], required=False,
-                                 label="Chunk strategy")
+    strategy = forms.ChoiceField(choices=[("", "default (recursive for text, else page)"), *ChunkStrategy.choices],
+                                 required=False, label="Chunk strategy")
     size = forms.IntegerField(required=False, min_value=1, label="Chunk size")
     overlap = forms.IntegerField(required=False, min_value=0, label="Chunk overlap")
     password = forms.CharField(required=False, widget=forms.PasswordInput, help_text="For an encrypted PDF.")
@@ -86,7 +86,8 @@ class DocumentUploadForm(forms.ModelForm):
         fields = ["project", "title", "tags", "metadata"]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data
         file = data["upload"]
@@ -224,7 +225,7 @@ class DocumentAdmin(ErasureAdmin, ProjectScopedAdmin):
             return None
         context = {**self.admin_site.each_context(request), "title": "Re-ingest with new chunk settings",
                    "opts": self.model._meta, "form": form, "documents": queryset,
-                   "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME}
+                   "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME}
         return TemplateResponse(request, "admin/memory_engine/document/reingest.html", context)
 
     @admin.action(description="Re-embed missing vectors of the selected documents", permissions=["change"])
@@ -239,10 +240,9 @@ class DocumentAdmin(ErasureAdmin, ProjectScopedAdmin):
 WRITE_ONLY_FIELDS = ("new_converter_secret", "clear_converter_secret")
 
 
-class IngestionRuleForm(forms.ModelForm):
+class IngestionRuleForm(TrustedForm):
     """The converter secret is write-only: never rendered back, blank keeps the stored one."""
 
-    trusted = False  # set per request by ProjectScopedAdmin.get_form: superusers only
     converter_url = forms.URLField(required=False, max_length=1000, assume_scheme="https")
     new_converter_secret = forms.CharField(
         required=False, max_length=200, label="Converter secret", strip=False,
@@ -257,7 +257,8 @@ class IngestionRuleForm(forms.ModelForm):
                   "file_delivery", "chunk_strategy", "chunk_size", "chunk_overlap", "enabled"]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data
         new, clear = data.pop("new_converter_secret", ""), data.pop("clear_converter_secret", False)
@@ -282,7 +283,7 @@ class IngestionRuleAdmin(ProjectScopedAdmin):
     list_select_related = ["project"]
     readonly_fields = ["id", "converter_secret_state", "converter_url_redacted", "created_at"]
 
-    def get_fields(self, request: Any, obj: Any = None) -> list[str]:
+    def get_fields(self, request: Any, obj: Any = None) -> list[Any]:
         fields = [f for f in super().get_fields(request, obj) if f != "converter_url_redacted"]
         if obj is not None and not self.has_change_permission(request, obj):
             # Readers get no write-only field and the URL without its query string (tokens).

@@ -47,7 +47,7 @@ class ErasureAdmin(admin.ModelAdmin):
         plan = erasure_plan(queryset=self.model._base_manager.filter(pk__in=[obj.pk for obj in objs]))
         to_delete = [f"{capfirst(self.opts.verbose_name)}: {obj}" for obj in objs]
         model_count = {_plural(model): count for model, count in plan.removed.items()}
-        protected = [f"Referenced by {count} {model_ngettext(model, count)} outside this deletion"
+        protected = [f"Referenced by {count} {model_ngettext(model._meta, count)} outside this deletion"
                      for model, count in plan.blocking.items()]
         return to_delete, model_count, set(), protected
 

@@ -3,7 +3,7 @@ read-only assertion ledger: "why was this fact retired?"."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
 from django.contrib import admin, messages
@@ -44,7 +44,8 @@ class MemoryStoreForm(forms.ModelForm):
 
     class Meta:
         model = MemoryStore
-        fields = "__all__"
+        # The ModelAdmin picks the fields (its fieldsets override Meta.fields in get_form).
+        fields = "__all__"  # noqa: DJ007
 
     def validate_unique(self) -> None:
         # Runs once the form's values are on the instance; the service's check replaces the
@@ -138,8 +139,8 @@ class MemoryAdmin(ProjectScopedAdmin):
     list_filter = [ValidityFilter, "store__project", "store", "source_type"]
     search_fields = ["id", "content__text"]
     list_select_related = ["content", "store", "superseded_by"]
-    readonly_fields = ["id", "store", "text", "tags", "metadata", "source_type", "about_kind",
-                       "about_key", "created_at", "invalidated_at", "successor", "predecessors"]
+    readonly_fields = ("id", "store", "text", "tags", "metadata", "source_type", "about_kind",
+                       "about_key", "created_at", "invalidated_at", "successor", "predecessors")
     fields = readonly_fields
     date_hierarchy = "created_at"
     change_form_template = "admin/memory_engine/memory/change_form.html"
@@ -216,6 +217,19 @@ class DoorFilter(admin.SimpleListFilter):
         return queryset.filter(retired_door=self.value()) if self.value() else queryset
 
 
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    class _Retirement(TypedDict):
+        successor_text: str
+        retired_similarity: float | None
+        retired_door: str | None
+        retired_reason: str | None
+
+    #: A memory as SupersededMemoryAdmin.get_queryset annotates it.
+    RetiredMemory = WithAnnotations[Memory, _Retirement]
+
+
 class SupersededMemoryAdmin(MemoryAdmin):
     """Not registered: served by MemoryAdmin at ``memory/superseded/``."""
 
@@ -253,19 +267,19 @@ class SupersededMemoryAdmin(MemoryAdmin):
         return "→"
 
     @admin.display(description="new text")
-    def new_text(self, obj: Memory) -> str:
+    def new_text(self, obj: RetiredMemory) -> str:
         return format_html("{}<br><small>{}</small>", obj.successor_text, admin_link(obj.superseded_by))
 
     @admin.display(description="similarity", ordering="retired_similarity")
-    def retiring_similarity(self, obj: Memory) -> str:
+    def retiring_similarity(self, obj: RetiredMemory) -> str:
         return similarity_text(obj.retired_similarity)
 
     @admin.display(description="door", ordering="retired_door")
-    def door(self, obj: Memory) -> str:
+    def door(self, obj: RetiredMemory) -> str:
         return obj.retired_door or "-"
 
     @admin.display(description="reason", ordering="retired_reason")
-    def retiring_reason(self, obj: Memory) -> str:
+    def retiring_reason(self, obj: RetiredMemory) -> str:
         return obj.retired_reason or "-"
 
 
@@ -280,9 +294,9 @@ class MemoryAssertionAdmin(ProjectScopedAdmin):
     date_hierarchy = "created_at"
     list_select_related = ["store", "memory", "replaced_memory", "generation", "rule"]
     ordering = ["-created_at"]
-    readonly_fields = ["id", "store", "outcome", "decision_reason", "similarity", "content", "memory_link",
+    readonly_fields = ("id", "store", "outcome", "decision_reason", "similarity", "content", "memory_link",
                        "replaced_link", "principal", "mechanism", "generation_link", "rule_link", "details",
-                       "created_at"]
+                       "created_at")
     fields = readonly_fields
 
     def has_add_permission(self, request: Any) -> bool:

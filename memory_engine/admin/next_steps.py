@@ -21,8 +21,8 @@ from memory_engine.exceptions import (
     PDFTooLarge,
     TextDecodeError,
     TooManyChunks,
-    URLNotAllowed,
     UnsupportedContentType,
+    URLNotAllowed,
 )
 
 NEXT_STEPS = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
@@ -20,16 +19,14 @@ from memory_engine.services.rules import enqueue_rule_firing, is_pending, matchi
 
 from .console import dry_run_view
 from .memories import admin_link
-from .scoping import ProjectScopedAdmin
+from .scoping import ProjectScopedAdmin, TrustedForm
 
 COUNT_KEYS = ("created", "superseded", "skipped", "failed")
 
 
-class MemoryRuleForm(forms.ModelForm):
+class MemoryRuleForm(TrustedForm):
     """Secrets in ``handler_config`` (``secret``, ``provider.API_KEY``) are shown masked and
     are write-only: the mask (or a blank) sent back keeps the stored value."""
-
-    trusted = False  # set per request by ProjectScopedAdmin.get_form: superusers only
 
     class Meta:
         model = MemoryRule
@@ -43,7 +40,8 @@ class MemoryRuleForm(forms.ModelForm):
             self.initial["handler_config"] = mask_handler_config(self.instance.handler_config)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if "handler_config" in data:
             data["handler_config"] = restore_masked_secrets(data["handler_config"], self.instance.handler_config)
         store = data.get("store")
@@ -72,7 +70,7 @@ class MemoryRuleAdmin(ProjectScopedAdmin):
     filter_horizontal = ["source_agents"]
     readonly_fields = ["id", "created_at", "handler_config_masked"]
 
-    def get_fields(self, request: Any, obj: Any = None) -> list[str]:
+    def get_fields(self, request: Any, obj: Any = None) -> list[Any]:
         # The raw config (with its secrets) is a form field only for editors; readers see it masked.
         fields = [f for f in super().get_fields(request, obj) if f != "handler_config_masked"]
         if obj is not None and not self.has_change_permission(request, obj):
@@ -129,8 +127,8 @@ class GenerationAdmin(ProjectScopedAdmin):
     search_fields = ["id", "agent__name", "output"]
     list_select_related = ["agent", "project"]
     date_hierarchy = "created_at"
-    readonly_fields = ["id", "project", "agent", "status", "initiator_link", "started_by_rule", "input_messages",
-                       "output", "extraction_table", "created_at", "completed_at"]
+    readonly_fields = ("id", "project", "agent", "status", "initiator_link", "started_by_rule", "input_messages",
+                       "output", "extraction_table", "created_at", "completed_at")
     fields = readonly_fields
     actions = ["fire_rules"]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
@@ -33,6 +34,8 @@ def visible_projects(request: HttpRequest) -> QuerySet[Project]:
     """The projects this admin user may see: all for a superuser, else their memberships."""
     projects = Project.objects.order_by("name")
     user = request.user
+    if not user.is_authenticated:  # the admin lets no anonymous user in; nothing for them
+        return projects.none()
     if user.is_superuser:
         return projects
     return projects.filter(members=user)
@@ -59,6 +62,13 @@ def require_perm(request: HttpRequest, *perms: str) -> None:
         raise PermissionDenied
 
 
+class TrustedForm(forms.ModelForm):
+    """A form that names code (rule handlers, converters): what it may name depends on who saves it."""
+
+    #: Set per request by ProjectScopedAdmin.get_form: superusers only.
+    trusted = False
+
+
 class ProjectScopedAdmin(admin.ModelAdmin):
     """A ModelAdmin whose rows, choices and filters are limited to the user's projects.
 
@@ -69,9 +79,10 @@ class ProjectScopedAdmin(admin.ModelAdmin):
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         form = super().get_form(request, obj, change=change, **kwargs)
-        # Forms that name code (rule handlers, converters) trust only superusers; other staff
-        # go through the same allow-lists as API keys (memory_engine.guards).
-        form.trusted = bool(request.user.is_superuser)
+        if issubclass(form, TrustedForm):
+            # Forms that name code (rule handlers, converters) trust only superusers; other staff
+            # go through the same allow-lists as API keys (memory_engine.guards).
+            form.trusted = bool(request.user.is_superuser)
         return form
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
@@ -94,7 +105,7 @@ class ProjectScopedAdmin(admin.ModelAdmin):
         filters = list(super().get_list_filter(request))
         if request.user.is_superuser:
             return filters
-        scoped = []
+        scoped: list[Any] = []
         for item in filters:
             if isinstance(item, str) and self._is_relation(item):
                 scoped.append((item, admin.RelatedOnlyFieldListFilter))

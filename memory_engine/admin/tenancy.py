@@ -8,8 +8,8 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.utils.cache import patch_cache_control
 from django.urls import path, reverse
+from django.utils.cache import patch_cache_control
 from django.utils.html import format_html
 
 from memory_engine.models import ApiKey, Project

@@ -39,7 +39,9 @@ class EmbeddingDataSerializer(serializers.Serializer):
 
 class EmbeddingResponseSerializer(serializers.Serializer):
     object = serializers.CharField(default="list")
-    data = EmbeddingDataSerializer(many=True)
+    # A declared field named like Serializer.data is fine at runtime (the metaclass takes declared
+    # fields off the class); the stubs cannot tell.
+    data = EmbeddingDataSerializer(many=True)  # type: ignore[assignment]
     model = serializers.CharField()
 
 

@@ -125,10 +125,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, exceptions.APIException):
         code = drf_error_code(exc)
         headers: dict[str, str] = {}
-        if getattr(exc, "auth_header", None):
-            headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
-        if getattr(exc, "wait", None):
-            headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
+        # DRF sets auth_header on a 401 (APIView.handle_exception); Throttled carries its wait.
+        if auth_header := getattr(exc, "auth_header", None):
+            headers["WWW-Authenticate"] = auth_header
+        if wait := getattr(exc, "wait", None):
+            headers["Retry-After"] = str(int(wait))
         if isinstance(exc, exceptions.ValidationError):
             return error_response(code, _message(exc.detail), exc.status_code, {"fields": exc.detail})
         return error_response(code, _message(exc.detail), exc.status_code, None, headers or None)

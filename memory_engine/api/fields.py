@@ -53,7 +53,7 @@ class StrictCharField(serializers.CharField):
 
 def parse_tags_param(raw: str | None) -> dict[str, Any] | None:
     """``?tags={"team": "a"}`` -> dict, or a clear 400."""
-    if raw in (None, ""):
+    if not raw:  # absent or empty
         return None
     try:
         value = parse_json_object(raw)

@@ -39,7 +39,9 @@ class GenerationSerializer(serializers.ModelSerializer):
 
 class GenerationCreateSerializer(serializers.Serializer):
     agent_id = serializers.CharField(max_length=40)
-    input_messages = serializers.JSONField(default=list, help_text="OpenAI chat format: [{role, content}].")
+    # The stubs allow only a mapping as a JSONField's default; any JSON value is valid.
+    input_messages = serializers.JSONField(default=list,  # type: ignore[arg-type]
+                                           help_text="OpenAI chat format: [{role, content}].")
     output = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     status = serializers.ChoiceField(choices=GenerationStatus.choices, default=GenerationStatus.RUNNING)
     initiator_id = serializers.CharField(required=False, allow_null=True, max_length=40)

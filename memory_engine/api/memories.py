@@ -3,8 +3,7 @@ names exactly as DESIGN.md lists them), list filters and thin views over the wri
 
 from __future__ import annotations
 
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import django_filters
@@ -189,7 +188,7 @@ class MemoryAssertionFilter(django_filters.FilterSet):
         if value is None:
             return queryset
         try:  # PostgreSQL refuses UTC offsets over 15:59 that Python accepts
-            value = value.astimezone(dt_timezone.utc)
+            value = value.astimezone(UTC)
         except OverflowError:
             raise ValidationFailed(f"`{name}` is out of range.", details={name: str(value)}) from None
         lookup = "created_at__gte" if name == "created_after" else "created_at__lt"
@@ -226,8 +225,8 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
 
     def perform_create(self, serializer: Any) -> None:
         store = memory_store_save(project=self.project, **serializer.validated_data)
-        store.valid_memories = 0  # the list/retrieve annotation, for the 201 answer
-        serializer.instance = store
+        # The 201 answer carries what list/retrieve carry, valid_memories annotated.
+        serializer.instance = self.get_queryset().get(pk=store.pk)
 
     def perform_update(self, serializer: Any) -> None:
         # The instance carries get_queryset's valid_memories annotation into the answer.
@@ -261,7 +260,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
             "created_at", "id"
         )
 
-    def filter_queryset(self, queryset: QuerySet[Memory]) -> QuerySet[Memory]:
+    def filter_queryset(self, queryset: QuerySet[Any, Any]) -> QuerySet[Any, Any]:
         # List filters (valid-only by default) never hide a memory read or forgotten by id.
         return super().filter_queryset(queryset) if self.action == "list" else queryset
 

@@ -3,7 +3,7 @@ fetches a row of that project by id."""
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db.models import Model, QuerySet
@@ -31,9 +31,10 @@ def request_project(request: Any) -> Project:
         projects = Project.objects.all()
         if not request.user.is_superuser:
             projects = projects.filter(members=request.user)
-        project = projects.filter(pk=project_id).first()
-        if project is None:
+        found = projects.filter(pk=project_id).first()
+        if found is None:
             raise ProjectNotFound("No such project.")
+        project = found
     request._memory_engine_project = project
     return project
 
@@ -64,7 +65,16 @@ def project_object_or_404(queryset: QuerySet[M], pk: Any, *, error: type[NotFoun
     raise error(details={field: pk})
 
 
-class ProjectScopedMixin:
+if TYPE_CHECKING:
+    # The mixin goes before a DRF view class and calls its methods; type checkers see that base.
+    from rest_framework.generics import GenericAPIView
+
+    _ViewBase = GenericAPIView
+else:
+    _ViewBase = object
+
+
+class ProjectScopedMixin(_ViewBase):
     """Viewset mixin: ``self.project`` and ``self.principal`` from the request; request
     size and JSON depth limits (memory_engine.api.limits) for every API view."""
 
@@ -79,7 +89,7 @@ class ProjectScopedMixin:
 
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
         check_request_size(request)  # before authentication reads anything, and before parsing
-        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        super().initial(request, *args, **kwargs)
 
     @property
     def project(self) -> Project:
@@ -91,9 +101,9 @@ class ProjectScopedMixin:
 
     def get_object(self) -> Any:
         """DRF's get_object, through :func:`project_object_or_404` (get_queryset is project-scoped)."""
-        queryset = self.filter_queryset(self.get_queryset())  # type: ignore[attr-defined]
-        lookup = self.lookup_url_kwarg or self.lookup_field  # type: ignore[attr-defined]
-        row = project_object_or_404(queryset, self.kwargs[lookup],  # type: ignore[attr-defined]
+        queryset = self.filter_queryset(self.get_queryset())
+        lookup = self.lookup_url_kwarg or self.lookup_field
+        row = project_object_or_404(queryset, self.kwargs[lookup],
                                     error=self.not_found_error, field=self.not_found_field)
-        self.check_object_permissions(self.request, row)  # type: ignore[attr-defined]
+        self.check_object_permissions(self.request, row)
         return row

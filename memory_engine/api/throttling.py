@@ -63,6 +63,10 @@ class FailedAuthThrottle(SimpleRateThrottle):
 
     scope = "auth_failures"
     cache = cache
+    # Set by SimpleRateThrottle.__init__ from the rate (the stubs do not declare them); read only
+    # once _load has seen a rate.
+    num_requests: int
+    duration: int
 
     def get_rate(self) -> str | None:
         return engine_settings.AUTH_FAILURE_RATE

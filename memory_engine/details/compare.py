@@ -163,10 +163,10 @@ def _in_vocabulary(name: str, vocabulary: set[str]) -> bool:
 def _cancel_names(removed: set[str], added: set[str], *, old: Details, new: Details) -> None:
     """Drop name differences that are only case, inflection or abbreviation."""
     # A name the other text also uses, only not capitalised, is the same name.
-    for one_sided, other in ((removed, new), (added, old)):
+    for one_sided, other_side in ((removed, new), (added, old)):
         if not one_sided:
             continue
-        vocabulary = _vocabulary(other)
+        vocabulary = _vocabulary(other_side)
         for value in list(one_sided):
             if _in_vocabulary(value, vocabulary):
                 one_sided.discard(value)

@@ -436,11 +436,11 @@ class _Extractor:
 
     def _quantity(self, match: re.Match[str]) -> str | None:
         unit_raw = match.group("unit")
-        if len(unit_raw) == 1 and unit_raw.isalpha():
-            if (match.group("sep") and unit_raw not in _SPACED_SINGLE_UNITS) or (
-                unit_raw.isupper() and unit_raw not in _UPPER_SINGLE_UNITS
-            ):
-                return None  # "5 x 3" is arithmetic, "5M" is five million, "5G" a network
+        if len(unit_raw) == 1 and unit_raw.isalpha() and (
+            (match.group("sep") and unit_raw not in _SPACED_SINGLE_UNITS)
+            or (unit_raw.isupper() and unit_raw not in _UPPER_SINGLE_UNITS)
+        ):
+            return None  # "5 x 3" is arithmetic, "5M" is five million, "5G" a network
         unit = _unit_key(unit_raw)
         if unit == "s" and (
             len(match.group("n")) == 4 or match.string[match.start() - 1:match.start()] == "'"

@@ -121,84 +121,76 @@ _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
 
 
 # Time units: canonical name and length in seconds (None = not convertible).
-_TIME_UNITS: dict[str, tuple[str, int | None]] = {}
-
-
-for _names, _canon, _secs in (
-    (("millisecond", "milliseconds", "ms", "msec"), "millisecond", None),
-    (("second", "seconds", "sec", "secs", "s"), "second", 1),
-    (("minute", "minutes", "min", "mins"), "minute", 60),
-    (("hour", "hours", "hr", "hrs", "h"), "hour", 3600),
-    (("day", "days", "d"), "day", 86400),
-    (("night", "nights"), "night", None),
-    (("week", "weeks", "wk", "wks", "w"), "week", 604800),
-    (("fortnight", "fortnights"), "week", 2 * 604800),
-    (("month", "months", "mo", "mos"), "month", None),
-    (("quarter", "quarters"), "quarter", None),
-    (("year", "years", "yr", "yrs"), "year", None),
-    (("decade", "decades"), "decade", None),
-    (("business day", "business days", "working day", "working days"), "business day", None),
-):
-    for _name in _names:
-        _TIME_UNITS[_name] = (_canon, _secs)
-
-
-del _names, _canon, _secs, _name
+_TIME_UNITS: dict[str, tuple[str, int | None]] = {
+    name: (canon, seconds)
+    for names, canon, seconds in (
+        (("millisecond", "milliseconds", "ms", "msec"), "millisecond", None),
+        (("second", "seconds", "sec", "secs", "s"), "second", 1),
+        (("minute", "minutes", "min", "mins"), "minute", 60),
+        (("hour", "hours", "hr", "hrs", "h"), "hour", 3600),
+        (("day", "days", "d"), "day", 86400),
+        (("night", "nights"), "night", None),
+        (("week", "weeks", "wk", "wks", "w"), "week", 604800),
+        (("fortnight", "fortnights"), "week", 2 * 604800),
+        (("month", "months", "mo", "mos"), "month", None),
+        (("quarter", "quarters"), "quarter", None),
+        (("year", "years", "yr", "yrs"), "year", None),
+        (("decade", "decades"), "decade", None),
+        (("business day", "business days", "working day", "working days"), "business day", None),
+    )
+    for name in names
+}
 
 
 # Largest-first units a convertible duration is expressed in.
 _DURATION_STEPS = (("week", 604800), ("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
 
 
-_OTHER_UNITS: dict[str, str] = {}
-
-
-for _names, _canon in (
-    (("%", "percent", "per cent", "pct", "percentage points", "pp"), "%"),
-    (("b", "byte", "bytes"), "B"),
-    (("kb", "kilobyte", "kilobytes"), "KB"),
-    (("kib",), "KiB"),
-    (("mb", "megabyte", "megabytes"), "MB"),
-    (("mib",), "MiB"),
-    (("gb", "gigabyte", "gigabytes", "gig", "gigs"), "GB"),
-    (("gib",), "GiB"),
-    (("tb", "terabyte", "terabytes"), "TB"),
-    (("tib",), "TiB"),
-    (("pb", "petabyte", "petabytes"), "PB"),
-    (("kbps",), "kbps"), (("mbps",), "Mbps"), (("gbps",), "Gbps"),
-    (("mm", "millimetre", "millimetres", "millimeter", "millimeters"), "mm"),
-    (("cm", "centimetre", "centimetres", "centimeter", "centimeters"), "cm"),
-    (("m", "metre", "metres", "meter", "meters"), "m"),
-    (("km", "kilometre", "kilometres", "kilometer", "kilometers", "kms"), "km"),
-    (("mi", "mile", "miles"), "mi"),
-    (("ft", "foot", "feet"), "ft"),
-    (("inch", "inches"), "in"),
-    (("yd", "yard", "yards"), "yd"),
-    (("mg", "milligram", "milligrams"), "mg"),
-    (("g", "gram", "grams"), "g"),
-    (("kg", "kilogram", "kilograms", "kilo", "kilos"), "kg"),
-    (("t", "tonne", "tonnes", "ton", "tons"), "t"),
-    (("lb", "lbs", "pound", "pounds"), "lb"),
-    (("oz", "ounce", "ounces"), "oz"),
-    (("ml", "millilitre", "millilitres", "milliliter", "milliliters"), "ml"),
-    (("l", "litre", "litres", "liter", "liters"), "l"),
-    (("gallon", "gallons"), "gal"),
-    (("°c", "° c", "degrees celsius", "degree celsius", "celsius"), "°C"),
-    (("°f", "° f", "degrees fahrenheit", "degree fahrenheit", "fahrenheit"), "°F"),
-    (("°", "degree", "degrees"), "°"),
-    (("km/h", "kph", "kmh"), "km/h"),
-    (("mph",), "mph"),
-    (("m/s",), "m/s"),
-    (("hz", "hertz"), "Hz"), (("khz",), "kHz"), (("mhz",), "MHz"), (("ghz",), "GHz"),
-    (("w", "watt", "watts"), "W"), (("kw", "kilowatt", "kilowatts"), "kW"),
-    (("mw", "megawatt", "megawatts"), "MW"), (("kwh",), "kWh"), (("mwh",), "MWh"),
-    (("x",), "x"),
-):
-    for _name in _names:
-        _OTHER_UNITS[_name] = _canon
-
-
-del _names, _canon, _name
+_OTHER_UNITS: dict[str, str] = {
+    name: canon
+    for names, canon in (
+        (("%", "percent", "per cent", "pct", "percentage points", "pp"), "%"),
+        (("b", "byte", "bytes"), "B"),
+        (("kb", "kilobyte", "kilobytes"), "KB"),
+        (("kib",), "KiB"),
+        (("mb", "megabyte", "megabytes"), "MB"),
+        (("mib",), "MiB"),
+        (("gb", "gigabyte", "gigabytes", "gig", "gigs"), "GB"),
+        (("gib",), "GiB"),
+        (("tb", "terabyte", "terabytes"), "TB"),
+        (("tib",), "TiB"),
+        (("pb", "petabyte", "petabytes"), "PB"),
+        (("kbps",), "kbps"), (("mbps",), "Mbps"), (("gbps",), "Gbps"),
+        (("mm", "millimetre", "millimetres", "millimeter", "millimeters"), "mm"),
+        (("cm", "centimetre", "centimetres", "centimeter", "centimeters"), "cm"),
+        (("m", "metre", "metres", "meter", "meters"), "m"),
+        (("km", "kilometre", "kilometres", "kilometer", "kilometers", "kms"), "km"),
+        (("mi", "mile", "miles"), "mi"),
+        (("ft", "foot", "feet"), "ft"),
+        (("inch", "inches"), "in"),
+        (("yd", "yard", "yards"), "yd"),
+        (("mg", "milligram", "milligrams"), "mg"),
+        (("g", "gram", "grams"), "g"),
+        (("kg", "kilogram", "kilograms", "kilo", "kilos"), "kg"),
+        (("t", "tonne", "tonnes", "ton", "tons"), "t"),
+        (("lb", "lbs", "pound", "pounds"), "lb"),
+        (("oz", "ounce", "ounces"), "oz"),
+        (("ml", "millilitre", "millilitres", "milliliter", "milliliters"), "ml"),
+        (("l", "litre", "litres", "liter", "liters"), "l"),
+        (("gallon", "gallons"), "gal"),
+        (("°c", "° c", "degrees celsius", "degree celsius", "celsius"), "°C"),
+        (("°f", "° f", "degrees fahrenheit", "degree fahrenheit", "fahrenheit"), "°F"),
+        (("°", "degree", "degrees"), "°"),
+        (("km/h", "kph", "kmh"), "km/h"),
+        (("mph",), "mph"),
+        (("m/s",), "m/s"),
+        (("hz", "hertz"), "Hz"), (("khz",), "kHz"), (("mhz",), "MHz"), (("ghz",), "GHz"),
+        (("w", "watt", "watts"), "W"), (("kw", "kilowatt", "kilowatts"), "kW"),
+        (("mw", "megawatt", "megawatts"), "MW"), (("kwh",), "kWh"), (("mwh",), "MWh"),
+        (("x",), "x"),
+    )
+    for name in names
+}
 
 
 _ALL_UNITS = {**{k: v[0] for k, v in _TIME_UNITS.items()}, **_OTHER_UNITS}

@@ -85,7 +85,5 @@ def _is_name(word: str, *, sentence_start: bool) -> bool:
     if sentence_start:
         if lower in _SENTENCE_STARTERS:
             return False
-        if len(lower) >= 7 and lower.endswith(("ly", "ing")):
-            return False  # "Currently", "Starting"
-        return True
+        return not (len(lower) >= 7 and lower.endswith(("ly", "ing")))  # "Currently", "Starting"
     return lower not in _TITLE_CASE_FUNCTION_WORDS

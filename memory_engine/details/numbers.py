@@ -188,7 +188,7 @@ class _NumberState:
 
     def push(self, word: str) -> None:
         category = _category(word)
-        value = _NUMERAL_WORDS[word] if word in _NUMERAL_WORDS else 0
+        value = _NUMERAL_WORDS.get(word, 0)
         if word in _ORDINALS:
             self.ordinal = True
             value = _ORDINALS[word]

@@ -212,8 +212,10 @@ _CURRENCY_PREFIXES = [*_CURRENCY_SYMBOLS, *_CURRENCY_CODES]
 
 
 _CURRENCY_PREFIX_RE = re.compile(
-    r"(?P<sym>" + _alternation(_CURRENCY_PREFIXES, guard=r"[\w" + _MASK + r"]") + r")[ ]?(?P<n>" + _NUM + r")(?P<sc>" + _SCALE_SUFFIX + r")?"
-    r"(?:[ ]?(?:-|to)[ ]?(?:" + _alternation(_CURRENCY_SYMBOLS) + r")?(?P<n2>" + _NUM + r")(?P<sc2>" + _SCALE_SUFFIX + r")?)?"
+    r"(?P<sym>" + _alternation(_CURRENCY_PREFIXES, guard=r"[\w" + _MASK + r"]") + r")"
+    r"[ ]?(?P<n>" + _NUM + r")(?P<sc>" + _SCALE_SUFFIX + r")?"
+    r"(?:[ ]?(?:-|to)[ ]?(?:" + _alternation(_CURRENCY_SYMBOLS) + r")?"
+    r"(?P<n2>" + _NUM + r")(?P<sc2>" + _SCALE_SUFFIX + r")?)?"
     r"(?![\w]|[.,][0-9])"
 )
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import TextIO, cast
+
+from django.core.management.base import BaseCommand
 
 
 class ProgressBar:
@@ -20,6 +22,12 @@ class ProgressBar:
         self.started = time.monotonic()
         self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self._last_decile = -1
+
+    @classmethod
+    def for_command(cls, command: BaseCommand, total: int, label: str = "") -> ProgressBar:
+        """A bar on the command's stderr: the stream under its OutputWrapper, which would end
+        every redraw with a newline."""
+        return cls(total, label=label, stream=cast(TextIO, command.stderr._out))
 
     def advance(self, count: int = 1) -> None:
         self.done += count

@@ -3,14 +3,14 @@
 import django.contrib.postgres.search
 import django.db.models.deletion
 import django.utils.timezone
-import memory_engine.ids
-import memory_engine.models.documents
 import pgvector.django.indexes
 import pgvector.django.vector
 from django.conf import settings
 from django.db import migrations, models
 from pgvector.django import VectorExtension
 
+import memory_engine.ids
+import memory_engine.models.documents
 from memory_engine.conf import embedding_dimensions
 
 # The ledger is append-only: UPDATE and DELETE are refused unless an explicit erasure

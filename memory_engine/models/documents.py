@@ -27,7 +27,7 @@ class DocumentStatus(models.TextChoices):
     FAILED = "failed"
 
 
-def document_upload_to(instance: "Document", filename: str) -> str:
+def document_upload_to(instance: Document, filename: str) -> str:
     return f"memory_engine/{instance.project_id}/{instance.id}/{filename}"
 
 
@@ -59,7 +59,10 @@ class IngestionRule(models.Model):
         max_length=10, choices=NativeExtraction.choices, default=NativeExtraction.FIRST
     )
     file_delivery = models.CharField(max_length=20, choices=FileDelivery.choices, default=FileDelivery.BASE64)
-    chunk_strategy = models.CharField(max_length=10, choices=ChunkStrategy.choices, null=True, blank=True)
+    # NULL means "not set by this rule" like chunk_size and chunk_overlap beside it.
+    chunk_strategy = models.CharField(  # noqa: DJ001
+        max_length=10, choices=ChunkStrategy.choices, null=True, blank=True
+    )
     chunk_size = models.PositiveIntegerField(null=True, blank=True)
     chunk_overlap = models.PositiveIntegerField(null=True, blank=True)
     enabled = models.BooleanField(default=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.utils import timezone
 
@@ -76,8 +78,10 @@ class Memory(models.Model):
     tags = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     source_type = models.CharField(max_length=20, choices=SourceType.choices, default=SourceType.MANUAL)
-    about_kind = models.CharField(max_length=100, null=True, blank=True)
-    about_key = models.CharField(max_length=200, null=True, blank=True)
+    # NULL, not "", is "about nothing": the me_memory_about index below covers only rows whose
+    # about_key is set, and the API answers `about: null` for them.
+    about_kind = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
+    about_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(default=timezone.now)
     invalidated_at = models.DateTimeField(null=True, blank=True)
     superseded_by = models.ForeignKey(
@@ -173,7 +177,7 @@ class MemoryAssertion(models.Model):
     def __str__(self) -> str:
         return f"{self.outcome}: {self.content[:60]}"
 
-    def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:
             raise LedgerImmutable()
         super().save(*args, **kwargs)

@@ -126,9 +126,11 @@ class _GuardedTransport(httpx.HTTPTransport):
 def _post(url: str, *, content: bytes, headers: dict[str, str], timeout: float,
           guarded: bool) -> Iterator[httpx.Response]:
     transport = _GuardedTransport() if guarded else None
-    with httpx.Client(transport=transport, verify=_ssl_context(), timeout=timeout, follow_redirects=False) as client:
-        with client.stream("POST", url, content=content, headers=headers) as response:
-            yield response
+    with (
+        httpx.Client(transport=transport, verify=_ssl_context(), timeout=timeout, follow_redirects=False) as client,
+        client.stream("POST", url, content=content, headers=headers) as response,
+    ):
+        yield response
 
 
 def _read_bounded(response: httpx.Response, *, deadline: float, max_bytes: int) -> bytes:

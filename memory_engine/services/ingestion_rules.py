@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from fnmatch import fnmatchcase
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from django.db import transaction
@@ -40,7 +40,7 @@ def glob_specificity(glob: str) -> tuple[int, int]:
 def globs_overlap(a: str, b: str) -> bool:
     """Whether some string matches both globs (``*`` and ``?`` only)."""
 
-    @lru_cache(maxsize=None)
+    @cache
     def meet(i: int, j: int) -> bool:
         if i == len(a) and j == len(b):
             return True

@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings, reloads_with_settings
-from memory_engine.db import advisory_xact_lock
+from memory_engine.db import advisory_xact_lock, vector_literal
 from memory_engine.details import changed_details
 from memory_engine.exceptions import (
     AboutRequired,
@@ -147,10 +147,6 @@ def resolve_thresholds(
     sup = sup if sup is not None else engine_settings.SUPERSEDE_THRESHOLD
     validate_thresholds(dup, sup)
     return float(dup), float(sup)
-
-
-def vector_literal(vector: list[float]) -> str:
-    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
 
 
 def lock_store(store_id: str) -> None:
@@ -298,7 +294,7 @@ def _resolve_content(store: MemoryStore, text: str, digest: str,
         )
         row = cursor.fetchone()
     # from_db expects values in the model's field order; the vector stays deferred.
-    values = dict(zip(CONTENT_FIELDS, row[:6]))
+    values = dict(zip(CONTENT_FIELDS, row[:6], strict=True))
     names = [f.attname for f in MemoryContent._meta.concrete_fields if f.attname in values]
     content = MemoryContent.from_db(connection.alias, names, [values[name] for name in names])
     return content, bool(row[6])

@@ -104,7 +104,7 @@ def reembed(*, missing_only: bool = True, store_ids: list[str] | None = None,
                 logger.warning("re-embedding a batch of %s failed: %s", kind, exc)
             else:
                 with transaction.atomic():
-                    for row, vector in zip(rows, vectors):
+                    for row, vector in zip(rows, vectors, strict=True):
                         model.objects.filter(pk=row.pk).update(embedding=vector,
                                                                embedding_model=provider.model_name)
                 report.embedded[kind] += len(rows)

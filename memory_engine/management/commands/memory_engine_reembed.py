@@ -33,7 +33,7 @@ class Command(BaseCommand):
         bars: dict[str, ProgressBar] = {}
 
         def on_start(kind: str, total: int) -> None:
-            bars[kind] = ProgressBar(total, label=f"{kind:<16}", stream=self.stderr._out)
+            bars[kind] = ProgressBar.for_command(self, total, label=f"{kind:<16}")
 
         def on_progress(kind: str, count: int) -> None:
             bars[kind].advance(count)

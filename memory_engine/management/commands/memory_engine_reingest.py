@@ -65,7 +65,7 @@ class Command(BaseCommand):
         settings = {"chunk_strategy": options["strategy"], "chunk_size": options["chunk_size"],
                     "chunk_overlap": options["chunk_overlap"]}
         background = options["background"]
-        bar = ProgressBar(len(selected), label="re-ingest", stream=self.stderr._out)
+        bar = ProgressBar.for_command(self, len(selected), label="re-ingest")
         rows: list[tuple[str, str, str, str]] = []
         for document in selected:
             try:

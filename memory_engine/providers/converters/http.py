@@ -7,9 +7,9 @@ Request body::
      "callback_url": "https://.../converter-callback", "callback_token": "...", "sent_at": 1700000000}
 
 When the rule has a secret, the header ``X-Memory-Engine-Signature: sha256=<hex>`` carries
-HMAC-SHA256(secret, raw body) (:mod:`memory_engine.providers.signing`) so the converter can tell the call is ours. The answer is
-``{"pages": [...]}`` or ``{"status": "pending"}`` (then ``POST {"pages": [...]}`` to
-``callback_url`` later, signed the same way). The download and the callback carry their
+HMAC-SHA256(secret, raw body) (:mod:`memory_engine.providers.signing`) so the converter can tell
+the call is ours. The answer is ``{"pages": [...]}`` or ``{"status": "pending"}`` (then
+``POST {"pages": [...]}`` to ``callback_url`` later, signed the same way). The download and the callback carry their
 token in the ``X-Memory-Engine-Token`` header, never in the URL (URLs reach access logs).
 """
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,6 +54,7 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
     """Sentence embeddings from an ONNX BERT-style encoder, loaded lazily once per process."""
 
     default_model = "all-MiniLM-L6-v2"
+    max_tokens: int  # always known here: MAX_TOKENS, 256 by default
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -147,7 +147,7 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
                 weights = mask[..., None].astype(np.float32)
                 pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
                 pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-                for i, vector in zip(batch_ids, pooled):
+                for i, vector in zip(batch_ids, pooled, strict=True):
                     vectors[i] = vector
             out = [vectors[i].tolist() for i in range(len(texts))]
         except EmbeddingError:

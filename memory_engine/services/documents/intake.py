@@ -256,5 +256,10 @@ def stored_files_delete_on_commit(*, names: list[str]) -> None:
     (a rollback keeps them, as it keeps the rows)."""
     storage = Document._meta.get_field("file").storage
     names = [name for name in names if name]
+
+    def delete_files() -> None:
+        for name in names:
+            storage.delete(name)
+
     if names:
-        transaction.on_commit(lambda: [storage.delete(name) for name in names])
+        transaction.on_commit(delete_files)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -29,7 +30,7 @@ def document_sweep() -> dict[str, int]:
     * pending for longer than the timeout (its task was lost) -> enqueued again.
     """
     now = timezone.now()
-    stale_before = now - timezone.timedelta(seconds=engine_settings.INGESTION_HEARTBEAT_TIMEOUT)
+    stale_before = now - timedelta(seconds=engine_settings.INGESTION_HEARTBEAT_TIMEOUT)
     max_attempts = engine_settings.INGESTION_MAX_ATTEMPTS
     counts = {"requeued": 0, "failed": 0, "timed_out": 0, "skipped": 0}
     for document in Document.objects.filter(status=DocumentStatus.PROCESSING).only("pk", "converter_state",
