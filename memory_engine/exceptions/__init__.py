@@ -123,6 +123,7 @@ from .request import (
     UnsupportedMediaType,
     URLNotAllowed,
     ValidationFailed,
+    WeightInvalid,
 )
 
 __all__ = [
@@ -145,6 +146,7 @@ __all__ = [
     "MinSimilarityInvalid",
     "RRFKInvalid",
     "HalfLifeInvalid",
+    "WeightInvalid",
     "TagFilterTooLarge",
     "KnowledgeConfigInvalid",
     "ToolFormatInvalid",
