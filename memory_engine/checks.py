@@ -6,6 +6,7 @@ memory_engine.E003  the pgvector extension is not installed in the database
 memory_engine.E004  configured embedding dimension differs from the vector columns
 memory_engine.E005  stored vectors were made by another model than the configured one
 memory_engine.E006  DEBUG is off and SECRET_KEY is a known default or guessable
+memory_engine.E007  pgvector is older than 0.8 (no iterative index scans)
 memory_engine.E010  the lexical indexes were built with another text search config than the setting
 memory_engine.E020  a MEMORY_ENGINE value does not fit its declared type (memory_engine.conf.TYPES)
 
@@ -70,7 +71,7 @@ def check_installed_apps(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     if connection.vendor != "postgresql":
         errors.append(Error(
             f"memory_engine needs PostgreSQL with pgvector; the default database is {connection.vendor}.",
-            hint="Set DATABASES['default'] to PostgreSQL 16 with the pgvector extension.",
+            hint="Set DATABASES['default'] to PostgreSQL with the pgvector extension (18 with pg_textsearch for BM25).",
             id="memory_engine.E002",
         ))
     return errors
@@ -101,6 +102,15 @@ def check_secret_key(app_configs: Any = None, **kwargs: Any) -> list[Error]:
              "python -c 'import secrets; print(secrets.token_urlsafe(50))').",
         id="memory_engine.E006",
     )]
+
+
+#: The oldest pgvector with iterative index scans (``hnsw.iterative_scan``), which search relies on.
+MIN_PGVECTOR = (0, 8)
+
+
+def pgvector_version(text: str) -> tuple[int, ...]:
+    """``"0.8.1"`` → ``(0, 8, 1)``; parts that are not numbers count as 0."""
+    return tuple(int(part) if part.isdigit() else 0 for part in text.split("."))
 
 
 def database_state() -> dict[str, Any] | None:
@@ -196,6 +206,13 @@ def _database_errors() -> list[Error]:
             "The pgvector extension is not installed in the database.",
             hint="Run `manage.py migrate` as a role allowed to CREATE EXTENSION vector.",
             id="memory_engine.E003",
+        ))
+    elif pgvector_version(state["pgvector"]) < MIN_PGVECTOR:
+        errors.append(Error(
+            f"pgvector {state['pgvector']} is installed; search needs {'.'.join(map(str, MIN_PGVECTOR))} or later "
+            "(iterative HNSW index scans keep a filtered search from returning fewer rows than asked).",
+            hint="Upgrade the extension: install pgvector 0.8 on the server, then `ALTER EXTENSION vector UPDATE`.",
+            id="memory_engine.E007",
         ))
     configured = embedding_dimensions()
     for table, typmod in state["dimensions"].items():

@@ -136,6 +136,18 @@ def test_checks_flag_dimension_and_model_mismatch(settings, store):
     assert {e.id for e in _database_errors()} == {"memory_engine.E005"}
 
 
+def test_checks_refuse_a_pgvector_without_iterative_scans(store, monkeypatch):
+    from memory_engine import checks
+
+    state = checks.database_state()
+    assert checks.pgvector_version(state["pgvector"]) >= checks.MIN_PGVECTOR  # the real server: 0.8.1
+    assert _database_errors() == []
+    # A managed server with pgvector 0.7 (which cannot be installed here beside 0.8): E007.
+    monkeypatch.setattr(checks, "database_state", lambda: {**state, "pgvector": "0.7.4"})
+    errors = _database_errors()
+    assert [e.id for e in errors] == ["memory_engine.E007"] and "0.8" in errors[0].msg
+
+
 def test_demo_command_is_rerunnable(tmp_path):
     credentials = tmp_path / "demo.json"
     first = run("memory_engine_demo", "--credentials-file", str(credentials))
