@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from django.db import connection
 
-__all__ = ["advisory_xact_lock", "lock_project_documents"]
+__all__ = ["advisory_xact_lock", "lock_project_documents", "vector_literal"]
+
+
+def vector_literal(vector: list[float]) -> str:
+    """A vector as pgvector's text literal (``'[0.1,0.2]'``), for raw SQL parameters; seven
+    significant digits, as many as a pgvector float4 keeps."""
+    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
 
 
 def advisory_xact_lock(key: str) -> None:

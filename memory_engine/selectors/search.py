@@ -44,6 +44,7 @@ from django.utils import timezone
 from psycopg.types.json import Jsonb
 
 from memory_engine.conf import engine_settings
+from memory_engine.db import vector_literal
 from memory_engine.exceptions import SearchParameterInvalid, UnknownScope, ValidationFailed
 from memory_engine.lexical import BM25, INDEXES, TSVECTOR, ensure_lexical_fresh, tsvector_expression
 from memory_engine.models import Chunk, Document, Memory, MemoryContent, MemoryStore, Project
@@ -483,8 +484,6 @@ def _lexical_backend(degraded: list[str]) -> str | None:
 
 def _run(scope: _Scope, query: str, qvec: list[float] | None, limit: int, degraded: list[str], *,
          backend: str | None) -> tuple[list[tuple[Any, ...]], str | None]:
-    from memory_engine.services.memory_write import vector_literal
-
     vec_k = max(limit, int(engine_settings.SEARCH_VECTOR_DEPTH))
     params = {
         **scope.params(),

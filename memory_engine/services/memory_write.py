@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings, reloads_with_settings
-from memory_engine.db import advisory_xact_lock
+from memory_engine.db import advisory_xact_lock, vector_literal
 from memory_engine.details import changed_details
 from memory_engine.exceptions import (
     AboutRequired,
@@ -147,10 +147,6 @@ def resolve_thresholds(
     sup = sup if sup is not None else engine_settings.SUPERSEDE_THRESHOLD
     validate_thresholds(dup, sup)
     return float(dup), float(sup)
-
-
-def vector_literal(vector: list[float]) -> str:
-    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
 
 
 def lock_store(store_id: str) -> None:
