@@ -152,6 +152,11 @@ class HalfLifeInvalid(SearchParameterInvalid):
     default_message = "`recency_half_life_days` is out of range."
 
 
+class WeightInvalid(SearchParameterInvalid):
+    code = "WEIGHT_INVALID"
+    default_message = "`vector_weight` and `lexical_weight` lie in [0, 100]."
+
+
 class TagFilterTooLarge(ValidationFailed):
     code = "TAG_FILTER_TOO_LARGE"
     default_message = "The tags filter names more keys than MAX_TAG_FILTER_KEYS."
