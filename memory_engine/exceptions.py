@@ -107,29 +107,9 @@ class UnknownScope(MemoryEngineError):
 
 
 class SearchParameterInvalid(MemoryEngineError):
-    """A search knob out of range; each knob has its own subclass (LIMIT_INVALID, ...).
+    """A search knob out of range; groups the codes below, one class per knob."""
 
-    Transitional: ``code=`` picks that subclass (``SearchParameterInvalid(..., code="LIMIT_INVALID")``
-    is a :class:`LimitInvalid`) for the search module, which still names knobs by code; new code
-    raises the subclass itself.
-    """
-
-    code = "SEARCH_PARAMETER_INVALID"
     default_message = "A search parameter is out of range."
-
-    def __new__(cls, message: str | None = None, *, details: dict[str, Any] | None = None,
-                code: str | None = None) -> SearchParameterInvalid:
-        chosen: type[SearchParameterInvalid] = cls
-        if code is not None and code != cls.code:
-            found = [sub for sub in SearchParameterInvalid.__subclasses__() if sub.code == code]
-            if not found:
-                raise ValueError(f"No search parameter error has the code {code!r}.")
-            chosen = found[0]
-        return super().__new__(chosen)
-
-    def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None,
-                 code: str | None = None) -> None:
-        super().__init__(message, details=details)
 
 
 class LimitInvalid(SearchParameterInvalid):
