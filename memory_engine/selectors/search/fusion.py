@@ -21,12 +21,12 @@ UNRANKED = 1 << 30
 
 def channel_ranks(rows: list[CandidateRow], min_similarity: float | None) -> tuple[Ranks, Ranks]:
     """(vector ranks, lexical ranks) by (source, id), 1 first; memories and chunks merged."""
-    vector = [r for r in rows if r.from_vector and r.dist is not None
-              and (min_similarity is None or 1.0 - r.dist >= min_similarity)]
-    vector.sort(key=lambda r: (r.dist, r.id))
-    lexical = [r for r in rows if r.lex is not None]
-    lexical.sort(key=lambda r: (-(r.lex or 0.0), r.id))
-    return ({r.key: i for i, r in enumerate(vector, 1)}, {r.key: i for i, r in enumerate(lexical, 1)})
+    vector = sorted((r.dist, r.id, r.key) for r in rows
+                    if r.from_vector and r.dist is not None
+                    and (min_similarity is None or 1.0 - r.dist >= min_similarity))
+    lexical = sorted((-r.lex, r.id, r.key) for r in rows if r.lex is not None)
+    return ({key: i for i, (_, _, key) in enumerate(vector, 1)},
+            {key: i for i, (_, _, key) in enumerate(lexical, 1)})
 
 
 def fuse(rows: list[CandidateRow], *, rrf_k: float, half_life: float, limit: int,
