@@ -98,7 +98,7 @@ def lexical_status() -> LexicalStatus:
     configs = json.loads(configs) if isinstance(configs, str) else configs
     state = json.loads(state) if isinstance(state, str) else state
     has_bm25 = all(name in configs for name in BM25_INDEXES)
-    forced = str(engine_settings.KNOWLEDGE_LEXICAL_BACKEND).lower()
+    forced = engine_settings.KNOWLEDGE_LEXICAL_BACKEND
     if has_bm25 and forced != TSVECTOR:
         backend, reason = BM25, f"pg_textsearch {version}"
     elif forced == TSVECTOR:
@@ -235,7 +235,7 @@ def build_lexical_indexes(*, config: str | None = None, backend: str | None = No
     ``backend`` None: bm25 when pg_textsearch is usable, else tsvector. The other
     backend's indexes are dropped, so each table carries one lexical index.
     """
-    config = valid_config_name(config or str(engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG))
+    config = valid_config_name(config or engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG)
     with connections[using].cursor() as cursor:
         cursor.execute(CREATE_STATE_TABLE)
         cursor.execute("SELECT %s::regconfig", [config])  # an unknown config fails here, clearly

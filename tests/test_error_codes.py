@@ -10,17 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from memory_engine import exceptions
 from memory_engine.api.exceptions import exception_handler
-from memory_engine.exceptions import MemoryEngineError, SearchParameterInvalid, error_classes
+from memory_engine.exceptions import MemoryEngineError, error_classes
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "memory_engine"
 OPERATIONS = ROOT / "docs" / "operations.md"
 
-#: Raise sites left to the search rewrite (issue 13), which names search knobs by code for now
-#: (SearchParameterInvalid(..., code=...) picks the knob's class). Empty this list with it.
-TRANSITIONAL = {"selectors/search.py", "api/search.py"}
+#: Raise sites allowed to choose a code for now (none left).
+TRANSITIONAL: set[str] = set()
 
 CODES = {cls.code: cls for cls in error_classes()}
 
@@ -109,8 +107,3 @@ def test_the_api_answers_each_class_with_its_code_and_status(cls: type[MemoryEng
     assert (response.status_code, response.data) == (
         cls.status_code, {"code": cls.code, "message": "What to do next.", "details": {"field": "x"}})
     assert (response.headers.get("Retry-After") is not None) == (cls.status_code in (429, 503))
-
-
-def test_a_search_knob_named_by_code_is_its_class() -> None:
-    error = SearchParameterInvalid("`limit` is out of range.", code="LIMIT_INVALID", details={"limit": 0})
-    assert type(error) is exceptions.LimitInvalid and error.code == "LIMIT_INVALID" and error.details == {"limit": 0}

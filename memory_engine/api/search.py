@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_engine.selectors.search import MAX_LIMIT, SearchResult, knowledge_search
+from memory_engine.selectors.search import DOCUMENT, MAX_LIMIT, MEMORY, SearchResult, knowledge_search
 
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import TagFilterField
@@ -51,7 +51,9 @@ class SearchRanksSerializer(serializers.Serializer):
 
 
 class SearchHitSerializer(serializers.Serializer):
-    source = serializers.ChoiceField(choices=["document", "memory"])
+    # The API names the hit's origin ``source``; on a serializer field that name is also DRF's
+    # ``Field.source`` attribute, which the stubs type as a string.
+    source = serializers.ChoiceField(choices=[DOCUMENT, MEMORY])  # type: ignore[assignment]
     id = serializers.CharField()
     text = serializers.CharField()
     score = serializers.FloatField(help_text="Fused RRF value; comparable only inside one response.")
@@ -80,7 +82,7 @@ class SearchResultSerializer(serializers.Serializer):
 
 def search_response(result: SearchResult) -> Response:
     """The answer plus a Server-Timing header (query embedding and database time, ms)."""
-    headers = {}
+    headers: dict[str, str] = {}
     if result.timings:
         headers["Server-Timing"] = ", ".join(
             f"{name.removesuffix('_ms')};dur={value:.2f}" for name, value in result.timings.items()
@@ -89,6 +91,8 @@ def search_response(result: SearchResult) -> Response:
 
 
 def search_arguments(data: dict[str, Any]) -> dict[str, Any]:
+    """The validated request as knowledge_search's keyword arguments: unset knobs and an
+    empty query are left to the function's defaults."""
     args = {key: value for key, value in data.items() if value is not None}
     if args.get("query") == "":
         args.pop("query")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from .base import MemoryEngineError
 
 # --- 400: the request (or a configuration it sends) is wrong ------------------------------------
@@ -74,29 +72,9 @@ class UnknownScope(MemoryEngineError):
 
 
 class SearchParameterInvalid(MemoryEngineError):
-    """A search knob out of range; each knob has its own subclass (LIMIT_INVALID, ...).
+    """A search knob out of range; groups the codes below, one class per knob."""
 
-    Transitional: ``code=`` picks that subclass (``SearchParameterInvalid(..., code="LIMIT_INVALID")``
-    is a :class:`LimitInvalid`) for the search module, which still names knobs by code; new code
-    raises the subclass itself.
-    """
-
-    code = "SEARCH_PARAMETER_INVALID"
     default_message = "A search parameter is out of range."
-
-    def __new__(cls, message: str | None = None, *, details: dict[str, Any] | None = None,
-                code: str | None = None) -> SearchParameterInvalid:
-        chosen: type[SearchParameterInvalid] = cls
-        if code is not None and code != cls.code:
-            found = [sub for sub in SearchParameterInvalid.__subclasses__() if sub.code == code]
-            if not found:
-                raise ValueError(f"No search parameter error has the code {code!r}.")
-            chosen = found[0]
-        return super().__new__(chosen)
-
-    def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None,
-                 code: str | None = None) -> None:
-        super().__init__(message, details=details)
 
 
 class LimitInvalid(SearchParameterInvalid):
@@ -121,7 +99,7 @@ class HalfLifeInvalid(SearchParameterInvalid):
 
 class WeightInvalid(SearchParameterInvalid):
     code = "WEIGHT_INVALID"
-    default_message = "`vector_weight` / `lexical_weight` is out of range."
+    default_message = "`vector_weight` and `lexical_weight` lie in [0, 100]."
 
 
 class TagFilterTooLarge(ValidationFailed):

@@ -9,10 +9,10 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from memory_engine.db import vector_literal
 from memory_engine.lexical import BM25, TSVECTOR
 from memory_engine.models import MemoryContent
 from memory_engine.selectors.search import knowledge_search
-from memory_engine.db import vector_literal
 from tests.factories import MemoryStoreFactory
 
 from .helpers import make_document, write

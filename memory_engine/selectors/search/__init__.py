@@ -1,0 +1,53 @@
+"""The one search function: a query becomes one ranked, cited result list.
+
+``knowledge_search`` serves ``POST /api/v1/knowledge/search``, agent push-injection and
+the ``search_knowledge`` tool alike (DESIGN.md, *Read side*):
+
+1. Sources from filters (``scope``): documents when document_ids / document_paths / tags are
+   given, or when nothing scopes the search to memories (a bare query searches the project's
+   documents, never its memories); memories when memory_store_ids or tags are given.
+2. Per source a vector top-k (cosine over pgvector) and a lexical top-k, invalidated
+   memories excluded, scope filters inside each ranked query, every row carrying its
+   cosine. All four lists come from one SQL statement (CTEs, built by ``sql``). k is
+   max(limit, SEARCH_VECTOR_DEPTH / SEARCH_LEXICAL_DEPTH).
+3. ``min_similarity`` drops vector candidates before fusion (no refill).
+4. One ranking per channel: memories and chunks merged on the channel's own value (``fusion``).
+5. Weighted reciprocal rank fusion, k = SEARCH_RRF_K (SEARCH_VECTOR_WEIGHT /
+   SEARCH_LEXICAL_WEIGHT, or the request's), optional recency decay of memory results, cut to ``limit``.
+
+Without a query the read is deterministic: memories oldest first, then chunks in
+(document path, chunk_index) order.
+
+Lexical channel (memory_engine.lexical): BM25 from a pg_textsearch ``bm25`` index
+(``text <@> to_bm25query(q, index)``) where the database has one; otherwise the tsvector
+fallback (any non-stop term matches, the top KNOWLEDGE_BM25_CANDIDATES by ts_rank_cd
+re-scored with Okapi BM25). The answer names the backend (``lexical_backend``).
+
+Vector channel: a scope of at most ``SEARCH_EXACT_SCAN_MAX`` rows is ranked by an exact
+scan; a larger one by HNSW with pgvector 0.8's iterative index scan, which keeps
+scanning until k rows pass the scope filters, so a selective scope is never short.
+
+Modules: ``service`` (``knowledge_search``: what runs, what degrades), ``validation`` and
+``scope`` (the request), ``sql`` (the statements), ``rows`` (their rows as named records),
+``fusion`` (the ranking), ``results`` (what the caller gets).
+"""
+
+from .results import DOCUMENT, MAX_LIMIT, MEMORY, Degraded, SearchHit, SearchResult
+from .scope import Scope, resolve_scope
+from .service import knowledge_search
+from .sql import build_search_sql
+from .validation import validate_search_knobs
+
+__all__ = [
+    "DOCUMENT",
+    "MAX_LIMIT",
+    "MEMORY",
+    "Degraded",
+    "Scope",
+    "SearchHit",
+    "SearchResult",
+    "build_search_sql",
+    "knowledge_search",
+    "resolve_scope",
+    "validate_search_knobs",
+]

@@ -1,0 +1,49 @@
+"""Candidates to one ranked list: a ranking per channel, then weighted reciprocal rank fusion.
+
+Each channel ranks memories and chunks together on its own value (cosine distance, lexical
+score); ``min_similarity`` drops vector candidates before the ranking (no refill). A hit scores
+``weight / (rrf_k + rank)`` summed over the channels that found it, decayed by age for memories
+when a recency half-life is given.
+"""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from .results import MEMORY, SearchHit
+from .rows import CandidateRow
+
+Ranks = dict[tuple[str, str], int]
+
+#: Sorts a hit that one channel did not rank after every hit it ranked.
+UNRANKED = 1 << 30
+
+
+def channel_ranks(rows: list[CandidateRow], min_similarity: float | None) -> tuple[Ranks, Ranks]:
+    """(vector ranks, lexical ranks) by (source, id), 1 first; memories and chunks merged."""
+    vector = sorted((r.dist, r.id, r.key) for r in rows
+                    if r.from_vector and r.dist is not None
+                    and (min_similarity is None or 1.0 - r.dist >= min_similarity))
+    lexical = sorted((-r.lex, r.id, r.key) for r in rows if r.lex is not None)
+    return ({key: i for i, (_, _, key) in enumerate(vector, 1)},
+            {key: i for i, (_, _, key) in enumerate(lexical, 1)})
+
+
+def fuse(rows: list[CandidateRow], *, rrf_k: float, half_life: float, limit: int,
+         min_similarity: float | None, weights: dict[str, float]) -> list[SearchHit]:
+    """The ``limit`` best candidates by fused score, ties broken by each channel's rank, then id."""
+    now = timezone.now()
+    vector_ranks, lexical_ranks = channel_ranks(rows, min_similarity)
+    hits = []
+    for row in rows:
+        vrank, lrank = vector_ranks.get(row.key), lexical_ranks.get(row.key)
+        if vrank is None and lrank is None:
+            continue  # a vector candidate below min_similarity
+        score = sum(weights[channel] / (rrf_k + rank)
+                    for channel, rank in (("vector", vrank), ("lexical", lrank)) if rank is not None)
+        if half_life and row.source == MEMORY and row.created_at is not None:
+            age_days = max(0.0, (now - row.created_at).total_seconds() / 86400.0)
+            score *= 0.5 ** (age_days / half_life)
+        hits.append(row.hit(score=score, similarity_score=row.similarity, ranks={"vector": vrank, "lexical": lrank}))
+    hits.sort(key=lambda h: (-h.score, h.ranks["vector"] or UNRANKED, h.ranks["lexical"] or UNRANKED, h.id))
+    return hits[:limit]

@@ -1,0 +1,60 @@
+"""What a search answers: ranked hits, the reasons a channel was left out, and the sources' names."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+#: The largest ``limit`` a search accepts.
+MAX_LIMIT = 100
+
+#: The two sources a hit comes from (``SearchHit.source``).
+DOCUMENT = "document"
+MEMORY = "memory"
+
+
+class Degraded:
+    """Reasons a search answered with less than both channels."""
+
+    EMBEDDING_UNAVAILABLE = "embedding_unavailable"
+    LEXICAL_UNAVAILABLE = "lexical_unavailable"
+
+
+@dataclass
+class SearchHit:
+    """One ranked result; ``score`` is fused (comparable only inside one answer)."""
+
+    source: str
+    id: str
+    text: str
+    score: float
+    similarity_score: float | None
+    ranks: dict[str, int | None]
+    tags: dict[str, Any] = field(default_factory=dict)
+    document_id: str | None = None
+    document_path: str | None = None
+    document_title: str | None = None
+    page: int | None = None
+    chunk_index: int | None = None
+    memory_store_id: str | None = None
+    memory_store_name: str | None = None
+    created_at: datetime | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SearchResult:
+    """What ``knowledge_search`` answers: ranked hits and why anything was left out."""
+
+    results: list[SearchHit]
+    degraded: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    #: bm25 (pg_textsearch) or tsvector (the fallback); None when the lexical channel did not run.
+    lexical_backend: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"results": [hit.as_dict() for hit in self.results], "degraded": list(self.degraded),
+                "lexical_backend": self.lexical_backend}

@@ -1,0 +1,185 @@
+"""``knowledge_search``: validate, resolve the scope, embed the query, run one statement, fuse.
+
+The SQL is built by memory_engine.selectors.search.sql, its rows are read as records
+(memory_engine.selectors.search.rows) and ranked by memory_engine.selectors.search.fusion;
+this module decides what runs: which channels, exact scan or HNSW, and what degrades when the
+embedder or the lexical channel fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from django.db import DatabaseError, connection, transaction
+
+from memory_engine.conf import engine_settings
+from memory_engine.db import vector_literal
+from memory_engine.lexical import ensure_lexical_fresh
+from memory_engine.models import Project
+from memory_engine.providers.embeddings import EmbeddingError, require_embedding_provider
+
+from .fusion import fuse
+from .results import DOCUMENT, MEMORY, Degraded, SearchHit, SearchResult
+from .rows import CandidateRow, DisplayRow, fetch_records
+from .scope import Scope, resolve_scope
+from .sql import HNSW_SCAN_SQL, build_search_sql, ordered_read_sql, scope_sizes_sql
+from .validation import clean_query, validate_channels, validate_search_knobs
+
+logger = logging.getLogger("memory_engine.search")
+
+#: pgvector's upper bound for hnsw.ef_search.
+MAX_EF_SEARCH = 1000
+#: Longer queries are cut for the lexical channel (the embedder truncates on its own).
+MAX_LEXICAL_QUERY_CHARS = 4000
+
+
+def knowledge_search(
+    *,
+    project: Project,
+    query: str | None = None,
+    memory_store_ids: list[str] | None = None,
+    document_ids: list[str] | None = None,
+    document_paths: list[str] | None = None,
+    tags: dict[str, Any] | None = None,
+    min_similarity: float | None = None,
+    rrf_k: float | None = None,
+    recency_half_life_days: float = 0,
+    limit: int = 10,
+    vector_weight: float | None = None,
+    lexical_weight: float | None = None,
+    channels: tuple[str, ...] = ("vector", "lexical"),
+) -> SearchResult:
+    """Search the project's memories and documents; see the package docstring for the algorithm.
+
+    Raises a SearchParameterInvalid subclass (400: LimitInvalid, RRFKInvalid,
+    MinSimilarityInvalid, HalfLifeInvalid, WeightInvalid) for knobs out of range, UnknownScope
+    (400) for ids outside the project, EmbeddingNotConfigured (503) when a query needs a vector
+    and no provider is configured. A failing embedder or lexical channel degrades.
+    ``channels`` switches a channel off (the evaluation harness measures each alone).
+    """
+    began = time.perf_counter()
+    validate_channels(channels)
+    rrf_k = engine_settings.SEARCH_RRF_K if rrf_k is None else rrf_k
+    validate_search_knobs(limit=limit, rrf_k=rrf_k, min_similarity=min_similarity,
+                          recency_half_life_days=recency_half_life_days, vector_weight=vector_weight,
+                          lexical_weight=lexical_weight)
+    weights = {
+        "vector": engine_settings.SEARCH_VECTOR_WEIGHT if vector_weight is None else vector_weight,
+        "lexical": engine_settings.SEARCH_LEXICAL_WEIGHT if lexical_weight is None else lexical_weight,
+    }
+    query = clean_query(query)
+    scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
+                          document_ids=document_ids, document_paths=document_paths, tags=tags)
+    if not scope.sources:
+        return SearchResult(results=[])
+    if query is None:
+        return SearchResult(results=_ordered_read(scope, limit))
+
+    timings: dict[str, float] = {}
+    degraded: list[str] = []
+    qvec: list[float] | None = None
+    if "vector" in channels:
+        provider = require_embedding_provider()
+        started = time.perf_counter()
+        try:
+            qvec = provider.embed_query(query)
+        except EmbeddingError as exc:
+            logger.warning("query embedding failed; searching lexically only: %s", exc)
+            degraded.append(Degraded.EMBEDDING_UNAVAILABLE)
+        timings["embedding_ms"] = (time.perf_counter() - started) * 1000
+        if qvec is not None and not any(qvec):
+            qvec = None  # a zero vector has no direction: every cosine would be NaN
+
+    backend = _lexical_backend(degraded) if "lexical" in channels else None
+    rows, backend = _candidates(scope, query, qvec, limit, degraded, backend=backend)
+    hits = fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=limit, min_similarity=min_similarity,
+                weights=weights)
+    # Everything but the query embedding: scope checks, SQL, fusion.
+    timings["search_ms"] = (time.perf_counter() - began) * 1000 - timings.get("embedding_ms", 0.0)
+    return SearchResult(results=hits, degraded=degraded, timings=timings, lexical_backend=backend)
+
+
+def _lexical_backend(degraded: list[str]) -> str | None:
+    """The backend the lexical channel uses now, after the restart guard (memory_engine.lexical)."""
+    try:
+        return ensure_lexical_fresh().backend
+    except DatabaseError as exc:
+        logger.warning("lexical index state unreadable; answering from vectors only: %s", exc)
+        degraded.append(Degraded.LEXICAL_UNAVAILABLE)
+        return None
+
+
+def _candidates(scope: Scope, query: str, qvec: list[float] | None, limit: int, degraded: list[str], *,
+                backend: str | None) -> tuple[list[CandidateRow], str | None]:
+    """The candidates of both channels and the lexical backend that answered (None: it did not).
+
+    A lexical statement that fails is retried without the lexical channel when there is a
+    query vector (``degraded`` says so); without one, the failure is the caller's.
+    """
+    vec_k = max(limit, engine_settings.SEARCH_VECTOR_DEPTH)
+    params = {
+        **scope.params(),
+        "qvec": vector_literal(qvec) if qvec is not None else None,
+        "qtext": query[:MAX_LEXICAL_QUERY_CHARS],
+        "bm25_candidates": max(engine_settings.KNOWLEDGE_BM25_CANDIDATES, limit),
+        "bm25_k1": engine_settings.KNOWLEDGE_BM25_K1,
+        "bm25_b": engine_settings.KNOWLEDGE_BM25_B,
+        "bm25_max_df": engine_settings.KNOWLEDGE_BM25_MAX_DF,
+        "vec_k": vec_k,
+        "lex_k": max(limit, engine_settings.SEARCH_LEXICAL_DEPTH),
+    }
+    config = engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG
+    cap = engine_settings.SEARCH_EXACT_SCAN_MAX
+    with transaction.atomic(), connection.cursor() as cursor:
+        exact = {MEMORY: True, DOCUMENT: True}
+        if qvec is not None:
+            sizes = _scope_sizes(cursor, scope, cap + 1)
+            exact = {source: sizes.get(source, 0) <= cap for source in exact}
+            if not all(exact.values()):
+                _set_hnsw_scan(cursor, vec_k)
+
+        def run(lexical: str | None) -> list[CandidateRow]:
+            sql = build_search_sql(scope, vector=qvec is not None, lexical=lexical, exact=exact, config=config)
+            cursor.execute(sql, params)
+            return fetch_records(cursor, CandidateRow)
+
+        if backend is None:
+            return (run(None) if qvec is not None else []), None
+        try:
+            with transaction.atomic():
+                return run(backend), backend
+        except (DatabaseError, ValueError) as exc:
+            if qvec is None:
+                raise
+            logger.warning("lexical channel failed; answering from vectors only: %s", exc)
+            degraded.append(Degraded.LEXICAL_UNAVAILABLE)
+            return run(None), None
+
+
+def _scope_sizes(cursor: Any, scope: Scope, cap: int) -> dict[str, int]:
+    """Rows each vector channel would rank (source -> count), counted up to ``cap``."""
+    sql = scope_sizes_sql(scope)
+    if sql is None:
+        return {}
+    cursor.execute(sql, {**scope.params(), "cap": cap})
+    names = [column[0] for column in cursor.description]
+    return dict(zip(names, cursor.fetchone(), strict=True))
+
+
+def _set_hnsw_scan(cursor: Any, k: int) -> None:
+    """pgvector 0.8 iterative scan for this transaction: a filtered HNSW scan fetches more
+    candidates until ``k`` rows pass the scope (or HNSW_MAX_SCAN_TUPLES were visited)."""
+    cursor.execute(HNSW_SCAN_SQL, {
+        "ef_search": min(MAX_EF_SEARCH, max(engine_settings.HNSW_EF_SEARCH, k)),
+        "iterative_scan": engine_settings.HNSW_ITERATIVE_SCAN,
+        "max_scan_tuples": engine_settings.HNSW_MAX_SCAN_TUPLES,
+    })
+
+
+def _ordered_read(scope: Scope, limit: int) -> list[SearchHit]:
+    """No query: memories oldest first, then chunks by document path and chunk_index."""
+    with connection.cursor() as cursor:
+        cursor.execute(ordered_read_sql(scope), {**scope.params(), "k": limit})
+        return [row.hit() for row in fetch_records(cursor, DisplayRow)]

@@ -1,0 +1,233 @@
+"""The SQL of a search, built from a resolved scope; nothing here touches a connection.
+
+One statement ranks a query (:func:`build_search_sql`): per source a vector top-k (cosine over
+pgvector) and a lexical top-k, scope filters inside each ranked query, all candidate lists as
+CTEs merged into one row per (source, id) with its display fields. Its columns, and those of
+the ordered read without a query (:func:`ordered_read_sql`), are named after the fields of
+memory_engine.selectors.search.rows.
+
+Parameters are named (``%(qvec)s``, ``%(lex_k)s``, ...): the scope's come from
+``Scope.params()``, the others from the caller. Only table and index names, which are
+constants, and the validated text search config are inlined.
+"""
+
+from __future__ import annotations
+
+from memory_engine.lexical import BM25, INDEXES, TSVECTOR, tsvector_expression
+from memory_engine.models import Chunk, Document, Memory, MemoryContent, MemoryStore
+
+from .results import DOCUMENT, MEMORY
+from .rows import DisplayRow
+from .scope import Scope
+
+MEM = Memory._meta.db_table
+CONTENT = MemoryContent._meta.db_table
+STORE = MemoryStore._meta.db_table
+CHUNK = Chunk._meta.db_table
+DOC = Document._meta.db_table
+#: source -> its lexical index names (memory_engine.lexical builds them).
+BM25_INDEX = {MEMORY: INDEXES[CONTENT][0], DOCUMENT: INDEXES[CHUNK][0]}
+GIN_INDEX = {MEMORY: INDEXES[CONTENT][1], DOCUMENT: INDEXES[CHUNK][1]}
+#: The CTE name prefix of each source's candidate lists.
+SHORT = {MEMORY: "m", DOCUMENT: "c"}
+
+#: pgvector 0.8 iterative scan for the current transaction: a filtered HNSW scan fetches more
+#: candidates until k rows pass the scope (or hnsw.max_scan_tuples were visited).
+HNSW_SCAN_SQL = (
+    "SELECT set_config('hnsw.ef_search', %(ef_search)s::text, true),"
+    " set_config('hnsw.iterative_scan', %(iterative_scan)s, true),"
+    " set_config('hnsw.max_scan_tuples', %(max_scan_tuples)s::text, true)"
+)
+
+
+def memory_where(scope: Scope) -> str:
+    """The scope filters of memories (``m``: the memory, ``s``: its store)."""
+    where = "m.store_id = ANY(%(store_ids)s) AND m.invalidated_at IS NULL"
+    if scope.tags is not None:
+        where += " AND (m.tags @> %(tags)s OR s.tags @> %(tags)s)"
+    return where
+
+
+def document_where(scope: Scope) -> str:
+    """The scope filters of chunks (``d``: the chunk's document)."""
+    where = "d.project_id = %(project)s"
+    alternatives = []
+    if scope.document_ids:
+        alternatives.append("d.id = ANY(%(doc_ids)s)")
+    if scope.path_patterns:
+        alternatives.append("d.path LIKE ANY(%(path_patterns)s)")
+    if alternatives:
+        where += " AND (" + " OR ".join(alternatives) + ")"
+    if scope.tags is not None:
+        where += " AND d.tags @> %(tags)s"
+    return where
+
+
+def _bm25_score(source: str) -> str:
+    """The pg_textsearch score of ``x.text`` (negative BM25: lower is better)."""
+    return f"(x.text <@> to_bm25query(%(qtext)s, '{BM25_INDEX[source]}'))"
+
+
+def _fallback_term_ctes(config: str) -> list[str]:
+    """tsvector fallback: query terms (the config drops stop words), their document
+    frequencies from the GIN indexes' ANALYZE statistics, and the OR-query that selects
+    candidates (terms in more than KNOWLEDGE_BM25_MAX_DF of the rows are left out of it:
+    they would select most of a large table; BM25 still scores them)."""
+    tsv = tsvector_expression(config, "%(qtext)s")
+    return [
+        f"qterms AS (SELECT DISTINCT l AS term FROM unnest(tsvector_to_array({tsv})) AS l)",
+        f"""lex_stats AS (
+        SELECT s.tablename::text AS tab, u.e, u.f FROM pg_stats s,
+            unnest(s.most_common_elems::text::text[],
+                   s.most_common_elem_freqs[1:cardinality(s.most_common_elems::text::text[])]) AS u(e, f)
+        WHERE s.schemaname = current_schema() AND s.tablename IN ('{GIN_INDEX[MEMORY]}', '{GIN_INDEX[DOCUMENT]}'))""",
+        """tsq AS (
+        SELECT coalesce(nullif(string_agg(quote_literal(term), ' | ') FILTER (WHERE df <= %(bm25_max_df)s), ''),
+                        string_agg(quote_literal(term), ' | '), '')::tsquery AS q
+        FROM (SELECT t.term, coalesce(max(st.f), 0) AS df FROM qterms t
+              LEFT JOIN lex_stats st ON st.e = t.term GROUP BY t.term) terms)""",
+    ]
+
+
+def _vector_cte(source: str, scope: Scope, exact: bool) -> str:
+    """Top-k by cosine distance: through the HNSW index (iterative scan: it keeps going
+    until k rows pass the scope), or (exact) a scan of the scope that computes each
+    distance once (``OFFSET 0`` keeps the subquery, and so the index, out of the ORDER BY)."""
+    if source == MEMORY:
+        inner = f"""
+        SELECT m.id AS id, x.embedding <=> %(qvec)s::vector AS dist
+        FROM {CONTENT} x
+        JOIN {MEM} m ON m.content_id = x.id
+        JOIN {STORE} s ON s.id = m.store_id
+        WHERE x.store_id = ANY(%(store_ids)s) AND x.embedding IS NOT NULL AND {memory_where(scope)}"""
+    else:
+        inner = f"""
+        SELECT x.id AS id, x.embedding <=> %(qvec)s::vector AS dist
+        FROM {CHUNK} x
+        JOIN {DOC} d ON d.id = x.document_id
+        WHERE x.embedding IS NOT NULL AND {document_where(scope)}"""
+    if exact:
+        return f"SELECT id, dist FROM ({inner} OFFSET 0) e ORDER BY dist, id LIMIT %(vec_k)s"
+    return f"{inner}\n        ORDER BY x.embedding <=> %(qvec)s::vector LIMIT %(vec_k)s"
+
+
+def _source_body(source: str, scope: Scope, match: str) -> tuple[str, str]:
+    """(primary key, FROM ... WHERE ...) of one source's lexical query, scope filters inside."""
+    if source == MEMORY:
+        return "m.id", f"""FROM {CONTENT} x
+        JOIN {MEM} m ON m.content_id = x.id
+        JOIN {STORE} s ON s.id = m.store_id
+        WHERE {match} AND x.store_id = ANY(%(store_ids)s) AND {memory_where(scope)}"""
+    return "x.id", f"""FROM {CHUNK} x
+        JOIN {DOC} d ON d.id = x.document_id
+        WHERE {match} AND {document_where(scope)}"""
+
+
+def _lexical_ctes(source: str, scope: Scope, *, with_vector: bool, backend: str, config: str) -> list[str]:
+    """The lexical top-k of one source (``{short}_lex``: id, lex, dist); higher lex is better.
+
+    bm25: pg_textsearch's index scan in score order, the scope filtered inside the same
+    query, so LIMIT is met whenever enough rows match. tsvector: rows matching any term,
+    the top KNOWLEDGE_BM25_CANDIDATES by ts_rank_cd re-scored with Okapi BM25.
+    """
+    short = SHORT[source]
+    dist = "x.embedding <=> %(qvec)s::vector" if with_vector else "NULL::float8"
+    if backend == BM25:
+        score = _bm25_score(source)
+        pk, body = _source_body(source, scope, f"{score} < 0")
+        return [f"{short}_lex AS (SELECT {pk} AS id, -{score} AS lex, {dist} AS dist {body} "
+                f"ORDER BY {score} LIMIT %(lex_k)s)"]
+    tsv = tsvector_expression(config, "x.text")
+    pk, body = _source_body(source, scope, f"{tsv} @@ (SELECT q FROM tsq)")
+    return [
+        f"{short}_pre AS (SELECT {pk} AS id, {tsv} AS v, {dist} AS dist {body} "
+        f"ORDER BY ts_rank_cd({tsv}, (SELECT q FROM tsq), 1) DESC, {pk} LIMIT %(bm25_candidates)s)",
+        f"""{short}_idf AS (
+        SELECT t.term, ln(1 + (1 - coalesce(st.f, fl.f)) / coalesce(st.f, fl.f)) AS idf
+        FROM qterms t
+        CROSS JOIN (SELECT coalesce(min(f), 0.001) / 2 AS f FROM lex_stats WHERE tab = '{GIN_INDEX[source]}') fl
+        LEFT JOIN lex_stats st ON st.tab = '{GIN_INDEX[source]}' AND st.e = t.term)""",
+        f"""{short}_lex AS (
+        SELECT p.id, sum(i.idf * (array_length(u.positions, 1) * (%(bm25_k1)s + 1))
+                   / (array_length(u.positions, 1) + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * length(p.v)
+                      / (SELECT greatest(avg(length(v)), 1) FROM {short}_pre)))) AS lex,
+               min(p.dist) AS dist
+        FROM {short}_pre p CROSS JOIN LATERAL unnest(p.v) u JOIN {short}_idf i ON i.term = u.lexeme
+        GROUP BY p.id ORDER BY lex DESC, p.id LIMIT %(lex_k)s)""",
+    ]
+
+
+def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: dict[str, bool],
+                     config: str = "english") -> str:
+    """One statement: up to four candidate lists, ranked per channel, with display fields.
+
+    ``lexical`` is the backend (bm25 | tsvector) or None to leave the channel out; ``exact``
+    says per source whether the vector channel scans the scope instead of the HNSW index.
+    The columns are the fields of ``CandidateRow``.
+    """
+    ctes: list[str] = []
+    vec_parts: list[str] = []
+    lex_parts: list[str] = []
+    if lexical == TSVECTOR:
+        ctes.extend(_fallback_term_ctes(config))
+    for source in scope.sources:
+        short = SHORT[source]
+        if vector:
+            ctes.append(f"{short}_vec AS ({_vector_cte(source, scope, exact[source])})")
+            vec_parts.append(f"SELECT '{source}'::text AS src, id, dist FROM {short}_vec")
+        if lexical:
+            ctes.extend(_lexical_ctes(source, scope, with_vector=vector, backend=lexical, config=config))
+            lex_parts.append(f"SELECT '{source}'::text AS src, id, lex, dist FROM {short}_lex")
+    parts = [f"SELECT src, id, dist, true AS v, NULL::float8 AS lex FROM ({p}) a" for p in vec_parts]
+    parts += [f"SELECT src, id, dist, false AS v, lex FROM ({p}) b" for p in lex_parts]
+    ctes.append(f"""cand AS (
+        SELECT src, id, min(dist) AS dist, bool_or(v) AS v, max(lex) AS lex
+        FROM ({' UNION ALL '.join(parts)}) u GROUP BY src, id)""")
+    return "WITH " + ",\n".join(ctes) + f"""
+    SELECT cand.src AS source, cand.id AS id, cand.dist AS dist, cand.v AS from_vector, cand.lex AS lex,
+           coalesce(mc.text, ch.text) AS text, coalesce(mm.tags, d.tags) AS tags,
+           d.id AS document_id, d.path AS document_path, d.title AS document_title,
+           ch.page AS page, ch.chunk_index AS chunk_index,
+           ms.id AS memory_store_id, ms.name AS memory_store_name, mm.created_at AS created_at
+    FROM cand
+    LEFT JOIN {MEM} mm ON cand.src = '{MEMORY}' AND mm.id = cand.id
+    LEFT JOIN {CONTENT} mc ON mc.id = mm.content_id
+    LEFT JOIN {STORE} ms ON ms.id = mm.store_id
+    LEFT JOIN {CHUNK} ch ON cand.src = '{DOCUMENT}' AND ch.id = cand.id
+    LEFT JOIN {DOC} d ON d.id = ch.document_id"""
+
+
+def scope_sizes_sql(scope: Scope) -> str | None:
+    """Rows each vector channel would rank, counted up to ``%(cap)s`` (index-only scans); one
+    column per source, named after it. None when the scope has no source."""
+    parts = []
+    if scope.store_ids is not None:
+        parts.append(f"""(SELECT count(*) FROM (SELECT 1 FROM {MEM} m JOIN {STORE} s ON s.id = m.store_id
+                      WHERE {memory_where(scope)} LIMIT %(cap)s) a) AS {MEMORY}""")
+    if scope.search_documents:
+        parts.append(f"""(SELECT count(*) FROM (SELECT 1 FROM {CHUNK} x JOIN {DOC} d ON d.id = x.document_id
+                      WHERE {document_where(scope)} LIMIT %(cap)s) b) AS {DOCUMENT}""")
+    return "SELECT " + ", ".join(parts) if parts else None
+
+
+def ordered_read_sql(scope: Scope) -> str:
+    """No query: memories oldest first, then chunks by document path and chunk_index, at most
+    ``%(k)s`` rows. The columns are the fields of ``DisplayRow``."""
+    parts = []
+    if scope.store_ids is not None:
+        parts.append(f"""(SELECT 0 AS part, '{MEMORY}'::text AS source, m.id AS id, mc.text AS text, m.tags AS tags,
+                NULL::varchar AS document_id, NULL::varchar AS document_path, NULL::varchar AS document_title,
+                NULL::int AS page, NULL::int AS chunk_index, s.id AS memory_store_id,
+                s.name AS memory_store_name, m.created_at AS created_at
+            FROM {MEM} m JOIN {CONTENT} mc ON mc.id = m.content_id JOIN {STORE} s ON s.id = m.store_id
+            WHERE {memory_where(scope)} ORDER BY m.created_at, m.id LIMIT %(k)s)""")
+    if scope.search_documents:
+        parts.append(f"""(SELECT 1 AS part, '{DOCUMENT}'::text AS source, x.id AS id, x.text AS text, d.tags AS tags,
+                d.id AS document_id, d.path AS document_path, d.title AS document_title,
+                x.page AS page, x.chunk_index AS chunk_index, NULL AS memory_store_id,
+                NULL AS memory_store_name, NULL::timestamptz AS created_at
+            FROM {CHUNK} x JOIN {DOC} d ON d.id = x.document_id
+            WHERE {document_where(scope)} ORDER BY d.path, x.chunk_index LIMIT %(k)s)""")
+    # Memories (part 0) by age, then chunks (part 1) by path and position; id breaks ties.
+    return (f"SELECT {', '.join(DisplayRow.columns())} FROM ({' UNION ALL '.join(parts)}) u "
+            "ORDER BY part, created_at, document_path, chunk_index, id LIMIT %(k)s")
