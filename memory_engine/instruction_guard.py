@@ -107,6 +107,15 @@ _OVERRIDE = re.compile(
                      r"ai|assistant|model|bot|chatbot|dan|jailbroken|unrestricted|unfiltered|free|evil|bound|restricted"),
         r" from now on(?: \w+){0,2} you (?:will|must|shall) (?:ignore|disregard|respond|answer|reply|act|obey|pretend|only respond|only answer) ",
         r" (?:developer|god|jailbreak|dan|unrestricted) mode ",
+        # the reader's own instructions, named as such: disclosed, superseded, cancelled
+        r" (?:reveal|print|repeat|output|leak|dump|disclose|show|recite)(?: \w+){0,4} your(?: \w+){0,2} (?:system prompt|prompt|instructions|programming) ",
+        r" (?:stop following|stop obeying|supersedes?|replaces?|overrides?|cancels?)(?: \w+){0,2} your(?: \w+){0,2} (?:system prompt|programming|instructions|guidelines|guardrails|rules|directives) ",
+        r" your(?: \w+){0,2} (?:system prompt|programming|instructions|directives) (?:are|is|have been|has been) (?:cancelled|canceled|void|revoked|obsolete|replaced|suspended|lifted) ",
+        r" (?:forget|ignore|disregard) (?:everything|anything|all) (?:you were told|you have been told|you know|above|before|said before|prior) ",
+        r" (?:previous|prior|above|earlier|original|system) (?:instructions|rules|directives|prompt)(?: \w+){0,2} (?:no longer apply|are void|are cancelled|do not apply|don t apply) ",
+        r" (?:instructions|consignes|regles) (?:ci dessus|precedentes|initiales)(?: \w+){0,2} ne (?:comptent|s appliquent|valent) plus ",
+        r" (?:obigen|vorherigen|bisherigen) (?:anweisungen|regeln|vorgaben) gelten nicht mehr ",
+        r" (?:instrucciones|reglas|indicaciones) (?:anteriores|previas) ya no (?:aplican|valen|cuentan) ",
         r" (?:pretend|act as if|behave as if|act as though) (?:you are|you re|to be)(?: \w+){0,3} (?:unrestricted|unfiltered|jailbroken|without (?:rules|restrictions|limits|filters)|another ai|a different ai|not an ai) ",
         # French
         _override("ignore|ignorez|ignorer|oublie|oubliez|oublier|neglige|negligez|contourne|contournez",
@@ -146,7 +155,8 @@ _AI = (r"(?:ai|a i|ais|ai \w+|llm|llms|language models?|ai models?|assistants?(?
 _ADDRESS_AI = re.compile(
     "|".join([
         rf" (?:note|message|memo|reminder|attention|instructions?|warning|notice|psa|directive) (?:to|for) (?:any|all|every|each|the|future|whatever|whichever)(?: \w+){{0,2}} {_AI} ",
-        rf" (?:any|all|every|each|future|whatever|the|an|a) {_AI} (?:reading|processing|retrieving|seeing|that reads|who reads|which reads|that retrieves|that sees|parsing|ingesting|that finds) (?:this|these|it) ",
+        rf" (?:any|all|every|each|future|whatever|whichever|the|an|a) {_AI} (?:reading|processing|retrieving|seeing|that reads|who reads|which reads|that retrieves|that sees|parsing|ingesting|that finds|reads|retrieves|processes|sees|finds) (?:this|these|it) ",
+        rf" (?:attention|calling|listen up|hello|hey) (?:all |any |every )?{_AI} ",
         rf" if (?:you are|you re) (?:an?|the) {_AI} ",
         r"^ (?:dear |hey |hi |hello |attention |listen )?(?:ai|assistant|chatgpt|claude|gpt|llm|agent|bot|ia|ki|asistente|assistent) (?:you must|you should|you will|you have to|please|always|never|do not|don t|ignore|remember|from now)",
         r" (?:assistant|ai|llm) (?:you must|you are required|you have to|you shall) ",
