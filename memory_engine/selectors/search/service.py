@@ -100,12 +100,13 @@ def knowledge_search(
 
     backend = _lexical_backend(degraded) if "lexical" in channels else None
     rows, backend = _candidates(scope, query, qvec, limit, degraded, backend=backend)
-    hits = fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=limit, min_similarity=min_similarity,
+    # Fused over every candidate, guarded, then cut: a dropped hit leaves room for the next one.
+    hits = fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=len(rows), min_similarity=min_similarity,
                 weights=weights)
+    hits = _guarded(hits, guard_path)[:limit]
     # Everything but the query embedding: scope checks, SQL, fusion.
     timings["search_ms"] = (time.perf_counter() - began) * 1000 - timings.get("embedding_ms", 0.0)
-    return SearchResult(results=_guarded(hits, guard_path), degraded=degraded, timings=timings,
-                        lexical_backend=backend)
+    return SearchResult(results=hits, degraded=degraded, timings=timings, lexical_backend=backend)
 
 
 def _guarded(hits: list[SearchHit], path: str) -> list[SearchHit]:
