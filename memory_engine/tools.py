@@ -94,5 +94,5 @@ def run_search_knowledge(agent: Agent, arguments: dict[str, Any]) -> tuple[str, 
     limit = arguments.get("limit")
     if limit is not None:
         kwargs["limit"] = limit
-    result = knowledge_search(project=agent.project, query=arguments["query"], **kwargs)
+    result = knowledge_search(project=agent.project, query=arguments["query"], guard_path="tools", **kwargs)
     return render_knowledge_block(result.results) or "No matching knowledge found.", result

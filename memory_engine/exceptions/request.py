@@ -59,6 +59,14 @@ class AboutRequired(MemoryEngineError):
     default_message = "This store requires an `about` key for this kind of memory."
 
 
+class InstructionRejected(MemoryEngineError):
+    """The text (or a string in its tags/metadata/about) reads as instructions to an AI."""
+
+    code = "INSTRUCTION_REJECTED"
+    default_message = ("The memory reads as instructions to an AI (overriding instructions, addressing a model, "
+                       "or a chat-template marker); memories hold facts, not instructions.")
+
+
 class ProjectRequired(MemoryEngineError):
     code = "PROJECT_REQUIRED"
     default_message = "Staff sessions must name a project with the X-Project-Id header or ?project_id=."

@@ -29,11 +29,13 @@ from memory_engine.exceptions import (
     ContentEmpty,
     ContentInvalid,
     ContentTooLong,
+    InstructionRejected,
     QuotaExceeded,
     ThresholdsInvalid,
     ValidationFailed,
 )
 from memory_engine.ids import new_id
+from memory_engine.instruction_guard import first_instruction, record_block
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
 from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
@@ -239,6 +241,15 @@ def embed_best_effort(text: str) -> tuple[list[float] | None, str]:
     return vector, ""
 
 
+def guard_instructions(store: MemoryStore, *values: Any) -> None:
+    """Refuse a write whose strings read as instructions to an AI (400 INSTRUCTION_REJECTED);
+    counted under path=write and logged with the store id, never the text."""
+    rule = first_instruction(*values)
+    if rule is not None:
+        record_block(store.pk, path="write", rule=rule)
+        raise InstructionRejected(details={"rule": rule})
+
+
 def check_memory_quota(store: MemoryStore) -> None:
     project = store.project
     limit = project.max_memories if project.max_memories is not None else engine_settings.MAX_MEMORIES_PER_PROJECT
@@ -386,7 +397,10 @@ def memory_write(
     A ``conversation_id`` is kept in the memory's metadata and makes it a ``conversation`` memory.
 
     Raises ContentEmpty / ContentTooLong / ThresholdsInvalid / AboutRequired /
-    QuotaExceeded before anything is written. Stores with ``judge_enabled`` consult the
+    InstructionRejected / QuotaExceeded before anything is written (no assertion, as for every
+    refusal). InstructionRejected: the text or a string in tags/metadata/about reads as
+    instructions to an AI (memory_engine.instruction_guard); every store is of the
+    institutional tier today, and the guard has no switch. Stores with ``judge_enabled`` consult the
     same-fact judge (memory_engine.services.judge) between JUDGE_FLOOR and the supersede
     threshold; ``judge`` may pass another callable ``(old, new, similarity) -> verdict``.
     """
@@ -404,6 +418,7 @@ def memory_write(
             f"Store {store.name} requires `about: {{kind, key}}` for memories of kind {kind!r}.",
             details={"kind": kind, "require_about_for_kinds": required},
         )
+    guard_instructions(store, text, tags, metadata, about.as_dict() if about else None)
     digest = content_hash(text)
     if judge is None and store.judge_enabled:
         judge = get_judge()

@@ -16,6 +16,7 @@ from django.db import DatabaseError, connection, transaction
 
 from memory_engine.conf import engine_settings
 from memory_engine.db import vector_literal
+from memory_engine.instruction_guard import drop_instructions
 from memory_engine.lexical import ensure_lexical_fresh
 from memory_engine.models import Project
 from memory_engine.providers.embeddings import EmbeddingError, require_embedding_provider
@@ -50,6 +51,7 @@ def knowledge_search(
     vector_weight: float | None = None,
     lexical_weight: float | None = None,
     channels: tuple[str, ...] = ("vector", "lexical"),
+    guard_path: str = "search",
 ) -> SearchResult:
     """Search the project's memories and documents; see the package docstring for the algorithm.
 
@@ -58,6 +60,10 @@ def knowledge_search(
     (400) for ids outside the project, EmbeddingNotConfigured (503) when a query needs a vector
     and no provider is configured. A failing embedder or lexical channel degrades.
     ``channels`` switches a channel off (the evaluation harness measures each alone).
+
+    Memory hits whose text, tags or store name read as instructions to an AI are dropped
+    here, the one place every model-facing read passes (memory_engine.instruction_guard);
+    ``guard_path`` names the caller in the drop log and counter (search, context, tools).
     """
     began = time.perf_counter()
     validate_channels(channels)
@@ -75,7 +81,7 @@ def knowledge_search(
     if not scope.sources:
         return SearchResult(results=[])
     if query is None:
-        return SearchResult(results=_ordered_read(scope, limit))
+        return SearchResult(results=_guarded(_ordered_read(scope, limit), guard_path))
 
     timings: dict[str, float] = {}
     degraded: list[str] = []
@@ -94,11 +100,19 @@ def knowledge_search(
 
     backend = _lexical_backend(degraded) if "lexical" in channels else None
     rows, backend = _candidates(scope, query, qvec, limit, degraded, backend=backend)
-    hits = fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=limit, min_similarity=min_similarity,
+    # Fused over every candidate, guarded, then cut: a dropped hit leaves room for the next one.
+    hits = fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=len(rows), min_similarity=min_similarity,
                 weights=weights)
+    hits = _guarded(hits, guard_path)[:limit]
     # Everything but the query embedding: scope checks, SQL, fusion.
     timings["search_ms"] = (time.perf_counter() - began) * 1000 - timings.get("embedding_ms", 0.0)
     return SearchResult(results=hits, degraded=degraded, timings=timings, lexical_backend=backend)
+
+
+def _guarded(hits: list[SearchHit], path: str) -> list[SearchHit]:
+    """The hits without stored memories that read as instructions (they stay stored)."""
+    return drop_instructions(hits, path=path,
+                             fields=lambda hit: (hit.id, (hit.text, hit.tags) if hit.source == MEMORY else ()))
 
 
 def _lexical_backend(degraded: list[str]) -> str | None:
