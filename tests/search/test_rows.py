@@ -13,7 +13,7 @@ from memory_engine.conf import embedding_dimensions, engine_settings
 from memory_engine.db import vector_literal
 from memory_engine.selectors.search import DOCUMENT, MEMORY, Scope, build_search_sql
 from memory_engine.selectors.search.rows import CandidateRow, DisplayRow, fetch_records
-from memory_engine.selectors.search.sql import ordered_read_sql
+from memory_engine.selectors.search.sql import HNSW_SCAN_SQL, ordered_read_sql
 
 from .helpers import make_document, write
 
@@ -39,6 +39,11 @@ def test_every_statement_selects_the_fields_of_its_record(project, store, lexica
               "bm25_k1": 1.2, "bm25_b": 0.75, "bm25_max_df": 0.1, "vec_k": 10, "lex_k": 10}
     config = engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG
     with connection.cursor() as cursor:
+        # As knowledge_search does: an HNSW scan keeps going past index entries of rows other
+        # tests rolled back (without it, ef_search candidates can all be dead and the row is missed).
+        cursor.execute(HNSW_SCAN_SQL, {"ef_search": engine_settings.HNSW_EF_SEARCH,
+                                       "iterative_scan": engine_settings.HNSW_ITERATIVE_SCAN,
+                                       "max_scan_tuples": engine_settings.HNSW_MAX_SCAN_TUPLES})
         for scope in scopes(project, store, document):
             for vector, lexical in ((True, None), (True, lexical_backend), (False, lexical_backend)):
                 for exact in (True, False):
