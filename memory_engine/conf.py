@@ -75,6 +75,23 @@ DEFAULTS: dict[str, Any] = {
     # Stores with at most this many contents are searched exactly for dedup; larger
     # stores use the HNSW index (with HNSW_EF_SEARCH).
     "DEDUP_EXACT_SCAN_MAX": 20000,
+    # Memory lifecycle (docs/memory.md). Recall: each tier's recency half-life in days (0: none;
+    # a store's recency_half_life_days overrides it) and its precedence multiplier on the fused
+    # score (biases across tiers; the order within a tier is kept).
+    "TIER_HALF_LIFE_DAYS": {"user": 30, "agent": 90, "institutional": 0},
+    "TIER_PRECEDENCE": {"user": 1.15, "agent": 1.05, "institutional": 1.0},
+    # Days a forgotten agent/institutional memory stays restorable (a store may override), and
+    # how often the scheduled sweep deletes expired memories and purges the trash.
+    "TRASH_DAYS": 7,
+    "MEMORY_SWEEP_MINUTES": 60,
+    # Confidence of a memory whose writer states none; a write that lands on an existing
+    # memory reinforces it at most once per REINFORCE_INTERVAL_SECONDS.
+    "DEFAULT_CONFIDENCE": 0.7,
+    "REINFORCE_INTERVAL_SECONDS": 3600,
+    # Near matches from this cosine up to the supersede threshold come back as potential_duplicates.
+    "SURFACE_DUPLICATES_ABOVE": 0.85,
+    # Recall shows a preview of bodies longer than this (UTF-8 bytes); open_memory gives the rest.
+    "INLINE_THRESHOLD_BYTES": 8192,
     # Quotas (None = unlimited); a Project may override both.
     "MAX_MEMORIES_PER_PROJECT": None,
     "MAX_DOCUMENT_BYTES_PER_PROJECT": None,
@@ -233,6 +250,14 @@ TYPES: dict[str, Coerce] = {
     "JUDGE_FLOOR": number,
     "JUDGE_TIMEOUT": number,
     "DEDUP_EXACT_SCAN_MAX": integer,
+    "TIER_HALF_LIFE_DAYS": section({"user": number, "agent": number, "institutional": number}),
+    "TIER_PRECEDENCE": section({"user": number, "agent": number, "institutional": number}),
+    "TRASH_DAYS": integer,
+    "MEMORY_SWEEP_MINUTES": integer,
+    "DEFAULT_CONFIDENCE": number,
+    "REINFORCE_INTERVAL_SECONDS": number,
+    "SURFACE_DUPLICATES_ABOVE": number,
+    "INLINE_THRESHOLD_BYTES": integer,
     "MAX_MEMORIES_PER_PROJECT": optional(integer),
     "MAX_DOCUMENT_BYTES_PER_PROJECT": optional(integer),
     "MAX_UPLOAD_BYTES": integer,

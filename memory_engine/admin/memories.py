@@ -59,11 +59,13 @@ class MemoryStoreForm(forms.ModelForm):
 @admin.register(MemoryStore)
 class MemoryStoreAdmin(ErasureAdmin, ProjectScopedAdmin):
     form = MemoryStoreForm
-    list_display = ["name", "id", "project", "duplicate_threshold", "supersede_threshold", "judge_enabled",
+    list_display = ["name", "id", "project", "tier", "duplicate_threshold", "supersede_threshold", "judge_enabled",
                     "created_at"]
-    list_filter = ["project"]
-    search_fields = ["name", "id"]
-    readonly_fields = ["id", "created_at"]
+    list_filter = ["project", "tier"]
+    search_fields = ["name", "id", "subject_external_id"]
+    # A store's tier and owner are set when it is made (API, subjects, agents): stores made here
+    # are institutional.
+    readonly_fields = ["id", "tier", "subject_external_id", "agent", "created_at"]
 
     def save_model(self, request: HttpRequest, obj: MemoryStore, form: Any, change: bool) -> None:
         memory_store_save(project=obj.project, store=obj)

@@ -2,7 +2,7 @@
 
 from .agents import Agent, Generation
 from .documents import Chunk, Document, IngestionRule
-from .memories import Memory, MemoryAssertion, MemoryContent, MemoryStore
+from .memories import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemorySchema, MemoryStore
 from .rules import MemoryRule
 from .tenancy import ApiKey, Project
 
@@ -16,7 +16,9 @@ __all__ = [
     "Memory",
     "MemoryAssertion",
     "MemoryContent",
+    "MemoryRevision",
     "MemoryRule",
+    "MemorySchema",
     "MemoryStore",
     "Project",
 ]

@@ -14,8 +14,16 @@ from .embedded import EmbeddedText, search_indexes
 from .tenancy import Project
 
 
+class Tier(models.TextChoices):
+    """Whose memory a store holds (docs/memory.md): one end user, one agent, or the project."""
+
+    USER = "user"
+    AGENT = "agent"
+    INSTITUTIONAL = "institutional"
+
+
 class MemoryStore(models.Model):
-    """A named set of memories with its own dedup thresholds."""
+    """A named set of memories of one tier, with its own dedup thresholds and lifetimes."""
 
     id = PublicIdField(prefix="ms")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memory_stores")
@@ -30,12 +38,38 @@ class MemoryStore(models.Model):
     judge_enabled = models.BooleanField(
         default=False, help_text="Ask the configured LLM whether near matches are the same fact."
     )
+    tier = models.CharField(max_length=20, choices=Tier.choices, default=Tier.INSTITUTIONAL)
+    # user tier: the end user's id in the host's system (one store per subject and project)
+    subject_external_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    agent = models.ForeignKey(
+        "memory_engine.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="own_stores",
+        help_text="agent tier: the agent whose own memory this is.",
+    )
+    ttl_default = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds a memory lives when its writer sets no expires_at (empty: forever)."
+    )
+    ttl_max = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Longest lifetime in seconds any memory of the store may have (empty: no cap)."
+    )
+    trash_days = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Days a forgotten memory stays restorable (empty: TRASH_DAYS)."
+    )
+    recency_half_life_days = models.FloatField(
+        null=True, blank=True, help_text="Recall recency half-life (empty: the tier's default; 0: none)."
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["created_at"]
         constraints = [
-            models.UniqueConstraint(fields=["project", "name"], name="me_store_name_unique_per_project")
+            models.UniqueConstraint(fields=["project", "name"], name="me_store_name_unique_per_project"),
+            models.UniqueConstraint(
+                fields=["project", "subject_external_id"], name="me_store_one_per_subject",
+                condition=models.Q(tier="user", subject_external_id__isnull=False),
+            ),
+            models.UniqueConstraint(
+                fields=["agent"], name="me_store_one_per_agent", condition=models.Q(tier="agent"),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -69,8 +103,18 @@ class SourceType(models.TextChoices):
     DECLARED = "declared"
 
 
+class Kind(models.TextChoices):
+    """The built-in memory kinds; a project's MemorySchema may declare others."""
+
+    FACT = "fact"
+    PREFERENCE = "preference"
+    OBSERVATION = "observation"
+    INSTRUCTION = "instruction"
+
+
 class Memory(models.Model):
-    """A fact in a store. Validity lives here: superseded or forgotten memories stay readable."""
+    """A fact in a store. Validity lives here: superseded or forgotten memories stay readable
+    (until expiry or the trash purge deletes them; the ledger keeps their ids)."""
 
     id = PublicIdField(prefix="mem")
     store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="memories")
@@ -82,6 +126,22 @@ class Memory(models.Model):
     # about_key is set, and the API answers `about: null` for them.
     about_kind = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
     about_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    kind = models.CharField(max_length=100, default=Kind.FACT)
+    title = models.CharField(max_length=500, blank=True, default="")
+    summary = models.TextField(blank=True, default="")
+    confidence = models.FloatField(default=0.7)
+    # NULL: cross-cutting (recalled with every facet); else compared exactly (services.facets)
+    facet = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+    agent = models.ForeignKey(
+        "memory_engine.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="memories",
+        help_text="The agent that wrote it or for which it was written (user_for_agent recall).",
+    )
+    evidence_count = models.PositiveIntegerField(default=1)
+    reinforced_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    trashed_at = models.DateTimeField(
+        null=True, blank=True, help_text="Forgotten into the trash: restorable until the sweep purges it."
+    )
     created_at = models.DateTimeField(default=timezone.now)
     invalidated_at = models.DateTimeField(null=True, blank=True)
     superseded_by = models.ForeignKey(
@@ -92,6 +152,10 @@ class Memory(models.Model):
         ordering = ["created_at", "id"]
         verbose_name_plural = "memories"
         indexes = [
+            models.Index(fields=["expires_at"], name="me_memory_expiry",
+                         condition=models.Q(expires_at__isnull=False)),
+            models.Index(fields=["trashed_at"], name="me_memory_trash",
+                         condition=models.Q(trashed_at__isnull=False)),
             models.Index(
                 fields=["store", "created_at"],
                 name="me_memory_valid_by_store",
@@ -117,6 +181,41 @@ class Memory(models.Model):
         return self.content.text
 
 
+class MemoryRevision(models.Model):
+    """A memory's earlier wording, kept when a reinforcing write restated it differently."""
+
+    id = PublicIdField(prefix="mrev")
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="revisions")
+    content = models.ForeignKey(MemoryContent, on_delete=models.RESTRICT, related_name="revisions")
+    created_at = models.DateTimeField(default=timezone.now, help_text="When this wording was replaced.")
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} @ {self.created_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def text(self) -> str:
+        return self.content.text
+
+
+class MemorySchema(models.Model):
+    """A project's declared memory kinds and relation types, with display names.
+
+    ``kinds`` / ``relation_types``: ``[{"name": "fact", "display_name": "Fact", "description": ""}]``.
+    Without a schema (or with empty ``kinds``) any kind is accepted and the tool enums stay open.
+    """
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="memory_schema")
+    kinds = models.JSONField(default=list, blank=True)
+    relation_types = models.JSONField(default=list, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"memory schema of {self.project}"
+
+
 class Outcome(models.TextChoices):
     CREATED = "created"
     SUPERSEDED = "superseded"
@@ -124,6 +223,9 @@ class Outcome(models.TextChoices):
     DECLARED = "declared"
     FORGOTTEN = "forgotten"
     FAILED = "failed"
+    RESTORED = "restored"
+    EXPIRED = "expired"
+    PURGED = "purged"
 
 
 class Mechanism(models.TextChoices):
@@ -142,13 +244,15 @@ class MemoryAssertion(models.Model):
 
     id = PublicIdField(prefix="asr")
     store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="assertions")
+    # No database constraint: a memory deleted by expiry, the trash purge or a user-tier
+    # forget keeps its ledger rows, which name its id.
     memory = models.ForeignKey(
-        Memory, null=True, blank=True, on_delete=models.CASCADE, related_name="assertions",
-        help_text="The memory created, kept (skip) or retired into (supersede).",
+        Memory, null=True, blank=True, on_delete=models.DO_NOTHING, related_name="assertions",
+        db_constraint=False, help_text="The memory created, kept (skip) or retired into (supersede).",
     )
     replaced_memory = models.ForeignKey(
-        Memory, null=True, blank=True, on_delete=models.CASCADE, related_name="retiring_assertions",
-        help_text="The memory this write retired (supersede, forget).",
+        Memory, null=True, blank=True, on_delete=models.DO_NOTHING, related_name="retiring_assertions",
+        db_constraint=False, help_text="The memory this write retired (supersede, forget).",
     )
     content = models.TextField(help_text="The text as asserted.")
     outcome = models.CharField(max_length=20, choices=Outcome.choices)
