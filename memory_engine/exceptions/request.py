@@ -67,6 +67,16 @@ class InstructionRejected(MemoryEngineError):
                        "or a chat-template marker); memories hold facts, not instructions.")
 
 
+class FacetInvalid(MemoryEngineError):
+    code = "FACET_INVALID"
+    default_message = ("`facet` must be 1-128 ASCII letters, digits and . _ : / -, starting with a letter or digit.")
+
+
+class KindUnknown(MemoryEngineError):
+    code = "KIND_UNKNOWN"
+    default_message = "The project's memory schema does not declare this kind."
+
+
 class ProjectRequired(MemoryEngineError):
     code = "PROJECT_REQUIRED"
     default_message = "Staff sessions must name a project with the X-Project-Id header or ?project_id=."

@@ -112,6 +112,18 @@ class Kind(models.TextChoices):
     INSTRUCTION = "instruction"
 
 
+#: SQL of a live memory (alias ``m``): valid (not superseded, forgotten or in the trash) and
+#: not expired. Every read of memories (recall, lists, open, dedup) filters on it.
+LIVE_MEMORY_SQL = "m.invalidated_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())"
+
+
+class MemoryQuerySet(models.QuerySet["Memory"]):
+    def live(self) -> MemoryQuerySet:
+        """Valid and not expired (LIVE_MEMORY_SQL as an ORM filter)."""
+        return self.filter(models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=timezone.now()),
+                           invalidated_at__isnull=True)
+
+
 class Memory(models.Model):
     """A fact in a store. Validity lives here: superseded or forgotten memories stay readable
     (until expiry or the trash purge deletes them; the ledger keeps their ids)."""
@@ -147,6 +159,8 @@ class Memory(models.Model):
     superseded_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
     )
+
+    objects = MemoryQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at", "id"]
