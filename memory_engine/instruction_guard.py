@@ -11,7 +11,7 @@ drop is logged (id, path, rule — never the text) and counted in
 
     rule = reads_as_instruction(text)            # "override", "address_ai", "role_marker" or None
     rule = first_instruction(text, tags, metadata)
-    kept = drop_instructions(hits, path="search", fields=lambda h: (h.id, (h.text, h.tags)))
+    kept = drop_instructions(hits, path="search", fields=lambda h: (h.id, "", (h.text, h.tags)))
 
 Text is compared after :func:`normalise` (NFKC, invisible characters removed), the same
 normaliser :func:`memory_engine.injection.neutralise` uses, so full-width or zero-width
@@ -225,39 +225,41 @@ def first_instruction(*values: Any) -> str | None:
 
 BLOCKED = Counter(
     "memory_engine_instructions_blocked",
-    "Stored items dropped from a read (path=context|search|tools) or writes refused (path=write) "
+    "Stored items dropped from a read (path=context|search|tools|list|open) or writes refused (path=write) "
     "because their text reads as instructions to an AI.",
-    ["path", "rule"],
+    ["path", "rule", "tier"],
 )
 
 _logged: set[str] = set()
 _logged_lock = threading.Lock()
 
 
-def record_block(item_id: str, *, path: str, rule: str) -> None:
-    """Count one blocked item and log it (id, path, rule; never the text): at info level the
-    first time this process sees the id, at debug level afterwards."""
-    BLOCKED.labels(path=path, rule=rule).inc()
+def record_block(item_id: str, *, path: str, rule: str, tier: str = "") -> None:
+    """Count one blocked item and log it (id, tier, path, rule; never the text): at info level
+    the first time this process sees the id, at debug level afterwards. ``tier`` is the memory
+    store's tier ("" for a document chunk)."""
+    BLOCKED.labels(path=path, rule=rule, tier=tier).inc()
     with _logged_lock:
         first = item_id not in _logged
         _logged.add(item_id)
     logger.log(logging.INFO if first else logging.DEBUG,
-               "instruction guard blocked item=%s path=%s rule=%s", item_id, path, rule,
-               extra={"item_id": item_id, "path": path, "rule": rule})
+               "instruction guard blocked item=%s tier=%s path=%s rule=%s", item_id, tier, path, rule,
+               extra={"item_id": item_id, "tier": tier, "path": path, "rule": rule})
 
 
 T = TypeVar("T")
 
 
-def drop_instructions(items: Iterable[T], *, path: str, fields: Callable[[T], tuple[str, tuple[Any, ...]]]) -> list[T]:
+def drop_instructions(items: Iterable[T], *, path: str,
+                      fields: Callable[[T], tuple[str, str, tuple[Any, ...]]]) -> list[T]:
     """``items`` without those whose strings read as instructions. ``fields(item)`` gives
-    ``(item id, values to scan)``; each drop goes through :func:`record_block`."""
+    ``(item id, tier, values to scan)``; each drop goes through :func:`record_block`."""
     kept: list[T] = []
     for item in items:
-        item_id, values = fields(item)
+        item_id, tier, values = fields(item)
         rule = first_instruction(*values)
         if rule is None:
             kept.append(item)
         else:
-            record_block(item_id, path=path, rule=rule)
+            record_block(item_id, path=path, rule=rule, tier=tier)
     return kept

@@ -94,9 +94,11 @@ def test_item_strings_reach_nested_tags_and_metadata() -> None:
 
 # --------------------------------------------------------------------------- database
 
-def blocked(path: str, rule: str) -> float:
-    return REGISTRY.get_sample_value("memory_engine_instructions_blocked_total",
-                                     {"path": path, "rule": rule}) or 0.0
+def blocked(path: str, rule: str, tier: str | None = None) -> float:
+    """Blocks counted for (path, rule), over every tier unless ``tier`` is given."""
+    tiers = [tier] if tier is not None else ["", "user", "agent", "institutional"]
+    return sum(REGISTRY.get_sample_value("memory_engine_instructions_blocked_total",
+                                         {"path": path, "rule": rule, "tier": t}) or 0.0 for t in tiers)
 
 
 @pytest.fixture

@@ -246,7 +246,7 @@ def guard_instructions(store: MemoryStore, *values: Any) -> None:
     counted under path=write and logged with the store id, never the text."""
     rule = first_instruction(*values)
     if rule is not None:
-        record_block(store.pk, path="write", rule=rule)
+        record_block(store.pk, path="write", rule=rule, tier=store.tier)
         raise InstructionRejected(details={"rule": rule})
 
 

@@ -112,7 +112,7 @@ def knowledge_search(
 def _guarded(hits: list[SearchHit], path: str) -> list[SearchHit]:
     """The hits without stored memories that read as instructions (they stay stored)."""
     return drop_instructions(hits, path=path,
-                             fields=lambda hit: (hit.id, (hit.text, hit.tags) if hit.source == MEMORY else ()))
+                             fields=lambda hit: (hit.id, "", (hit.text, hit.tags) if hit.source == MEMORY else ()))
 
 
 def _lexical_backend(degraded: list[str]) -> str | None:
