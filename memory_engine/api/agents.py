@@ -1,5 +1,5 @@
-"""Agents: CRUD, push retrieval (``/context``), tool definitions (``/tools``) and the tools
-an agent calls (``/tools/search_knowledge``, ``/tools/write_memory``)."""
+"""Agents: CRUD, push retrieval (``/context``), tool definitions (``/tools``, and with guidance
+``/tool-guidance``) and the tools an agent calls (``/tools/search_knowledge``, ``/tools/write_memory``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from memory_engine.injection import inject_knowledge
 from memory_engine.models import Agent
 from memory_engine.services.agent_tools import agent_write_memory
 from memory_engine.services.agents import UNSET, agent_create, agent_update
-from memory_engine.tools import FORMATS, agent_tool_definitions, run_search_knowledge
+from memory_engine.tools import FORMATS, agent_tool_definitions, agent_tool_guidance, run_search_knowledge
 
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField
@@ -60,6 +60,21 @@ class AgentContextResponseSerializer(serializers.Serializer):
 class ToolsResponseSerializer(serializers.Serializer):
     provider = serializers.ChoiceField(choices=FORMATS)
     tools = serializers.ListField(child=serializers.DictField())
+
+
+class SchemaEntryOutSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    display_name = serializers.CharField()
+    description = serializers.CharField()
+
+
+class ToolGuidanceResponseSerializer(serializers.Serializer):
+    provider = serializers.ChoiceField(choices=FORMATS)
+    kinds = SchemaEntryOutSerializer(many=True, help_text="The project's declared memory kinds (empty: open).")
+    relation_types = SchemaEntryOutSerializer(many=True)
+    tools = serializers.ListField(child=serializers.DictField(), help_text="As GET /agents/{id}/tools.")
+    guidance = serializers.CharField(help_text="Text for the host's system prompt: when to use each tool, "
+                                               "and the kinds.")
 
 
 class SearchToolRequestSerializer(serializers.Serializer):
@@ -154,6 +169,17 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         agent = self.get_object()
         fmt = request.query_params.get("provider", "openai")
         return Response({"provider": fmt, "tools": agent_tool_definitions(agent, fmt=fmt)})
+
+    @extend_schema(
+        parameters=[OpenApiParameter("provider", str, enum=list(FORMATS), default="openai",
+                                     description="Function-calling shape of `tools`.")],
+        responses={200: ToolGuidanceResponseSerializer, **ERRORS}, filters=False,
+    )
+    @action(detail=True, methods=["get"], url_path="tool-guidance", pagination_class=None)
+    def tool_guidance(self, request: Request, pk: str | None = None) -> Response:
+        """The agent's tools with the project's memory kinds, and guidance text for a system prompt."""
+        agent = self.get_object()
+        return Response(agent_tool_guidance(agent, fmt=request.query_params.get("provider", "openai")))
 
     @extend_schema(request=SearchToolRequestSerializer,
                    responses={200: SearchToolResponseSerializer, **ERRORS})

@@ -77,6 +77,12 @@ class KindUnknown(MemoryEngineError):
     default_message = "The project's memory schema does not declare this kind."
 
 
+class SchemaInvalid(MemoryEngineError):
+    code = "SCHEMA_INVALID"
+    default_message = ("A memory schema's `kinds` and `relation_types` must be lists of "
+                       "{name, display_name?, description?} with unique names.")
+
+
 class ProjectRequired(MemoryEngineError):
     code = "PROJECT_REQUIRED"
     default_message = "Staff sessions must name a project with the X-Project-Id header or ?project_id=."
