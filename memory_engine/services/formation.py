@@ -6,6 +6,10 @@ idempotent: declared texts already present are kept, missing ones are created
 earlier (source_type ``declared``) that are no longer declared are retired. Memories
 written by other doors are never touched. Every decision records one assertion with
 mechanism ``formation``.
+
+An optional ``memory_schema: {kinds, relation_types}`` section replaces the project's memory
+schema (:func:`memory_engine.services.memory_schema.memory_schema_save`) before any store is
+applied; without it the schema is left alone.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from memory_engine.exceptions import ValidationFailed
 from memory_engine.models import Memory, MemoryAssertion, MemoryStore, Project
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
 
+from .memory_schema import memory_schema_save, validate_memory_schema
 from .memory_write import (
     _prepare_vector,
     _resolve_content,
@@ -38,6 +43,20 @@ class FormationReport:
     kept: list[tuple[str, str]] = field(default_factory=list)
     retired: list[tuple[str, str]] = field(default_factory=list)
     stores_created: list[str] = field(default_factory=list)
+    #: ``(kinds, relation_types)`` counts when the declaration set the memory schema, else None.
+    memory_schema: tuple[int, int] | None = None
+
+
+def parse_memory_schema(data: Any) -> dict[str, Any] | None:
+    """The declaration's ``memory_schema`` section, validated (SCHEMA_INVALID), or None."""
+    if not isinstance(data, dict) or data.get("memory_schema") is None:
+        return None
+    section = data["memory_schema"]
+    if not isinstance(section, dict):
+        raise ValidationFailed("`memory_schema` must be an object {kinds, relation_types}.")
+    kinds, relation_types = validate_memory_schema(kinds=section.get("kinds"),
+                                                   relation_types=section.get("relation_types"))
+    return {"kinds": kinds, "relation_types": relation_types}
 
 
 def parse_declaration(data: Any) -> list[dict[str, Any]]:
@@ -45,6 +64,8 @@ def parse_declaration(data: Any) -> list[dict[str, Any]]:
 
     A memory is a string or ``{"content", "tags"?, "metadata"?}``.
     """
+    if isinstance(data, dict) and data.get("stores") is None and data.get("memory_schema") is not None:
+        return []  # a declaration of the memory schema alone
     if not isinstance(data, dict) or not isinstance(data.get("stores"), list):
         raise ValidationFailed("The declaration must be an object with a `stores` list.")
     stores = []
@@ -70,7 +91,12 @@ def parse_declaration(data: Any) -> list[dict[str, Any]]:
 def apply_declaration(*, project: Project, data: Any, principal: str = PRINCIPAL) -> FormationReport:
     """Bring the project's declared stores to the declared state (see module docstring)."""
     report = FormationReport()
-    for entry in parse_declaration(data):
+    schema = parse_memory_schema(data)
+    stores = parse_declaration(data)
+    if schema is not None:
+        memory_schema_save(project=project, **schema)
+        report.memory_schema = (len(schema["kinds"]), len(schema["relation_types"]))
+    for entry in stores:
         store, created = MemoryStore.objects.get_or_create(
             project=project, name=entry["name"],
             defaults={key: entry[key] for key in ("description", "tags", "duplicate_threshold",

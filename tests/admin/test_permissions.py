@@ -156,6 +156,8 @@ def test_every_api_view_names_its_session_permissions() -> None:
     assert seen[("^memories/(?P<pk>[^/.]+)$", "delete")] == ["memory_engine.delete_memory"]
     assert seen[("agents/<str:agent_id>/tools/write_memory", "post")] == ["memory_engine.add_memory"]
     assert seen[("embeddings", "post")] == []
+    assert seen[("memory-schema", "put")] == ["memory_engine.change_memoryschema"]
+    assert seen[("memory-schema", "get")] == ["memory_engine.view_memoryschema"]
 
 
 # --------------------------------------------------------------------------- admin actions and console views

@@ -124,6 +124,7 @@ BODIES: dict[str, Body] = {
         lambda w, tag: {"memory_store_id": w.first("store"), "content": f"Fact {tag} is new."},
         {"memory_store_id": "store"}, not_ids=("conversation_id",),
     ),
+    "v1_memory_schema_update": Body(lambda w, tag: {"kinds": ["fact", f"kind_{tag}"]}),
     "v1_memory_stores_create": Body(lambda w, tag: {"name": f"store-{tag}"}),
     "v1_memory_stores_update": Body(lambda w, tag: {"name": f"store-{tag}"}),
     "v1_memory_stores_partial_update": Body(lambda w, tag: {"name": f"store-{tag}"}),

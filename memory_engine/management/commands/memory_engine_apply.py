@@ -9,6 +9,11 @@ FILE is YAML or JSON:
           - Refunds are processed within 5 business days.
           - content: The support line is open 9am to 5pm CET.
             tags: {topic: hours}
+    memory_schema:            # optional: replaces the project's memory schema
+      kinds:
+        - {name: fact, display_name: Fact}
+        - {name: preference, display_name: Preference, description: What the user likes}
+      relation_types: []
 
 Idempotent: re-applying keeps what exists, creates what is new and retires declared
 memories that are no longer in the file. An unknown ``--project`` is refused unless
@@ -30,7 +35,7 @@ from memory_engine.services.formation import apply_declaration
 
 
 class Command(BaseCommand):
-    help = "Apply a YAML/JSON declaration of memory stores and their memories."
+    help = "Apply a YAML/JSON declaration of memory stores, their memories and the memory schema."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", help="Path to a .yaml, .yml or .json declaration.")
@@ -50,6 +55,9 @@ class Command(BaseCommand):
             report = apply_declaration(project=found, data=data)
         except MemoryEngineError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from exc
+        if report.memory_schema is not None:
+            kinds, relation_types = report.memory_schema
+            self.stdout.write(f"memory schema: {kinds} kinds, {relation_types} relation types")
         for name in report.stores_created:
             self.stdout.write(f"store created: {name}")
         for label, rows in (("created", report.created), ("kept", report.kept), ("retired", report.retired)):
