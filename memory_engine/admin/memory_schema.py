@@ -31,7 +31,7 @@ class MemorySchemaForm(forms.ModelForm):
                       "relation_types": ENTRY_HELP}
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        cleaned = super().clean() or {}
         try:
             kinds, relation_types = validate_memory_schema(kinds=cleaned.get("kinds"),
                                                            relation_types=cleaned.get("relation_types"))
