@@ -5,8 +5,8 @@ When a schema declares kinds, exactly those are accepted: the built-in kinds (fa
 observation, instruction) must be listed too to stay accepted.
 
 An entry is ``{"name", "display_name"?, "description"?}`` (a bare string is shorthand for
-``{"name": string}``): ``name`` matches :data:`NAME_PATTERN`, ``display_name`` (at most 200
-characters) defaults to the name in words, ``description`` (at most 1000) to ``""``. Names are
+``{"name": string}``): ``name`` matches :data:`NAME_PATTERN`, ``display_name`` (one line of at
+most 200 characters) defaults to the name in words, ``description`` (at most 1000) to ``""``. Names are
 unique within ``kinds`` and within ``relation_types``.
 """
 
@@ -26,6 +26,8 @@ BUILTIN_KINDS: tuple[str, ...] = tuple(Kind.values)
 #: A kind or relation type name: lowercase ASCII letters, digits and ``_``, starting with a letter.
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,99}")
 MAX_DISPLAY_NAME = 200
+#: Not in a display name: it is rendered as one line of a list in the tool descriptions.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 MAX_DESCRIPTION = 1000
 #: Entries per list: every declared kind is rendered into the agents' tool descriptions.
 MAX_ENTRIES = 100
@@ -77,13 +79,14 @@ def _entry(section: str, index: int, raw: Any) -> dict[str, str]:
     display_name = raw.get("display_name")
     if display_name is None or (isinstance(display_name, str) and not display_name.strip()):
         display_name = name.replace("_", " ").capitalize()
-    if not isinstance(display_name, str) or len(display_name) > MAX_DISPLAY_NAME:
-        raise _invalid(section, index, f"`display_name` must be a string of at most {MAX_DISPLAY_NAME} "
+    if (not isinstance(display_name, str) or len(display_name) > MAX_DISPLAY_NAME
+            or CONTROL_CHARACTERS.search(display_name)):
+        raise _invalid(section, index, f"`display_name` must be one line of at most {MAX_DISPLAY_NAME} "
                                        "characters.", name=name)
     description = raw.get("description")
     if description is None:
         description = ""
-    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
+    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION or "\x00" in description:
         raise _invalid(section, index, f"`description` must be a string of at most {MAX_DESCRIPTION} "
                                        "characters.", name=name)
     return {"name": name, "display_name": display_name.strip(), "description": description.strip()}

@@ -63,6 +63,8 @@ def test_put_replaces_and_get_reads_it_back(client, project):
         ({"kinds": [{"name": "fact"}, {"name": "fact"}]}, "kinds[1]"),
         ({"kinds": [{"name": "fact", "display_name": "F" * 201}]}, "kinds[0]"),
         ({"kinds": [{"name": "fact", "description": "d" * 1001}]}, "kinds[0]"),
+        ({"kinds": [{"name": "fact", "display_name": "Two\nlines"}]}, "kinds[0]"),
+        ({"kinds": [{"name": "fact", "description": "nul \x00"}]}, "kinds[0]"),
         ({"kinds": [{"name": "fact", "colour": "red"}]}, "kinds[0]"),
         ({"kinds": [7]}, "kinds[0]"),
         ({"kinds": [{"name": f"k{i}"} for i in range(101)]}, "kinds"),
