@@ -77,6 +77,16 @@ class KindUnknown(MemoryEngineError):
     default_message = "The project's memory schema does not declare this kind."
 
 
+class ConfidenceInvalid(MemoryEngineError):
+    code = "CONFIDENCE_INVALID"
+    default_message = "`confidence` must be a number between 0 and 1."
+
+
+class ExpiresAtInvalid(MemoryEngineError):
+    code = "EXPIRES_AT_INVALID"
+    default_message = "`expires_at` must be a date-time with a time zone, in the future."
+
+
 class ProjectRequired(MemoryEngineError):
     code = "PROJECT_REQUIRED"
     default_message = "Staff sessions must name a project with the X-Project-Id header or ?project_id=."
