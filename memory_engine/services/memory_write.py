@@ -637,7 +637,8 @@ def memory_write(
             if replaced is not None:
                 Memory.objects.filter(pk=replaced.pk).update(invalidated_at=now, superseded_by=memory)
                 replaced.refresh_from_db(fields=["invalidated_at", "superseded_by"])
-        potential = _potential_duplicates(neighbours, exclude={memory.pk, *([match.pk] if match else [])},
+        kept_or_retired = [match.pk] if match is not None and action != Outcome.CREATED else []
+        potential = _potential_duplicates(neighbours, exclude={memory.pk, *kept_or_retired},
                                           supersede_threshold=sup_t)
 
         details: dict[str, Any] = dict(notes)
