@@ -264,7 +264,8 @@ def nearest_live_memories(store: MemoryStore, content_id: str, *, facet: str | N
     The query vector is read from the content row inside PostgreSQL, so no vector
     travels over the wire. Small stores are scanned exactly (``+ 0`` keeps the planner
     off the HNSW index, which could miss rows when other stores crowd it); large ones
-    use HNSW with a raised ef_search, where the store dominates the candidates anyway.
+    use HNSW with a raised ef_search and the search's iterative scan settings, so the
+    store, facet and liveness filters still fill the top ``limit``.
     """
     with connection.cursor() as cursor:
         exact = _use_exact_scan(cursor, store.pk)
@@ -273,7 +274,13 @@ def nearest_live_memories(store: MemoryStore, content_id: str, *, facet: str | N
         query = "(SELECT embedding FROM memory_engine_memorycontent WHERE id = %(content)s)"
         order = f"(c.embedding <=> {query}) + 0" if exact else f"c.embedding <=> {query}"
         if not exact:
-            cursor.execute(f"SET LOCAL hnsw.ef_search = {engine_settings.HNSW_EF_SEARCH:d}")
+            # iterative scan: a rare facet (or expired rows) must not starve the filtered top-k
+            cursor.execute(
+                "SELECT set_config('hnsw.ef_search', %s::text, true), set_config('hnsw.iterative_scan', %s, true),"
+                " set_config('hnsw.max_scan_tuples', %s::text, true)",
+                [engine_settings.HNSW_EF_SEARCH, engine_settings.HNSW_ITERATIVE_SCAN,
+                 engine_settings.HNSW_MAX_SCAN_TUPLES],
+            )
         cursor.execute(
             f"""
             SELECT m.id, 1 - (c.embedding <=> {query})
@@ -288,8 +295,10 @@ def nearest_live_memories(store: MemoryStore, content_id: str, *, facet: str | N
             {"content": content_id, "store": store.pk, "facet": facet, "limit": limit},
         )
         rows = cursor.fetchall()
-    # a NULL or NaN cosine: a zero vector (cosine undefined)
-    return [(row[0], float(row[1])) for row in rows if row[1] is not None and not math.isnan(row[1])]
+    # a NULL or NaN cosine: a zero vector (cosine undefined); sorted again because a relaxed
+    # iterative scan may return its rows slightly out of order
+    found = [(row[0], float(row[1])) for row in rows if row[1] is not None and not math.isnan(row[1])]
+    return sorted(found, key=lambda pair: pair[1], reverse=True)
 
 
 def content_cosine(a_id: str, b_id: str) -> float | None:

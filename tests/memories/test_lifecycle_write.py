@@ -173,6 +173,23 @@ def test_about_key_in_one_facet_does_not_supersede_another(store):
     assert Memory.objects.get(pk=b.memory.pk).invalidated_at is None
 
 
+def test_facet_dedup_on_the_hnsw_index_of_a_large_store(store, settings):
+    """Above DEDUP_EXACT_SCAN_MAX the shortlist uses HNSW with an iterative scan: another
+    facet's many neighbours do not starve this facet's match."""
+    from memory_engine.services import memory_write as funnel
+
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 0}
+    funnel._scan_mode_cache.clear()
+    try:
+        for n in range(30):
+            write(store, f"The customer number {n} prefers email contact", facet="b")
+        a = write(store, EMAIL, facet="a")
+        again = write(store, EMAIL_REWORDED, facet="a")
+        assert again.action == "skipped" and again.memory.pk == a.memory.pk
+    finally:
+        funnel._scan_mode_cache.clear()
+
+
 def test_expired_memories_are_no_dedup_candidates(store):
     first = write(store, EMAIL)
     Memory.objects.filter(pk=first.memory.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
