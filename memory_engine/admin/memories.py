@@ -137,12 +137,14 @@ def timeline(memory: Memory) -> list[dict[str, Any]]:
 @admin.register(Memory)
 class MemoryAdmin(ProjectScopedAdmin):
     project_path = "store__project"
-    list_display = ["id", "text_preview", "store", "source_type", "created_at", "invalidated_at", "successor"]
-    list_filter = [ValidityFilter, "store__project", "store", "source_type"]
+    list_display = ["id", "text_preview", "store", "kind", "facet", "confidence", "evidence_count", "source_type",
+                    "created_at", "expires_at", "invalidated_at", "successor"]
+    list_filter = [ValidityFilter, "store__project", "store", "source_type", "kind"]
     search_fields = ["id", "content__text"]
     list_select_related = ["content", "store", "superseded_by"]
-    readonly_fields = ("id", "store", "text", "tags", "metadata", "source_type", "about_kind",
-                       "about_key", "created_at", "invalidated_at", "successor", "predecessors")
+    readonly_fields = ("id", "store", "text", "kind", "title", "summary", "facet", "confidence", "evidence_count",
+                       "reinforced_at", "expires_at", "agent", "tags", "metadata", "source_type", "about_kind",
+                       "about_key", "created_at", "invalidated_at", "successor", "predecessors", "revisions")
     fields = readonly_fields
     date_hierarchy = "created_at"
     change_form_template = "admin/memory_engine/memory/change_form.html"
@@ -204,6 +206,14 @@ class MemoryAdmin(ProjectScopedAdmin):
     @admin.display(description="supersedes")
     def predecessors(self, obj: Memory) -> str:
         return format_html_join(" ", "{}", ((admin_link(m),) for m in obj.supersedes.all())) or "-"
+
+    @admin.display(description="earlier wordings")
+    def revisions(self, obj: Memory) -> str:
+        """The wordings a restatement replaced, newest first (kept by the write funnel)."""
+        rows = obj.revisions.select_related("content").defer("content__embedding").order_by("-created_at")[:50]
+        return format_html_join(
+            "", "<p><small>{}</small><br>{}</p>", ((f"{r.created_at:%Y-%m-%d %H:%M}", r.content.text) for r in rows)
+        ) or "-"
 
 
 class DoorFilter(admin.SimpleListFilter):

@@ -93,6 +93,12 @@ class WriteMemoryToolSerializer(serializers.Serializer):
     metadata = JSONObjectField(required=False)
     about = AboutSerializer(required=False, allow_null=True)
     generation_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=40)
+    kind = serializers.CharField(required=False, max_length=100)
+    title = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    summary = serializers.CharField(required=False, allow_blank=True)
+    confidence = serializers.FloatField(required=False, allow_null=True)
+    facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         given = sorted({"duplicate_threshold", "supersede_threshold"} & set(self.initial_data or {}))
@@ -214,6 +220,12 @@ class WriteMemoryToolView(ProjectScopedMixin, APIView):
             metadata=data.get("metadata"),
             about=data.get("about"),
             generation_id=data.get("generation_id") or None,
+            kind=data.get("kind"),
+            title=data.get("title"),
+            summary=data.get("summary"),
+            confidence=data.get("confidence"),
+            facet=data.get("facet"),
+            expires_at=data.get("expires_at"),
             principal=self.principal,
         )
         return write_response(result)

@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_engine.exceptions import MemoryStoreNotFound, ValidationFailed
-from memory_engine.models import Memory, MemoryAssertion, MemoryStore
+from memory_engine.models import Memory, MemoryAssertion, MemoryRevision, MemoryStore
 from memory_engine.models.memories import Mechanism
 from memory_engine.services.memory_write import WriteResult, memory_forget, memory_write
 from memory_engine.services.stores import memory_store_delete, memory_store_save
@@ -59,6 +59,13 @@ class MemoryWriteSerializer(serializers.Serializer):
     supersede_threshold = serializers.FloatField(required=False, allow_null=True)
     conversation_id = serializers.CharField(required=False, allow_blank=True, max_length=200)
     about = AboutSerializer(required=False, allow_null=True)
+    kind = serializers.CharField(required=False, max_length=100)
+    title = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    summary = serializers.CharField(required=False, allow_blank=True)
+    # range checked by the funnel (400 CONFIDENCE_INVALID); same for facet and expires_at
+    confidence = serializers.FloatField(required=False, allow_null=True)
+    facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
 
 
 class MemorySerializer(serializers.ModelSerializer):
@@ -67,12 +74,14 @@ class MemorySerializer(serializers.ModelSerializer):
     content_id = serializers.CharField(read_only=True)
     superseded_by_memory_id = serializers.CharField(source="superseded_by_id", read_only=True, allow_null=True)
     about = serializers.SerializerMethodField()
+    agent_id = serializers.CharField(read_only=True, allow_null=True)
 
     class Meta:
         model = Memory
         fields = [
             "id", "memory_store_id", "content", "content_id", "tags", "metadata", "source_type", "about",
-            "created_at", "invalidated_at", "superseded_by_memory_id",
+            "kind", "title", "summary", "confidence", "facet", "expires_at", "evidence_count", "reinforced_at",
+            "trashed_at", "agent_id", "created_at", "invalidated_at", "superseded_by_memory_id",
         ]
 
     def get_about(self, obj: Memory) -> dict[str, str] | None:
@@ -87,6 +96,11 @@ class ChangedDetailSerializer(serializers.Serializer):
     new = serializers.ListField(child=serializers.CharField())
 
 
+class PotentialDuplicateSerializer(serializers.Serializer):
+    memory_id = serializers.CharField()
+    similarity = serializers.FloatField()
+
+
 class MemoryWriteResultSerializer(MemorySerializer):
     action = serializers.ChoiceField(choices=["created", "superseded", "skipped"])
     similarity = serializers.FloatField(allow_null=True)
@@ -94,10 +108,13 @@ class MemoryWriteResultSerializer(MemorySerializer):
     changed_details = ChangedDetailSerializer(many=True)
     assertion_id = serializers.CharField()
     superseded_memory_id = serializers.CharField(allow_null=True)
+    potential_duplicates = PotentialDuplicateSerializer(
+        many=True, help_text="Live memories of the same store and facet near this text, below the supersede "
+        "threshold (best first, at most 5): reconcile them if they state the same fact.")
 
     class Meta(MemorySerializer.Meta):
         fields = ["action", *MemorySerializer.Meta.fields, "similarity", "decision_reason",
-                  "changed_details", "assertion_id", "superseded_memory_id"]
+                  "changed_details", "assertion_id", "superseded_memory_id", "potential_duplicates"]
 
 
 def write_response(result: WriteResult) -> Response:
@@ -110,6 +127,7 @@ def write_response(result: WriteResult) -> Response:
         changed_details=result.changed_details,
         assertion_id=result.assertion.pk,
         superseded_memory_id=result.replaced.pk if result.replaced else None,
+        potential_duplicates=result.potential_duplicates,
     )
     code = status.HTTP_200_OK if result.action == "skipped" else status.HTTP_201_CREATED
     return Response({"action": result.action, **data}, status=code)
@@ -122,6 +140,14 @@ WRITE_RESPONSES = {
     429: OpenApiResponse(ErrorSerializer, description="Quota exceeded"),
     **ERRORS,
 }
+
+
+class MemoryRevisionSerializer(serializers.ModelSerializer):
+    content = serializers.CharField(source="content.text", read_only=True)
+
+    class Meta:
+        model = MemoryRevision
+        fields = ["id", "content", "created_at"]
 
 
 class MemoryAssertionSerializer(serializers.ModelSerializer):
@@ -280,6 +306,12 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
             duplicate_threshold=data.get("duplicate_threshold"),
             supersede_threshold=data.get("supersede_threshold"),
             about=data.get("about"),
+            kind=data.get("kind"),
+            title=data.get("title"),
+            summary=data.get("summary"),
+            confidence=data.get("confidence"),
+            facet=data.get("facet"),
+            expires_at=data.get("expires_at"),
             principal=self.principal,
             mechanism=Mechanism.API,
         )
@@ -298,6 +330,16 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         ).order_by("created_at", "id")
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(MemoryAssertionSerializer(page, many=True).data)
+
+    @extend_schema(responses={200: MemoryRevisionSerializer(many=True), **ERRORS}, filters=False)
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def revisions(self, request: Request, pk: str | None = None) -> Response:
+        """The memory's earlier wordings, oldest first (kept when a restatement reworded it)."""
+        memory = self.get_object()
+        queryset = MemoryRevision.objects.filter(memory=memory).select_related("content") \
+            .defer("content__embedding").order_by("created_at", "id")
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(MemoryRevisionSerializer(page, many=True).data)
 
 
 @extend_schema_view(

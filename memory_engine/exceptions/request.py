@@ -83,6 +83,16 @@ class SchemaInvalid(MemoryEngineError):
                        "{name, display_name?, description?} with unique names.")
 
 
+class ConfidenceInvalid(MemoryEngineError):
+    code = "CONFIDENCE_INVALID"
+    default_message = "`confidence` must be a number between 0 and 1."
+
+
+class ExpiresAtInvalid(MemoryEngineError):
+    code = "EXPIRES_AT_INVALID"
+    default_message = "`expires_at` must be a date-time with a time zone, in the future."
+
+
 class ProjectRequired(MemoryEngineError):
     code = "PROJECT_REQUIRED"
     default_message = "Staff sessions must name a project with the X-Project-Id header or ?project_id=."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from memory_engine.exceptions import GenerationAgentMismatch, GenerationNotFound, NoWriteMemoryStore
@@ -20,10 +21,16 @@ def agent_write_memory(
     about: dict[str, Any] | None = None,
     generation_id: str | None = None,
     judge: Any = None,
+    kind: str | None = None,
+    title: str | None = None,
+    summary: str | None = None,
+    confidence: float | None = None,
+    facet: str | None = None,
+    expires_at: datetime | None = None,
 ) -> WriteResult:
     """Write a fact into the agent's write store (mechanism ``tool``) on the store's
     thresholds; ``generation_id`` names the turn the tool was called in and must be
-    one of this agent's generations."""
+    one of this agent's generations. The memory records the agent that wrote it."""
     store = agent.write_memory_store
     if store is None or store.project_id != agent.project_id:
         raise NoWriteMemoryStore(
@@ -49,4 +56,11 @@ def agent_write_memory(
         source_type=SourceType.CONVERSATION,
         generation_id=generation_id or None,
         judge=judge,
+        kind=kind,
+        title=title,
+        summary=summary,
+        confidence=confidence,
+        facet=facet,
+        expires_at=expires_at,
+        agent=agent,
     )

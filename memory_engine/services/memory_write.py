@@ -1,7 +1,8 @@
 """The write funnel: the one function every memory write goes through.
 
-hash -> reuse the content row or embed once (best-effort) -> top-1 cosine among the
-store's valid memories -> skip / supersede / create -> one assertion.
+hash -> reuse the content row or embed once (best-effort) -> nearest live memories of the
+same store and facet -> skip (reinforcing the kept memory) / supersede / create -> one
+assertion, with the near matches below the supersede threshold as ``potential_duplicates``.
 
 No model call happens inside the store lock: the embedder runs before it, so a slow
 or failing embedder never holds other writers back, and a failure only means the
@@ -16,6 +17,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
@@ -26,22 +28,26 @@ from memory_engine.db import advisory_xact_lock, vector_literal
 from memory_engine.details import changed_details
 from memory_engine.exceptions import (
     AboutRequired,
+    ConfidenceInvalid,
     ContentEmpty,
     ContentInvalid,
     ContentTooLong,
+    ExpiresAtInvalid,
     InstructionRejected,
     QuotaExceeded,
     ThresholdsInvalid,
     ValidationFailed,
 )
+from memory_engine.facets import validate_facet
 from memory_engine.ids import new_id
 from memory_engine.instruction_guard import first_instruction, record_block
-from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryStore
-from memory_engine.models.memories import Mechanism, Outcome, SourceType
+from memory_engine.models import Agent, Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemoryStore
+from memory_engine.models.memories import LIVE_MEMORY_SQL, Kind, Mechanism, Outcome, SourceType, Tier
 from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
 from memory_engine.text import contains_nul
 
 from .judge import get_judge
+from .memory_schema import check_kind
 
 logger = logging.getLogger("memory_engine.write")
 
@@ -68,6 +74,11 @@ class WriteResult:
     decision_reason: str = ""
     changed_details: list[dict[str, Any]] = field(default_factory=list)
     replaced: Memory | None = None
+    #: live memories of the same store and facet near the text, below the supersede threshold:
+    #: ``[{"memory_id", "similarity"}]``, best first
+    potential_duplicates: list[dict[str, Any]] = field(default_factory=list)
+    #: a skip that reinforced the kept memory (False within REINFORCE_INTERVAL_SECONDS)
+    reinforced: bool = False
 
 
 @dataclass(frozen=True)
@@ -139,6 +150,72 @@ def validate_thresholds(duplicate: Any, supersede: Any) -> None:
         )
 
 
+#: Longest ``kind`` and ``title`` (the model's columns).
+MAX_KIND_CHARS = 100
+MAX_TITLE_CHARS = 500
+#: Reinforcement never makes a memory certain.
+MAX_REINFORCED_CONFIDENCE = 0.99
+#: How many near matches a write answers as ``potential_duplicates``.
+MAX_POTENTIAL_DUPLICATES = 5
+#: Neighbours read in the one nearest-memories statement: the top match, the potential
+#: duplicates, and room for a few matches above the supersede threshold that are neither.
+NEIGHBOURS = 10
+
+
+def validate_kind(value: Any) -> str | None:
+    """A non-empty string of at most 100 characters, or None (unstated)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value.strip()) > MAX_KIND_CHARS:
+        raise ValidationFailed(f"`kind` must be a non-empty string of at most {MAX_KIND_CHARS} characters.",
+                               details={"field": "kind"})
+    return value.strip()
+
+
+def validate_text_field(value: Any, *, name: str, limit: int | None = None) -> str | None:
+    """``title`` / ``summary``: a string (at most ``limit`` characters), or None (unstated)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or contains_nul(value) or (limit is not None and len(value) > limit):
+        bound = f" of at most {limit} characters" if limit is not None else ""
+        raise ValidationFailed(f"`{name}` must be a string{bound} without NUL characters.",
+                               details={"field": name})
+    return value.strip()
+
+
+def validate_confidence(value: Any) -> float | None:
+    """A number in [0, 1], or None (unstated); else 400 CONFIDENCE_INVALID."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0.0 <= value <= 1.0:
+        raise ConfidenceInvalid(details={"confidence": value if isinstance(value, (int, float, str)) else repr(value)})
+    return float(value)
+
+
+def validate_expires_at(value: Any, now: datetime) -> datetime | None:
+    """An aware datetime after ``now``, or None (unstated); else 400 EXPIRES_AT_INVALID."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime) or timezone.is_naive(value) or value <= now:
+        raise ExpiresAtInvalid(details={"expires_at": str(value)})
+    return value
+
+
+def resolve_expiry(store: MemoryStore, expires_at: datetime | None, now: datetime) -> datetime | None:
+    """The writer's expiry, else now + the store's ``ttl_default``; capped at now + ``ttl_max``."""
+    if expires_at is None and store.ttl_default:
+        expires_at = now + timedelta(seconds=store.ttl_default)
+    return cap_expiry(store, expires_at, now)
+
+
+def cap_expiry(store: MemoryStore, expires_at: datetime | None, now: datetime) -> datetime | None:
+    if not store.ttl_max:
+        return expires_at
+    cap = now + timedelta(seconds=store.ttl_max)
+    return cap if expires_at is None or expires_at > cap else expires_at
+
+
 def resolve_thresholds(
     store: MemoryStore, duplicate: float | None, supersede: float | None
 ) -> tuple[float, float]:
@@ -179,13 +256,16 @@ def _use_exact_scan(cursor: Any, store_id: str) -> bool:
     return exact
 
 
-def nearest_valid_memory(store: MemoryStore, content_id: str) -> tuple[str, float] | None:
-    """Top-1 (memory id, cosine) among the store's valid memories, against a content row's vector.
+def nearest_live_memories(store: MemoryStore, content_id: str, *, facet: str | None,
+                          limit: int = NEIGHBOURS) -> list[tuple[str, float]]:
+    """Top ``limit`` (memory id, cosine), best first, among the store's live memories of the
+    same facet (no facet: only memories without one), against a content row's vector.
 
     The query vector is read from the content row inside PostgreSQL, so no vector
     travels over the wire. Small stores are scanned exactly (``+ 0`` keeps the planner
     off the HNSW index, which could miss rows when other stores crowd it); large ones
-    use HNSW with a raised ef_search, where the store dominates the candidates anyway.
+    use HNSW with a raised ef_search and the search's iterative scan settings, so the
+    store, facet and liveness filters still fill the top ``limit``.
     """
     with connection.cursor() as cursor:
         exact = _use_exact_scan(cursor, store.pk)
@@ -194,23 +274,31 @@ def nearest_valid_memory(store: MemoryStore, content_id: str) -> tuple[str, floa
         query = "(SELECT embedding FROM memory_engine_memorycontent WHERE id = %(content)s)"
         order = f"(c.embedding <=> {query}) + 0" if exact else f"c.embedding <=> {query}"
         if not exact:
-            cursor.execute(f"SET LOCAL hnsw.ef_search = {engine_settings.HNSW_EF_SEARCH:d}")
+            # iterative scan: a rare facet (or expired rows) must not starve the filtered top-k
+            cursor.execute(
+                "SELECT set_config('hnsw.ef_search', %s::text, true), set_config('hnsw.iterative_scan', %s, true),"
+                " set_config('hnsw.max_scan_tuples', %s::text, true)",
+                [engine_settings.HNSW_EF_SEARCH, engine_settings.HNSW_ITERATIVE_SCAN,
+                 engine_settings.HNSW_MAX_SCAN_TUPLES],
+            )
         cursor.execute(
             f"""
             SELECT m.id, 1 - (c.embedding <=> {query})
             FROM memory_engine_memorycontent c
             JOIN memory_engine_memory m ON m.content_id = c.id
             WHERE c.store_id = %(store)s AND m.store_id = %(store)s
-              AND m.invalidated_at IS NULL AND c.embedding IS NOT NULL
+              AND {LIVE_MEMORY_SQL} AND m.facet IS NOT DISTINCT FROM %(facet)s
+              AND c.embedding IS NOT NULL
             ORDER BY {order}
-            LIMIT 1
+            LIMIT %(limit)s
             """,
-            {"content": content_id, "store": store.pk},
+            {"content": content_id, "store": store.pk, "facet": facet, "limit": limit},
         )
-        row = cursor.fetchone()
-    if row is None or row[1] is None or math.isnan(row[1]):
-        return None  # no candidate, or a zero vector (cosine undefined)
-    return row[0], float(row[1])
+        rows = cursor.fetchall()
+    # a NULL or NaN cosine: a zero vector (cosine undefined); sorted again because a relaxed
+    # iterative scan may return its rows slightly out of order
+    found = [(row[0], float(row[1])) for row in rows if row[1] is not None and not math.isnan(row[1])]
+    return sorted(found, key=lambda pair: pair[1], reverse=True)
 
 
 def content_cosine(a_id: str, b_id: str) -> float | None:
@@ -241,9 +329,16 @@ def embed_best_effort(text: str) -> tuple[list[float] | None, str]:
     return vector, ""
 
 
+#: Tiers whose writes pass the instruction guard: what they hold reaches other users' turns.
+GUARDED_TIERS = frozenset({Tier.AGENT, Tier.INSTITUTIONAL})
+
+
 def guard_instructions(store: MemoryStore, *values: Any) -> None:
-    """Refuse a write whose strings read as instructions to an AI (400 INSTRUCTION_REJECTED);
-    counted under path=write and logged with the store id, never the text."""
+    """Refuse a write into an agent or institutional store whose strings read as instructions
+    to an AI (400 INSTRUCTION_REJECTED); counted under path=write and logged with the store id,
+    never the text. User-tier writes are stored as given and filtered on every read."""
+    if store.tier not in GUARDED_TIERS:
+        return
     rule = first_instruction(*values)
     if rule is not None:
         record_block(store.pk, path="write", rule=rule, tier=store.tier)
@@ -323,32 +418,35 @@ class Decision:
 
 
 def _decide(*, store: MemoryStore, content_row: MemoryContent, has_vector: bool, text: str,
-            about: About | None, thresholds: tuple[float, float], judge: Any,
-            notes: dict[str, Any]) -> Decision:
+            about: About | None, facet: str | None, neighbours: list[tuple[str, float]],
+            thresholds: tuple[float, float], judge: Any, notes: dict[str, Any]) -> Decision:
     """Skip, supersede or create (see docs/write-funnel.md); runs under the store lock.
 
-    ``notes`` collects what the assertion should record about the decision.
+    Candidates are the store's live memories of the same facet; ``neighbours`` are the nearest
+    of them (nearest_live_memories). ``notes`` collects what the assertion should record.
     """
     dup_t, sup_t = thresholds
-    valid = Memory.objects.filter(store=store, invalidated_at__isnull=True).select_related("content") \
+    live = Memory.objects.live().filter(store=store, facet=facet).select_related("content") \
         .defer("content__embedding")
     if about is not None:
-        about_match = valid.filter(about_kind=about.kind, about_key=about.key).first()
+        about_match = live.filter(about_kind=about.kind, about_key=about.key).first()
         if about_match is not None:
             if about_match.content_id == content_row.pk:
                 return Decision(Outcome.SKIPPED, Reason.DUPLICATE, about_match, 1.0)
             return Decision(Outcome.SUPERSEDED, Reason.ABOUT_KEY, about_match,
                             content_cosine(content_row.pk, about_match.content_id))
-    same_text = valid.filter(content=content_row).first()
+    same_text = live.filter(content=content_row).first()
     if same_text is not None:
         return Decision(Outcome.SKIPPED, Reason.DUPLICATE, same_text, 1.0)
     if not has_vector:
         notes.setdefault("embedding", "missing")
         return Decision()
-    nearest = nearest_valid_memory(store, content_row.pk)
-    if nearest is None:
+    if not neighbours:
         return Decision()
-    match, similarity = valid.get(pk=nearest[0]), nearest[1]
+    # Not re-filtered on liveness: the statement that found it already was (and Python's clock
+    # is not PostgreSQL's transaction clock).
+    match = Memory.objects.select_related("content").defer("content__embedding").get(pk=neighbours[0][0])
+    similarity = neighbours[0][1]
     decision = Decision(match=match, similarity=similarity)
     if about is not None and match.about_key is not None:
         # the match is explicitly about something else: a different fact
@@ -375,6 +473,52 @@ def _decide(*, store: MemoryStore, content_row: MemoryContent, has_vector: bool,
     return decision
 
 
+def reinforced_confidence(old: float, new: float) -> float:
+    """1 - (1 - old)(1 - new), capped at 0.99; never lower than ``old``."""
+    return max(old, min(MAX_REINFORCED_CONFIDENCE, 1.0 - (1.0 - old) * (1.0 - new)))
+
+
+def _later_expiry(store: MemoryStore, old: datetime | None, new: datetime | None, now: datetime) -> datetime | None:
+    """The later of two expiries (None: never), capped at now + the store's ``ttl_max``."""
+    later = None if old is None or new is None else max(old, new)
+    return cap_expiry(store, later, now)
+
+
+def _reinforce(memory: Memory, *, store: MemoryStore, content_row: MemoryContent, confidence: float | None,
+               expires_at: datetime | None, now: datetime, notes: dict[str, Any]) -> bool:
+    """A write landed on ``memory`` (a skip): keep the newer wording, and reinforce it at most
+    once per REINFORCE_INTERVAL_SECONDS. Returns whether it reinforced."""
+    updates: dict[str, Any] = {}
+    if memory.content_id != content_row.pk:
+        # restated in other words: the newer wording is kept, the previous one is a revision
+        revision = MemoryRevision.objects.create(memory=memory, content_id=memory.content_id, created_at=now)
+        notes["revision_id"] = revision.pk
+        updates["content"] = content_row
+    last = memory.reinforced_at or memory.created_at
+    reinforced = (now - last).total_seconds() >= engine_settings.REINFORCE_INTERVAL_SECONDS
+    if reinforced:
+        updates.update(
+            confidence=confidence if confidence is not None
+            else reinforced_confidence(memory.confidence, engine_settings.DEFAULT_CONFIDENCE),
+            expires_at=_later_expiry(store, memory.expires_at, expires_at, now),
+            evidence_count=memory.evidence_count + 1,
+            reinforced_at=now,
+        )
+    if updates:
+        Memory.objects.filter(pk=memory.pk).update(**updates)
+        for name, value in updates.items():
+            setattr(memory, name, value)
+    return reinforced
+
+
+def _potential_duplicates(neighbours: list[tuple[str, float]], *, exclude: set[str],
+                          supersede_threshold: float) -> list[dict[str, Any]]:
+    """Neighbours in [SURFACE_DUPLICATES_ABOVE, supersede threshold), best first, at most 5."""
+    low = engine_settings.SURFACE_DUPLICATES_ABOVE
+    return [{"memory_id": memory_id, "similarity": similarity} for memory_id, similarity in neighbours
+            if memory_id not in exclude and low <= similarity < supersede_threshold][:MAX_POTENTIAL_DUPLICATES]
+
+
 def memory_write(
     *,
     store: MemoryStore,
@@ -391,34 +535,57 @@ def memory_write(
     rule_id: str | None = None,
     judge: Any = None,
     conversation_id: str | None = None,
+    kind: str | None = None,
+    title: str | None = None,
+    summary: str | None = None,
+    confidence: float | None = None,
+    facet: str | None = None,
+    expires_at: datetime | None = None,
+    agent: Agent | None = None,
 ) -> WriteResult:
-    """Write one fact into a store: skip, supersede or create, and record one assertion.
+    """Write one fact into a store: skip (reinforcing the kept memory), supersede or create, and
+    record one assertion.
 
     A ``conversation_id`` is kept in the memory's metadata and makes it a ``conversation`` memory.
+    ``kind`` defaults to a string ``tags["kind"]``, else ``fact``; ``confidence`` to
+    DEFAULT_CONFIDENCE; ``expires_at`` to now + the store's ``ttl_default`` (always capped at its
+    ``ttl_max``). A superseding memory inherits the retired one's kind, title and summary unless
+    given. Dedup compares only live memories of the same ``facet``. ``agent`` is recorded on
+    created memories (the agent that wrote it or for which it was written).
 
-    Raises ContentEmpty / ContentTooLong / ThresholdsInvalid / AboutRequired /
-    InstructionRejected / QuotaExceeded before anything is written (no assertion, as for every
-    refusal). InstructionRejected: the text or a string in tags/metadata/about reads as
-    instructions to an AI (memory_engine.instruction_guard); every store is of the
-    institutional tier today, and the guard has no switch. Stores with ``judge_enabled`` consult the
-    same-fact judge (memory_engine.services.judge) between JUDGE_FLOOR and the supersede
-    threshold; ``judge`` may pass another callable ``(old, new, similarity) -> verdict``.
+    Raises ContentEmpty / ContentTooLong / ValidationFailed / ConfidenceInvalid / FacetInvalid /
+    ExpiresAtInvalid / KindUnknown / ThresholdsInvalid / AboutRequired / InstructionRejected /
+    QuotaExceeded before anything is written (no assertion, as for every refusal).
+    InstructionRejected: in an agent or institutional store, the text, title, summary or a string
+    in tags/metadata/about reads as instructions to an AI (memory_engine.instruction_guard); the
+    guard has no switch. Stores with ``judge_enabled`` consult the same-fact judge
+    (memory_engine.services.judge) between JUDGE_FLOOR and the supersede threshold; ``judge`` may
+    pass another callable ``(old, new, similarity) -> verdict``.
     """
     text = validate_content(content)
     tags = dict(tags or {})
     metadata = dict(metadata or {})
     if conversation_id:
         metadata["conversation_id"], source_type = conversation_id, SourceType.CONVERSATION
+    if kind is None and isinstance(tags.get("kind"), str) and tags["kind"].strip():
+        kind = tags["kind"]  # the kind's place before it had a field
+    kind = validate_kind(kind)
+    title = validate_text_field(title, name="title", limit=MAX_TITLE_CHARS)
+    summary = validate_text_field(summary, name="summary")
+    stated_confidence = validate_confidence(confidence)
+    facet = validate_facet(facet)
+    expires_at = validate_expires_at(expires_at, timezone.now())
     about = About.parse(about)
     dup_t, sup_t = resolve_thresholds(store, duplicate_threshold, supersede_threshold)
+    if kind is not None:
+        check_kind(store.project_id, kind)
     required = store.require_about_for_kinds or []
-    kind = tags.get("kind") if isinstance(tags.get("kind"), str) else None
-    if about is None and kind and kind in required:
+    if about is None and (kind or Kind.FACT) in required:
         raise AboutRequired(
-            f"Store {store.name} requires `about: {{kind, key}}` for memories of kind {kind!r}.",
-            details={"kind": kind, "require_about_for_kinds": required},
+            f"Store {store.name} requires `about: {{kind, key}}` for memories of kind {kind or Kind.FACT!r}.",
+            details={"kind": kind or Kind.FACT, "require_about_for_kinds": required},
         )
-    guard_instructions(store, text, tags, metadata, about.as_dict() if about else None)
+    guard_instructions(store, text, tags, metadata, about.as_dict() if about else None, title, summary)
     digest = content_hash(text)
     if judge is None and store.judge_enabled:
         judge = get_judge()
@@ -426,19 +593,27 @@ def memory_write(
 
     with transaction.atomic():
         lock_store(store.pk)
+        now = timezone.now()
         content_row, has_vector = _resolve_content(store, text, digest, vector)
+        neighbours = nearest_live_memories(store, content_row.pk, facet=facet) if has_vector else []
         decision = _decide(store=store, content_row=content_row, has_vector=has_vector, text=text,
-                           about=about, thresholds=(dup_t, sup_t), judge=judge, notes=notes)
+                           about=about, facet=facet, neighbours=neighbours, thresholds=(dup_t, sup_t),
+                           judge=judge, notes=notes)
         action, reason, match = decision.action, decision.reason, decision.match
         similarity, changes = decision.similarity, decision.changes
 
         if action == Outcome.CREATED:
             check_memory_quota(store)
 
+        expiry = resolve_expiry(store, expires_at, now)
         replaced: Memory | None = None
+        reinforced = False
         if action == Outcome.SKIPPED:
             memory = match
             assert memory is not None
+            reinforced = _reinforce(memory, store=store, content_row=content_row, confidence=stated_confidence,
+                                    expires_at=expiry, now=now, notes=notes)
+            notes["reinforced"] = reinforced
         else:
             if action == Outcome.SUPERSEDED:
                 replaced = match
@@ -447,6 +622,9 @@ def memory_write(
                 metadata = {**replaced.metadata, **metadata}
                 if about is None and replaced.about_key:
                     about = About(kind=replaced.about_kind or "", key=replaced.about_key)
+                kind = kind if kind is not None else replaced.kind
+                title = title if title is not None else replaced.title
+                summary = summary if summary is not None else replaced.summary
             memory = Memory.objects.create(
                 store=store,
                 content=content_row,
@@ -455,18 +633,30 @@ def memory_write(
                 source_type=source_type,
                 about_kind=about.kind if about else None,
                 about_key=about.key if about else None,
+                kind=kind or Kind.FACT,
+                title=title or "",
+                summary=summary or "",
+                confidence=stated_confidence if stated_confidence is not None
+                else engine_settings.DEFAULT_CONFIDENCE,
+                facet=facet,
+                agent=agent,
+                expires_at=expiry,
+                created_at=now,
             )
             if replaced is not None:
-                Memory.objects.filter(pk=replaced.pk).update(
-                    invalidated_at=timezone.now(), superseded_by=memory
-                )
+                Memory.objects.filter(pk=replaced.pk).update(invalidated_at=now, superseded_by=memory)
                 replaced.refresh_from_db(fields=["invalidated_at", "superseded_by"])
+        kept_or_retired = [match.pk] if match is not None and action != Outcome.CREATED else []
+        potential = _potential_duplicates(neighbours, exclude={memory.pk, *kept_or_retired},
+                                          supersede_threshold=sup_t)
 
         details: dict[str, Any] = dict(notes)
         if changes:
             details["changed_details"] = changes
         if about is not None:
             details["about"] = about.as_dict()
+        if potential:
+            details["potential_duplicates"] = potential
         details["thresholds"] = {"duplicate": dup_t, "supersede": sup_t}
         assertion = MemoryAssertion.objects.create(
             store=store,
@@ -489,11 +679,12 @@ def memory_write(
         extra={"outcome": str(action), "decision_reason": reason, "store_id": store.pk, "memory_id": memory.pk,
                "assertion_id": assertion.pk, "replaced_memory_id": replaced.pk if replaced else None,
                "similarity": rounded, "mechanism": str(mechanism), "generation_id": generation_id,
-               "rule_id": rule_id},
+               "rule_id": rule_id, "reinforced": reinforced, "potential_duplicates": len(potential)},
     )
     return WriteResult(
         action=str(action), memory=memory, assertion=assertion, similarity=similarity,
         decision_reason=reason, changed_details=changes, replaced=replaced,
+        potential_duplicates=potential, reinforced=reinforced,
     )
 
 

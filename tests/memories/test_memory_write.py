@@ -232,7 +232,7 @@ def test_large_store_dedup_query_can_use_the_hnsw_index(store, settings):
     funnel._scan_mode_cache.clear()
     first = write(store, EMAIL)
     with CaptureQueriesContext(connection) as queries:
-        funnel.nearest_valid_memory(store, first.memory.content_id)
+        funnel.nearest_live_memories(store, first.memory.content_id, facet=None)
     nearest_sql = next(q["sql"] for q in queries.captured_queries if "ORDER BY" in q["sql"])
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
@@ -254,7 +254,7 @@ def test_dedup_scan_mode_follows_a_changed_setting(store, settings):
     first = write(store, EMAIL)  # a small store under the default cap: exact scan, cached
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 0}
     with CaptureQueriesContext(connection) as queries:
-        funnel.nearest_valid_memory(store, first.memory.content_id)
+        funnel.nearest_live_memories(store, first.memory.content_id, facet=None)
     sql = [q["sql"] for q in queries.captured_queries]
     assert any("hnsw.ef_search" in s for s in sql), sql  # the index path, as the setting now asks
     assert not any(") + 0" in s for s in sql), sql
