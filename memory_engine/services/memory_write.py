@@ -496,22 +496,3 @@ def memory_write(
         decision_reason=reason, changed_details=changes, replaced=replaced,
     )
 
-
-@transaction.atomic
-def memory_forget(*, memory: Memory, principal: str, mechanism: str = Mechanism.API) -> MemoryAssertion:
-    """Invalidate a memory (it stays readable by id) and record outcome ``forgotten``."""
-    lock_store(memory.store_id)
-    memory.refresh_from_db()
-    if memory.invalidated_at is None:
-        Memory.objects.filter(pk=memory.pk).update(invalidated_at=timezone.now())
-        memory.refresh_from_db()
-    return MemoryAssertion.objects.create(
-        store_id=memory.store_id,
-        memory=memory,
-        replaced_memory=memory,
-        content=memory.content.text,
-        outcome=Outcome.FORGOTTEN,
-        decision_reason="forgotten",
-        principal=principal,
-        mechanism=mechanism,
-    )
