@@ -98,3 +98,36 @@ def test_the_scheduled_sweep_runs_on_a_real_worker(qcluster, project):
                    timeout=120)
     assert row.principal == "system:memory_sweep"
     assert not Memory.objects.filter(pk=memory.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_sweeps_delete_each_memory_once(project, hashing_embedder, monkeypatch):
+    import threading
+
+    from django.db import connections
+
+    from memory_engine.services import memory_lifecycle
+
+    monkeypatch.setattr(memory_lifecycle, "SWEEP_BATCH", 3)
+    stores = [MemoryStoreFactory(project=project) for _ in range(3)]
+    memories = [write(store, f"Desk {n} in store {i} is free.") for i, store in enumerate(stores) for n in range(7)]
+    for memory in memories:
+        expire(memory)
+    totals, errors = [], []
+
+    def sweep():
+        try:
+            totals.append(memory_sweep().expired)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=sweep) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and sum(totals) == len(memories)
+    assert MemoryAssertion.objects.filter(outcome="expired").count() == len(memories)
+    assert not Memory.objects.filter(store__project=project).exists()
