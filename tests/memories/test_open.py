@@ -148,3 +148,17 @@ def test_open_memory_tool_sees_only_the_agents_stores(client, project):
     assert client.post(url, {"id": hidden.pk}, format="json").json() == unknown.json()
     tools = client.get(f"/api/v1/agents/{agent.pk}/tools").json()["tools"]
     assert "open_memory" in [t["function"]["name"] for t in tools]
+
+
+def test_context_and_search_tool_show_the_preview_and_where_to_open(client, project):
+    store = MemoryStoreFactory(project=project)
+    agent = AgentFactory(project=project, knowledge_config={"memory_store_ids": [store.pk]})
+    body = long_text()
+    memory = write(store, body)
+    context = client.post(f"/api/v1/agents/{agent.pk}/context",
+                          {"messages": [{"role": "user", "content": "ferry timetable"}]}, format="json").json()
+    block = context["messages"][0]["content"]
+    assert context["injected"] and f"open memory {memory.pk}" in block and body not in block
+    tool = client.post(f"/api/v1/agents/{agent.pk}/tools/search_knowledge", {"query": "ferry timetable"},
+                       format="json").json()
+    assert f"open memory {memory.pk}" in tool["content"] and body not in tool["content"]
