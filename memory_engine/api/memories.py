@@ -237,7 +237,8 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     def get_queryset(self) -> QuerySet[MemoryStore]:
         return (
             MemoryStore.objects.filter(project=self.project)
-            .annotate(valid_memories=Count("memories", filter=Q(memories__invalidated_at__isnull=True)))
+            .annotate(valid_memories=Count("memories", filter=Q(memories__invalidated_at__isnull=True) & (
+                Q(memories__expires_at__isnull=True) | Q(memories__expires_at__gt=timezone.now()))))
             .order_by("created_at", "id")
         )
 
