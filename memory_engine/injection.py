@@ -29,7 +29,7 @@ from memory_engine.knowledge_config import (
     normalize_knowledge_config,
     search_kwargs,
 )
-from memory_engine.models import Agent, Project
+from memory_engine.models import Agent, Memory, Project
 from memory_engine.selectors.search import SearchHit, SearchResult, knowledge_search
 from memory_engine.text import content_text, validate_messages
 
@@ -46,6 +46,7 @@ __all__ = [
     "prepend_knowledge",
     "query_from_messages",
     "render_knowledge_block",
+    "render_memory_block",
     "search_kwargs",
     "source_tag",
     "tag_field",
@@ -103,12 +104,27 @@ def source_tag(hit: SearchHit) -> str:
     return f"[Document: {tag_field(hit.document_path or '')}{page}]"
 
 
+def _more(hit: SearchHit) -> str:
+    """The note under a preview: where the whole body is."""
+    if not hit.has_full_body:
+        return ""
+    if hit.source == "memory":
+        return f"\n[… preview only: open memory {hit.id} (open_memory tool) for the full text]"
+    return "\n[… preview only]"
+
+
 def render_knowledge_block(hits: list[SearchHit]) -> str:
     """The fenced block; empty string when there is nothing to inject."""
     if not hits:
         return ""
-    items = [f"{source_tag(hit)}\n{neutralise(hit.text.strip())}" for hit in hits]
+    items = [f"{source_tag(hit)}\n{neutralise(hit.content_preview.strip())}{_more(hit)}" for hit in hits]
     return "<knowledge>\n" + KNOWLEDGE_PREAMBLE + "\n\n" + "\n\n".join(items) + "\n</knowledge>"
+
+
+def render_memory_block(memory: Memory) -> str:
+    """One memory's whole body in the same fence (the open_memory tool's result)."""
+    item = f"[Memory store: {tag_field(memory.store.name)} ({memory.pk})]\n{neutralise(memory.content.text.strip())}"
+    return "<knowledge>\n" + KNOWLEDGE_PREAMBLE + "\n\n" + item + "\n</knowledge>"
 
 
 def knowledge_message(hits: list[SearchHit]) -> dict[str, str] | None:

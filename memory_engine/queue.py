@@ -19,6 +19,8 @@ from memory_engine.conf import engine_settings
 
 __all__ = [
     "INGEST_TASK",
+    "MEMORY_SWEEP_SCHEDULE_NAME",
+    "MEMORY_SWEEP_TASK",
     "RULE_FIRE_TASK",
     "RULE_SWEEP_SCHEDULE_NAME",
     "RULE_SWEEP_TASK",
@@ -36,6 +38,8 @@ SWEEP_SCHEDULE_NAME = "memory_engine: ingestion sweep"
 RULE_FIRE_TASK = "memory_engine.tasks.memory_rule_fire_task"
 RULE_SWEEP_TASK = "memory_engine.tasks.rule_firing_sweep_task"
 RULE_SWEEP_SCHEDULE_NAME = "memory_engine: rule firing sweep"
+MEMORY_SWEEP_TASK = "memory_engine.tasks.memory_sweep_task"
+MEMORY_SWEEP_SCHEDULE_NAME = "memory_engine: memory sweep"
 
 
 def _async_task(path: str, *args: Any, **options: Any) -> None:
@@ -63,11 +67,11 @@ def enqueue_memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool =
 
 
 def ensure_schedules(**kwargs: Any) -> None:
-    """post_migrate receiver: create or update the ingestion and rule-firing sweep Schedules,
-    so a fresh ``migrate`` is all a deployment needs."""
+    """post_migrate receiver: create or update the ingestion, rule-firing and memory sweep
+    Schedules, so a fresh ``migrate`` is all a deployment needs."""
     try:
         from django_q.models import Schedule
-    except ImportError:  # django_q not installed: run `document_sweep` from your own scheduler
+    except ImportError:  # django_q not installed: run `document_sweep` / `memory_sweep` from your own scheduler
         return
     using = kwargs.get("using") or DEFAULT_DB_ALIAS
     minutes = max(1, engine_settings.INGESTION_SWEEP_MINUTES)
@@ -76,3 +80,9 @@ def ensure_schedules(**kwargs: Any) -> None:
             name=name,
             defaults={"func": func, "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1},
         )
+    # expired memories and the trash past its window (services.memory_lifecycle.memory_sweep)
+    Schedule.objects.using(using).update_or_create(
+        name=MEMORY_SWEEP_SCHEDULE_NAME,
+        defaults={"func": MEMORY_SWEEP_TASK, "schedule_type": Schedule.MINUTES,
+                  "minutes": max(1, engine_settings.MEMORY_SWEEP_MINUTES), "repeats": -1},
+    )

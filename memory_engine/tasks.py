@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_engine.services.documents import document_ingest, document_sweep
+from memory_engine.services.memory_lifecycle import memory_sweep
 from memory_engine.services.rules import memory_rule_fire, rule_firing_sweep
 
 
@@ -32,3 +33,8 @@ def document_ingest_task(document_id: str) -> str | None:
 def document_sweep_task() -> dict[str, int]:
     """Re-run stalled ingestions and time out pending converters."""
     return document_sweep()
+
+
+def memory_sweep_task() -> dict[str, int]:
+    """Delete expired memories and purge the trash past each store's trash_days."""
+    return memory_sweep().as_dict()

@@ -3,7 +3,8 @@
 * :func:`contains_nul`: PostgreSQL ``text`` and ``jsonb`` cannot hold NUL characters, so
   every input that reaches a column is checked with this one function;
 * :func:`validate_messages`: the OpenAI chat format accepted wherever messages come in;
-* :func:`content_text`: the text of one message's ``content`` (a string or text parts).
+* :func:`content_text`: the text of one message's ``content`` (a string or text parts);
+* :func:`text_preview`: the head of a long body, as recall shows it (docs/memory.md).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from memory_engine.exceptions import ValidationFailed
 
-__all__ = ["contains_nul", "content_text", "validate_messages"]
+__all__ = ["contains_nul", "content_text", "text_preview", "validate_messages"]
 
 
 def contains_nul(value: Any) -> bool:
@@ -61,3 +62,17 @@ def content_text(content: Any, *, separator: str = "\n") -> str:
             part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
         )
     return ""
+
+
+def text_preview(text: str, limit_bytes: int) -> tuple[str, bool]:
+    """``(preview, has_full_body)``: the text itself when its UTF-8 form fits in ``limit_bytes``,
+    else its first ``limit_bytes`` bytes cut at a character boundary, then back to the last
+    whitespace when one lies in the second half (no word cut in two), with trailing space removed."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= limit_bytes:
+        return text, False
+    head = encoded[:max(0, limit_bytes)].decode("utf-8", errors="ignore")
+    cut = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+    if cut > len(head) // 2:
+        head = head[:cut]
+    return head.rstrip(), True

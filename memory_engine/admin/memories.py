@@ -1,5 +1,5 @@
-"""Admin for stores, memories (with their supersede timeline), superseded facts and the
-read-only assertion ledger: "why was this fact retired?"."""
+"""Admin for stores, memories (with their supersede timeline), superseded facts, the trash
+(with restore) and the read-only assertion ledger: "why was this fact retired?"."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.utils.html import format_html, format_html_join
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import Memory, MemoryAssertion, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome
-from memory_engine.services.memory_write import memory_forget
+from memory_engine.services.memory_lifecycle import memory_forget, memory_restore, restorable_until
 from memory_engine.services.stores import memory_store_delete, memory_store_save, validate_memory_store
 
 from .erasure import ErasureAdmin
@@ -138,13 +138,14 @@ def timeline(memory: Memory) -> list[dict[str, Any]]:
 class MemoryAdmin(ProjectScopedAdmin):
     project_path = "store__project"
     list_display = ["id", "text_preview", "store", "kind", "facet", "confidence", "evidence_count", "source_type",
-                    "created_at", "expires_at", "invalidated_at", "successor"]
+                    "created_at", "expires_at", "invalidated_at", "trashed_at", "successor"]
     list_filter = [ValidityFilter, "store__project", "store", "source_type", "kind"]
     search_fields = ["id", "content__text"]
     list_select_related = ["content", "store", "superseded_by"]
     readonly_fields = ("id", "store", "text", "kind", "title", "summary", "facet", "confidence", "evidence_count",
-                       "reinforced_at", "expires_at", "agent", "tags", "metadata", "source_type", "about_kind",
-                       "about_key", "created_at", "invalidated_at", "successor", "predecessors", "revisions")
+                       "reinforced_at", "expires_at", "trashed_at", "agent", "tags", "metadata", "source_type",
+                       "about_kind", "about_key", "created_at", "invalidated_at", "successor", "predecessors",
+                       "revisions")
     fields = readonly_fields
     date_hierarchy = "created_at"
     change_form_template = "admin/memory_engine/memory/change_form.html"
@@ -172,7 +173,13 @@ class MemoryAdmin(ProjectScopedAdmin):
 
     def get_urls(self) -> list[Any]:
         view = self.admin_site.admin_view(self.superseded_view)
-        return [path("superseded/", view, name="memory_engine_memory_superseded"), *super().get_urls()]
+        trash = self.admin_site.admin_view(self.trash_view)
+        return [path("superseded/", view, name="memory_engine_memory_superseded"),
+                path("trash/", trash, name="memory_engine_memory_trash"), *super().get_urls()]
+
+    def trash_view(self, request: HttpRequest) -> HttpResponse:
+        changelist = TrashedMemoryAdmin(Memory, self.admin_site)
+        return changelist.changelist_view(request, extra_context={"title": "Trash: forgotten memories"})
 
     def superseded_view(self, request: HttpRequest) -> HttpResponse:
         changelist = SupersededMemoryAdmin(Memory, self.admin_site)
@@ -214,6 +221,45 @@ class MemoryAdmin(ProjectScopedAdmin):
         return format_html_join(
             "", "<p><small>{}</small><br>{}</p>", ((f"{r.created_at:%Y-%m-%d %H:%M}", r.content.text) for r in rows)
         ) or "-"
+
+
+class TrashedMemoryAdmin(MemoryAdmin):
+    """Not registered: served by MemoryAdmin at ``memory/trash/``. Forgotten agent and
+    institutional memories until the sweep purges them; the Restore action brings them back."""
+
+    list_display = ["id", "text_preview", "store", "trashed_at", "restorable_until"]
+    list_filter = ["store__project", "store"]
+    date_hierarchy = "trashed_at"
+    ordering = ["-trashed_at"]
+    actions = ["restore"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Memory]:
+        return super().get_queryset(request).filter(trashed_at__isnull=False)
+
+    def get_urls(self) -> list[Any]:
+        return []
+
+    def has_restore_permission(self, request: Any) -> bool:
+        return request.user.has_perm("memory_engine.delete_memory")
+
+    @admin.display(description="restorable until")
+    def restorable_until(self, obj: Memory) -> str:
+        until = restorable_until(obj)
+        return f"{until:%Y-%m-%d %H:%M}" if until else "-"
+
+    @admin.action(description="Restore the selected memories (recorded as assertions)", permissions=["restore"])
+    def restore(self, request: Any, queryset: QuerySet[Memory]) -> None:
+        restored, refused = 0, []
+        for memory in queryset:
+            try:
+                memory_restore(memory=memory, principal=f"admin:{request.user.get_username()}",
+                               mechanism=Mechanism.API)
+                restored += 1
+            except MemoryEngineError as exc:
+                refused.append(f"{memory.pk} ({exc.code})")
+        self.message_user(request, f"Restored {restored} memory(ies).", messages.SUCCESS)
+        if refused:
+            self.message_user(request, f"Not restored: {', '.join(refused)}.", messages.WARNING)
 
 
 class DoorFilter(admin.SimpleListFilter):

@@ -1,5 +1,6 @@
 """Agents: CRUD, push retrieval (``/context``), tool definitions (``/tools``, and with guidance
-``/tool-guidance``) and the tools an agent calls (``/tools/search_knowledge``, ``/tools/write_memory``)."""
+``/tool-guidance``) and the tools an agent calls (``/tools/search_knowledge``, ``/tools/open_memory``,
+``/tools/write_memory``)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,17 @@ from memory_engine.injection import inject_knowledge
 from memory_engine.models import Agent
 from memory_engine.services.agent_tools import agent_write_memory
 from memory_engine.services.agents import UNSET, agent_create, agent_update
-from memory_engine.tools import FORMATS, agent_tool_definitions, agent_tool_guidance, run_search_knowledge
+from memory_engine.tools import (
+    FORMATS,
+    agent_tool_definitions,
+    agent_tool_guidance,
+    run_open_memory,
+    run_search_knowledge,
+)
 
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField
-from .memories import WRITE_RESPONSES, AboutSerializer, write_response
+from .memories import WRITE_RESPONSES, AboutSerializer, MemoryFullSerializer, write_response
 from .scoping import ProjectScopedMixin, project_object_or_404
 from .search import SEARCH_PERMISSIONS, SearchResultSerializer
 
@@ -85,6 +92,15 @@ class SearchToolRequestSerializer(serializers.Serializer):
 class SearchToolResponseSerializer(serializers.Serializer):
     content = serializers.CharField(help_text="Text to hand back to the model as the tool result.")
     knowledge = SearchResultSerializer()
+
+
+class OpenMemoryToolRequestSerializer(serializers.Serializer):
+    id = serializers.CharField(max_length=40, help_text="The memory id (mem_…) from a search result.")
+
+
+class OpenMemoryToolResponseSerializer(serializers.Serializer):
+    content = serializers.CharField(help_text="Text to hand back to the model as the tool result.")
+    memory = MemoryFullSerializer()
 
 
 class WriteMemoryToolSerializer(serializers.Serializer):
@@ -199,6 +215,19 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         content, result = run_search_knowledge(agent, dict(serializer.validated_data))
         return Response({"content": content, "knowledge": SearchResultSerializer(result.as_dict()).data},
                         status=status.HTTP_200_OK)
+
+    @extend_schema(request=OpenMemoryToolRequestSerializer,
+                   responses={200: OpenMemoryToolResponseSerializer, **ERRORS})
+    @action(detail=True, methods=["post"], url_path="tools/open_memory", read_only_key_allowed=True,
+            session_permissions=["view_agent", "view_memory"])
+    def open_memory(self, request: Request, pk: str | None = None) -> Response:
+        """Run an open_memory tool call: the full body of a live memory this agent may see
+        (its knowledge_config's stores and its write store); any other id answers 404."""
+        agent = self.get_object()
+        serializer = OpenMemoryToolRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        content, memory = run_open_memory(agent, dict(serializer.validated_data))
+        return Response({"content": content, "memory": MemoryFullSerializer(memory).data})
 
 
 class WriteMemoryToolView(ProjectScopedMixin, APIView):

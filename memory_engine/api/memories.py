@@ -8,16 +8,20 @@ from typing import Any
 
 import django_filters
 from django.db.models import Count, Q, QuerySet
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_engine.exceptions import MemoryStoreNotFound, ValidationFailed
+from memory_engine.facets import validate_facet
 from memory_engine.models import Memory, MemoryAssertion, MemoryRevision, MemoryStore
 from memory_engine.models.memories import Mechanism
-from memory_engine.services.memory_write import WriteResult, memory_forget, memory_write
+from memory_engine.selectors.memories import drop_instruction_memories, in_facet, open_memory
+from memory_engine.services.memory_lifecycle import memory_forget, memory_restore
+from memory_engine.services.memory_write import WriteResult, memory_write
 from memory_engine.services.stores import memory_store_delete, memory_store_save
 
 from .exceptions import ERRORS, ErrorSerializer
@@ -88,6 +92,14 @@ class MemorySerializer(serializers.ModelSerializer):
         if obj.about_key is None:
             return None
         return {"kind": obj.about_kind or "", "key": obj.about_key}
+
+
+class MemoryFullSerializer(MemorySerializer):
+    """A memory with its whole body and lifecycle fields (open, restore)."""
+
+    class Meta(MemorySerializer.Meta):
+        fields = list(dict.fromkeys([*MemorySerializer.Meta.fields, "kind", "title", "facet", "confidence",
+                                     "expires_at", "trashed_at"]))
 
 
 class ChangedDetailSerializer(serializers.Serializer):
@@ -172,12 +184,18 @@ class MemoryAssertionSerializer(serializers.ModelSerializer):
 class MemoryFilter(django_filters.FilterSet):
     memory_store_id = django_filters.CharFilter(field_name="store_id")
     tags = django_filters.CharFilter(method="filter_tags", help_text='JSON object, e.g. {"team": "a"}')
-    include_invalidated = django_filters.BooleanFilter(method="filter_validity")
+    include_invalidated = django_filters.BooleanFilter(
+        method="filter_validity", help_text="Also superseded and trashed memories (never expired ones).")
     source_type = django_filters.CharFilter()
+    facet = django_filters.CharFilter(
+        method="filter_facet", help_text="That facet's memories and the cross-cutting ones (no facet).")
 
     class Meta:
         model = Memory
-        fields = ["memory_store_id", "tags", "include_invalidated", "source_type"]
+        fields = ["memory_store_id", "tags", "include_invalidated", "source_type", "facet"]
+
+    def filter_facet(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        return in_facet(queryset, validate_facet(value))
 
     def filter_tags(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         tags = parse_tags_param(value)
@@ -245,7 +263,8 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     def get_queryset(self) -> QuerySet[MemoryStore]:
         return (
             MemoryStore.objects.filter(project=self.project)
-            .annotate(valid_memories=Count("memories", filter=Q(memories__invalidated_at__isnull=True)))
+            .annotate(valid_memories=Count("memories", filter=Q(memories__invalidated_at__isnull=True) & (
+                Q(memories__expires_at__isnull=True) | Q(memories__expires_at__gt=timezone.now()))))
             .order_by("created_at", "id")
         )
 
@@ -262,15 +281,23 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         memory_store_delete(store=instance)
 
 
+#: ``?facet=`` on the routes of one memory: a memory of another facet answers like an unknown id.
+FACET_PARAMETER = OpenApiParameter("facet", str, required=False,
+                                   description="Only a memory of this facet or a cross-cutting one.")
+
+
 @extend_schema_view(
     list=extend_schema(responses={200: MemorySerializer(many=True), **ERRORS}),
     retrieve=extend_schema(
         responses={200: MemorySerializer, **ERRORS},
-        description="Any memory of your project, invalidated ones included.",
+        description="Any memory of your project, superseded and trashed ones included (expired ones are gone).",
     ),
     destroy=extend_schema(
+        parameters=[FACET_PARAMETER],
         responses={204: None, **ERRORS},
-        description="Forget: invalidates the memory and records an assertion with outcome `forgotten`.",
+        description="Forget, by the store's tier: a user-tier memory is deleted at once; an agent or "
+                    "institutional one goes to the trash (restorable for the store's trash_days). Either "
+                    "way the ledger records outcome `forgotten`.",
     ),
 )
 class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
@@ -282,13 +309,28 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
     filterset_class = MemoryFilter
 
     def get_queryset(self) -> QuerySet[Memory]:
-        return Memory.objects.filter(store__project=self.project).select_related("content").order_by(
-            "created_at", "id"
+        # An expired memory is gone for every route, before the sweep deletes it.
+        return (
+            Memory.objects.filter(store__project=self.project)
+            .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+            .select_related("content", "store").order_by("created_at", "id")
         )
 
     def filter_queryset(self, queryset: QuerySet[Any, Any]) -> QuerySet[Any, Any]:
-        # List filters (valid-only by default) never hide a memory read or forgotten by id.
-        return super().filter_queryset(queryset) if self.action == "list" else queryset
+        # List filters (valid-only by default) never hide a memory read or forgotten by id;
+        # ?facet= applies to forget, restore and open too.
+        if self.action == "list":
+            return super().filter_queryset(queryset)
+        if self.action in ("destroy", "restore"):
+            return in_facet(queryset, validate_facet(self.request.query_params.get("facet")))
+        return queryset
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Valid memories (``include_invalidated`` adds superseded and trashed ones), without
+        those that read as instructions to an AI (they stay stored)."""
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        kept = drop_instruction_memories(list(page or []), path="list")
+        return self.get_paginated_response(self.get_serializer(kept, many=True).data)
 
     @extend_schema(request=MemoryWriteSerializer, responses=WRITE_RESPONSES)
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -319,6 +361,24 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
 
     def perform_destroy(self, instance: Memory) -> None:
         memory_forget(memory=instance, principal=self.principal, mechanism=Mechanism.API)
+
+    @extend_schema(request=None, parameters=[FACET_PARAMETER], filters=False,
+                   responses={200: MemoryFullSerializer, **ERRORS})
+    @action(detail=True, methods=["post"], filterset_class=None, session_permissions=["delete_memory"])
+    def restore(self, request: Request, pk: str | None = None) -> Response:
+        """Bring a forgotten agent or institutional memory back from the trash (outcome `restored`);
+        409 NOT_IN_TRASH or TRASH_EXPIRED (after the store's trash_days)."""
+        memory = memory_restore(memory=self.get_object(), principal=self.principal, mechanism=Mechanism.API)
+        return Response(MemoryFullSerializer(memory).data)
+
+    @extend_schema(parameters=[FACET_PARAMETER], filters=False, responses={200: MemoryFullSerializer, **ERRORS})
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def open(self, request: Request, pk: str | None = None) -> Response:
+        """The full body of a live memory (recall shows a preview of long ones). Expired, trashed,
+        superseded and other facets' memories answer 404 like an unknown id; one that reads as
+        instructions to an AI answers 409 INSTRUCTION_WITHHELD."""
+        facet = validate_facet(request.query_params.get("facet"))
+        return Response(MemoryFullSerializer(open_memory(self.get_queryset(), pk, facet=facet)).data)
 
     @extend_schema(responses={200: MemoryAssertionSerializer(many=True), **ERRORS}, filters=False)
     @action(detail=True, methods=["get"], filterset_class=None)

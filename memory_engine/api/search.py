@@ -68,6 +68,10 @@ class SearchHitSerializer(serializers.Serializer):
     tags = serializers.DictField()
     created_at = serializers.DateTimeField(allow_null=True)
     ranks = SearchRanksSerializer()
+    content_preview = serializers.CharField(
+        help_text="The text, or its head when longer than INLINE_THRESHOLD_BYTES (UTF-8 bytes).")
+    has_full_body = serializers.BooleanField(
+        help_text="The text is longer than the preview: GET /memories/{id}/open returns it whole.")
 
 
 class SearchResultSerializer(serializers.Serializer):

@@ -359,6 +359,23 @@ class PathTaken(Conflict):
     default_message = "A document with this path already exists in your project; choose another path or re-ingest it."
 
 
+class NotInTrash(Conflict):
+    code = "NOT_IN_TRASH"
+    default_message = "This memory is not in the trash; only a forgotten agent or institutional memory can be restored."
+
+
+class TrashExpired(Conflict):
+    code = "TRASH_EXPIRED"
+    default_message = ("This memory has been in the trash longer than its store's trash_days; it can no longer be "
+                       "restored and the next sweep deletes it.")
+
+
+class InstructionWithheld(Conflict):
+    code = "INSTRUCTION_WITHHELD"
+    default_message = ("This memory reads as instructions to an AI, so it is not returned toward a model; it stays "
+                       "stored (GET /api/v1/memories/{id} shows it to the project).")
+
+
 class GenerationAlreadyCompleted(Conflict):
     code = "GENERATION_ALREADY_COMPLETED"
     default_message = "This generation is already completed."

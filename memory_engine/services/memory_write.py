@@ -350,7 +350,7 @@ def check_memory_quota(store: MemoryStore) -> None:
     limit = project.max_memories if project.max_memories is not None else engine_settings.MAX_MEMORIES_PER_PROJECT
     if limit is None:
         return
-    used = Memory.objects.filter(store__project_id=project.pk, invalidated_at__isnull=True).count()
+    used = Memory.objects.live().filter(store__project_id=project.pk).count()
     if used >= limit:
         raise QuotaExceeded(
             f"Project {project.name} holds {used} valid memories; its quota is {limit}.",
@@ -687,22 +687,3 @@ def memory_write(
         potential_duplicates=potential, reinforced=reinforced,
     )
 
-
-@transaction.atomic
-def memory_forget(*, memory: Memory, principal: str, mechanism: str = Mechanism.API) -> MemoryAssertion:
-    """Invalidate a memory (it stays readable by id) and record outcome ``forgotten``."""
-    lock_store(memory.store_id)
-    memory.refresh_from_db()
-    if memory.invalidated_at is None:
-        Memory.objects.filter(pk=memory.pk).update(invalidated_at=timezone.now())
-        memory.refresh_from_db()
-    return MemoryAssertion.objects.create(
-        store_id=memory.store_id,
-        memory=memory,
-        replaced_memory=memory,
-        content=memory.content.text,
-        outcome=Outcome.FORGOTTEN,
-        decision_reason="forgotten",
-        principal=principal,
-        mechanism=mechanism,
-    )

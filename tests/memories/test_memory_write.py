@@ -9,7 +9,8 @@ from django.db import IntegrityError, InternalError, close_old_connections, conn
 
 from memory_engine.exceptions import ContentEmpty, ContentTooLong, QuotaExceeded, ThresholdsInvalid
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent
-from memory_engine.services.memory_write import memory_forget, memory_write
+from memory_engine.services.memory_lifecycle import memory_forget
+from memory_engine.services.memory_write import memory_write
 from tests import providers
 from tests.factories import MemoryStoreFactory, ProjectFactory
 

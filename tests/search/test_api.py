@@ -165,13 +165,13 @@ def test_tools_definitions(client, project, store):
     agent = AgentFactory(project=project)
     body = client.get(f"/api/v1/agents/{agent.pk}/tools").json()
     assert body["provider"] == "openai"
-    assert [t["function"]["name"] for t in body["tools"]] == ["search_knowledge"]
+    assert [t["function"]["name"] for t in body["tools"]] == ["search_knowledge", "open_memory"]
     assert body["tools"][0]["type"] == "function"
     agent.write_memory_store = store
     agent.save()
     body = client.get(f"/api/v1/agents/{agent.pk}/tools?provider=anthropic").json()
-    assert [t["name"] for t in body["tools"]] == ["search_knowledge", "write_memory"]
-    assert body["tools"][1]["input_schema"]["required"] == ["content"]
+    assert [t["name"] for t in body["tools"]] == ["search_knowledge", "open_memory", "write_memory"]
+    assert body["tools"][2]["input_schema"]["required"] == ["content"]
     assert client.get(f"/api/v1/agents/{agent.pk}/tools?provider=xml").json()["code"] == "TOOL_FORMAT_INVALID"
 
 

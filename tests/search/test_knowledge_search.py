@@ -12,7 +12,7 @@ from memory_engine.conf import engine_settings
 from memory_engine.exceptions import EmbeddingNotConfigured, SearchParameterInvalid, UnknownScope
 from memory_engine.models import Memory
 from memory_engine.selectors.search import knowledge_search
-from memory_engine.services.memory_write import memory_forget
+from memory_engine.services.memory_lifecycle import memory_forget
 from tests.factories import MemoryStoreFactory
 
 from .helpers import make_document, write

@@ -6,6 +6,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from memory_engine.conf import engine_settings
+from memory_engine.text import text_preview
+
 #: The largest ``limit`` a search accepts.
 MAX_LIMIT = 100
 
@@ -40,6 +43,13 @@ class SearchHit:
     memory_store_id: str | None = None
     memory_store_name: str | None = None
     created_at: datetime | None = None
+    #: The text, or its head when longer than INLINE_THRESHOLD_BYTES (then ``has_full_body``:
+    #: the whole is at GET /memories/{id}/open or the open_memory tool). Filled on creation.
+    content_preview: str = ""
+    has_full_body: bool = False
+
+    def __post_init__(self) -> None:
+        self.content_preview, self.has_full_body = text_preview(self.text, engine_settings.INLINE_THRESHOLD_BYTES)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

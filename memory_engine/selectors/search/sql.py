@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from memory_engine.lexical import BM25, INDEXES, TSVECTOR, tsvector_expression
 from memory_engine.models import Chunk, Document, Memory, MemoryContent, MemoryStore
+from memory_engine.models.memories import LIVE_MEMORY_SQL
 
 from .results import DOCUMENT, MEMORY
 from .rows import DisplayRow
@@ -42,7 +43,7 @@ HNSW_SCAN_SQL = (
 
 def memory_where(scope: Scope) -> str:
     """The scope filters of memories (``m``: the memory, ``s``: its store)."""
-    where = "m.store_id = ANY(%(store_ids)s) AND m.invalidated_at IS NULL"
+    where = f"m.store_id = ANY(%(store_ids)s) AND {LIVE_MEMORY_SQL}"
     if scope.tags is not None:
         where += " AND (m.tags @> %(tags)s OR s.tags @> %(tags)s)"
     return where

@@ -1,0 +1,77 @@
+"""Reads of single memories and memory lists: the facet rule, opening a memory's full body,
+and which stores an agent may open memories of.
+
+An id the caller cannot see (another project's, another facet's, an expired, trashed,
+superseded or deleted memory) answers exactly like an id that never existed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from memory_engine.exceptions import InstructionWithheld, NotFound
+from memory_engine.instruction_guard import drop_instructions, first_instruction, record_block
+from memory_engine.models import Agent, Memory
+
+__all__ = ["agent_visible_memories", "drop_instruction_memories", "in_facet", "memory_fields", "open_memory"]
+
+
+def in_facet(queryset: QuerySet[Memory], facet: str | None) -> QuerySet[Memory]:
+    """With a facet: that facet's memories and the cross-cutting ones (no facet), never another
+    facet's. Without one: all. (``facet`` is already validated: memory_engine.facets.)"""
+    if facet is None:
+        return queryset
+    return queryset.filter(Q(facet=facet) | Q(facet__isnull=True))
+
+
+def memory_fields(memory: Memory) -> tuple[str, str, tuple[Any, ...]]:
+    """What the instruction guard scans of a memory: its text and every string of its title,
+    tags and metadata (``(id, tier, values)`` for instruction_guard.drop_instructions)."""
+    return memory.pk, memory.store.tier, (memory.content.text, memory.title, memory.tags, memory.metadata)
+
+
+def drop_instruction_memories(memories: list[Memory], *, path: str) -> list[Memory]:
+    """The memories without those that read as instructions (they stay stored; each drop is
+    counted under ``path``). The memories need ``content`` and ``store`` loaded."""
+    return drop_instructions(memories, path=path, fields=memory_fields)
+
+
+def open_memory(queryset: QuerySet[Memory], memory_id: Any, *, facet: str | None = None,
+                path: str = "open") -> Memory:
+    """The live memory ``memory_id`` of ``queryset`` (already limited to what the caller may see),
+    in ``facet`` when one is given.
+
+    404 NOT_FOUND, identical to an unknown id, when it is not there or not live (expired, in
+    the trash, superseded, deleted) or of another facet. 409 INSTRUCTION_WITHHELD when it
+    reads as instructions to an AI: it exists and the caller may see it, but its text is not
+    handed toward a model (the drop is counted under ``path``).
+    """
+    try:
+        memory = in_facet(queryset & Memory.objects.live(), facet).select_related("content", "store") \
+            .defer("content__embedding").filter(pk=memory_id).first()
+    except (TypeError, ValueError):
+        memory = None
+    if memory is None:
+        raise NotFound()
+    item_id, tier, values = memory_fields(memory)
+    rule = first_instruction(*values)
+    if rule is not None:
+        record_block(item_id, path=path, rule=rule, tier=tier)
+        raise InstructionWithheld(details={"rule": rule})
+    return memory
+
+
+def agent_visible_memories(agent: Agent) -> QuerySet[Memory]:
+    """The memories ``agent`` may open: those its search_knowledge could find (the stores of its
+    knowledge_config, or with only ``tags`` every store of the project filtered by them, as the
+    search scopes them) and those of its write store. The one place to widen (e.g. tier stores)."""
+    config = agent.knowledge_config or {}
+    store_ids = [i for i in config.get("memory_store_ids") or [] if isinstance(i, str)]
+    tags = config.get("tags") if isinstance(config.get("tags"), dict) and config.get("tags") else None
+    searched = Q(store_id__in=store_ids) if store_ids else Q(pk__in=[])
+    if tags is not None:
+        searched = (searched if store_ids else Q()) & (Q(tags__contains=tags) | Q(store__tags__contains=tags))
+    visible = searched | Q(store_id=agent.write_memory_store_id) if agent.write_memory_store_id else searched
+    return Memory.objects.filter(visible, store__project_id=agent.project_id)
