@@ -16,7 +16,7 @@ from memory_engine.exceptions import ToolFormatInvalid, ValidationFailed
 from memory_engine.injection import render_knowledge_block
 from memory_engine.knowledge_config import normalize_knowledge_config, search_kwargs
 from memory_engine.models import Agent
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import Actor, knowledge_search
 
 FORMATS = ("openai", "anthropic")
 
@@ -82,8 +82,11 @@ def agent_tool_definitions(agent: Agent, *, fmt: str = "openai") -> list[dict[st
     return [_shape(d, fmt) for d in definitions]
 
 
-def run_search_knowledge(agent: Agent, arguments: dict[str, Any]) -> tuple[str, Any]:
-    """Execute a ``search_knowledge`` call inside the agent's scope.
+def run_search_knowledge(agent: Agent, arguments: dict[str, Any], *, subject: str | None = None,
+                         facet: str | None = None) -> tuple[str, Any]:
+    """Execute a ``search_knowledge`` call inside the agent's scope, as the agent (``Actor``) for
+    ``subject`` when the host names one. A ``facet`` from the host pins the recall; else the
+    model's ``facet`` argument, if any, applies.
 
     Returns ``(text for the tool result, SearchResult)``; the text is the same fenced
     ``<knowledge>`` block push-injection uses (or a plain "no results" line).
@@ -94,5 +97,8 @@ def run_search_knowledge(agent: Agent, arguments: dict[str, Any]) -> tuple[str, 
     limit = arguments.get("limit")
     if limit is not None:
         kwargs["limit"] = limit
-    result = knowledge_search(project=agent.project, query=arguments["query"], guard_path="tools", **kwargs)
+    if facet is None:
+        facet = arguments.get("facet")
+    result = knowledge_search(project=agent.project, query=arguments["query"], guard_path="tools", facet=facet,
+                              actor=Actor(agent=agent, subject=subject), **kwargs)
     return render_knowledge_block(result.results) or "No matching knowledge found.", result
