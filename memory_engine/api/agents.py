@@ -18,7 +18,7 @@ from memory_engine.injection import inject_knowledge
 from memory_engine.models import Agent, MemoryStore
 from memory_engine.models.memories import Tier
 from memory_engine.services.agent_tools import agent_write_memory
-from memory_engine.services.agents import UNSET, agent_create, agent_update
+from memory_engine.services.agents import UNSET, agent_create, agent_delete, agent_update
 from memory_engine.tools import FORMATS, agent_tool_definitions, run_search_knowledge
 
 from .exceptions import ERRORS, ErrorSerializer
@@ -142,6 +142,9 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
             knowledge_config=data.get("knowledge_config", UNSET),
             write_memory_store_id=data.get("write_memory_store_id", UNSET),
         )
+
+    def perform_destroy(self, instance: Agent) -> None:
+        agent_delete(agent=instance)
 
     @extend_schema(request=AgentContextRequestSerializer,
                    responses={200: AgentContextResponseSerializer,

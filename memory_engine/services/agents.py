@@ -12,7 +12,7 @@ from memory_engine.knowledge_config import normalize_knowledge_config
 from memory_engine.models import Agent, Document, MemoryStore, Project
 from memory_engine.models.memories import Tier
 
-from .stores import agent_store_create, check_name_free
+from .stores import agent_store_create, allow_ledger_erasure, check_name_free
 
 UNSET: Any = object()
 
@@ -76,6 +76,14 @@ def agent_update(*, agent: Agent, name: str | None = None, knowledge_config: Any
     agent.write_memory_store_id = store_id or None
     agent.save()
     return agent
+
+
+@transaction.atomic
+def agent_delete(*, agent: Agent) -> None:
+    """Delete an agent with its own store, that store's memories and their ledger rows (as
+    memory_store_delete erases a store)."""
+    allow_ledger_erasure()
+    agent.delete()
 
 
 def _rename_own_store(agent: Agent, name: str) -> None:
