@@ -18,7 +18,7 @@ def validate_subject(value: Any, *, field: str = "subject", allow_none: bool = F
     if value is None and allow_none:
         return None
     if (not isinstance(value, str) or not 1 <= len(value) <= MAX_SUBJECT_LENGTH or "\x00" in value
-            or value.strip() != value or not value):
+            or value.strip() != value):
         shown = value if isinstance(value, str) else repr(value)
         raise SubjectInvalid(details={"field": field, "value": shown[:MAX_SUBJECT_LENGTH]})
     return value
