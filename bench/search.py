@@ -1,7 +1,9 @@
-"""Hybrid search latency at 10k -> 100k -> 300k rows (1/3 memories in 10 stores, 2/3 chunks).
+"""Hybrid search latency at 10k -> 100k -> 300k rows (1/3 memories in 10 institutional stores, one
+agent's own store and 10 users' stores; 2/3 chunks).
 
     .venv/bin/python bench/search.py                 # full run (~15 min on 2 cores)
     .venv/bin/python bench/search.py --sizes 10000 --queries 50
+    .venv/bin/python bench/search.py --sizes 3000 --queries 30 --no-api --extra-backends "" --base-sample 300
     .venv/bin/python bench/search.py --data /path/to/shared/data   # default: see bench/_setup.py
 
 Data is synthetic but shaped like the real thing: every row takes the text of a real
@@ -17,8 +19,14 @@ Measured:
 - end to end: POST /api/v1/knowledge/search on `manage.py runserver` (threaded), query
   embedding included, at concurrency 1 and 8, with the embedding's share from the
   Server-Timing header;
-for three query shapes: one store (10% of the memories), everything (all 10 stores +
-all documents), documents only. Results go to bench/results/search-<time>.json.
+for four query shapes: one store (1/21 of the memories), everything (every store + all
+documents), documents only, and ``tiers``: an agent's recall for one user, fanned out over four
+tiers in one statement (that user's store, a third of it written for the agent and so
+user_for_agent; the agent's own store; one institutional store), next to ``one_store`` in a
+table at the end. Results go to bench/results/search-<time>.json.
+
+``--base-sample N`` takes only the first N LoCoMo turns and SciFact abstracts as base material
+(embedding them here when bench/eval_retrieval.py has not cached the corpus): a quick check.
 """
 
 from __future__ import annotations
@@ -42,11 +50,12 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 DB_NAME = "bench_search"
 STORES = 10
+SUBJECTS = 10
 PORT = 8765
 
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from _setup import parse_args, use_lexical_backend  # noqa: E402
+from _setup import parse_args, print_table, use_lexical_backend  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
 os.environ.setdefault("MEMORY_ENGINE_LOG_LEVEL", "WARNING")
@@ -73,20 +82,27 @@ def setup_django(db_name: str) -> None:
 # --------------------------------------------------------------------------- data
 
 
-def base_material(data: Path, provider: Any) -> dict[str, Any]:
-    """Real texts with their real vectors: LoCoMo turns and SciFact abstracts."""
+def base_material(data: Path, provider: Any, sample: int = 0) -> dict[str, Any]:
+    """Real texts with their real vectors: LoCoMo turns and SciFact abstracts (the first ``sample``
+    of each when given)."""
     import numpy as np
 
     cache = RESULTS / "cache"
     corpus = [json.loads(line) for line in open(data / "scifact" / "corpus.jsonl")]
     npy = cache / f"scifact-corpus-{provider.model_name}-{provider.dimensions}.npy"
-    if not npy.exists():
-        raise SystemExit(f"run bench/eval_retrieval.py first (it caches {npy.name})")
-    doc_vectors = np.load(npy)
     doc_texts = [f"{d['title']}\n\n{d['text']}"[:1000] for d in corpus]
+    if npy.exists():
+        doc_vectors = np.load(npy)[:sample or None]
+        doc_texts = doc_texts[:sample or None]
+    elif sample:
+        doc_texts = doc_texts[:sample]
+        doc_vectors = np.asarray([v for i in range(0, sample, 64)
+                                  for v in provider.embed_documents(doc_texts[i:i + 64])], dtype=np.float32)
+    else:
+        raise SystemExit(f"run bench/eval_retrieval.py first (it caches {npy.name}), or pass --base-sample")
     conversations = json.loads((data / "locomo" / "locomo-dev.json").read_text())
     turns = [f"{t['speaker']}: {t['text']}" for c in conversations for k, v in c["conversation"].items()
-             if k.startswith("session_") and isinstance(v, list) for t in v]
+             if k.startswith("session_") and isinstance(v, list) for t in v][:sample or None]
     turn_cache = cache / f"texts-{provider.model_name}-{provider.dimensions}.json"
     cached = json.loads(turn_cache.read_text()) if turn_cache.exists() else {}
     keys = [hashlib.sha1(t.encode()).hexdigest() for t in turns]
@@ -139,13 +155,13 @@ def load_rows(project: Any, stores: list[Any], material: dict[str, Any], n_memor
             cid = new_id("mc")
             digest = hashlib.sha256(f"{text}#{seed}#{i}".encode()).hexdigest()
             contents.append((cid, store.pk, digest, text, vec_text(vectors[i]), model, now))
-            memories.append((new_id("mem"), store.pk, cid, "{}", "{}", "manual", now))
+            memories.append((new_id("mem"), store.pk, cid, "{}", "{}", "manual", now, "fact", "", "", 0.7, 1))
         with cursor.copy("COPY memory_engine_memorycontent (id, store_id, content_hash, text, embedding, "
                          "embedding_model, created_at) FROM STDIN") as copy:
             for row in contents:
                 copy.write_row(row)
         with cursor.copy("COPY memory_engine_memory (id, store_id, content_id, tags, metadata, source_type, "
-                         "created_at) FROM STDIN") as copy:
+                         "created_at, kind, title, summary, confidence, evidence_count) FROM STDIN") as copy:
             for row in memories:
                 copy.write_row(row)
         per_doc = 100
@@ -161,6 +177,15 @@ def load_rows(project: Any, stores: list[Any], material: dict[str, Any], n_memor
                 copy.write_row((new_id("chk"), docs[i // per_doc].pk, i % per_doc, material["doc_texts"][idx[i]],
                                 vec_text(vectors[i]), model))
     raw.commit()
+
+
+def mark_user_for_agent(agent: Any, user_stores: list[Any]) -> None:
+    """A third of the users' memories were written for the agent: user_for_agent in its recall."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE memory_engine_memory SET agent_id = %s WHERE store_id = ANY(%s) AND agent_id IS NULL "
+                       "AND hashtext(id) %% 3 = 0", [agent.pk, [s.pk for s in user_stores]])
 
 
 INDEXES = {
@@ -210,11 +235,27 @@ def summary(values: list[float], wall: float | None = None) -> dict[str, float]:
 
 
 def shapes(project: Any, stores: list[Any]) -> dict[str, dict[str, Any]]:
+    """Request bodies; ``stores`` are the institutional ones, then the agent's, then the users'."""
+    agent_store = stores[STORES]
     return {
         "one_store": {"memory_store_ids": [stores[0].pk]},
         "everything": {"memory_store_ids": [s.pk for s in stores], "document_paths": ["/"]},
         "documents": {},
+        # The agent's knowledge_config names store 0; its own store and subject-0's store join.
+        "tiers": {"memory_store_ids": [stores[0].pk], "agent_id": agent_store.agent_id, "subject": "subject-0"},
     }
+
+
+def as_search_kwargs(body: dict[str, Any]) -> dict[str, Any]:
+    """A request body as knowledge_search's keyword arguments (agent_id + subject: an Actor)."""
+    from memory_engine.models import Agent
+    from memory_engine.selectors.search import Actor
+
+    kwargs = dict(body)
+    agent_id, subject = kwargs.pop("agent_id", None), kwargs.pop("subject", None)
+    if agent_id:
+        kwargs["actor"] = Actor(agent=Agent.objects.select_related("project").get(pk=agent_id), subject=subject)
+    return kwargs
 
 
 def server_side(project: Any, stores: list[Any], queries: list[str], concurrency: int) -> dict[str, Any]:
@@ -223,9 +264,10 @@ def server_side(project: Any, stores: list[Any], queries: list[str], concurrency
     from memory_engine.selectors.search import knowledge_search
 
     out = {}
-    for shape, kwargs in shapes(project, stores).items():
+    for shape, body in shapes(project, stores).items():
         timings: list[float] = []
         lock = threading.Lock()
+        kwargs = as_search_kwargs(body)
 
         def run(query: str, kwargs: dict[str, Any] = kwargs) -> None:
             result = knowledge_search(project=project, query=query, limit=10, **kwargs)
@@ -316,6 +358,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="queries per measurement")
     parser.add_argument("--db", default=DB_NAME)
     parser.add_argument("--no-api", action="store_true")
+    parser.add_argument("--base-sample", type=int, default=0,
+                        help="base material: only the first N turns and abstracts (0: all; needs the cached corpus)")
     parser.add_argument("--extra-backends", default="tsvector",
                         help="lexical backends also measured (server-side) at the last stage: tsvector = the "
                              "fallback for servers without pg_textsearch (its indexes replace the bm25 ones "
@@ -325,12 +369,17 @@ def main() -> None:
     setup_django(args.db)
     from memory_engine.models import MemoryStore, Project
     from memory_engine.providers.embeddings import get_embedding_provider
+    from memory_engine.services.agents import agent_create
     from memory_engine.services.keys import api_key_create
+    from memory_engine.services.stores import subject_store_get_or_create
 
     provider = get_embedding_provider()
-    material = base_material(args.data, provider)
+    material = base_material(args.data, provider, args.base_sample)
     project = Project.objects.create(name="bench-search")
     stores = [MemoryStore.objects.create(project=project, name=f"store-{i}") for i in range(STORES)]
+    agent = agent_create(project=project, name="bench-agent", knowledge_config={"memory_store_ids": [stores[0].pk]})
+    stores.append(MemoryStore.objects.get(tier="agent", agent=agent))
+    stores += [subject_store_get_or_create(project=project, external_id=f"subject-{i}")[0] for i in range(SUBJECTS)]
     key = api_key_create(project=project)[1]
     rng = random.Random(1)
     queries = material["questions"] + material["claims"]
@@ -346,6 +395,7 @@ def main() -> None:
         drop_hnsw()
         load_rows(project, stores, material, want_mem - loaded_mem, want_chunks - loaded_chunks, seed=stage)
         loaded_mem, loaded_chunks = want_mem, want_chunks
+        mark_user_for_agent(agent, stores[STORES + 1:])
         load_s = time.time() - started
         index_s = build_hnsw()
         print(f"[{total:,} rows: {loaded_mem:,} memories + {loaded_chunks:,} chunks] "
@@ -381,6 +431,11 @@ def main() -> None:
                 use_lexical_backend("auto")
         stage_report["load_average"] = [round(x, 2) for x in os.getloadavg()]
         report["stages"][str(total)] = stage_report
+    print("\nrecall across 4 tiers (user, user_for_agent, agent, institutional) vs one store, server-side ms:")
+    print_table(["rows", "concurrency", "one_store p50", "one_store p95", "tiers p50", "tiers p95"], [
+        [total, c, stage[f"server_c{c}"]["one_store"]["p50_ms"], stage[f"server_c{c}"]["one_store"]["p95_ms"],
+         stage[f"server_c{c}"]["tiers"]["p50_ms"], stage[f"server_c{c}"]["tiers"]["p95_ms"]]
+        for total, stage in report["stages"].items() for c in (1, 8)])
     out = RESULTS / f"search-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(report, indent=2))
     print(f"wrote {out}")

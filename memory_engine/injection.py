@@ -30,7 +30,7 @@ from memory_engine.knowledge_config import (
     search_kwargs,
 )
 from memory_engine.models import Agent, Memory, Project
-from memory_engine.selectors.search import SearchHit, SearchResult, knowledge_search
+from memory_engine.selectors.search import Actor, SearchHit, SearchResult, knowledge_search
 from memory_engine.text import content_text, validate_messages
 
 __all__ = [
@@ -163,9 +163,15 @@ def inject_knowledge(
     config: dict[str, Any] | None = None,
     override: dict[str, Any] | None = None,
     query: str | None = None,
+    subject: str | None = None,
+    facet: str | None = None,
 ) -> tuple[list[dict[str, Any]], SearchResult]:
     """Search with the agent's (or the given) config merged with ``override`` and return
     ``(messages with the <knowledge> user message, the SearchResult)``.
+
+    With an agent the recall is the agent's (``Actor``): its own store, the config's stores and,
+    given ``subject`` (the end user's external id), that user's store. ``facet`` is pinned by
+    the host.
 
     The query defaults to the last user message; with no query nothing is injected.
     """
@@ -180,5 +186,7 @@ def inject_knowledge(
     query = query if query is not None else query_from_messages(messages)
     if not query:
         return list(messages), SearchResult(results=[])
-    result = knowledge_search(project=project, query=query, guard_path="context", **search_kwargs(merged))
+    actor = Actor(agent=agent, subject=subject) if agent is not None else None
+    result = knowledge_search(project=project, query=query, guard_path="context", facet=facet, actor=actor,
+                              **search_kwargs(merged))
     return prepend_knowledge(messages, knowledge_message(result.results)), result

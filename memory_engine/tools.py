@@ -17,14 +17,15 @@ from typing import Any
 
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import ToolFormatInvalid, ValidationFailed
-from memory_engine.facets import FACET_PATTERN
+from memory_engine.facets import FACET_PATTERN, validate_facet
 from memory_engine.injection import render_knowledge_block, render_memory_block
 from memory_engine.knowledge_config import normalize_knowledge_config, search_kwargs
 from memory_engine.models import Agent, Memory
 from memory_engine.models.memories import Kind
 from memory_engine.selectors.memories import agent_visible_memories, open_memory
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import Actor, knowledge_search
 from memory_engine.services.memory_schema import BUILTIN_KINDS, memory_schema_of
+from memory_engine.subjects import validate_subject
 
 FORMATS = ("openai", "anthropic")
 
@@ -57,6 +58,8 @@ def search_knowledge_definition(kinds: Kinds) -> dict[str, Any]:
                 "query": {"type": "string", "description": "What to look for, in natural language."},
                 "limit": {"type": "integer", "minimum": 1, "maximum": 20,
                           "description": "How many passages to return (default: the agent's limit)."},
+                "facet": {"type": "string", "pattern": FACET_JSON_PATTERN,
+                          "description": "Only memories of this facet (a project, a topic) and those of no facet."},
             },
             "required": ["query"],
             "additionalProperties": False,
@@ -214,8 +217,11 @@ def agent_tool_guidance(agent: Agent, *, fmt: str = "openai") -> dict[str, Any]:
     }
 
 
-def run_search_knowledge(agent: Agent, arguments: dict[str, Any]) -> tuple[str, Any]:
-    """Execute a ``search_knowledge`` call inside the agent's scope.
+def run_search_knowledge(agent: Agent, arguments: dict[str, Any], *, subject: str | None = None,
+                         facet: str | None = None) -> tuple[str, Any]:
+    """Execute a ``search_knowledge`` call inside the agent's scope, as the agent (``Actor``) for
+    ``subject`` when the host names one. A ``facet`` from the host pins the recall; else the
+    model's ``facet`` argument, if any, applies.
 
     Returns ``(text for the tool result, SearchResult)``; the text is the same fenced
     ``<knowledge>`` block push-injection uses (or a plain "no results" line).
@@ -226,15 +232,23 @@ def run_search_knowledge(agent: Agent, arguments: dict[str, Any]) -> tuple[str, 
     limit = arguments.get("limit")
     if limit is not None:
         kwargs["limit"] = limit
-    result = knowledge_search(project=agent.project, query=arguments["query"], guard_path="tools", **kwargs)
+    if facet is None:
+        facet = arguments.get("facet")
+    result = knowledge_search(project=agent.project, query=arguments["query"], guard_path="tools", facet=facet,
+                              actor=Actor(agent=agent, subject=subject), **kwargs)
     return render_knowledge_block(result.results) or "No matching knowledge found.", result
 
 
-def run_open_memory(agent: Agent, arguments: dict[str, Any]) -> tuple[str, Memory]:
+def run_open_memory(agent: Agent, arguments: dict[str, Any], *, subject: str | None = None,
+                    facet: str | None = None) -> tuple[str, Memory]:
     """Execute an ``open_memory`` call: the whole body of a live memory the agent may see
-    (:func:`memory_engine.selectors.memories.agent_visible_memories`), as ``(text for the tool
-    result, memory)``; any other id answers 404 like an unknown one."""
+    (:func:`memory_engine.selectors.memories.agent_visible_memories`, for ``subject`` when the host
+    names one; in the host's pinned ``facet``), as ``(text for the tool result, memory)``; any
+    other id answers 404 like an unknown one."""
     if not isinstance(arguments, dict) or not isinstance(arguments.get("id"), str) or not arguments["id"].strip():
         raise ValidationFailed("open_memory needs a string `id`.", details={"field": "id"})
-    memory = open_memory(agent_visible_memories(agent), arguments["id"].strip(), path="tools")
+    facet = validate_facet(facet)
+    subject = validate_subject(subject, allow_none=True)
+    memory = open_memory(agent_visible_memories(agent, subject=subject), arguments["id"].strip(), facet=facet,
+                         path="tools")
     return render_memory_block(memory), memory

@@ -1,18 +1,33 @@
-"""Admin for agents: their retrieval scope and write store."""
+"""Admin for agents: their retrieval scope and write store (an agent made here gets its own
+store, as through the API; deleting one erases that store's memories and ledger rows)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.http import HttpRequest
 
 from memory_engine.models import Agent
+from memory_engine.services.agents import agent_delete
+from memory_engine.services.stores import agent_store_create
 
+from .erasure import ErasureAdmin
 from .scoping import ProjectScopedAdmin
 
 
 @admin.register(Agent)
-class AgentAdmin(ProjectScopedAdmin):
+class AgentAdmin(ErasureAdmin, ProjectScopedAdmin):
     list_display = ["name", "id", "project", "write_memory_store", "created_at"]
     list_filter = ["project"]
     search_fields = ["name", "id"]
     readonly_fields = ["id", "created_at"]
     autocomplete_fields = ["write_memory_store"]
+
+    def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if not change:
+            agent_store_create(agent=obj)
+
+    def erase(self, obj: Agent) -> None:
+        agent_delete(agent=obj)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
@@ -16,9 +16,10 @@ from rest_framework.views import APIView
 
 from memory_engine.exceptions import AgentNotFound, ThresholdsNotAllowed
 from memory_engine.injection import inject_knowledge
-from memory_engine.models import Agent
+from memory_engine.models import Agent, MemoryStore
+from memory_engine.models.memories import Tier
 from memory_engine.services.agent_tools import agent_write_memory
-from memory_engine.services.agents import UNSET, agent_create, agent_update
+from memory_engine.services.agents import UNSET, agent_create, agent_delete, agent_update
 from memory_engine.tools import (
     FORMATS,
     agent_tool_definitions,
@@ -42,11 +43,18 @@ class AgentSerializer(serializers.ModelSerializer):
     )
     write_memory_store_id = serializers.CharField(required=False, allow_null=True, max_length=40)
     name = serializers.CharField(max_length=200)
+    memory_store_id = serializers.SerializerMethodField(
+        help_text="The agent's own (agent-tier) memory store, created with it; null for older agents.")
 
     class Meta:
         model = Agent
-        fields = ["id", "name", "knowledge_config", "write_memory_store_id", "created_at"]
+        fields = ["id", "name", "knowledge_config", "write_memory_store_id", "memory_store_id", "created_at"]
         read_only_fields = ["id", "created_at"]
+
+    def get_memory_store_id(self, agent: Agent) -> str | None:
+        if hasattr(agent, "own_store_id"):  # annotated by AgentViewSet.get_queryset
+            return agent.own_store_id
+        return agent.own_stores.filter(tier=Tier.AGENT).values_list("pk", flat=True).first()
 
 
 class AgentContextRequestSerializer(serializers.Serializer):
@@ -56,6 +64,10 @@ class AgentContextRequestSerializer(serializers.Serializer):
                                          "tags merged per key, scalars overridden).")
     query = serializers.CharField(required=False, allow_null=True, trim_whitespace=False,
                                   help_text="Defaults to the last user message.")
+    subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                    help_text="The end user's external id: recall includes their user-tier store.")
+    facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                  help_text="Pinned facet: that facet's memories and the cross-cutting ones.")
 
 
 class AgentContextResponseSerializer(serializers.Serializer):
@@ -87,6 +99,12 @@ class ToolGuidanceResponseSerializer(serializers.Serializer):
 class SearchToolRequestSerializer(serializers.Serializer):
     query = serializers.CharField(trim_whitespace=False)
     limit = serializers.IntegerField(required=False)
+    facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                  help_text="The model's facet argument (a pinned_facet wins over it).")
+    subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                    help_text="Set by the host: the end user's external id.")
+    pinned_facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                         help_text="Set by the host: the facet the model cannot change.")
 
 
 class SearchToolResponseSerializer(serializers.Serializer):
@@ -96,6 +114,10 @@ class SearchToolResponseSerializer(serializers.Serializer):
 
 class OpenMemoryToolRequestSerializer(serializers.Serializer):
     id = serializers.CharField(max_length=40, help_text="The memory id (mem_…) from a search result.")
+    subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                    help_text="Set by the host: the end user's external id (their store opens).")
+    pinned_facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                         help_text="Set by the host: this facet and cross-cutting memories only.")
 
 
 class OpenMemoryToolResponseSerializer(serializers.Serializer):
@@ -143,7 +165,9 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     not_found_field = "agent_id"
 
     def get_queryset(self) -> QuerySet[Agent]:
-        return Agent.objects.filter(project=self.project).select_related("project").order_by("name", "id")
+        own = MemoryStore.objects.filter(agent=OuterRef("pk"), tier=Tier.AGENT).values("pk")[:1]
+        return (Agent.objects.filter(project=self.project).select_related("project")
+                .annotate(own_store_id=Subquery(own)).order_by("name", "id"))
 
     def perform_create(self, serializer: Any) -> None:
         data = serializer.validated_data
@@ -160,6 +184,9 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
             write_memory_store_id=data.get("write_memory_store_id", UNSET),
         )
 
+    def perform_destroy(self, instance: Agent) -> None:
+        agent_delete(agent=instance)
+
     @extend_schema(request=AgentContextRequestSerializer,
                    responses={200: AgentContextResponseSerializer,
                               503: OpenApiResponse(ErrorSerializer, description="No embedding provider"),
@@ -173,7 +200,8 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         messages, result = inject_knowledge(data["messages"], agent=agent, override=data.get("override"),
-                                            query=data.get("query") or None)
+                                            query=data.get("query") or None, subject=data.get("subject"),
+                                            facet=data.get("facet"))
         return Response({
             "messages": messages,
             "injected": len(messages) > len(data["messages"]),
@@ -212,7 +240,9 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         agent = self.get_object()
         serializer = SearchToolRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        content, result = run_search_knowledge(agent, dict(serializer.validated_data))
+        arguments = dict(serializer.validated_data)
+        subject, pinned = arguments.pop("subject", None), arguments.pop("pinned_facet", None)
+        content, result = run_search_knowledge(agent, arguments, subject=subject, facet=pinned or None)
         return Response({"content": content, "knowledge": SearchResultSerializer(result.as_dict()).data},
                         status=status.HTTP_200_OK)
 
@@ -226,7 +256,9 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         agent = self.get_object()
         serializer = OpenMemoryToolRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        content, memory = run_open_memory(agent, dict(serializer.validated_data))
+        arguments = dict(serializer.validated_data)
+        subject, pinned = arguments.pop("subject", None), arguments.pop("pinned_facet", None)
+        content, memory = run_open_memory(agent, arguments, subject=subject or None, facet=pinned or None)
         return Response({"content": content, "memory": MemoryFullSerializer(memory).data})
 
 

@@ -14,18 +14,21 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from memory_engine.exceptions import MemoryStoreNotFound, ValidationFailed
 from memory_engine.facets import validate_facet
 from memory_engine.models import Memory, MemoryAssertion, MemoryRevision, MemoryStore
-from memory_engine.models.memories import Mechanism
+from memory_engine.models.memories import Mechanism, Tier
 from memory_engine.selectors.memories import drop_instruction_memories, in_facet, open_memory
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore
 from memory_engine.services.memory_write import WriteResult, memory_write
-from memory_engine.services.stores import memory_store_delete, memory_store_save
+from memory_engine.services.stores import memory_store_delete, memory_store_save, subject_store_get_or_create
+from memory_engine.subjects import validate_subject
 
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField, StrictCharField, parse_tags_param
+from .permissions import require_write_access
 from .scoping import ProjectScopedMixin, project_object_or_404
 
 # --- serializers ---------------------------------------------------------------------
@@ -39,12 +42,22 @@ class MemoryStoreSerializer(serializers.ModelSerializer):
         child=serializers.CharField(max_length=100), required=False, max_length=100
     )
     valid_memories = serializers.IntegerField(read_only=True, required=False)
+    # Checked by the service (TIER_INVALID, SUBJECT_INVALID), fixed after creation (TIER_IMMUTABLE).
+    tier = serializers.CharField(required=False, help_text="user | agent | institutional (default).")
+    subject_external_id = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+        help_text="user tier: the end user's external id (one store per subject).")
+    agent_id = serializers.CharField(required=False, allow_null=True, max_length=40,
+                                     help_text="agent tier: the agent whose own store this is.")
+    recency_half_life_days = serializers.FloatField(
+        required=False, allow_null=True, help_text="Recall recency half-life in days (null: the tier's; 0: none).")
 
     class Meta:
         model = MemoryStore
         fields = [
             "id", "name", "description", "tags", "duplicate_threshold", "supersede_threshold",
             "require_about_for_kinds", "judge_enabled", "valid_memories", "created_at",
+            "tier", "subject_external_id", "agent_id", "recency_half_life_days",
         ]
         read_only_fields = ["id", "created_at", "valid_memories"]
 
@@ -281,6 +294,30 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         memory_store_delete(store=instance)
 
 
+class SubjectMemoryStoreView(ProjectScopedMixin, APIView):
+    """``GET /api/v1/subjects/{external_id}/memory-store``: the end user's (user-tier) store."""
+
+    queryset = MemoryStore.objects.none()  # the schema generator's model; the view reads by subject
+    session_permissions = ["view_memorystore"]
+
+    @extend_schema(responses={200: MemoryStoreSerializer,
+                              201: OpenApiResponse(MemoryStoreSerializer, description="Created on first use"),
+                              **ERRORS})
+    def get(self, request: Request, external_id: str) -> Response:
+        """Find the subject's store, or create it (201) on first use; a read-only key only finds."""
+        validate_subject(external_id, field="external_id")
+        stores = MemoryStore.objects.filter(project=self.project).annotate(
+            valid_memories=Count("memories", filter=Q(memories__invalidated_at__isnull=True)))
+        store = stores.filter(tier=Tier.USER, subject_external_id=external_id).first()
+        created = False
+        if store is None:
+            require_write_access(request, "memory_engine.add_memorystore")
+            found, created = subject_store_get_or_create(project=self.project, external_id=external_id)
+            store = stores.get(pk=found.pk)
+        return Response(MemoryStoreSerializer(store).data,
+                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
 #: ``?facet=`` on the routes of one memory: a memory of another facet answers like an unknown id.
 FACET_PARAMETER = OpenApiParameter("facet", str, required=False,
                                    description="Only a memory of this facet or a cross-cutting one.")
@@ -417,4 +454,4 @@ class MemoryAssertionViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
         return MemoryAssertion.objects.filter(store__project=self.project).order_by("created_at", "id")
 
 
-__all__ = ["MemoryAssertionViewSet", "MemoryStoreViewSet", "MemoryViewSet"]
+__all__ = ["MemoryAssertionViewSet", "MemoryStoreViewSet", "MemoryViewSet", "SubjectMemoryStoreView"]

@@ -60,3 +60,13 @@ class ProjectAccess(permissions.BasePermission):
         if missing:
             raise ModelPermissionRequired(details={"missing": missing})
         return True
+
+
+def require_write_access(request: Any, permission: str) -> None:
+    """For a safe-method view that may write (find-or-create): a read-only key cannot
+    (READ_ONLY_KEY), a staff session needs ``permission`` (MODEL_PERMISSION_REQUIRED)."""
+    if isinstance(request.auth, ApiKey):
+        if request.auth.read_only:
+            raise ReadOnlyKey()
+    elif not request.user.has_perm(permission):
+        raise ModelPermissionRequired(details={"missing": [permission]})

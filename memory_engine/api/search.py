@@ -10,11 +10,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_engine.selectors.search import DOCUMENT, MAX_LIMIT, MEMORY, SearchResult, knowledge_search
+from memory_engine.exceptions import AgentNotFound, ValidationFailed
+from memory_engine.models import Agent
+from memory_engine.selectors.search import DOCUMENT, MAX_LIMIT, MEMORY, Actor, SearchResult, knowledge_search
 
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import TagFilterField
-from .scoping import ProjectScopedMixin
+from .scoping import ProjectScopedMixin, project_object_or_404
 
 #: A staff session searching reads memories and documents (the admin playground asks the same).
 SEARCH_PERMISSIONS = ["view_memory", "view_document"]
@@ -43,6 +45,18 @@ class KnowledgeSearchRequestSerializer(serializers.Serializer):
     lexical_weight = serializers.FloatField(required=False, allow_null=True,
                                             help_text="Weight of the lexical channel in the fusion, 0 to 100 "
                                                       "(default: the SEARCH_LEXICAL_WEIGHT setting).")
+    facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                  help_text="That facet's memories and the cross-cutting ones (none: all).")
+    agent_id = serializers.CharField(required=False, allow_null=True, max_length=40,
+                                     help_text="Recall as this agent: its own store joins the memory scope.")
+    subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                    help_text="With agent_id: the end user's external id; their store joins.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("subject") is not None and not attrs.get("agent_id"):
+            raise ValidationFailed("`subject` recalls as an agent: send `agent_id` too.",
+                                   details={"field": "agent_id"})
+        return attrs
 
 
 class SearchRanksSerializer(serializers.Serializer):
@@ -72,6 +86,9 @@ class SearchHitSerializer(serializers.Serializer):
         help_text="The text, or its head when longer than INLINE_THRESHOLD_BYTES (UTF-8 bytes).")
     has_full_body = serializers.BooleanField(
         help_text="The text is longer than the preview: GET /memories/{id}/open returns it whole.")
+    tier = serializers.ChoiceField(choices=["user", "user_for_agent", "agent", "institutional"], allow_null=True,
+                                   help_text="A memory's tier (null for a document chunk).")
+    title = serializers.CharField(allow_null=True, allow_blank=True, help_text="A memory's title.")
 
 
 class SearchResultSerializer(serializers.Serializer):
@@ -118,5 +135,11 @@ class KnowledgeSearchView(ProjectScopedMixin, APIView):
     def post(self, request: Request) -> Response:
         serializer = KnowledgeSearchRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        result = knowledge_search(project=self.project, **search_arguments(serializer.validated_data))
+        args = search_arguments(serializer.validated_data)
+        agent_id, subject = args.pop("agent_id", None), args.pop("subject", None)
+        if agent_id:
+            agent = project_object_or_404(Agent.objects.filter(project=self.project), agent_id,
+                                          error=AgentNotFound, field="agent_id")
+            args["actor"] = Actor(agent=agent, subject=subject)
+        result = knowledge_search(project=self.project, **args)
         return search_response(result)

@@ -27,6 +27,8 @@ urlpatterns = [
                                           "delete": "destroy"}), name="memory-rule-detail"),
     path("documents/<str:pk>/converter-callback", documents.ConverterCallbackView.as_view(),
          name="document-converter-callback"),
+    path("subjects/<str:external_id>/memory-store", memories.SubjectMemoryStoreView.as_view(),
+         name="subject-memory-store"),
     path("documents/<str:pk>/file", documents.DocumentFileView.as_view(), name="document-file"),
     *router.urls,
 ]

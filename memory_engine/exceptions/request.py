@@ -72,6 +72,25 @@ class FacetInvalid(MemoryEngineError):
     default_message = ("`facet` must be 1-128 ASCII letters, digits and . _ : / -, starting with a letter or digit.")
 
 
+class SubjectInvalid(MemoryEngineError):
+    code = "SUBJECT_INVALID"
+    default_message = ("A subject (an end user's external id) must be a string of 1-200 characters without NUL "
+                       "or surrounding whitespace.")
+
+
+class TierInvalid(MemoryEngineError):
+    """A store's tier and its owner disagree (user needs a subject, agent an agent, institutional neither)."""
+
+    code = "TIER_INVALID"
+    default_message = ("`tier` is user (with `subject_external_id`), agent (with `agent_id`) or institutional "
+                       "(with neither).")
+
+
+class TierImmutable(MemoryEngineError):
+    code = "TIER_IMMUTABLE"
+    default_message = "A store's tier and owner (subject or agent) are fixed at creation; create another store."
+
+
 class KindUnknown(MemoryEngineError):
     code = "KIND_UNKNOWN"
     default_message = "The project's memory schema does not declare this kind."
@@ -352,6 +371,11 @@ class Conflict(MemoryEngineError):
 class NameTaken(Conflict):
     code = "NAME_TAKEN"
     default_message = "This name is already taken in your project."
+
+
+class TierStoreExists(Conflict):
+    code = "TIER_STORE_EXISTS"
+    default_message = "This subject (or agent) already has its memory store."
 
 
 class PathTaken(Conflict):

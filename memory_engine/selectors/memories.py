@@ -14,6 +14,7 @@ from django.db.models import Q, QuerySet
 from memory_engine.exceptions import InstructionWithheld, NotFound
 from memory_engine.instruction_guard import drop_instructions, first_instruction, record_block
 from memory_engine.models import Agent, Memory
+from memory_engine.models.memories import Tier
 
 __all__ = ["agent_visible_memories", "drop_instruction_memories", "in_facet", "memory_fields", "open_memory"]
 
@@ -63,10 +64,12 @@ def open_memory(queryset: QuerySet[Memory], memory_id: Any, *, facet: str | None
     return memory
 
 
-def agent_visible_memories(agent: Agent) -> QuerySet[Memory]:
+def agent_visible_memories(agent: Agent, *, subject: str | None = None) -> QuerySet[Memory]:
     """The memories ``agent`` may open: those its search_knowledge could find (the stores of its
     knowledge_config, or with only ``tags`` every store of the project filtered by them, as the
-    search scopes them) and those of its write store. The one place to widen (e.g. tier stores)."""
+    search scopes them), those of its write store and of its own (agent-tier) store, and with a
+    ``subject`` that end user's store; never another subject's user store (as recall:
+    memory_engine.selectors.search.scope)."""
     config = agent.knowledge_config or {}
     store_ids = [i for i in config.get("memory_store_ids") or [] if isinstance(i, str)]
     tags = config.get("tags") if isinstance(config.get("tags"), dict) and config.get("tags") else None
@@ -74,4 +77,9 @@ def agent_visible_memories(agent: Agent) -> QuerySet[Memory]:
     if tags is not None:
         searched = (searched if store_ids else Q()) & (Q(tags__contains=tags) | Q(store__tags__contains=tags))
     visible = searched | Q(store_id=agent.write_memory_store_id) if agent.write_memory_store_id else searched
-    return Memory.objects.filter(visible, store__project_id=agent.project_id)
+    visible |= Q(store__tier=Tier.AGENT, store__agent_id=agent.pk)
+    if subject is not None:
+        visible |= Q(store__tier=Tier.USER, store__subject_external_id=subject)
+    other_subjects = Q(store__tier=Tier.USER) & ~Q(store__subject_external_id=subject) if subject is not None \
+        else Q(store__tier=Tier.USER)
+    return Memory.objects.filter(visible, store__project_id=agent.project_id).exclude(other_subjects)

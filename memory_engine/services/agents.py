@@ -1,4 +1,5 @@
-"""Agents: the host's registered agents, their retrieval scope and optional write store."""
+"""Agents: the host's registered agents, their retrieval scope, optional write store and their
+own (agent-tier) memory store, created with the agent."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from django.db import transaction
 from memory_engine.exceptions import UnknownScope
 from memory_engine.knowledge_config import normalize_knowledge_config
 from memory_engine.models import Agent, Document, MemoryStore, Project
+from memory_engine.models.memories import Tier
 
-from .stores import check_name_free
+from .stores import agent_store_create, allow_ledger_erasure, check_name_free
 
 UNSET: Any = object()
 
@@ -51,8 +53,12 @@ def agent_create(*, project: Project, name: str, knowledge_config: dict[str, Any
     store_id = None if store_id is UNSET else store_id
     validate_agent_scope(project=project, knowledge_config=config, write_memory_store_id=store_id)
     check_name_free(Agent.objects.filter(project=project), name, label="An agent")
-    return Agent.objects.create(project=project, name=name, knowledge_config=config,
-                                write_memory_store_id=store_id or None)
+    agent = Agent.objects.create(project=project, name=name, knowledge_config=config,
+                                 write_memory_store_id=store_id or None)
+    # Its own store joins every recall as this agent; writes still go to write_memory_store
+    # (the host may point it at the own store), so no agent gains a write_memory tool unasked.
+    agent_store_create(agent=agent)
+    return agent
 
 
 @transaction.atomic
@@ -64,8 +70,27 @@ def agent_update(*, agent: Agent, name: str | None = None, knowledge_config: Any
     validate_agent_scope(project=agent.project, knowledge_config=config, write_memory_store_id=store_id)
     if name is not None:
         check_name_free(Agent.objects.filter(project=agent.project).exclude(pk=agent.pk), name, label="An agent")
+        _rename_own_store(agent, name)
         agent.name = name
     agent.knowledge_config = config
     agent.write_memory_store_id = store_id or None
     agent.save()
     return agent
+
+
+@transaction.atomic
+def agent_delete(*, agent: Agent) -> None:
+    """Delete an agent with its own store, that store's memories and their ledger rows (as
+    memory_store_delete erases a store)."""
+    allow_ledger_erasure()
+    agent.delete()
+
+
+def _rename_own_store(agent: Agent, name: str) -> None:
+    """The own store follows a rename while it carries the name it was given and the new one is free."""
+    if name == agent.name:
+        return
+    new = f"agent:{name}"[:MemoryStore._meta.get_field("name").max_length]
+    if MemoryStore.objects.filter(project_id=agent.project_id, name=new).exists():
+        return
+    MemoryStore.objects.filter(tier=Tier.AGENT, agent=agent, name=f"agent:{agent.name}").update(name=new)

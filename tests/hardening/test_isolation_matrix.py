@@ -47,7 +47,11 @@ RESOURCE_KINDS = {
 PARAM_KINDS = {
     "agent_id": "agent", "store_id": "store", "memory_store_id": "store", "memory_id": "memory",
     "generation_id": "generation", "rule_id": "memory_rule", "document_id": "document",
+    "external_id": "subject",
 }
+#: Kinds that are names inside the caller's project, not row ids: another project's value names
+#: the caller's own row (found or created), never the other project's.
+NAMESPACED_KINDS = {"subject"}
 
 
 @dataclass
@@ -120,16 +124,19 @@ BODIES: dict[str, Body] = {
     "v1_knowledge_search_create": Body(
         lambda w, tag: {"query": SEARCH_QUERY, "memory_store_ids": [w.first("store")],
                         "document_ids": [w.first("document")]},
-        {"memory_store_ids": "store", "document_ids": "document"},
+        {"memory_store_ids": "store", "document_ids": "document", "agent_id": "agent"},
     ),
     "v1_memories_create": Body(
         lambda w, tag: {"memory_store_id": w.first("store"), "content": f"Fact {tag} is new."},
         {"memory_store_id": "store"}, not_ids=("conversation_id",),
     ),
     "v1_memory_schema_update": Body(lambda w, tag: {"kinds": ["fact", f"kind_{tag}"]}),
-    "v1_memory_stores_create": Body(lambda w, tag: {"name": f"store-{tag}"}),
-    "v1_memory_stores_update": Body(lambda w, tag: {"name": f"store-{tag}"}),
-    "v1_memory_stores_partial_update": Body(lambda w, tag: {"name": f"store-{tag}"}),
+    "v1_memory_stores_create": Body(lambda w, tag: {"name": f"store-{tag}"}, {"agent_id": "agent"},
+                                  not_ids=("subject_external_id",)),
+    "v1_memory_stores_update": Body(lambda w, tag: {"name": f"store-{tag}"}, {"agent_id": "agent"},
+                                  not_ids=("subject_external_id",)),
+    "v1_memory_stores_partial_update": Body(lambda w, tag: {"name": f"store-{tag}"}, {"agent_id": "agent"},
+                                  not_ids=("subject_external_id",)),
     "v1_memory_stores_rules_create": Body(_rule_body, RULE_IDS),
     "v1_memory_stores_rules_update": Body(_rule_body, RULE_IDS),
     "v1_memory_stores_rules_partial_update": Body(_rule_body, RULE_IDS),
@@ -372,6 +379,8 @@ def check_path_ids(op: Operation, a: World, b: World) -> list[str]:
     """B's key on A's ids (each param alone, then all) -> 404, same body as a random id."""
     if not op.path_params:
         return []
+    if any(path_kind(op, name) in NAMESPACED_KINDS for name in op.path_params):
+        return check_namespaced(op, a, b)
     problems = []
     variants = [[name] for name in op.path_params]
     if len(op.path_params) > 1:
@@ -394,6 +403,18 @@ def check_path_ids(op: Operation, a: World, b: World) -> list[str]:
                             f"{normalized(ref, *swapped)[:300]}")
         if found := leaks(got.text, a, sent=tuple(swapped)):
             problems.append(f"A's id in {where}: the answer mentions A's {found}")
+    return problems
+
+
+def check_namespaced(op: Operation, a: World, b: World) -> list[str]:
+    """B's key on A's name (a subject): B's own row answers, never A's."""
+    params = {name: a.first(path_kind(op, name) or "") for name in op.path_params}
+    got = call(op, b.key, params, body_for(op, b))
+    problems = []
+    if not 200 <= got.status < 300:
+        problems.append(f"A's name from B's key answered {got.status}: {got.text[:300]}")
+    if found := leaks(got.text, a, sent=tuple(params.values())):
+        problems.append(f"A's name from B's key: the answer mentions A's {found}")
     return problems
 
 

@@ -14,6 +14,7 @@ from memory_engine.services.generations import record_generation
 from memory_engine.services.ingestion_rules import ingestion_rule_save
 from memory_engine.services.memory_write import memory_write
 from memory_engine.services.rules import memory_rule_create
+from memory_engine.services.stores import subject_store_get_or_create
 
 from ..factories import MemoryStoreFactory, ProjectFactory, make_key
 
@@ -72,9 +73,13 @@ def build_world(label: str) -> World:
     rule = memory_rule_create(store=store, handler_type="http",
                               handler_config={"url": DEAD_URL, "secret": f"rule-secret-{marker}"},
                               source_agent_ids=[agent.pk])
+    # A subject id is a name inside its project (no marker: another project may use it too).
+    subject = f"subject-{label}"
+    subject_store = subject_store_get_or_create(project=project, external_id=subject)[0]
     ids = {
         "project": [project.pk],
-        "store": [store.pk, store2.pk],
+        "store": [store.pk, store2.pk, subject_store.pk],
+        "subject": [subject],
         "memory": list(Memory.objects.filter(store__project=project).order_by("created_at")
                        .values_list("pk", flat=True)),
         "assertion": list(MemoryAssertion.objects.filter(store__project=project).values_list("pk", flat=True)),

@@ -13,7 +13,13 @@ the ``search_knowledge`` tool alike (DESIGN.md, *Read side*):
 3. ``min_similarity`` drops vector candidates before fusion (no refill).
 4. One ranking per channel: memories and chunks merged on the channel's own value (``fusion``).
 5. Weighted reciprocal rank fusion, k = SEARCH_RRF_K (SEARCH_VECTOR_WEIGHT /
-   SEARCH_LEXICAL_WEIGHT, or the request's), optional recency decay of memory results, cut to ``limit``.
+   SEARCH_LEXICAL_WEIGHT, or the request's); a memory's score times its tier's weight (recency
+   half-life of its store or tier, else the request's; TIER_PRECEDENCE), cut to ``limit``.
+
+Memories are live ones only (``LIVE_MEMORY_SQL``: valid, not expired); with a ``facet``, that
+facet's and the cross-cutting ones. With an ``Actor`` (an agent's turn, optionally for one
+end user) the memory scope fans out over the tiers: the subject's user store, the agent's own
+store and the stores named (knowledge_config), in the same one statement.
 
 Without a query the read is deterministic: memories oldest first, then chunks in
 (document path, chunk_index) order.
@@ -32,8 +38,8 @@ Modules: ``service`` (``knowledge_search``: what runs, what degrades), ``validat
 ``fusion`` (the ranking), ``results`` (what the caller gets).
 """
 
-from .results import DOCUMENT, MAX_LIMIT, MEMORY, Degraded, SearchHit, SearchResult
-from .scope import Scope, resolve_scope
+from .results import DOCUMENT, MAX_LIMIT, MEMORY, USER_FOR_AGENT, Degraded, SearchHit, SearchResult
+from .scope import Actor, Scope, resolve_scope
 from .service import knowledge_search
 from .sql import build_search_sql
 from .validation import validate_search_knobs
@@ -42,6 +48,8 @@ __all__ = [
     "DOCUMENT",
     "MAX_LIMIT",
     "MEMORY",
+    "USER_FOR_AGENT",
+    "Actor",
     "Degraded",
     "Scope",
     "SearchHit",

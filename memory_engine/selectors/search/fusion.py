@@ -2,15 +2,20 @@
 
 Each channel ranks memories and chunks together on its own value (cosine distance, lexical
 score); ``min_similarity`` drops vector candidates before the ranking (no refill). A hit scores
-``weight / (rrf_k + rank)`` summed over the channels that found it, decayed by age for memories
-when a recency half-life is given.
+``weight / (rrf_k + rank)`` summed over the channels that found it; a memory's score is then
+multiplied by its tier's weight (:func:`tier_weight`), a chunk's stays as it is.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.utils import timezone
 
-from .results import MEMORY, SearchHit
+from memory_engine.conf import engine_settings
+from memory_engine.models.memories import Tier
+
+from .results import MEMORY, USER_FOR_AGENT, SearchHit
 from .rows import CandidateRow
 
 Ranks = dict[tuple[str, str], int]
@@ -29,6 +34,25 @@ def channel_ranks(rows: list[CandidateRow], min_similarity: float | None) -> tup
             {key: i for i, (_, _, key) in enumerate(lexical, 1)})
 
 
+def tier_weight(row: CandidateRow, *, half_life: float, now: datetime) -> float:
+    """A memory's multiplier: ``0.5 ** (age in days / half-life) * TIER_PRECEDENCE[tier]``.
+
+    The half-life is the store's ``recency_half_life_days`` when set (0: no decay), else its
+    tier's TIER_HALF_LIFE_DAYS when positive, else the request's ``half_life`` (0: no decay).
+    user_for_agent weighs as the user tier. Precedence is one constant per tier, so it biases
+    across tiers and keeps the order within one.
+    """
+    tier = Tier.USER.value if row.tier == USER_FOR_AGENT else (row.tier or Tier.INSTITUTIONAL.value)
+    days = row.store_half_life
+    if days is None:
+        days = engine_settings.TIER_HALF_LIFE_DAYS.get(tier) or half_life
+    weight = float(engine_settings.TIER_PRECEDENCE.get(tier, 1.0))
+    if days and row.created_at is not None:
+        age_days = max(0.0, (now - row.created_at).total_seconds() / 86400.0)
+        weight *= 0.5 ** (age_days / days)
+    return weight
+
+
 def fuse(rows: list[CandidateRow], *, rrf_k: float, half_life: float, limit: int,
          min_similarity: float | None, weights: dict[str, float]) -> list[SearchHit]:
     """The ``limit`` best candidates by fused score, ties broken by each channel's rank, then id."""
@@ -41,9 +65,8 @@ def fuse(rows: list[CandidateRow], *, rrf_k: float, half_life: float, limit: int
             continue  # a vector candidate below min_similarity
         score = sum(weights[channel] / (rrf_k + rank)
                     for channel, rank in (("vector", vrank), ("lexical", lrank)) if rank is not None)
-        if half_life and row.source == MEMORY and row.created_at is not None:
-            age_days = max(0.0, (now - row.created_at).total_seconds() / 86400.0)
-            score *= 0.5 ** (age_days / half_life)
+        if row.source == MEMORY:
+            score *= tier_weight(row, half_life=half_life, now=now)
         hits.append(row.hit(score=score, similarity_score=row.similarity, ranks={"vector": vrank, "lexical": lrank}))
     hits.sort(key=lambda h: (-h.score, h.ranks["vector"] or UNRANKED, h.ranks["lexical"] or UNRANKED, h.id))
     return hits[:limit]

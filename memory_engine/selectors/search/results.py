@@ -16,6 +16,10 @@ MAX_LIMIT = 100
 DOCUMENT = "document"
 MEMORY = "memory"
 
+#: A memory hit's tier when it is a user-tier memory written by or for the recalling agent
+#: (otherwise its store's tier: user, agent or institutional). It weighs as the user tier.
+USER_FOR_AGENT = "user_for_agent"
+
 
 class Degraded:
     """Reasons a search answered with less than both channels."""
@@ -43,6 +47,10 @@ class SearchHit:
     memory_store_id: str | None = None
     memory_store_name: str | None = None
     created_at: datetime | None = None
+    #: A memory's tier (user, user_for_agent, agent, institutional); None for a chunk.
+    tier: str | None = None
+    #: A memory's title ("" when it has none); None for a chunk.
+    title: str | None = None
     #: The text, or its head when longer than INLINE_THRESHOLD_BYTES (then ``has_full_body``:
     #: the whole is at GET /memories/{id}/open or the open_memory tool). Filled on creation.
     content_preview: str = ""

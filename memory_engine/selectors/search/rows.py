@@ -39,6 +39,8 @@ class DisplayRow:
     chunk_index: int | None
     memory_store_id: str | None
     memory_store_name: str | None
+    tier: str | None
+    title: str | None
     created_at: datetime | None
 
     @classmethod
@@ -53,7 +55,8 @@ class DisplayRow:
             ranks=ranks or {"vector": None, "lexical": None}, tags=_json_object(self.tags),
             document_id=self.document_id, document_path=self.document_path, document_title=self.document_title,
             page=self.page, chunk_index=self.chunk_index, memory_store_id=self.memory_store_id,
-            memory_store_name=self.memory_store_name, created_at=self.created_at,
+            memory_store_name=self.memory_store_name, created_at=self.created_at, tier=self.tier,
+            title=self.title,
         )
 
 
@@ -67,6 +70,8 @@ class CandidateRow(DisplayRow):
     from_vector: bool
     #: Lexical score, higher is better (None: the lexical channel did not find it).
     lex: float | None
+    #: The store's recency half-life override in days (None: its tier's default; 0: none).
+    store_half_life: float | None
 
     @property
     def key(self) -> tuple[str, str]:

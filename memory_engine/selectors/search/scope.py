@@ -4,6 +4,11 @@ Documents are searched when document_ids / document_paths / tags are given, or w
 scopes the search to memories (a bare query searches the project's documents, never its
 memories); memories when memory_store_ids or tags are given. Ids outside the project are
 refused (UNKNOWN_SCOPE) without saying whether they exist elsewhere.
+
+A recall for an agent turn names its :class:`Actor`: the memories searched are then the
+subject's user-tier store, the agent's own store and the stores the request names (the
+agent's knowledge_config), in one statement (docs/memory.md, *Tiers and subjects*). Another
+subject's user store is never part of an actor's recall, whatever the request names.
 """
 
 from __future__ import annotations
@@ -11,13 +16,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import Q
 from psycopg.types.json import Jsonb
 
 from memory_engine.exceptions import UnknownScope, ValidationFailed
-from memory_engine.models import Document, MemoryStore, Project
+from memory_engine.facets import validate_facet
+from memory_engine.models import Agent, Document, MemoryStore, Project
+from memory_engine.models.memories import Tier
+from memory_engine.subjects import validate_subject
 
 from .results import DOCUMENT, MEMORY
 from .validation import string_list
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who a recall is for: an agent's turn, optionally on behalf of one end user (``subject``,
+    the host's external id). Its memories with ``Memory.agent`` = this agent are user_for_agent."""
+
+    agent: Agent
+    subject: str | None = None
 
 
 @dataclass
@@ -30,6 +48,10 @@ class Scope:
     document_ids: list[str] | None
     path_patterns: list[str] | None
     tags: dict[str, Any] | None
+    #: That facet's memories and the cross-cutting ones; None: every facet.
+    facet: str | None = None
+    #: The actor's agent: its user-tier memories rank as user_for_agent.
+    actor_agent_id: str | None = None
 
     @property
     def sources(self) -> list[str]:
@@ -44,6 +66,8 @@ class Scope:
             "doc_ids": self.document_ids or [],
             "path_patterns": self.path_patterns or [],
             "tags": Jsonb(self.tags) if self.tags else None,
+            "facet": self.facet,
+            "actor_agent": self.actor_agent_id,
         }
 
 
@@ -63,8 +87,16 @@ def resolve_scope(
     document_ids: list[str] | None,
     document_paths: list[str] | None,
     tags: dict[str, Any] | None,
+    facet: str | None = None,
+    actor: Actor | None = None,
 ) -> Scope:
-    """Which sources to search; unknown or foreign ids -> UNKNOWN_SCOPE naming them."""
+    """Which sources to search; unknown or foreign ids -> UNKNOWN_SCOPE naming them, a bad
+    facet -> FACET_INVALID, a bad subject -> SUBJECT_INVALID."""
+    facet = validate_facet(facet)
+    if actor is not None:
+        if actor.agent.project_id != project.pk:
+            raise ValueError("the actor's agent belongs to another project")
+        validate_subject(actor.subject, allow_none=True)
     store_ids = string_list("memory_store_ids", memory_store_ids)
     doc_ids = string_list("document_ids", document_ids)
     paths = string_list("document_paths", document_paths)
@@ -88,6 +120,9 @@ def resolve_scope(
     if tags is not None and not store_ids:
         store_ids = list(MemoryStore.objects.filter(project=project).values_list("pk", flat=True))
     documents = bool(doc_ids) or bool(paths) or tags is not None or (query is not None and not memories)
+    if actor is not None:
+        store_ids = _actor_store_ids(project, actor, (store_ids or []) if memories else [])
+        memories = True
     return Scope(
         project_id=project.pk,
         store_ids=store_ids if memories else None,
@@ -95,4 +130,18 @@ def resolve_scope(
         document_ids=doc_ids or None,
         path_patterns=[_like_prefix(p) for p in paths] if paths else None,
         tags=tags,
+        facet=facet,
+        actor_agent_id=actor.agent.pk if actor is not None else None,
     )
+
+
+def _actor_store_ids(project: Project, actor: Actor, named: list[str]) -> list[str]:
+    """The subject's user store and the agent's own store (where they exist), then ``named``
+    less any other subject's user store, in one query."""
+    own = Q(tier=Tier.AGENT, agent=actor.agent)
+    if actor.subject is not None:
+        own |= Q(tier=Tier.USER, subject_external_id=actor.subject)
+    rows = MemoryStore.objects.filter(Q(project=project) & (own | Q(pk__in=named))).order_by(
+        "created_at", "id").values_list("pk", "tier", "subject_external_id")
+    return [pk for pk, tier, subject in rows
+            if tier != Tier.USER or (actor.subject is not None and subject == actor.subject)]

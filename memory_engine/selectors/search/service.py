@@ -19,12 +19,13 @@ from memory_engine.db import vector_literal
 from memory_engine.instruction_guard import drop_instructions
 from memory_engine.lexical import ensure_lexical_fresh
 from memory_engine.models import Project
+from memory_engine.models.memories import Tier
 from memory_engine.providers.embeddings import EmbeddingError, require_embedding_provider
 
 from .fusion import fuse
-from .results import DOCUMENT, MEMORY, Degraded, SearchHit, SearchResult
+from .results import DOCUMENT, MEMORY, USER_FOR_AGENT, Degraded, SearchHit, SearchResult
 from .rows import CandidateRow, DisplayRow, fetch_records
-from .scope import Scope, resolve_scope
+from .scope import Actor, Scope, resolve_scope
 from .sql import HNSW_SCAN_SQL, build_search_sql, ordered_read_sql, scope_sizes_sql
 from .validation import clean_query, validate_channels, validate_search_knobs
 
@@ -52,6 +53,8 @@ def knowledge_search(
     lexical_weight: float | None = None,
     channels: tuple[str, ...] = ("vector", "lexical"),
     guard_path: str = "search",
+    facet: str | None = None,
+    actor: Actor | None = None,
 ) -> SearchResult:
     """Search the project's memories and documents; see the package docstring for the algorithm.
 
@@ -60,6 +63,11 @@ def knowledge_search(
     (400) for ids outside the project, EmbeddingNotConfigured (503) when a query needs a vector
     and no provider is configured. A failing embedder or lexical channel degrades.
     ``channels`` switches a channel off (the evaluation harness measures each alone).
+
+    ``facet`` keeps memories of that facet and the cross-cutting ones (FacetInvalid, 400).
+    ``actor`` recalls for an agent's turn: the subject's user store, the agent's own store and
+    the named stores in one statement, each memory weighted by its tier (``fusion.tier_weight``);
+    a bad subject raises SubjectInvalid (400).
 
     Memory hits whose text, tags or store name read as instructions to an AI are dropped
     here, the one place every model-facing read passes (memory_engine.instruction_guard);
@@ -77,7 +85,8 @@ def knowledge_search(
     }
     query = clean_query(query)
     scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
-                          document_ids=document_ids, document_paths=document_paths, tags=tags)
+                          document_ids=document_ids, document_paths=document_paths, tags=tags, facet=facet,
+                          actor=actor)
     if not scope.sources:
         return SearchResult(results=[])
     if query is None:
@@ -110,9 +119,14 @@ def knowledge_search(
 
 
 def _guarded(hits: list[SearchHit], path: str) -> list[SearchHit]:
-    """The hits without stored memories that read as instructions (they stay stored)."""
-    return drop_instructions(hits, path=path,
-                             fields=lambda hit: (hit.id, "", (hit.text, hit.tags) if hit.source == MEMORY else ()))
+    """The hits without stored memories that read as instructions (they stay stored); a drop is
+    counted under the memory's store tier (user_for_agent counts as user)."""
+    return drop_instructions(hits, path=path, fields=lambda hit: (
+        (hit.id, _store_tier(hit.tier), (hit.text, hit.title, hit.tags)) if hit.source == MEMORY else (hit.id, "", ())))
+
+
+def _store_tier(tier: str | None) -> str:
+    return Tier.USER.value if tier == USER_FOR_AGENT else (tier or "")
 
 
 def _lexical_backend(degraded: list[str]) -> str | None:

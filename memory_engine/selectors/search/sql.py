@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from memory_engine.lexical import BM25, INDEXES, TSVECTOR, tsvector_expression
 from memory_engine.models import Chunk, Document, Memory, MemoryContent, MemoryStore
-from memory_engine.models.memories import LIVE_MEMORY_SQL
+from memory_engine.models.memories import LIVE_MEMORY_SQL, Tier
 
-from .results import DOCUMENT, MEMORY
+from .results import DOCUMENT, MEMORY, USER_FOR_AGENT
 from .rows import DisplayRow
 from .scope import Scope
 
@@ -42,11 +42,21 @@ HNSW_SCAN_SQL = (
 
 
 def memory_where(scope: Scope) -> str:
-    """The scope filters of memories (``m``: the memory, ``s``: its store)."""
+    """The scope filters of memories (``m``: the memory, ``s``: its store): live memories of the
+    scope's stores; with a facet, that facet's and the cross-cutting ones (no facet)."""
     where = f"m.store_id = ANY(%(store_ids)s) AND {LIVE_MEMORY_SQL}"
+    if scope.facet is not None:
+        where += " AND (m.facet IS NULL OR m.facet = %(facet)s)"
     if scope.tags is not None:
         where += " AND (m.tags @> %(tags)s OR s.tags @> %(tags)s)"
     return where
+
+
+def tier_sql(memory: str, store: str) -> str:
+    """A memory's tier: its store's, or user_for_agent for a user-tier memory written by or for
+    the actor's agent (``%(actor_agent)s``; NULL without an actor)."""
+    return (f"CASE WHEN {store}.tier = '{Tier.USER.value}' AND {memory}.agent_id = %(actor_agent)s "
+            f"THEN '{USER_FOR_AGENT}' ELSE {store}.tier END")
 
 
 def document_where(scope: Scope) -> str:
@@ -164,7 +174,8 @@ def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: 
 
     ``lexical`` is the backend (bm25 | tsvector) or None to leave the channel out; ``exact``
     says per source whether the vector channel scans the scope instead of the HNSW index.
-    The columns are the fields of ``CandidateRow``.
+    The columns are the fields of ``CandidateRow``; a memory's ``tier`` is its store's, or
+    user_for_agent for a user-tier memory the actor's agent wrote (``%(actor_agent)s``).
     """
     ctes: list[str] = []
     vec_parts: list[str] = []
@@ -189,7 +200,8 @@ def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: 
            coalesce(mc.text, ch.text) AS text, coalesce(mm.tags, d.tags) AS tags,
            d.id AS document_id, d.path AS document_path, d.title AS document_title,
            ch.page AS page, ch.chunk_index AS chunk_index,
-           ms.id AS memory_store_id, ms.name AS memory_store_name, mm.created_at AS created_at
+           ms.id AS memory_store_id, ms.name AS memory_store_name, mm.created_at AS created_at,
+           {tier_sql("mm", "ms")} AS tier, mm.title AS title, ms.recency_half_life_days AS store_half_life
     FROM cand
     LEFT JOIN {MEM} mm ON cand.src = '{MEMORY}' AND mm.id = cand.id
     LEFT JOIN {CONTENT} mc ON mc.id = mm.content_id
@@ -219,14 +231,16 @@ def ordered_read_sql(scope: Scope) -> str:
         parts.append(f"""(SELECT 0 AS part, '{MEMORY}'::text AS source, m.id AS id, mc.text AS text, m.tags AS tags,
                 NULL::varchar AS document_id, NULL::varchar AS document_path, NULL::varchar AS document_title,
                 NULL::int AS page, NULL::int AS chunk_index, s.id AS memory_store_id,
-                s.name AS memory_store_name, m.created_at AS created_at
+                s.name AS memory_store_name, m.created_at AS created_at,
+                {tier_sql("m", "s")} AS tier, m.title AS title
             FROM {MEM} m JOIN {CONTENT} mc ON mc.id = m.content_id JOIN {STORE} s ON s.id = m.store_id
             WHERE {memory_where(scope)} ORDER BY m.created_at, m.id LIMIT %(k)s)""")
     if scope.search_documents:
         parts.append(f"""(SELECT 1 AS part, '{DOCUMENT}'::text AS source, x.id AS id, x.text AS text, d.tags AS tags,
                 d.id AS document_id, d.path AS document_path, d.title AS document_title,
                 x.page AS page, x.chunk_index AS chunk_index, NULL AS memory_store_id,
-                NULL AS memory_store_name, NULL::timestamptz AS created_at
+                NULL AS memory_store_name, NULL::timestamptz AS created_at,
+                NULL::varchar AS tier, NULL::varchar AS title
             FROM {CHUNK} x JOIN {DOC} d ON d.id = x.document_id
             WHERE {document_where(scope)} ORDER BY d.path, x.chunk_index LIMIT %(k)s)""")
     # Memories (part 0) by age, then chunks (part 1) by path and position; id breaks ties.
