@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from memory_engine.exceptions import MemoryStoreNotFound, ValidationFailed
 from memory_engine.facets import validate_facet
-from memory_engine.models import Memory, MemoryAssertion, MemoryRevision, MemoryStore
+from memory_engine.models import Memory, MemoryAssertion, MemoryRevision, MemoryStore, Project
 from memory_engine.models.memories import Mechanism, Tier
 from memory_engine.selectors.memories import drop_instruction_memories, in_facet, open_memory
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore
@@ -258,6 +258,13 @@ class MemoryAssertionFilter(django_filters.FilterSet):
 # --- views ----------------------------------------------------------------------------
 
 
+def stores_with_counts(project: Project) -> QuerySet[MemoryStore]:
+    """The project's stores, each annotated with ``valid_memories``: its live memories."""
+    live = Q(memories__invalidated_at__isnull=True) & (
+        Q(memories__expires_at__isnull=True) | Q(memories__expires_at__gt=timezone.now()))
+    return MemoryStore.objects.filter(project=project).annotate(valid_memories=Count("memories", filter=live))
+
+
 @extend_schema_view(
     list=extend_schema(responses={200: MemoryStoreSerializer(many=True), **ERRORS}),
     create=extend_schema(responses={201: MemoryStoreSerializer, **ERRORS}),
@@ -274,12 +281,7 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     filterset_fields: list[str] = []
 
     def get_queryset(self) -> QuerySet[MemoryStore]:
-        return (
-            MemoryStore.objects.filter(project=self.project)
-            .annotate(valid_memories=Count("memories", filter=Q(memories__invalidated_at__isnull=True) & (
-                Q(memories__expires_at__isnull=True) | Q(memories__expires_at__gt=timezone.now()))))
-            .order_by("created_at", "id")
-        )
+        return stores_with_counts(self.project).order_by("created_at", "id")
 
     def perform_create(self, serializer: Any) -> None:
         store = memory_store_save(project=self.project, **serializer.validated_data)
@@ -306,8 +308,7 @@ class SubjectMemoryStoreView(ProjectScopedMixin, APIView):
     def get(self, request: Request, external_id: str) -> Response:
         """Find the subject's store, or create it (201) on first use; a read-only key only finds."""
         validate_subject(external_id, field="external_id")
-        stores = MemoryStore.objects.filter(project=self.project).annotate(
-            valid_memories=Count("memories", filter=Q(memories__invalidated_at__isnull=True)))
+        stores = stores_with_counts(self.project)
         store = stores.filter(tier=Tier.USER, subject_external_id=external_id).first()
         created = False
         if store is None:
