@@ -176,7 +176,7 @@ def test_tools_render_the_declared_kinds(client, project, store, provider):
     assert "- decision (Decision)" in write["description"]
     search = found["search_knowledge"]
     assert "- preference (Preference)" in search["description"]
-    assert set(search["schema"]["properties"]) == {"query", "limit"}
+    assert set(search["schema"]["properties"]) == {"query", "limit", "facet"}
     # declaring fact keeps kind optional
     memory_schema_save(project=project, kinds=["fact", "preference"], relation_types=[])
     write = tools(client, agent, provider)["write_memory"]
