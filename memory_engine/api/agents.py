@@ -137,6 +137,10 @@ class WriteMemoryToolSerializer(serializers.Serializer):
     confidence = serializers.FloatField(required=False, allow_null=True)
     facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
+    subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                    help_text="Set by the host: write into this end user's store (found or created).")
+    pinned_facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                         help_text="Set by the host: the facet the model cannot change.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         given = sorted({"duplicate_threshold", "supersede_threshold"} & set(self.initial_data or {}))
@@ -263,7 +267,8 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
 
 
 class WriteMemoryToolView(ProjectScopedMixin, APIView):
-    """The agent's ``write_memory`` tool: one fact into the agent's write memory store."""
+    """The agent's ``write_memory`` tool: one fact into the agent's write memory store, or with the
+    host's ``subject`` into that end user's store."""
 
     session_permissions = ["add_memory"]
 
@@ -287,6 +292,8 @@ class WriteMemoryToolView(ProjectScopedMixin, APIView):
             confidence=data.get("confidence"),
             facet=data.get("facet"),
             expires_at=data.get("expires_at"),
+            subject=data.get("subject") or None,
+            pinned_facet=data.get("pinned_facet") or None,
             principal=self.principal,
         )
         return write_response(result)

@@ -6,9 +6,10 @@ from datetime import datetime
 from typing import Any
 
 from memory_engine.exceptions import GenerationAgentMismatch, GenerationNotFound, NoWriteMemoryStore
-from memory_engine.models import Agent, Generation
+from memory_engine.models import Agent, Generation, MemoryStore
 from memory_engine.models.memories import Mechanism, SourceType
 from memory_engine.services.memory_write import WriteResult, memory_write
+from memory_engine.services.stores import subject_store_get_or_create
 
 
 def agent_write_memory(
@@ -27,11 +28,20 @@ def agent_write_memory(
     confidence: float | None = None,
     facet: str | None = None,
     expires_at: datetime | None = None,
+    subject: str | None = None,
+    pinned_facet: str | None = None,
 ) -> WriteResult:
-    """Write a fact into the agent's write store (mechanism ``tool``) on the store's
-    thresholds; ``generation_id`` names the turn the tool was called in and must be
-    one of this agent's generations. The memory records the agent that wrote it."""
-    store = agent.write_memory_store
+    """Write a fact (mechanism ``tool``) on the store's thresholds: into the agent's write store,
+    or with ``subject`` (set by the host) into that end user's store (found or created; the
+    memory is then one of the user's memories for this agent, ``user_for_agent`` in recall).
+    ``pinned_facet`` (set by the host) replaces the model's ``facet``. ``generation_id`` names the
+    turn the tool was called in and must be one of this agent's generations. The memory records
+    the agent that wrote it."""
+    if pinned_facet:
+        facet = pinned_facet
+    store: MemoryStore | None = agent.write_memory_store
+    if subject is not None:
+        store, _ = subject_store_get_or_create(project=agent.project, external_id=subject)
     if store is None or store.project_id != agent.project_id:
         raise NoWriteMemoryStore(
             f"Agent {agent.name} has no write memory store; set its write_memory_store_id first.",
