@@ -30,7 +30,7 @@ from memory_engine.tools import (
 
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField
-from .memories import WRITE_RESPONSES, AboutSerializer, MemoryFullSerializer, write_response
+from .memories import WRITE_RESPONSES, MemoryFieldsSerializer, MemoryFullSerializer, write_response
 from .scoping import ProjectScopedMixin, project_object_or_404
 from .search import SEARCH_PERMISSIONS, SearchResultSerializer
 
@@ -96,15 +96,25 @@ class ToolGuidanceResponseSerializer(serializers.Serializer):
                                                "and the kinds.")
 
 
-class SearchToolRequestSerializer(serializers.Serializer):
+class HostPinsSerializer(serializers.Serializer):
+    """What the host sets on a tool call beside the model's arguments; the model cannot change it."""
+
+    subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                    help_text="Set by the host: the end user's external id (their store).")
+    pinned_facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                         help_text="Set by the host: the facet the model cannot change.")
+
+    def pins(self) -> tuple[str | None, str | None]:
+        """(subject, pinned facet), None for each the host left out or blank."""
+        data = self.validated_data
+        return data.get("subject") or None, data.get("pinned_facet") or None
+
+
+class SearchToolRequestSerializer(HostPinsSerializer):
     query = serializers.CharField(trim_whitespace=False)
     limit = serializers.IntegerField(required=False)
     facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
                                   help_text="The model's facet argument (a pinned_facet wins over it).")
-    subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
-                                    help_text="Set by the host: the end user's external id.")
-    pinned_facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
-                                         help_text="Set by the host: the facet the model cannot change.")
 
 
 class SearchToolResponseSerializer(serializers.Serializer):
@@ -112,12 +122,8 @@ class SearchToolResponseSerializer(serializers.Serializer):
     knowledge = SearchResultSerializer()
 
 
-class OpenMemoryToolRequestSerializer(serializers.Serializer):
+class OpenMemoryToolRequestSerializer(HostPinsSerializer):
     id = serializers.CharField(max_length=40, help_text="The memory id (mem_…) from a search result.")
-    subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
-                                    help_text="Set by the host: the end user's external id (their store opens).")
-    pinned_facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
-                                         help_text="Set by the host: this facet and cross-cutting memories only.")
 
 
 class OpenMemoryToolResponseSerializer(serializers.Serializer):
@@ -125,22 +131,9 @@ class OpenMemoryToolResponseSerializer(serializers.Serializer):
     memory = MemoryFullSerializer()
 
 
-class WriteMemoryToolSerializer(serializers.Serializer):
+class WriteMemoryToolSerializer(MemoryFieldsSerializer, HostPinsSerializer):
     content = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    tags = JSONObjectField(required=False)
-    metadata = JSONObjectField(required=False)
-    about = AboutSerializer(required=False, allow_null=True)
     generation_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=40)
-    kind = serializers.CharField(required=False, max_length=100)
-    title = serializers.CharField(required=False, allow_blank=True, max_length=500)
-    summary = serializers.CharField(required=False, allow_blank=True)
-    confidence = serializers.FloatField(required=False, allow_null=True)
-    facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
-    expires_at = serializers.DateTimeField(required=False, allow_null=True)
-    subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
-                                    help_text="Set by the host: write into this end user's store (found or created).")
-    pinned_facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
-                                         help_text="Set by the host: the facet the model cannot change.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         given = sorted({"duplicate_threshold", "supersede_threshold"} & set(self.initial_data or {}))
@@ -244,9 +237,9 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         agent = self.get_object()
         serializer = SearchToolRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        arguments = dict(serializer.validated_data)
-        subject, pinned = arguments.pop("subject", None), arguments.pop("pinned_facet", None)
-        content, result = run_search_knowledge(agent, arguments, subject=subject, facet=pinned or None)
+        subject, pinned = serializer.pins()
+        arguments = {k: v for k, v in serializer.validated_data.items() if k not in ("subject", "pinned_facet")}
+        content, result = run_search_knowledge(agent, arguments, subject=subject, facet=pinned)
         return Response({"content": content, "knowledge": SearchResultSerializer(result.as_dict()).data},
                         status=status.HTTP_200_OK)
 
@@ -260,9 +253,9 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         agent = self.get_object()
         serializer = OpenMemoryToolRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        arguments = dict(serializer.validated_data)
-        subject, pinned = arguments.pop("subject", None), arguments.pop("pinned_facet", None)
-        content, memory = run_open_memory(agent, arguments, subject=subject or None, facet=pinned or None)
+        subject, pinned = serializer.pins()
+        content, memory = run_open_memory(agent, {"id": serializer.validated_data["id"]}, subject=subject,
+                                          facet=pinned)
         return Response({"content": content, "memory": MemoryFullSerializer(memory).data})
 
 
@@ -279,21 +272,14 @@ class WriteMemoryToolView(ProjectScopedMixin, APIView):
         serializer = WriteMemoryToolSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        subject, pinned = serializer.pins()
         result = agent_write_memory(
             agent=agent,
             content=data["content"],
-            tags=data.get("tags"),
-            metadata=data.get("metadata"),
-            about=data.get("about"),
             generation_id=data.get("generation_id") or None,
-            kind=data.get("kind"),
-            title=data.get("title"),
-            summary=data.get("summary"),
-            confidence=data.get("confidence"),
-            facet=data.get("facet"),
-            expires_at=data.get("expires_at"),
-            subject=data.get("subject") or None,
-            pinned_facet=data.get("pinned_facet") or None,
+            **serializer.write_kwargs(),
+            subject=subject,
+            pinned_facet=pinned,
             principal=self.principal,
         )
         return write_response(result)

@@ -67,14 +67,11 @@ class AboutSerializer(serializers.Serializer):
     key = serializers.CharField(max_length=200)
 
 
-class MemoryWriteSerializer(serializers.Serializer):
-    memory_store_id = serializers.CharField(max_length=40)
-    content = StrictCharField(allow_blank=True, trim_whitespace=False)
+class MemoryFieldsSerializer(serializers.Serializer):
+    """What every memory write may carry (POST /memories and the write_memory tool)."""
+
     tags = JSONObjectField(required=False)
     metadata = JSONObjectField(required=False)
-    duplicate_threshold = serializers.FloatField(required=False, allow_null=True)
-    supersede_threshold = serializers.FloatField(required=False, allow_null=True)
-    conversation_id = serializers.CharField(required=False, allow_blank=True, max_length=200)
     about = AboutSerializer(required=False, allow_null=True)
     kind = serializers.CharField(required=False, max_length=100)
     title = serializers.CharField(required=False, allow_blank=True, max_length=500)
@@ -83,6 +80,23 @@ class MemoryWriteSerializer(serializers.Serializer):
     confidence = serializers.FloatField(required=False, allow_null=True)
     facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+    def write_kwargs(self) -> dict[str, Any]:
+        """The validated memory fields as ``memory_write`` keyword arguments."""
+        data = self.validated_data
+        return {name: data.get(name) for name in MEMORY_FIELDS}
+
+
+#: The memory fields of a write, as memory_write names them.
+MEMORY_FIELDS = ("tags", "metadata", "about", "kind", "title", "summary", "confidence", "facet", "expires_at")
+
+
+class MemoryWriteSerializer(MemoryFieldsSerializer):
+    memory_store_id = serializers.CharField(max_length=40)
+    content = StrictCharField(allow_blank=True, trim_whitespace=False)
+    duplicate_threshold = serializers.FloatField(required=False, allow_null=True)
+    supersede_threshold = serializers.FloatField(required=False, allow_null=True)
+    conversation_id = serializers.CharField(required=False, allow_blank=True, max_length=200)
 
 
 class MemorySerializer(serializers.ModelSerializer):
@@ -380,18 +394,10 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         result = memory_write(
             store=store,
             content=data["content"],
-            tags=data.get("tags"),
-            metadata=data.get("metadata"),
             conversation_id=data.get("conversation_id"),
             duplicate_threshold=data.get("duplicate_threshold"),
             supersede_threshold=data.get("supersede_threshold"),
-            about=data.get("about"),
-            kind=data.get("kind"),
-            title=data.get("title"),
-            summary=data.get("summary"),
-            confidence=data.get("confidence"),
-            facet=data.get("facet"),
-            expires_at=data.get("expires_at"),
+            **serializer.write_kwargs(),
             principal=self.principal,
             mechanism=Mechanism.API,
         )
