@@ -164,6 +164,11 @@ class Migration(migrations.Migration):
             name='project',
             field=models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='memory_schema', to='memory_engine.project'),
         ),
+        migrations.AlterField(
+            model_name='memoryassertion',
+            name='mechanism',
+            field=models.CharField(choices=[('api', 'Api'), ('tool', 'Tool'), ('rule', 'Rule'), ('formation', 'Formation'), ('system', 'System')], max_length=20),
+        ),
         # Memories tagged {"kind": ...} before kinds were a field keep that kind.
         migrations.RunSQL(
             "UPDATE memory_engine_memory SET kind = left(tags->>'kind', 100) "

@@ -247,6 +247,7 @@ class Mechanism(models.TextChoices):
     TOOL = "tool"
     RULE = "rule"
     FORMATION = "formation"
+    SYSTEM = "system"  # the engine itself: the memory sweep (expiry, trash purge)
 
 
 class MemoryAssertion(models.Model):

@@ -167,7 +167,7 @@ def _sweep_store_batch(store_id: str, now: datetime, counts: SweepCounts) -> int
             details = {"expires_at" if expired else "trashed_at": moment.isoformat() if moment else None}
             rows.append(MemoryAssertion(
                 store_id=store_id, memory_id=memory.pk, content=memory.content.text, outcome=outcome,
-                decision_reason=str(outcome), principal=SWEEP_PRINCIPAL, mechanism=Mechanism.API, details=details,
+                decision_reason=str(outcome), principal=SWEEP_PRINCIPAL, mechanism=Mechanism.SYSTEM, details=details,
             ))
             if expired:
                 counts.expired += 1

@@ -96,7 +96,7 @@ def test_the_scheduled_sweep_runs_on_a_real_worker(qcluster, project):
     Schedule.objects.filter(name=MEMORY_SWEEP_SCHEDULE_NAME).update(next_run=timezone.now())
     row = wait_for(lambda: MemoryAssertion.objects.filter(memory_id=memory.pk, outcome="expired").first(),
                    timeout=120)
-    assert row.principal == "system:memory_sweep"
+    assert row.principal == "system:memory_sweep" and row.mechanism == "system"
     assert not Memory.objects.filter(pk=memory.pk).exists()
 
 

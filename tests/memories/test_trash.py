@@ -94,7 +94,7 @@ def test_restore_after_trash_days_is_refused_and_the_sweep_purges(client, projec
     assert not Memory.objects.filter(pk=memory.pk).exists()
     assert not MemoryContent.objects.filter(pk=content_id).exists()
     purged = MemoryAssertion.objects.get(memory_id=memory.pk, outcome="purged")
-    assert purged.content == "The office closes at six." and purged.principal == "system:memory_sweep"
+    assert purged.content == "The office closes at six." and purged.principal == "system:memory_sweep" and purged.mechanism == "system"
     assert memory_sweep().as_dict() == {"expired": 0, "purged": 0}  # idempotent
 
 
