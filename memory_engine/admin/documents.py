@@ -13,16 +13,17 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import path
-from django.utils.html import format_html
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
 
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import Chunk, Document, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
 from memory_engine.providers.http import redact_url
 from memory_engine.redaction import converter_target, secret_state
+from memory_engine.selectors.documents import version_diff, version_text
 from memory_engine.services import reembed
 from memory_engine.services.documents import (
     Upload,
@@ -127,7 +128,7 @@ class DocumentAdmin(ErasureAdmin, ProjectScopedAdmin):
     readonly_fields = [
         "id", "project", "path", "content_type", "file", "original_filename", "size_bytes", "sha256",
         "status_badge", "progress", "error_explained", "chunking", "rule", "attempts", "heartbeat_at",
-        "ingested_at", "created_at", "updated_at",
+        "ingested_at", "created_at", "updated_at", "source", "external_ref", "last_seen_at", "version_history",
     ]
     fieldsets = [  # ingestion first: "why is this PDF not searchable?"
         ("Ingestion", {"fields": ["path", "status_badge", "progress", "error_explained", "chunking", "rule",
@@ -135,6 +136,7 @@ class DocumentAdmin(ErasureAdmin, ProjectScopedAdmin):
         (None, {"fields": ["id", "project", "title", "tags", "metadata"]}),
         ("File", {"fields": ["content_type", "file", "original_filename", "size_bytes", "sha256", "created_at",
                              "updated_at"]}),
+        ("Source and versions", {"fields": ["source", "external_ref", "last_seen_at", "version_history"]}),
     ]
 
     def get_form(self, request: Any, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
@@ -164,6 +166,43 @@ class DocumentAdmin(ErasureAdmin, ProjectScopedAdmin):
 
     def erase(self, obj: Document) -> None:
         document_delete(document=obj)
+
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view(self.version_diff_view)
+        return [path("<path:object_id>/versions/diff/", view, name="memory_engine_document_version_diff"),
+                *super().get_urls()]
+
+    @admin.display(description="versions")
+    def version_history(self, obj: Document) -> str:
+        versions = list(obj.versions.order_by("-number"))
+        if not versions:
+            return "-"
+        diff_url = reverse("admin:memory_engine_document_version_diff", args=[obj.pk])
+        rows = format_html_join("", "<tr><td>v{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td>"
+                                    "<td>{} ({})</td><td>{}</td><td>{}</td></tr>", (
+            (v.number, v.status, v.sha256[:12], v.provenance, v.source_class, v.captured_by or "-",
+             v.captured_by_kind, v.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+             format_html('<a href="{}?a={}&amp;b={}">diff with v{}</a>', diff_url, older.pk, v.pk, older.number)
+             if older is not None else "")
+            for v, older in zip(versions, [*versions[1:], None], strict=True)))
+        return format_html("<table><tr><th>version</th><th>status</th><th>sha256</th><th>provenance</th>"
+                           "<th>lineage</th><th>captured by</th><th>captured at</th><th></th></tr>{}</table>", rows)
+
+    def version_diff_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """A unified text diff between two versions of one document (``?a=<older>&b=<newer>``)."""
+        document = self.get_object(request, object_id)
+        if document is None or not self.has_view_permission(request, document):
+            raise Http404("No such document.")
+        versions = document.versions.select_related("raw_capture", "document")
+        older = versions.filter(pk=request.GET.get("a", "")).first()
+        newer = versions.filter(pk=request.GET.get("b", "")).first()
+        if older is None or newer is None:
+            raise Http404("Name two versions of this document: ?a=<version id>&b=<version id>.")
+        context = {**self.admin_site.each_context(request), "title": f"{document.path}: v{older.number} → "
+                   f"v{newer.number}", "opts": self.model._meta, "document": document, "older": older,
+                   "newer": newer, "diff": version_diff(older, newer),
+                   "binary": version_text(older) is None or version_text(newer) is None}
+        return TemplateResponse(request, "admin/memory_engine/document/version_diff.html", context)
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj: Document) -> str:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import QuerySet
 
+from memory_engine.db import allow_ledger_erasure
 from memory_engine.exceptions import NameTaken, ValidationFailed
 from memory_engine.models import MemoryStore, Project
 
@@ -48,12 +49,6 @@ def memory_store_save(*, project: Project, store: MemoryStore | None = None, **f
     validate_memory_store(store)
     store.save()
     return store
-
-
-def allow_ledger_erasure() -> None:
-    """Lift the ledger trigger for the current transaction only (explicit erasure)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL memory_engine.ledger_erasure = 'on'")
 
 
 @transaction.atomic
