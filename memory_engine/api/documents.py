@@ -7,7 +7,7 @@ from typing import Any
 import django_filters
 from django.core.validators import ProhibitNullCharactersValidator
 from django.db.models import QuerySet
-from django.http import FileResponse
+from django.http import FileResponse, Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -382,6 +382,11 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
 
     def get_queryset(self) -> QuerySet[Document]:
         return Document.objects.filter(project=self.project).order_by("path", "id")
+
+    def get_object(self) -> Any:
+        if self.lookup_field not in self.kwargs:  # OPTIONS on the by-ref PUT: no document id in the path
+            raise Http404()
+        return super().get_object()
 
     @extend_schema(request=DocumentTextSerializer, responses=CREATED,
                    description="A text or Markdown document (`recursive` strategy unless overridden); with "

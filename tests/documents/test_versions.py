@@ -318,3 +318,23 @@ def test_search_sees_only_the_active_version(client):
         assert all("breakfast" not in hit["text"] for hit in hits)
     after = client.post(SEARCH, {**query, "query": "parking permit renewal"}, format="json").json()["results"]
     assert after and "Parking permits" in after[0]["text"]
+
+
+@pytest.mark.usefixtures("hashing_embedder")
+def test_admin_shows_the_history_and_a_diff(admin_client, client, other_client):
+    put(client, {"content": "Line one.\nBreakfast from seven.\n", "wait": True})
+    put(client, {"content": "Line one.\nBreakfast from eight.\n", "wait": True})
+    document = Document.objects.get()
+    v1, v2 = DocumentVersion.objects.order_by("number")
+    page = admin_client.get(f"/admin/memory_engine/document/{document.pk}/change/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "superseded" in html and "diff with v1" in html and "page-42" in html
+    diff = admin_client.get(f"/admin/memory_engine/document/{document.pk}/versions/diff/?a={v1.pk}&b={v2.pk}")
+    assert diff.status_code == 200
+    text = diff.content.decode()
+    assert "-Breakfast from seven." in text and "+Breakfast from eight." in text
+    put(other_client, {"content": "Theirs.", "wait": True})
+    theirs = DocumentVersion.objects.exclude(document=document).get()
+    crossed = admin_client.get(f"/admin/memory_engine/document/{document.pk}/versions/diff/?a={theirs.pk}&b={v2.pk}")
+    assert crossed.status_code == 404
