@@ -19,13 +19,14 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from memory_engine.exceptions import MemoryEngineError
-from memory_engine.models import Chunk, Document, IngestionRule
+from memory_engine.models import Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
 from memory_engine.providers.http import redact_url
 from memory_engine.redaction import converter_target, secret_state
 from memory_engine.selectors.documents import version_diff, version_text
 from memory_engine.services import reembed
 from memory_engine.services.documents import (
+    Lineage,
     Upload,
     chunking_label,
     document_create,
@@ -74,6 +75,8 @@ class ChunkInline(admin.TabularInline):
 class DocumentUploadForm(forms.ModelForm):
     """Upload through the admin: the same service (and checks) as POST /documents/ingest."""
 
+    #: The admin user uploading (set per request by DocumentAdmin.get_form).
+    user: Any = None
     upload = forms.FileField(help_text="The content type is sniffed from the bytes.")
     document_path = forms.CharField(required=False, label="Path", help_text="Default: /<file name>.")
     strategy = forms.ChoiceField(choices=[("", "default (recursive for text, else page)"), *ChunkStrategy.choices],
@@ -100,6 +103,8 @@ class DocumentUploadForm(forms.ModelForm):
                 tags=data.get("tags") or {}, metadata=data.get("metadata") or {},
                 chunk_strategy=data.get("strategy") or None, chunk_size=data.get("size"),
                 chunk_overlap=data.get("overlap"), password=data.get("password") or None,
+                lineage=Lineage(captured_by=f"user:{self.user.get_username()}" if self.user else "",
+                                captured_by_kind=DocumentVersion.CapturedByKind.HUMAN),
             )
         except MemoryEngineError as exc:
             raise ValidationError(f"{exc.code}: {exc.message}") from exc
@@ -141,7 +146,8 @@ class DocumentAdmin(ErasureAdmin, ProjectScopedAdmin):
 
     def get_form(self, request: Any, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         if obj is None:
-            kwargs["form"] = DocumentUploadForm
+            # The version records who captured it: a form class of this request's user.
+            kwargs["form"] = type("DocumentUploadForm", (DocumentUploadForm,), {"user": request.user})
         return super().get_form(request, obj, change=change, **kwargs)
 
     def get_fieldsets(self, request: Any, obj: Any = None) -> Any:

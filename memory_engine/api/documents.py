@@ -268,10 +268,12 @@ class DocumentFilter(django_filters.FilterSet):
     status = django_filters.CharFilter(help_text=STATUS_HELP)
     content_type = django_filters.CharFilter()
     tags = django_filters.CharFilter(method="filter_tags", help_text='JSON object, e.g. {"team": "a"}')
+    source = django_filters.CharFilter()
+    external_ref = django_filters.CharFilter()
 
     class Meta:
         model = Document
-        fields = ["path_prefix", "status", "content_type", "tags"]
+        fields = ["path_prefix", "status", "content_type", "tags", "source", "external_ref"]
 
     def filter_tags(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         tags = parse_tags_param(value)

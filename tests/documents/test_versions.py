@@ -338,3 +338,13 @@ def test_admin_shows_the_history_and_a_diff(admin_client, client, other_client):
     theirs = DocumentVersion.objects.exclude(document=document).get()
     crossed = admin_client.get(f"/admin/memory_engine/document/{document.pk}/versions/diff/?a={theirs.pk}&b={v2.pk}")
     assert crossed.status_code == 404
+
+
+@pytest.mark.usefixtures("hashing_embedder")
+def test_list_filters_by_identity(client):
+    put(client, {"content": OLD})
+    put(client, {"content": NEW}, url="/api/v1/documents/by-ref/crm/page-42")
+    client.post("/api/v1/documents", {"content": "plain"}, format="json")
+    found = client.get("/api/v1/documents?source=wiki&external_ref=page-42").json()
+    assert found["count"] == 1 and found["results"][0]["path"] == "/wiki/page-42"
+    assert client.get("/api/v1/documents?source=upload").json()["count"] == 1
