@@ -97,6 +97,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_DOCUMENT_BYTES_PER_PROJECT": None,
     # Documents.
     "MAX_UPLOAD_BYTES": 50 * 1024 * 1024,
+    # A document's title (the column holds 500; a larger value is capped there).
+    "MAX_TITLE_CHARS": 500,
     "SYNC_INGESTION_MAX_BYTES": 2 * 1024 * 1024,
     "MAX_PDF_PAGES": 2000,
     "EMBEDDING_BATCH_SIZE": 32,
@@ -261,6 +263,7 @@ TYPES: dict[str, Coerce] = {
     "MAX_MEMORIES_PER_PROJECT": optional(integer),
     "MAX_DOCUMENT_BYTES_PER_PROJECT": optional(integer),
     "MAX_UPLOAD_BYTES": integer,
+    "MAX_TITLE_CHARS": integer,
     "SYNC_INGESTION_MAX_BYTES": integer,
     "MAX_PDF_PAGES": integer,
     "EMBEDDING_BATCH_SIZE": integer,

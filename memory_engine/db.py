@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import connection
 
-__all__ = ["advisory_xact_lock", "lock_project_documents", "vector_literal"]
+__all__ = ["advisory_xact_lock", "allow_ledger_erasure", "lock_project_documents", "vector_literal"]
 
 
 def vector_literal(vector: list[float]) -> str:
@@ -25,3 +25,10 @@ def lock_project_documents(project_id: str) -> None:
     """Serialize one project's document quota and path checks and its ingestion-rule edits
     until the end of the transaction."""
     advisory_xact_lock(f"memory_engine.documents:{project_id}")
+
+
+def allow_ledger_erasure() -> None:
+    """Lift the append-only triggers (the memory ledger, the documents' raw captures) for
+    DELETE in the current transaction only: explicit erasure."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL memory_engine.ledger_erasure = 'on'")

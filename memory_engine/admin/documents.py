@@ -13,18 +13,20 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import path
-from django.utils.html import format_html
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
 
 from memory_engine.exceptions import MemoryEngineError
-from memory_engine.models import Chunk, Document, IngestionRule
+from memory_engine.models import Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
 from memory_engine.providers.http import redact_url
 from memory_engine.redaction import converter_target, secret_state
+from memory_engine.selectors.documents import version_diff, version_text
 from memory_engine.services import reembed
 from memory_engine.services.documents import (
+    Lineage,
     Upload,
     chunking_label,
     document_create,
@@ -73,6 +75,8 @@ class ChunkInline(admin.TabularInline):
 class DocumentUploadForm(forms.ModelForm):
     """Upload through the admin: the same service (and checks) as POST /documents/ingest."""
 
+    #: The admin user uploading (set per request by DocumentAdmin.get_form).
+    user: Any = None
     upload = forms.FileField(help_text="The content type is sniffed from the bytes.")
     document_path = forms.CharField(required=False, label="Path", help_text="Default: /<file name>.")
     strategy = forms.ChoiceField(choices=[("", "default (recursive for text, else page)"), *ChunkStrategy.choices],
@@ -99,6 +103,8 @@ class DocumentUploadForm(forms.ModelForm):
                 tags=data.get("tags") or {}, metadata=data.get("metadata") or {},
                 chunk_strategy=data.get("strategy") or None, chunk_size=data.get("size"),
                 chunk_overlap=data.get("overlap"), password=data.get("password") or None,
+                lineage=Lineage(captured_by=f"user:{self.user.get_username()}" if self.user else "",
+                                captured_by_kind=DocumentVersion.CapturedByKind.HUMAN),
             )
         except MemoryEngineError as exc:
             raise ValidationError(f"{exc.code}: {exc.message}") from exc
@@ -127,7 +133,7 @@ class DocumentAdmin(ErasureAdmin, ProjectScopedAdmin):
     readonly_fields = [
         "id", "project", "path", "content_type", "file", "original_filename", "size_bytes", "sha256",
         "status_badge", "progress", "error_explained", "chunking", "rule", "attempts", "heartbeat_at",
-        "ingested_at", "created_at", "updated_at",
+        "ingested_at", "created_at", "updated_at", "source", "external_ref", "last_seen_at", "version_history",
     ]
     fieldsets = [  # ingestion first: "why is this PDF not searchable?"
         ("Ingestion", {"fields": ["path", "status_badge", "progress", "error_explained", "chunking", "rule",
@@ -135,11 +141,13 @@ class DocumentAdmin(ErasureAdmin, ProjectScopedAdmin):
         (None, {"fields": ["id", "project", "title", "tags", "metadata"]}),
         ("File", {"fields": ["content_type", "file", "original_filename", "size_bytes", "sha256", "created_at",
                              "updated_at"]}),
+        ("Source and versions", {"fields": ["source", "external_ref", "last_seen_at", "version_history"]}),
     ]
 
     def get_form(self, request: Any, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         if obj is None:
-            kwargs["form"] = DocumentUploadForm
+            # The version records who captured it: a form class of this request's user.
+            kwargs["form"] = type("DocumentUploadForm", (DocumentUploadForm,), {"user": request.user})
         return super().get_form(request, obj, change=change, **kwargs)
 
     def get_fieldsets(self, request: Any, obj: Any = None) -> Any:
@@ -164,6 +172,43 @@ class DocumentAdmin(ErasureAdmin, ProjectScopedAdmin):
 
     def erase(self, obj: Document) -> None:
         document_delete(document=obj)
+
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view(self.version_diff_view)
+        return [path("<path:object_id>/versions/diff/", view, name="memory_engine_document_version_diff"),
+                *super().get_urls()]
+
+    @admin.display(description="versions")
+    def version_history(self, obj: Document) -> str:
+        versions = list(obj.versions.order_by("-number"))
+        if not versions:
+            return "-"
+        diff_url = reverse("admin:memory_engine_document_version_diff", args=[obj.pk])
+        rows = format_html_join("", "<tr><td>v{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td>"
+                                    "<td>{} ({})</td><td>{}</td><td>{}</td></tr>", (
+            (v.number, v.status, v.sha256[:12], v.provenance, v.source_class, v.captured_by or "-",
+             v.captured_by_kind, v.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+             format_html('<a href="{}?a={}&amp;b={}">diff with v{}</a>', diff_url, older.pk, v.pk, older.number)
+             if older is not None else "")
+            for v, older in zip(versions, [*versions[1:], None], strict=True)))
+        return format_html("<table><tr><th>version</th><th>status</th><th>sha256</th><th>provenance</th>"
+                           "<th>lineage</th><th>captured by</th><th>captured at</th><th></th></tr>{}</table>", rows)
+
+    def version_diff_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """A unified text diff between two versions of one document (``?a=<older>&b=<newer>``)."""
+        document = self.get_object(request, object_id)
+        if document is None or not self.has_view_permission(request, document):
+            raise Http404("No such document.")
+        versions = document.versions.select_related("raw_capture", "document")
+        older = versions.filter(pk=request.GET.get("a", "")).first()
+        newer = versions.filter(pk=request.GET.get("b", "")).first()
+        if older is None or newer is None:
+            raise Http404("Name two versions of this document: ?a=<version id>&b=<version id>.")
+        context = {**self.admin_site.each_context(request), "title": f"{document.path}: v{older.number} → "
+                   f"v{newer.number}", "opts": self.model._meta, "document": document, "older": older,
+                   "newer": newer, "diff": version_diff(older, newer),
+                   "binary": version_text(older) is None or version_text(newer) is None}
+        return TemplateResponse(request, "admin/memory_engine/document/version_diff.html", context)
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj: Document) -> str:

@@ -7,9 +7,15 @@ from typing import Any
 import django_filters
 from django.core.validators import ProhibitNullCharactersValidator
 from django.db.models import QuerySet
-from django.http import FileResponse
+from django.http import FileResponse, Http404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -18,15 +24,28 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import FileTooLarge, PathTaken, QuotaExceeded, UnsupportedContentType
-from memory_engine.models import Chunk, Document, IngestionRule
+from memory_engine.exceptions import (
+    DocumentVersionNotFound,
+    ExternalRefInvalid,
+    FileTooLarge,
+    PathTaken,
+    QuotaExceeded,
+    TitleTooLong,
+    UnsupportedContentType,
+)
+from memory_engine.models import ApiKey, Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import ChunkStrategy
 from memory_engine.providers.converters.http import TOKEN_HEADER
+from memory_engine.selectors.documents import version_text
 from memory_engine.services.documents import (
+    Capture,
+    CaptureStatus,
+    Lineage,
     Upload,
     converter_callback,
-    document_create,
-    document_create_text,
+    document_capture,
+    document_capture_or_enqueue,
+    document_capture_text,
     document_delete,
     document_for_download,
     document_ingest_or_enqueue,
@@ -38,7 +57,7 @@ from memory_engine.services.ingestion_rules import ingestion_rule_save
 from .exceptions import ERRORS, ErrorSerializer, error_responses
 from .fields import JSONObjectField, parse_tags_param
 from .limits import SafeJSONParser
-from .scoping import ProjectScopedMixin
+from .scoping import ProjectScopedMixin, project_object_or_404, request_principal
 
 # --- serializers ---------------------------------------------------------------------
 
@@ -64,6 +83,8 @@ class DocumentSerializer(serializers.ModelSerializer):
     error = DocumentErrorSerializer(read_only=True, allow_null=True)
     status = serializers.CharField(read_only=True, help_text=STATUS_HELP)
     ingestion_rule_id = serializers.CharField(read_only=True, allow_null=True)
+    active_version_id = serializers.CharField(read_only=True, allow_null=True,
+                                              help_text="The version whose chunks search sees.")
 
     class Meta:
         model = Document
@@ -71,7 +92,7 @@ class DocumentSerializer(serializers.ModelSerializer):
             "id", "path", "title", "content_type", "status", "error", "total_chunks", "indexed_chunks",
             "unembedded_chunks", "attempts", "chunk_strategy", "chunk_size", "chunk_overlap", "tags", "metadata",
             "size_bytes", "sha256", "original_filename", "ingestion_rule_id", "heartbeat_at", "ingested_at",
-            "created_at", "updated_at",
+            "source", "external_ref", "last_seen_at", "active_version_id", "created_at", "updated_at",
         ]
         read_only_fields = fields
 
@@ -102,23 +123,100 @@ class ChunkSettingsSerializer(serializers.Serializer):
                                               "SYNC_INGESTION_MAX_BYTES; otherwise 202.")
 
 
-class DocumentUploadSerializer(ChunkSettingsSerializer):
-    file = serializers.FileField(allow_empty_file=True)
-    path = PathField(required=False, help_text="Default: /<original filename>.")
-    title = serializers.CharField(required=False, allow_blank=True, max_length=500)
+class LineageSerializer(ChunkSettingsSerializer):
+    """What a capture says about its content, recorded on the version it makes."""
+
+    provenance = serializers.ChoiceField(choices=DocumentVersion.Provenance.choices, required=False,
+                                         default=DocumentVersion.Provenance.UNKNOWN)
+    source_class = serializers.ChoiceField(choices=DocumentVersion.SourceClass.choices, required=False,
+                                           default=DocumentVersion.SourceClass.NATIVE)
+    occurred_at = serializers.DateTimeField(required=False, allow_null=True,
+                                            help_text="When the content was true at the source.")
+    valid_from = serializers.DateTimeField(required=False, allow_null=True)
+    valid_until = serializers.DateTimeField(required=False, allow_null=True)
+    captured_by_kind = serializers.ChoiceField(
+        choices=DocumentVersion.CapturedByKind.choices, required=False,
+        help_text="Default: human for a staff session, agent for an API key.")
+    derived_from = serializers.CharField(required=False, allow_null=True, max_length=40,
+                                         help_text="The id of the version this content was derived from.")
+    title = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
+                                  help_text="At most MAX_TITLE_CHARS (400 TITLE_TOO_LONG).")
     tags = JSONObjectField(required=False)
     metadata = JSONObjectField(required=False)
+
+
+class IdentitySerializer(LineageSerializer):
+    source = serializers.CharField(  # type: ignore[assignment]  # a field, not Field.source
+                                   required=False, default="upload", trim_whitespace=False,
+                                   help_text="Where the content comes from: upload, http, gdrive, crm, ...")
+    external_ref = serializers.CharField(
+        required=False, allow_null=True, trim_whitespace=False,
+        help_text="The source's id of the content; with it, (source, external_ref) names the document "
+                  "and a new capture is a noop or a new version.")
+
+
+class DocumentUploadSerializer(IdentitySerializer):
+    file = serializers.FileField(allow_empty_file=True)
+    path = PathField(required=False, help_text="Default: /<original filename>.")
     password = serializers.CharField(required=False, allow_blank=True, write_only=True, max_length=1000,
                                      help_text="Opens an encrypted PDF; stored encrypted for re-ingestion.")
 
 
-class DocumentTextSerializer(ChunkSettingsSerializer):
+class DocumentTextSerializer(IdentitySerializer):
     content = serializers.CharField(allow_blank=True, trim_whitespace=False)
     content_type = serializers.ChoiceField(choices=["text/plain", "text/markdown"], required=False)
     path = PathField(required=False)
-    title = serializers.CharField(required=False, allow_blank=True, max_length=500)
-    tags = JSONObjectField(required=False)
-    metadata = JSONObjectField(required=False)
+
+
+class ByRefCaptureSerializer(LineageSerializer):
+    content = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
+                                    help_text="Text content (JSON); or send `file` (multipart).")
+    content_type = serializers.ChoiceField(choices=["text/plain", "text/markdown"], required=False)
+    file = serializers.FileField(required=False, allow_empty_file=True)
+    path = PathField(required=False, help_text="Default: /<source>/<external_ref>.")
+    password = serializers.CharField(required=False, allow_blank=True, write_only=True, max_length=1000)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("content" in attrs) == ("file" in attrs):
+            raise serializers.ValidationError("Send either `content` (text) or `file` (multipart upload).")
+        return attrs
+
+
+class DocumentVersionSerializer(serializers.ModelSerializer):
+    document_id = serializers.CharField(read_only=True)
+    derived_from_id = serializers.CharField(read_only=True, allow_null=True)
+    raw_capture_id = serializers.CharField(read_only=True, allow_null=True)
+    status = serializers.CharField(read_only=True, help_text="pending | active | superseded | failed")
+    error = DocumentErrorSerializer(read_only=True, allow_null=True)
+
+    class Meta:
+        model = DocumentVersion
+        fields = [
+            "id", "document_id", "number", "status", "sha256", "size_bytes", "content_type", "title",
+            "provenance", "source_class", "occurred_at", "valid_from", "valid_until", "captured_by",
+            "captured_by_kind", "derived_from_id", "raw_capture_id", "error", "created_at", "activated_at",
+        ]
+        read_only_fields = fields
+
+
+class DocumentVersionDetailSerializer(DocumentVersionSerializer):
+    text = serializers.SerializerMethodField(help_text="The captured text; null for binary content.")
+
+    class Meta(DocumentVersionSerializer.Meta):
+        fields = [*DocumentVersionSerializer.Meta.fields, "text"]
+        read_only_fields = fields
+
+    def get_text(self, obj: DocumentVersion) -> str | None:
+        return version_text(obj)
+
+
+class CaptureSerializer(serializers.Serializer):
+    """The answer to a capture: what it did, the version it made (or matched) and the document."""
+
+    id = serializers.CharField(help_text="The document's id.")
+    status = serializers.CharField(help_text="created | noop | updated")
+    version = DocumentVersionSerializer()
+    document = DocumentSerializer()
 
 
 class ReingestSerializer(ChunkSettingsSerializer):
@@ -170,10 +268,12 @@ class DocumentFilter(django_filters.FilterSet):
     status = django_filters.CharFilter(help_text=STATUS_HELP)
     content_type = django_filters.CharFilter()
     tags = django_filters.CharFilter(method="filter_tags", help_text='JSON object, e.g. {"team": "a"}')
+    source = django_filters.CharFilter()
+    external_ref = django_filters.CharFilter()
 
     class Meta:
         model = Document
-        fields = ["path_prefix", "status", "content_type", "tags"]
+        fields = ["path_prefix", "status", "content_type", "tags", "source", "external_ref"]
 
     def filter_tags(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         tags = parse_tags_param(value)
@@ -181,6 +281,12 @@ class DocumentFilter(django_filters.FilterSet):
 
 
 # --- views ----------------------------------------------------------------------------
+
+
+def _check_upload_size(request: Request) -> None:
+    upload = request.FILES.get("file")
+    if upload is not None and upload.size > engine_settings.MAX_UPLOAD_BYTES:
+        raise FileTooLarge(details={"bytes": upload.size, "max_bytes": engine_settings.MAX_UPLOAD_BYTES})
 
 
 def _base_url(request: Request) -> str:
@@ -196,10 +302,67 @@ def _answer(document: Document, *, ran_inline: bool) -> Response:
     return Response(DocumentSerializer(document).data, status=code)
 
 
+def _capture_status(capture: Capture, ran_inline: bool) -> int:
+    if capture.status == CaptureStatus.NOOP:
+        return status.HTTP_200_OK
+    return status.HTTP_201_CREATED if ran_inline else status.HTTP_202_ACCEPTED
+
+
+def _captured_document(capture: Capture, *, ran_inline: bool) -> Response:
+    """POST answers: the document, plus what the capture did (``capture.status``, ``capture.version``)."""
+    data = {**DocumentSerializer(capture.document).data,
+            "capture": {"status": capture.status.value, "version": DocumentVersionSerializer(capture.version).data}}
+    return Response(data, status=_capture_status(capture, ran_inline))
+
+
+def _lineage(request: Request, project: Any, data: dict[str, Any]) -> Lineage:
+    derived_from = None
+    if data.get("derived_from"):
+        derived_from = project_object_or_404(
+            DocumentVersion.objects.filter(document__project=project), data["derived_from"],
+            error=DocumentVersionNotFound, field="derived_from")
+    kinds = DocumentVersion.CapturedByKind
+    kind = data.get("captured_by_kind") or (kinds.AGENT if isinstance(request.auth, ApiKey) else kinds.HUMAN)
+    return Lineage(
+        provenance=data["provenance"], source_class=data["source_class"], occurred_at=data.get("occurred_at"),
+        valid_from=data.get("valid_from"), valid_until=data.get("valid_until"),
+        captured_by=request_principal(request), captured_by_kind=kind, derived_from=derived_from,
+    )
+
+
+def _capture_args(request: Request, project: Any, data: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments every capture view passes to the services."""
+    return {"project": project, "path": data.get("path"), "title": data.get("title", ""), "tags": data.get("tags"),
+            "metadata": data.get("metadata"), "base_url": _base_url(request),
+            "lineage": _lineage(request, project, data), **_chunk_args(data)}
+
+
+class CapturedDocumentSerializer(DocumentSerializer):
+    capture = inline_serializer("CaptureOutcome", fields={
+        "status": serializers.CharField(help_text="created | noop | updated"),
+        "version": DocumentVersionSerializer(),
+    })
+
+    class Meta(DocumentSerializer.Meta):
+        fields = [*DocumentSerializer.Meta.fields, "capture"]
+        read_only_fields = fields
+
+
+CAPTURE_ERRORS = error_responses(PathTaken, FileTooLarge, UnsupportedContentType, QuotaExceeded, TitleTooLong,
+                                 ExternalRefInvalid)
 CREATED = {
-    202: OpenApiResponse(DocumentSerializer, description="Accepted; ingestion runs in a worker"),
-    201: OpenApiResponse(DocumentSerializer, description="wait=true: ingested inline (ready or failed)"),
-    **error_responses(PathTaken, FileTooLarge, UnsupportedContentType, QuotaExceeded),
+    202: OpenApiResponse(CapturedDocumentSerializer, description="Accepted; ingestion runs in a worker"),
+    201: OpenApiResponse(CapturedDocumentSerializer, description="wait=true: ingested inline (ready or failed)"),
+    200: OpenApiResponse(CapturedDocumentSerializer,
+                         description="noop: this source's document already has this content"),
+    **CAPTURE_ERRORS,
+    **ERRORS,
+}
+CAPTURED = {
+    202: OpenApiResponse(CaptureSerializer, description="created or updated; ingestion runs in a worker"),
+    201: OpenApiResponse(CaptureSerializer, description="wait=true: created or updated, ingested inline"),
+    200: OpenApiResponse(CaptureSerializer, description="noop: the same content as the current version"),
+    **CAPTURE_ERRORS,
     **ERRORS,
 }
 
@@ -222,19 +385,24 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
     def get_queryset(self) -> QuerySet[Document]:
         return Document.objects.filter(project=self.project).order_by("path", "id")
 
+    def get_object(self) -> Any:
+        if self.lookup_field not in self.kwargs:  # OPTIONS on the by-ref PUT: no document id in the path
+            raise Http404()
+        return super().get_object()
+
     @extend_schema(request=DocumentTextSerializer, responses=CREATED,
-                   description="A text or Markdown document (`recursive` strategy unless overridden).")
+                   description="A text or Markdown document (`recursive` strategy unless overridden); with "
+                               "`external_ref`, a capture of that source's document (see by-ref).")
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = DocumentTextSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        document, inline = document_ingest_or_enqueue(
-            document_create_text, wait=data["wait"], size_bytes=len(data["content"].encode()),
-            project=self.project, content=data["content"], content_type=data.get("content_type"),
-            path=data.get("path"), title=data.get("title", ""), tags=data.get("tags"),
-            metadata=data.get("metadata"), base_url=_base_url(request), **_chunk_args(data),
+        capture, inline = document_capture_or_enqueue(
+            document_capture_text, wait=data["wait"], size_bytes=len(data["content"].encode()),
+            content=data["content"], content_type=data.get("content_type"), source=data["source"],
+            external_ref=data.get("external_ref"), **_capture_args(request, self.project, data),
         )
-        return _answer(document, ran_inline=inline)
+        return _captured_document(capture, ran_inline=inline)
 
     @extend_schema(request={"multipart/form-data": DocumentUploadSerializer}, responses=CREATED,
                    operation_id="documents_upload",
@@ -243,22 +411,71 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
             filterset_class=None, pagination_class=None)
     def upload(self, request: Request) -> Response:
         self.project  # noqa: B018  (resolve the project before reading the upload)
-        upload = request.FILES.get("file")
-        if upload is not None and upload.size > engine_settings.MAX_UPLOAD_BYTES:
-            raise FileTooLarge(details={"bytes": upload.size, "max_bytes": engine_settings.MAX_UPLOAD_BYTES})
+        _check_upload_size(request)
         serializer = DocumentUploadSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         file = data["file"]
-        document, inline = document_ingest_or_enqueue(
-            document_create, wait=data["wait"], size_bytes=file.size,
-            project=self.project,
+        capture, inline = document_capture_or_enqueue(
+            document_capture, wait=data["wait"], size_bytes=file.size,
             upload=Upload(file.read(), filename=file.name or "", declared_content_type=file.content_type),
-            path=data.get("path"), title=data.get("title", ""), tags=data.get("tags"),
-            metadata=data.get("metadata"), password=data.get("password") or None, base_url=_base_url(request),
-            **_chunk_args(data),
+            password=data.get("password") or None, source=data["source"], external_ref=data.get("external_ref"),
+            **_capture_args(request, self.project, data),
         )
-        return _answer(document, ran_inline=inline)
+        return _captured_document(capture, ran_inline=inline)
+
+    @extend_schema(
+        request={"application/json": ByRefCaptureSerializer, "multipart/form-data": ByRefCaptureSerializer},
+        responses=CAPTURED, operation_id="documents_capture_by_ref",
+        parameters=[OpenApiParameter("source", str, OpenApiParameter.PATH),
+                    OpenApiParameter("external_ref", str, OpenApiParameter.PATH)],
+        description="Capture the document named by (source, external_ref): `created`, `noop` (same "
+                    "content; only last_seen_at moves) or `updated` (a new version replaces the active one "
+                    "when its ingestion is ready).")
+    @action(detail=False, methods=["put"], url_path=r"by-ref/(?P<source>[^/]+)/(?P<external_ref>.+)",
+            filterset_class=None, pagination_class=None, session_permissions=["add_document", "change_document"])
+    def capture(self, request: Request, source: str, external_ref: str) -> Response:
+        self.project  # noqa: B018  (resolve the project before reading an upload)
+        _check_upload_size(request)
+        serializer = ByRefCaptureSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        arguments = {"source": source, "external_ref": external_ref, **_capture_args(request, self.project, data)}
+        if "file" in data:
+            file = data["file"]
+            capture, inline = document_capture_or_enqueue(
+                document_capture, wait=data["wait"], size_bytes=file.size,
+                upload=Upload(file.read(), filename=file.name or "", declared_content_type=file.content_type),
+                password=data.get("password") or None, **arguments)
+        else:
+            capture, inline = document_capture_or_enqueue(
+                document_capture_text, wait=data["wait"], size_bytes=len(data["content"].encode()),
+                content=data["content"], content_type=data.get("content_type"), **arguments)
+        answer = {"id": capture.document.pk, "status": capture.status.value,
+                  "version": DocumentVersionSerializer(capture.version).data,
+                  "document": DocumentSerializer(capture.document).data}
+        return Response(answer, status=_capture_status(capture, inline))
+
+    @extend_schema(responses={200: DocumentVersionSerializer(many=True), **ERRORS}, filters=False)
+    @action(detail=True, methods=["get"], url_path="versions", filterset_class=None)
+    def versions(self, request: Request, pk: str | None = None) -> Response:
+        """The document's versions, newest first."""
+        document = self.get_object()
+        queryset = DocumentVersion.objects.filter(document=document).order_by("-number")
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(DocumentVersionSerializer(page, many=True).data)
+
+    @extend_schema(responses={200: DocumentVersionDetailSerializer,
+                              **error_responses(DocumentVersionNotFound), **ERRORS},
+                   parameters=[OpenApiParameter("version_id", str, OpenApiParameter.PATH)], filters=False)
+    @action(detail=True, methods=["get"], url_path=r"versions/(?P<version_id>[^/.]+)", filterset_class=None,
+            pagination_class=None)
+    def version(self, request: Request, version_id: str, pk: str | None = None) -> Response:
+        """One version by id, with its captured text when the content is text."""
+        document = self.get_object()
+        version = project_object_or_404(DocumentVersion.objects.filter(document=document).select_related(
+            "raw_capture", "document"), version_id, error=DocumentVersionNotFound, field="version_id")
+        return Response(DocumentVersionDetailSerializer(version).data)
 
     @extend_schema(request=ReingestSerializer, responses={202: DocumentSerializer, 201: DocumentSerializer,
                                                           **ERRORS}, operation_id="documents_reingest")

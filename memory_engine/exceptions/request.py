@@ -29,6 +29,16 @@ class InputInvalid(MemoryEngineError):
     default_message = "The request contains a value the database cannot store (e.g. a NUL character)."
 
 
+class TitleTooLong(ValidationFailed):
+    code = "TITLE_TOO_LONG"
+    default_message = "The document title is longer than MAX_TITLE_CHARS."
+
+
+class ExternalRefInvalid(ValidationFailed):
+    code = "EXTERNAL_REF_INVALID"
+    default_message = "`source` and `external_ref` must be non-empty, printable and short enough."
+
+
 class ContentEmpty(MemoryEngineError):
     code = "CONTENT_EMPTY"
     default_message = "Memory content is empty; send a non-blank `content` string."
@@ -340,6 +350,11 @@ class GenerationNotFound(NotFound):
 class RuleNotFound(NotFound):
     code = "RULE_NOT_FOUND"
     default_message = "No rule with this id exists in your project."
+
+
+class DocumentVersionNotFound(NotFound):
+    code = "DOCUMENT_VERSION_NOT_FOUND"
+    default_message = "This document has no version with this id."
 
 
 class ProjectNotFound(NotFound):

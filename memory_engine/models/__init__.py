@@ -1,7 +1,7 @@
 """All memory_engine models (app label ``memory_engine``)."""
 
 from .agents import Agent, Generation
-from .documents import Chunk, Document, IngestionRule
+from .documents import Chunk, Document, DocumentVersion, IngestionRule, RawCapture
 from .memories import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemorySchema, MemoryStore
 from .rules import MemoryRule
 from .tenancy import ApiKey, Project
@@ -11,6 +11,7 @@ __all__ = [
     "ApiKey",
     "Chunk",
     "Document",
+    "DocumentVersion",
     "Generation",
     "IngestionRule",
     "Memory",
@@ -21,4 +22,5 @@ __all__ = [
     "MemorySchema",
     "MemoryStore",
     "Project",
+    "RawCapture",
 ]

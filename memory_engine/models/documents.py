@@ -114,13 +114,22 @@ class Document(models.Model):
     converter_state = models.JSONField(
         default=dict, blank=True, help_text="Pending-converter bookkeeping (callback nonce, expiry)."
     )
+    # Identity of a captured source: (project, source, external_ref) when external_ref is set.
+    source = models.CharField(max_length=50, default="upload")
+    external_ref = models.CharField(max_length=500, null=True, blank=True)  # noqa: DJ001  (NULL: no identity)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    active_version = models.ForeignKey("DocumentVersion", null=True, blank=True, on_delete=models.SET_NULL,
+                                       related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["path"]
         constraints = [
-            models.UniqueConstraint(fields=["project", "path"], name="me_document_path_unique")
+            models.UniqueConstraint(fields=["project", "path"], name="me_document_path_unique"),
+            models.UniqueConstraint(fields=["project", "source", "external_ref"],
+                                    condition=models.Q(external_ref__isnull=False),
+                                    name="me_document_external_ref_unique"),
         ]
         indexes = [models.Index(fields=["project", "status"], name="me_document_status")]
 
@@ -128,11 +137,106 @@ class Document(models.Model):
         return self.path
 
 
+class RawCapture(models.Model):
+    """What a capture received, byte for byte, with the request's parameters: stored once per
+    document (deduplicated by ``payload_sha256``, the hash of the bytes and the parameters).
+    Append-only: a trigger refuses UPDATE and DELETE except under erasure (the ledger's switch,
+    ``memory_engine.ledger_erasure``, see ``memory_engine.db.allow_ledger_erasure``); erasing
+    the document or its project erases it."""
+
+    id = PublicIdField(prefix="raw")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="raw_captures")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="raw_captures")
+    payload_sha256 = models.CharField(max_length=64)
+    content_sha256 = models.CharField(max_length=64)
+    data = models.BinaryField()
+    content_type = models.CharField(max_length=200)
+    parameters = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "payload_sha256"], name="me_raw_capture_payload_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.content_type}, {len(self.data or b'')} bytes)"
+
+
+class DocumentVersion(models.Model):
+    """One captured state of a document. ``active`` is the live one (its chunks are what search
+    sees); ``pending`` waits for its ingestion, ``failed`` never became active, ``superseded``
+    was active before. Chunks point at the version they were cut from, so a later staged
+    generation can hold versions and chunks beside the live ones."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        ACTIVE = "active"
+        SUPERSEDED = "superseded"
+        FAILED = "failed"
+
+    class Provenance(models.TextChoices):
+        STATED = "stated"
+        INFERRED = "inferred"
+        UNKNOWN = "unknown"
+
+    class SourceClass(models.TextChoices):
+        NATIVE = "native"
+        IMPORTED = "imported"
+        DERIVED = "derived"
+
+    class CapturedByKind(models.TextChoices):
+        HUMAN = "human"
+        AGENT = "agent"
+        SYSTEM = "system"
+        ADAPTER = "adapter"
+
+    id = PublicIdField(prefix="dv")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    sha256 = models.CharField(max_length=64, help_text="sha256 of the captured content (file bytes or text).")
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    content_type = models.CharField(max_length=200, blank=True, default="")
+    title = models.CharField(max_length=500, blank=True, default="")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    provenance = models.CharField(max_length=10, choices=Provenance.choices, default=Provenance.UNKNOWN)
+    source_class = models.CharField(max_length=10, choices=SourceClass.choices, default=SourceClass.NATIVE)
+    occurred_at = models.DateTimeField(null=True, blank=True, help_text="When the content was true at the source.")
+    valid_from = models.DateTimeField(null=True, blank=True)
+    valid_until = models.DateTimeField(null=True, blank=True)
+    captured_by = models.CharField(max_length=200, blank=True, default="")
+    captured_by_kind = models.CharField(max_length=10, choices=CapturedByKind.choices,
+                                        default=CapturedByKind.SYSTEM)
+    derived_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="derivations")
+    # Erasing a raw capture erases what was derived from it.
+    raw_capture = models.ForeignKey(RawCapture, null=True, blank=True, on_delete=models.CASCADE,
+                                    related_name="versions")
+    error = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    activated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["document", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "number"], name="me_document_version_number_unique"),
+            models.UniqueConstraint(fields=["document"], condition=models.Q(status="active"),
+                                    name="me_document_one_active_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document_id} v{self.number} ({self.status})"
+
+
 class Chunk(EmbeddedText):
     """A searchable piece of a document, with its page when the source was paged."""
 
     id = PublicIdField(prefix="chk")
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    # The version the chunk was cut from (NULL only for rows older than versions).
+    version = models.ForeignKey("DocumentVersion", null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="chunks")
     chunk_index = models.PositiveIntegerField()
     page = models.PositiveIntegerField(null=True, blank=True)
 

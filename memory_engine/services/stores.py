@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
+from memory_engine.db import allow_ledger_erasure
 from memory_engine.exceptions import (
     NameTaken,
     TierImmutable,
@@ -139,12 +140,6 @@ def agent_store_create(*, agent: Agent) -> MemoryStore:
     store.name = _free_name(agent.project_id, f"agent:{agent.name}", f"agent:{store.pk}")
     store.save()
     return store
-
-
-def allow_ledger_erasure() -> None:
-    """Lift the ledger trigger for the current transaction only (explicit erasure)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL memory_engine.ledger_erasure = 'on'")
 
 
 @transaction.atomic

@@ -33,6 +33,8 @@ def test_upload_through_the_admin(admin_client, project, committed):
     assert response.status_code == 302, response.content[:2000]
     document = Document.objects.get(path="/admin/min.pdf")
     assert document.status == "ready" and document.total_chunks == 1
+    version = document.active_version
+    assert version.captured_by == "user:admin" and version.captured_by_kind == "human"
     again = admin_client.post("/admin/memory_engine/document/add/", {
         "project": project.pk, "upload": pdf_file("minimal.pdf"), "document_path": "/admin/min.pdf",
         "tags": "{}", "metadata": "{}",

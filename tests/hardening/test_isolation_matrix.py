@@ -48,10 +48,15 @@ PARAM_KINDS = {
     "agent_id": "agent", "store_id": "store", "memory_store_id": "store", "memory_id": "memory",
     "generation_id": "generation", "rule_id": "memory_rule", "document_id": "document",
     "external_id": "subject",
+    "version_id": "document_version",
 }
 #: Kinds that are names inside the caller's project, not row ids: another project's value names
 #: the caller's own row (found or created), never the other project's.
 NAMESPACED_KINDS = {"subject"}
+#: Path parameters that name a row inside the caller's own project instead of an id (a
+#: capture's identity): both worlds use the same values, so B's call on A's names must make
+#: or change B's own row and leave A's alone (the row counts check it).
+OWN_NAMES = {"source": "wiki", "external_ref": "shared/ref-1"}
 
 
 @dataclass
@@ -110,6 +115,7 @@ BODIES: dict[str, Body] = {
         format="multipart",
     ),
     "documents_reingest": Body(lambda w, tag: {"wait": True}),
+    "documents_capture_by_ref": Body(lambda w, tag: {"content": f"captured {tag}", "wait": True}),
     "v1_documents_converter_callback_create": Body(lambda w, tag: {"pages": ["x"]}),
     "v1_embeddings_create": Body(lambda w, tag: {"input": ["hello"]}),
     "v1_generations_create": Body(
@@ -221,6 +227,8 @@ def schema_id_fields(op: Operation) -> set[str]:
 
 
 def path_kind(op: Operation, name: str) -> str | None:
+    if name in OWN_NAMES:
+        return "name"
     if name in PARAM_KINDS:
         return PARAM_KINDS[name]
     segments = op.path.split("/")
@@ -366,7 +374,7 @@ def own_params(op: Operation, w: World) -> dict[str, str]:
     for name in op.path_params:
         kind = path_kind(op, name)
         # A running generation (index 0) can still be completed; the memory rule lives on store 0.
-        params[name] = w.ids[kind][OWN_INDEX.get(op.op_id, 0)]
+        params[name] = OWN_NAMES[name] if kind == "name" else w.ids[kind][OWN_INDEX.get(op.op_id, 0)]
     return params
 
 
@@ -377,14 +385,15 @@ def body_for(op: Operation, w: World) -> dict[str, Any] | None:
 
 def check_path_ids(op: Operation, a: World, b: World) -> list[str]:
     """B's key on A's ids (each param alone, then all) -> 404, same body as a random id."""
-    if not op.path_params:
+    id_params = [name for name in op.path_params if name not in OWN_NAMES]
+    if not id_params:
         return []
     if any(path_kind(op, name) in NAMESPACED_KINDS for name in op.path_params):
         return check_namespaced(op, a, b)
     problems = []
-    variants = [[name] for name in op.path_params]
-    if len(op.path_params) > 1:
-        variants.append(list(op.path_params))
+    variants = [[name] for name in id_params]
+    if len(id_params) > 1:
+        variants.append(id_params)
     for foreign in variants:
         theirs, random = own_params(op, b), own_params(op, b)
         swapped = []

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, Phase
 from hypothesis import settings as hypothesis_settings
 from schemathesis.specs.openapi import checks as openapi_checks
 
-from .test_isolation_matrix import OPERATIONS, load_schema, path_kind
+from .test_isolation_matrix import OPERATIONS, OWN_NAMES, load_schema, path_kind
 from .world import World, build_world
 
 FUZZ_EXAMPLES = int(os.environ.get("MEMORY_ENGINE_FUZZ_EXAMPLES", "8"))
@@ -80,6 +80,6 @@ def test_fuzz(case: Any, fuzz_world: World) -> None:
         for name in op.path_params:
             kind = path_kind(op, name)
             if kind and case.path_parameters and zlib.crc32(repr(case.body).encode()) % 2 == 0:
-                case.path_parameters[name] = fuzz_world.first(kind)
+                case.path_parameters[name] = OWN_NAMES[name] if kind == "name" else fuzz_world.first(kind)
     headers = {"Authorization": f"Bearer {fuzz_world.key}"} if op is None or op.keyed else {}
     case.call_and_validate(headers=headers, checks=CHECKS)

@@ -6,10 +6,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_engine.models import Chunk, Memory, MemoryAssertion, Project
+from memory_engine.models import Chunk, DocumentVersion, Memory, MemoryAssertion, Project, RawCapture
 from memory_engine.models.memories import Mechanism
 from memory_engine.services.agents import agent_create
-from memory_engine.services.documents import document_create_text, document_ingest
+from memory_engine.services.documents import document_capture_text, document_create_text, document_ingest
 from memory_engine.services.generations import record_generation
 from memory_engine.services.ingestion_rules import ingestion_rule_save
 from memory_engine.services.memory_write import memory_write
@@ -58,6 +58,10 @@ def build_world(label: str) -> World:
                                     content_type="text/markdown", path=f"/{marker}/handbook.md",
                                     tags={"team": marker}, enqueue=False)
     document_ingest(document_id=document.pk)
+    # A captured source under the identity both worlds use (OWN_NAMES in the matrix).
+    captured = document_capture_text(project=project, content=f"The {marker} wiki page.", source="wiki",
+                                     external_ref="shared/ref-1", enqueue=False).document
+    document_ingest(document_id=captured.pk)
     ingestion_rule = ingestion_rule_save(project=project, name=f"rule-{marker}",
                                          content_type_glob="application/x-hardening",
                                          converter_type="http", converter_url=DEAD_URL,
@@ -85,6 +89,7 @@ def build_world(label: str) -> World:
         "assertion": list(MemoryAssertion.objects.filter(store__project=project).values_list("pk", flat=True)),
         "document": [document.pk],
         "chunk": list(Chunk.objects.filter(document=document).values_list("pk", flat=True)),
+        "document_version": list(DocumentVersion.objects.filter(document=document).values_list("pk", flat=True)),
         "ingestion_rule": [ingestion_rule.pk],
         "agent": [agent.pk, agent2.pk],
         "generation": [running.pk, completed.pk],
@@ -107,6 +112,8 @@ def counts(world: World) -> dict[str, int]:
         "assertions": MemoryAssertion.objects.filter(store__project=project).count(),
         "documents": Document.objects.filter(project=project).count(),
         "chunks": Chunk.objects.filter(document__project=project).count(),
+        "document_versions": DocumentVersion.objects.filter(document__project=project).count(),
+        "raw_captures": RawCapture.objects.filter(project=project).count(),
         "ingestion_rules": IngestionRule.objects.filter(project=project).count(),
         "agents": Agent.objects.filter(project=project).count(),
         "generations": Generation.objects.filter(project=project).count(),

@@ -20,7 +20,13 @@ A converter may answer ``{"status": "pending"}``; the document then waits in
 :func:`document_sweep` (a django-q2 Schedule, see ``memory_engine.queue``) re-runs
 documents whose heartbeat stalled, up to ``INGESTION_MAX_ATTEMPTS``.
 
-Modules: :mod:`.intake` (create, re-ingest, delete), :mod:`.chunk_settings`,
+Identity and versions: a capture (:func:`document_capture`) names its document by
+(project, ``source``, ``external_ref``) when it has an ``external_ref``; the same content
+again is a ``noop``, new content a new pending version whose swap makes it the active one
+(the previous one ``superseded``, its chunks gone). Every capture stores its raw input once
+(``RawCapture``, append-only) in the transaction that writes the version derived from it.
+
+Modules: :mod:`.intake` (capture, create, re-ingest, delete), :mod:`.chunk_settings`,
 :mod:`.pipeline` (claim -> pages -> chunks -> embeddings -> swap), :mod:`.runs` (the run
 token's fence and the failure record), :mod:`.grants` (sealed password, signed URLs),
 :mod:`.callback` (pending converters), :mod:`.sweep` (recovery) and :mod:`.inline` (the
@@ -41,9 +47,14 @@ from .chunk_settings import (
     resolve_chunking,
 )
 from .grants import CALLBACK_SALT, DOWNLOAD_SALT, document_for_download, download_grant
-from .inline import document_ingest_or_enqueue
+from .inline import document_capture_or_enqueue, document_ingest_or_enqueue
 from .intake import (
+    Capture,
+    CaptureStatus,
+    Lineage,
     Upload,
+    document_capture,
+    document_capture_text,
     document_create,
     document_create_text,
     document_delete,
@@ -65,10 +76,16 @@ __all__ = [
     "DOWNLOAD_SALT",
     "PERSISTENT_STATE",
     "RECURSIVE_CONTENT_TYPES",
+    "Capture",
+    "CaptureStatus",
+    "Lineage",
     "Upload",
     "chunking_label",
     "converter_callback",
     "default_chunk_strategy",
+    "document_capture",
+    "document_capture_or_enqueue",
+    "document_capture_text",
     "document_create",
     "document_create_text",
     "document_delete",

@@ -8,6 +8,7 @@ from typing import Any
 from memory_engine.conf import engine_settings
 from memory_engine.models import Document
 
+from .intake import Capture, CaptureStatus
 from .pipeline import document_ingest
 
 
@@ -29,3 +30,19 @@ def document_ingest_or_enqueue(start: Callable[..., Document], /, *, wait: bool,
     if inline:
         document = document_ingest(document_id=document.pk) or document
     return document, inline
+
+
+def document_capture_or_enqueue(start: Callable[..., Capture], /, *, wait: bool, size_bytes: int | None,
+                                **arguments: Any) -> tuple[Capture, bool]:
+    """:func:`document_ingest_or_enqueue` for a capture (:func:`document_capture` or
+    :func:`document_capture_text`): a ``noop`` ingests nothing; otherwise the capture comes
+    back with the document and its new version as they stand after an inline ingestion."""
+    limit = engine_settings.SYNC_INGESTION_MAX_BYTES
+    inline = bool(wait) and (size_bytes is None or size_bytes <= limit)
+    capture = start(enqueue=not inline, **arguments)
+    if capture.status == CaptureStatus.NOOP:
+        return capture, False
+    if inline:
+        capture.document = document_ingest(document_id=capture.document.pk) or capture.document
+        capture.version.refresh_from_db()
+    return capture, inline

@@ -3,37 +3,43 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 import unicodedata
 from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
 from typing import Any
 from urllib.parse import unquote
 
 from django.core.files.base import ContentFile
 from django.db import IntegrityError, transaction
-from django.db.models import Sum
+from django.db.models import Max, Sum
+from django.utils import timezone
 from django.utils.text import slugify
 
 from memory_engine.conf import engine_settings
-from memory_engine.db import lock_project_documents
+from memory_engine.db import allow_ledger_erasure, lock_project_documents
 from memory_engine.exceptions import (
     EmptyFile,
+    ExternalRefInvalid,
     FileTooLarge,
     PathInvalid,
     PathTaken,
     QuotaExceeded,
+    TitleTooLong,
     UnsupportedContentType,
     ValidationFailed,
 )
 from memory_engine.extraction import NATIVE_CONTENT_TYPES, sniff_content_type
-from memory_engine.models import Document, Project
+from memory_engine.models import Document, DocumentVersion, IngestionRule, Project, RawCapture
 from memory_engine.models.documents import DocumentStatus
 from memory_engine.queue import enqueue_document_ingest_on_commit
 
 from ..ingestion_rules import rule_for_content_type
 from .chunk_settings import CHUNK_REQUEST_KEYS, chunk_request, resolve_chunking
 from .grants import seal_password
-from .runs import PERSISTENT_STATE
+from .runs import PERSISTENT_STATE, persistent_state
 
 
 def normalize_path(raw: str) -> str:
@@ -92,10 +98,79 @@ class Upload:
     declared_content_type: str | None = None
 
 
-def document_create(
+@dataclass
+class Lineage:
+    """What a capture says about where its content comes from (recorded on the version)."""
+
+    provenance: str = DocumentVersion.Provenance.UNKNOWN
+    source_class: str = DocumentVersion.SourceClass.NATIVE
+    occurred_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    captured_by: str = ""
+    captured_by_kind: str = DocumentVersion.CapturedByKind.SYSTEM
+    derived_from: DocumentVersion | None = None
+
+
+class CaptureStatus(StrEnum):
+    CREATED = "created"
+    NOOP = "noop"
+    UPDATED = "updated"
+
+
+@dataclass
+class Capture:
+    """The outcome of :func:`document_capture`."""
+
+    document: Document
+    version: DocumentVersion
+    status: CaptureStatus
+    raw_capture: RawCapture
+
+
+#: Longest ``source`` and ``external_ref`` (the columns).
+MAX_SOURCE_CHARS = 50
+MAX_EXTERNAL_REF_CHARS = 500
+
+
+def check_identity(source: str, external_ref: str | None) -> None:
+    """EXTERNAL_REF_INVALID for an empty, overlong or unprintable source or external_ref."""
+    values = {"source": (source, MAX_SOURCE_CHARS)}
+    if external_ref is not None:
+        values["external_ref"] = (external_ref, MAX_EXTERNAL_REF_CHARS)
+    for name, (value, limit) in values.items():
+        if not isinstance(value, str) or not value.strip():
+            raise ExternalRefInvalid(f"`{name}` is empty.", details={"field": name})
+        if len(value) > limit:
+            raise ExternalRefInvalid(f"`{name}` is longer than {limit} characters.",
+                                     details={"field": name, "length": len(value), "max_length": limit})
+        if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in value):
+            raise ExternalRefInvalid(f"`{name}` contains control characters.", details={"field": name})
+
+
+def check_title(title: str) -> None:
+    limit = min(engine_settings.MAX_TITLE_CHARS, Document._meta.get_field("title").max_length or 500)
+    if len(title or "") > limit:
+        raise TitleTooLong(
+            f"The title has {len(title)} characters; the limit is {limit} (MAX_TITLE_CHARS).",
+            details={"length": len(title), "max_length": limit})
+
+
+def document_create(*, project: Project, upload: Upload, **arguments: Any) -> Document:
+    """Validate, store the file and create a pending document; enqueue its ingestion on commit.
+
+    A capture without an identity: :func:`document_capture` with ``external_ref=None``
+    (PATH_TAKEN when the path is taken). Returns the new document.
+    """
+    return document_capture(project=project, upload=upload, external_ref=None, **arguments).document
+
+
+def document_capture(
     *,
     project: Project,
     upload: Upload,
+    source: str = "upload",
+    external_ref: str | None = None,
     path: str | None = None,
     title: str = "",
     tags: dict[str, Any] | None = None,
@@ -105,13 +180,23 @@ def document_create(
     chunk_overlap: int | None = None,
     password: str | None = None,
     base_url: str = "",
+    lineage: Lineage | None = None,
     enqueue: bool = True,
-) -> Document:
-    """Validate, store the file and create a pending document; enqueue its ingestion on commit.
+) -> Capture:
+    """Capture a source: store its raw input once, then create, update or leave the document.
 
-    Raises FILE_TOO_LARGE (413), EMPTY_FILE (400), UNSUPPORTED_CONTENT_TYPE (415, when
-    no native extractor and no rule), PATH_INVALID (400), PATH_TAKEN (409),
-    QUOTA_EXCEEDED (429) or CHUNK_SETTINGS_INVALID (400).
+    Without ``external_ref`` this creates a document (PATH_TAKEN when ``path`` is taken).
+    With it, (project, ``source``, ``external_ref``) names the document: none yet ->
+    ``created``; the same content as its live (or pending) version -> ``noop`` (only
+    ``last_seen_at`` moves); other content -> ``updated``: a new pending version whose
+    ingestion replaces the live one when it is ready. A pending version not yet ingested
+    is superseded by a newer capture (the newest content wins; its run is fenced off).
+    The raw capture and the version derived from it are written in one transaction.
+
+    Raises FILE_TOO_LARGE (413), EMPTY_FILE (400), TITLE_TOO_LONG (400),
+    EXTERNAL_REF_INVALID (400), UNSUPPORTED_CONTENT_TYPE (415, when no native extractor
+    and no rule), PATH_INVALID (400), PATH_TAKEN (409), QUOTA_EXCEEDED (429) or
+    CHUNK_SETTINGS_INVALID (400).
     """
     data = upload.data
     if len(data) > engine_settings.MAX_UPLOAD_BYTES:
@@ -119,6 +204,8 @@ def document_create(
             f"The file has {len(data)} bytes, more than MAX_UPLOAD_BYTES ({engine_settings.MAX_UPLOAD_BYTES}).",
             details={"bytes": len(data), "max_bytes": engine_settings.MAX_UPLOAD_BYTES},
         )
+    check_identity(source, external_ref)
+    check_title(title)
     content_type = sniff_content_type(data, filename=upload.filename, declared=upload.declared_content_type)
     rule = rule_for_content_type(project=project, content_type=content_type)
     if rule is None and content_type not in NATIVE_CONTENT_TYPES:
@@ -129,30 +216,150 @@ def document_create(
         )
     requested = chunk_request(chunk_strategy, chunk_size, chunk_overlap)
     strategy, size, overlap = resolve_chunking(requested=requested, rule=rule, content_type=content_type)
-    document = Document(
-        project=project, title=title or "", content_type=content_type, original_filename=upload.filename[:500],
-        size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), tags=tags or {}, metadata=metadata or {},
-        chunk_strategy=strategy, chunk_size=size, chunk_overlap=overlap, ingestion_rule=rule,
-        status=DocumentStatus.PENDING,
-        converter_state={"chunk_request": requested, "base_url": base_url,
-                         "password": seal_password(password)},
-    )
-    document.path = normalize_path(path) if path else _default_path(upload.filename, document.pk)
+    lineage = lineage or Lineage()
+    content_sha256 = hashlib.sha256(data).hexdigest()
+    parameters = {
+        "source": source, "external_ref": external_ref, "path": path, "title": title, "filename": upload.filename,
+        "declared_content_type": upload.declared_content_type, "content_type": content_type,
+        "tags": tags, "metadata": metadata, "chunk_request": requested,
+    }
     with transaction.atomic():
         lock_project_documents(project.pk)
-        if Document.objects.filter(project=project, path=document.path).exists():
-            raise PathTaken(details={"path": document.path})
-        _check_quota(project, len(data))
-        document.file.save(_storage_name(upload.filename, content_type), ContentFile(data), save=False)
-        try:
-            with transaction.atomic():
-                document.save(force_insert=True)
-        except IntegrityError:
-            document.file.storage.delete(document.file.name)
-            raise PathTaken(details={"path": document.path}) from None
+        existing = None
+        if external_ref is not None:
+            existing = (Document.objects.select_for_update()
+                        .filter(project=project, source=source, external_ref=external_ref).first())
+        if existing is None:
+            document = Document(
+                project=project, title=title or "", content_type=content_type,
+                original_filename=upload.filename[:500], size_bytes=len(data), sha256=content_sha256,
+                tags=tags or {}, metadata=metadata or {}, chunk_strategy=strategy, chunk_size=size,
+                chunk_overlap=overlap, ingestion_rule=rule, status=DocumentStatus.PENDING,
+                source=source, external_ref=external_ref, last_seen_at=timezone.now(),
+                converter_state={"chunk_request": requested, "base_url": base_url,
+                                 "password": seal_password(password)},
+            )
+            if path:
+                document.path = normalize_path(path)
+            elif external_ref is not None:
+                document.path = normalize_path(f"/{source}/{external_ref}")
+            else:
+                document.path = _default_path(upload.filename, document.pk)
+            if Document.objects.filter(project=project, path=document.path).exists():
+                raise PathTaken(details={"path": document.path})
+            _check_quota(project, len(data))
+            _store_file(document, upload, content_type)
+            try:
+                with transaction.atomic():
+                    document.save(force_insert=True)
+            except IntegrityError:
+                document.file.storage.delete(document.file.name)
+                raise PathTaken(details={"path": document.path}) from None
+            raw = raw_capture_store(document=document, data=data, content_type=content_type,
+                                    parameters=parameters)
+            version = _new_version(document, number=1, raw=raw, lineage=lineage)
+            outcome = CaptureStatus.CREATED
+        else:
+            document = existing
+            raw = raw_capture_store(document=document, data=data, content_type=content_type,
+                                    parameters=parameters)
+            current = _current_version(document)
+            if current is not None and current.sha256 == content_sha256:
+                Document.objects.filter(pk=document.pk).update(last_seen_at=timezone.now())
+                document.refresh_from_db()
+                return Capture(document=document, version=current, status=CaptureStatus.NOOP, raw_capture=raw)
+            version = _update(document, upload=upload, data=data, raw=raw, content_type=content_type,
+                              rule=rule, requested=requested, chunking=(strategy, size, overlap), path=path,
+                              title=title, tags=tags, metadata=metadata, password=password,
+                              base_url=base_url, lineage=lineage)
+            outcome = CaptureStatus.UPDATED
         if enqueue:
             enqueue_document_ingest_on_commit(document.pk)
-    return document
+    return Capture(document=document, version=version, status=outcome, raw_capture=raw)
+
+
+def raw_capture_store(*, document: Document, data: bytes, content_type: str,
+                      parameters: dict[str, Any]) -> RawCapture:
+    """The document's raw capture of ``data`` with ``parameters``: the stored row when the same
+    payload was captured before (rows are append-only; nothing here updates one)."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps(parameters, sort_keys=True, default=str).encode())
+    digest.update(b"\0")
+    digest.update(data)
+    payload_sha256 = digest.hexdigest()
+    stored = RawCapture.objects.filter(document=document, payload_sha256=payload_sha256).first()
+    if stored is not None:
+        return stored
+    return RawCapture.objects.create(
+        project_id=document.project_id, document=document, payload_sha256=payload_sha256,
+        content_sha256=hashlib.sha256(data).hexdigest(), data=data, content_type=content_type,
+        parameters=parameters)
+
+
+def _store_file(document: Document, upload: Upload, content_type: str) -> None:
+    document.file.save(_storage_name(upload.filename, content_type), ContentFile(upload.data), save=False)
+
+
+def _current_version(document: Document) -> DocumentVersion | None:
+    """The version a new capture is compared with: the one being ingested, else the live one."""
+    pending = document.versions.filter(status=DocumentVersion.Status.PENDING).order_by("-number").first()
+    return pending or document.active_version
+
+
+def _new_version(document: Document, *, number: int, raw: RawCapture, lineage: Lineage) -> DocumentVersion:
+    return DocumentVersion.objects.create(
+        document=document, number=number, sha256=document.sha256, size_bytes=document.size_bytes,
+        content_type=document.content_type, title=document.title, status=DocumentVersion.Status.PENDING,
+        provenance=lineage.provenance, source_class=lineage.source_class, occurred_at=lineage.occurred_at,
+        valid_from=lineage.valid_from, valid_until=lineage.valid_until, captured_by=lineage.captured_by[:200],
+        captured_by_kind=lineage.captured_by_kind, derived_from=lineage.derived_from, raw_capture=raw,
+    )
+
+
+def _update(document: Document, *, upload: Upload, data: bytes, raw: RawCapture, content_type: str,
+            rule: IngestionRule | None, requested: dict[str, Any], chunking: tuple[str, int | None, int | None],
+            path: str | None, title: str, tags: dict[str, Any] | None, metadata: dict[str, Any] | None,
+            password: str | None, base_url: str, lineage: Lineage) -> DocumentVersion:
+    """New content for an identified document: a new pending version, the document reset for
+    its ingestion (a run in flight is fenced off, an older pending version superseded)."""
+    if path:
+        moved = normalize_path(path)
+        if moved != document.path:
+            if Document.objects.filter(project_id=document.project_id, path=moved).exists():
+                raise PathTaken(details={"path": moved})
+            document.path = moved
+    _check_quota(document.project, len(data) - document.size_bytes)
+    old_file = document.file.name
+    _store_file(document, upload, content_type)
+    stored_files_delete_on_commit(names=[old_file] if old_file != document.file.name else [])
+    document.versions.filter(status=DocumentVersion.Status.PENDING).update(
+        status=DocumentVersion.Status.SUPERSEDED)
+    state = persistent_state(document.converter_state)
+    state["chunk_request"] = requested
+    state["base_url"] = base_url or state.get("base_url", "")
+    if password:
+        state["password"] = seal_password(password)
+    document.content_type = content_type
+    document.original_filename = upload.filename[:500]
+    document.size_bytes = len(data)
+    document.sha256 = hashlib.sha256(data).hexdigest()
+    if title:
+        document.title = title
+    if tags is not None:
+        document.tags = tags
+    if metadata is not None:
+        document.metadata = metadata
+    document.chunk_strategy, document.chunk_size, document.chunk_overlap = chunking
+    document.ingestion_rule = rule
+    document.converter_state = state
+    document.status = DocumentStatus.PENDING
+    document.error = None
+    document.attempts = 0
+    document.heartbeat_at = None
+    document.last_seen_at = timezone.now()
+    document.save()
+    number = (document.versions.aggregate(top=Max("number"))["top"] or 0) + 1
+    return _new_version(document, number=number, raw=raw, lineage=lineage)
 
 
 def _storage_name(filename: str, content_type: str) -> str:
@@ -162,22 +369,17 @@ def _storage_name(filename: str, content_type: str) -> str:
     return name[-200:]
 
 
-def document_create_text(
-    *,
-    project: Project,
-    content: str,
-    content_type: str | None = None,
-    path: str | None = None,
-    title: str = "",
-    tags: dict[str, Any] | None = None,
-    metadata: dict[str, Any] | None = None,
-    chunk_strategy: str | None = None,
-    chunk_size: int | None = None,
-    chunk_overlap: int | None = None,
-    base_url: str = "",
-    enqueue: bool = True,
-) -> Document:
+def document_create_text(*, project: Project, content: str, content_type: str | None = None,
+                         path: str | None = None, title: str = "", **arguments: Any) -> Document:
     """A text or Markdown document; ``recursive`` strategy unless the request or a rule says otherwise."""
+    return document_capture_text(project=project, content=content, content_type=content_type, path=path,
+                                 title=title, external_ref=None, **arguments).document
+
+
+def document_capture_text(*, project: Project, content: str, content_type: str | None = None,
+                          path: str | None = None, title: str = "", external_ref: str | None = None,
+                          **arguments: Any) -> Capture:
+    """:func:`document_capture` of a text or Markdown ``content`` (EMPTY_FILE when blank)."""
     if not isinstance(content, str) or not content.strip():
         raise EmptyFile("`content` is empty; send the text to index.")
     declared = content_type or ("text/markdown" if (path or "").lower().endswith((".md", ".markdown"))
@@ -187,12 +389,11 @@ def document_create_text(
                                details={"content_type": declared})
     suffix = ".md" if declared == "text/markdown" else ".txt"
     filename = (path or "").rsplit("/", 1)[-1] or f"{_slug(title) or 'text'}{suffix}"
-    if path is None:
+    if path is None and external_ref is None:
         path = f"/{_slug(title) or 'text'}-{secrets.token_hex(4)}{suffix}"
-    return document_create(
+    return document_capture(
         project=project, upload=Upload(content.encode("utf-8"), filename=filename, declared_content_type=declared),
-        path=path, title=title, tags=tags, metadata=metadata, chunk_strategy=chunk_strategy,
-        chunk_size=chunk_size, chunk_overlap=chunk_overlap, base_url=base_url, enqueue=enqueue,
+        path=path, title=title, external_ref=external_ref, **arguments,
     )
 
 
@@ -239,6 +440,10 @@ def document_reingest(
     document.attempts = 0
     document.heartbeat_at = None
     document.save()
+    # The stored file is the newest capture's: when that version failed, ingest it again.
+    latest = document.versions.order_by("-number").first()
+    if latest is not None and latest.status == DocumentVersion.Status.FAILED:
+        DocumentVersion.objects.filter(pk=latest.pk).update(status=DocumentVersion.Status.PENDING, error=None)
     if enqueue:
         enqueue_document_ingest_on_commit(document.pk)
     return document
@@ -246,7 +451,8 @@ def document_reingest(
 
 @transaction.atomic
 def document_delete(*, document: Document) -> None:
-    """Delete the document, its chunks and (after commit) its stored file."""
+    """Erase the document: its versions, chunks, raw captures and (after commit) its stored file."""
+    allow_ledger_erasure()
     stored_files_delete_on_commit(names=[document.file.name])
     document.delete()
 

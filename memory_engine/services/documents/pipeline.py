@@ -29,14 +29,14 @@ from memory_engine.exceptions import (
     UnsupportedContentType,
 )
 from memory_engine.extraction import extract_pages, iter_pages
-from memory_engine.models import Chunk, Document, IngestionRule
+from memory_engine.models import Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
 from memory_engine.providers.converters import ConverterRequest, run_converter
 from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
 
 from .chunk_settings import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from .grants import download_grant, new_callback, open_password
-from .runs import Superseded, beat, fail_ingestion, owned, persistent_state
+from .runs import Superseded, beat, fail_ingestion, ingested_version, owned, persistent_state
 
 logger = logging.getLogger("memory_engine.documents")
 
@@ -372,13 +372,22 @@ def _swap(document: Document, run: str, specs: list[ChunkSpec], vectors: list[Ve
         )
         if not claimed:
             raise Superseded()
+        version = ingested_version(document.pk)
+        # The live version's chunks give way to the new version's (a superseded version keeps
+        # its row and raw capture, not its chunks): search sees the old version or the new one.
         Chunk.objects.filter(document_id=document.pk).delete()
         Chunk.objects.bulk_create(
             [
-                Chunk(document_id=document.pk, chunk_index=spec.chunk_index, page=spec.page, text=spec.text,
-                      embedding=vector, embedding_model=model if vector is not None else "")
+                Chunk(document_id=document.pk, version=version, chunk_index=spec.chunk_index, page=spec.page,
+                      text=spec.text, embedding=vector, embedding_model=model if vector is not None else "")
                 for spec, vector in zip(specs, vectors, strict=True)
             ],
             batch_size=500,
         )
+        if version is not None and version.status == DocumentVersion.Status.PENDING:
+            DocumentVersion.objects.filter(document_id=document.pk, status=DocumentVersion.Status.ACTIVE).update(
+                status=DocumentVersion.Status.SUPERSEDED)
+            DocumentVersion.objects.filter(pk=version.pk).update(status=DocumentVersion.Status.ACTIVE,
+                                                                 activated_at=now, error=None)
+            Document.objects.filter(pk=document.pk).update(active_version=version)
 

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory_engine.exceptions import MemoryEngineError
-from memory_engine.models import Chunk, Document
+from memory_engine.models import Chunk, Document, DocumentVersion
 from memory_engine.models.documents import DocumentStatus
 
 logger = logging.getLogger("memory_engine.documents")
@@ -42,6 +42,15 @@ def persistent_state(state: dict[str, Any] | None) -> dict[str, Any]:
     return {key: value for key, value in (state or {}).items() if key in PERSISTENT_STATE}
 
 
+def ingested_version(document_id: str) -> DocumentVersion | None:
+    """The version an ingestion of the document derives chunks for: the newest pending one
+    (a new capture), else the active one (a re-ingest). None only for a document whose
+    versions were lost (its chunks then belong to no version)."""
+    versions = DocumentVersion.objects.filter(document_id=document_id)
+    return (versions.filter(status=DocumentVersion.Status.PENDING).order_by("-number").first()
+            or versions.filter(status=DocumentVersion.Status.ACTIVE).first())
+
+
 def fail_ingestion(document_id: str, run: str | None, error: MemoryEngineError) -> bool:
     """Mark failed with ``error = {code, message, details}`` of ``error`` (fenced by ``run`` when
     given); the previous chunks, if any, stay searchable."""
@@ -59,5 +68,8 @@ def fail_ingestion(document_id: str, run: str | None, error: MemoryEngineError) 
         document.heartbeat_at = timezone.now()
         document.converter_state = persistent_state(document.converter_state)
         document.save()
+        # A new capture that failed never becomes live; the active version stays.
+        DocumentVersion.objects.filter(document=document, status=DocumentVersion.Status.PENDING).update(
+            status=DocumentVersion.Status.FAILED, error=error.as_dict())
     logger.info("ingestion failed", extra={"document_id": document_id, "code": error.code})
     return True
