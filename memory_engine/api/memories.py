@@ -51,13 +51,21 @@ class MemoryStoreSerializer(serializers.ModelSerializer):
                                      help_text="agent tier: the agent whose own store this is.")
     recency_half_life_days = serializers.FloatField(
         required=False, allow_null=True, help_text="Recall recency half-life in days (null: the tier's; 0: none).")
+    # Checked by the service (LIFETIME_INVALID).
+    ttl_default = serializers.IntegerField(
+        required=False, allow_null=True, help_text="Seconds a memory lives when its writer sets no expires_at.")
+    ttl_max = serializers.IntegerField(
+        required=False, allow_null=True, help_text="Longest lifetime in seconds of any memory of the store.")
+    trash_days = serializers.IntegerField(
+        required=False, allow_null=True, help_text="Days a forgotten memory stays restorable (null: TRASH_DAYS).")
 
     class Meta:
         model = MemoryStore
         fields = [
             "id", "name", "description", "tags", "duplicate_threshold", "supersede_threshold",
             "require_about_for_kinds", "judge_enabled", "valid_memories", "created_at",
-            "tier", "subject_external_id", "agent_id", "recency_half_life_days",
+            "tier", "subject_external_id", "agent_id", "recency_half_life_days", "ttl_default", "ttl_max",
+            "trash_days",
         ]
         read_only_fields = ["id", "created_at", "valid_memories"]
 

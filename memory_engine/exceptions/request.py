@@ -101,6 +101,12 @@ class TierImmutable(MemoryEngineError):
     default_message = "A store's tier and owner (subject or agent) are fixed at creation; create another store."
 
 
+class LifetimeInvalid(MemoryEngineError):
+    code = "LIFETIME_INVALID"
+    default_message = ("A store's `ttl_default` and `ttl_max` are positive seconds (default not above max) "
+                       "and `trash_days` a non-negative number of days.")
+
+
 class KindUnknown(MemoryEngineError):
     code = "KIND_UNKNOWN"
     default_message = "The project's memory schema does not declare this kind."

@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 
 from memory_engine.db import allow_ledger_erasure
 from memory_engine.exceptions import (
+    LifetimeInvalid,
     NameTaken,
     TierImmutable,
     TierInvalid,
@@ -27,7 +28,8 @@ from .memory_write import validate_thresholds
 
 #: What a caller may set on a memory store.
 STORE_FIELDS = ("name", "description", "tags", "duplicate_threshold", "supersede_threshold",
-                "require_about_for_kinds", "judge_enabled", "recency_half_life_days")
+                "require_about_for_kinds", "judge_enabled", "recency_half_life_days", "ttl_default", "ttl_max",
+                "trash_days")
 #: Fixed at creation: the tier and its owner (TIER_IMMUTABLE when an update changes one).
 OWNER_FIELDS = ("tier", "subject_external_id", "agent_id")
 
@@ -39,10 +41,24 @@ def check_name_free(rows: QuerySet[Any], name: str | None, *, label: str) -> Non
         raise NameTaken(f"{label} named {name!r} already exists.", details={"name": name})
 
 
+def validate_lifetimes(store: MemoryStore) -> None:
+    """``ttl_default`` and ``ttl_max`` (seconds) are positive integers or None, ``ttl_default``
+    not above ``ttl_max``; ``trash_days`` a non-negative integer or None (LIFETIME_INVALID)."""
+    for name, low in (("ttl_default", 1), ("ttl_max", 1), ("trash_days", 0)):
+        value = getattr(store, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+            raise LifetimeInvalid(f"`{name}` must be an integer of at least {low}, or null.",
+                                  details={"field": name, "value": value if isinstance(value, int) else repr(value)})
+    if store.ttl_default is not None and store.ttl_max is not None and store.ttl_default > store.ttl_max:
+        raise LifetimeInvalid("`ttl_default` must not exceed `ttl_max`.",
+                              details={"ttl_default": store.ttl_default, "ttl_max": store.ttl_max})
+
+
 def validate_memory_store(store: MemoryStore) -> None:
-    """A store about to be saved: its thresholds form a valid pair (THRESHOLDS_INVALID) and
-    no other store of its project has its name (NAME_TAKEN)."""
+    """A store about to be saved: its thresholds form a valid pair (THRESHOLDS_INVALID), its
+    lifetimes are sane (LIFETIME_INVALID) and no other store of its project has its name (NAME_TAKEN)."""
     validate_thresholds(store.duplicate_threshold, store.supersede_threshold)
+    validate_lifetimes(store)
     others = MemoryStore.objects.filter(project_id=store.project_id).exclude(pk=store.pk)
     check_name_free(others, store.name, label="A memory store")
 
