@@ -50,7 +50,7 @@ class CapabilitiesView(ProjectScopedMixin, APIView):
             "embedding_dimensions": engine_settings.EMBEDDING["DIMENSIONS"],
             "lexical_backend": lexical_status().backend,
             "rerank_configured": reranker is not None,
-            "rerank_model": reranker.model_name if reranker is not None else None,
+            "rerank_model": (reranker.model_name or None) if reranker is not None else None,
             "dedupe_documents": engine_settings.SEARCH_DEDUPE_DOCUMENTS,
             "mmr": engine_settings.SEARCH_MMR,
             "degraded_reasons": list(Degraded.ALL),
