@@ -167,7 +167,7 @@ DEFAULTS: dict[str, Any] = {
     "SEARCH_MMR_POOL": 20,
     # `evidence: strong` needs a hit among the first three with a lexical (BM25) score of at
     # least this; measured on SciFact train and LoCoMo dev (docs/benchmarks.md, "Evidence").
-    "EVIDENCE_LEXICAL_FLOOR": 10.0,
+    "EVIDENCE_LEXICAL_FLOOR": 14.0,
     # A cross-encoder over the fused top TOP_N: {"PROVIDER": "tei" | "cohere" | "jina" | a dotted
     # path to a RerankProvider subclass, "MODEL": ..., "OPTIONS": {"BASE_URL": ..., "API_KEY": ...},
     # "TOP_N": 50, "TIMEOUT": 5}. None: no reranking (no offline cross-encoder comes with the package).
