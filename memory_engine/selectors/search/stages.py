@@ -15,8 +15,9 @@ versions record it) so the prior has a field to read.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from memory_engine.providers.rerank import RerankProvider
 
@@ -44,12 +45,6 @@ def dedupe_documents(hits: list[SearchHit]) -> list[SearchHit]:
     return kept
 
 
-def cosine(a: Vector, b: Vector) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
-
-
 def mmr(hits: list[SearchHit], vectors: Mapping[tuple[str, str], Vector], *, lambda_: float,
         pool: int) -> list[SearchHit]:
     """The first ``pool`` hits reordered by maximal marginal relevance, the rest after them.
@@ -62,19 +57,24 @@ def mmr(hits: list[SearchHit], vectors: Mapping[tuple[str, str], Vector], *, lam
     head, tail = hits[:pool], hits[pool:]
     with_vector = [h for h in head if (h.source, h.id) in vectors]
     without = [h for h in head if (h.source, h.id) not in vectors]
-    best = max((h.score for h in with_vector), default=0.0) or 1.0
-    picked: list[SearchHit] = []
-    left = list(with_vector)
-    while left:
-        def gain(hit: SearchHit) -> float:
-            vector = vectors[(hit.source, hit.id)]
-            penalty = max((cosine(vector, vectors[(p.source, p.id)]) for p in picked), default=0.0)
-            return lambda_ * hit.score / best - (1.0 - lambda_) * penalty
-
-        chosen = max(left, key=gain)  # max keeps the first of equals: the fused order breaks ties
-        picked.append(chosen)
-        left.remove(chosen)
-    return picked + without + tail
+    if not with_vector:
+        return hits
+    matrix = np.asarray([vectors[(h.source, h.id)] for h in with_vector], dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = matrix / np.where(norms == 0, 1.0, norms)
+    cosines = matrix @ matrix.T
+    scores = np.asarray([h.score for h in with_vector], dtype=np.float64)
+    relevance = scores / (scores.max() or 1.0)
+    penalty = np.zeros(len(with_vector))  # highest cosine to a picked hit (none picked yet: 0)
+    left = np.ones(len(with_vector), dtype=bool)
+    order: list[int] = []
+    for _ in range(len(with_vector)):
+        gain = np.where(left, lambda_ * relevance - (1.0 - lambda_) * penalty, -np.inf)
+        chosen = int(np.argmax(gain))  # argmax keeps the first of equals: the fused order breaks ties
+        order.append(chosen)
+        left[chosen] = False
+        penalty = np.maximum(penalty, cosines[chosen])
+    return [with_vector[i] for i in order] + without + tail
 
 
 def grade_evidence(hits: list[SearchHit], *, lexical_floor: float) -> str:
