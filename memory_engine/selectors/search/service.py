@@ -131,6 +131,8 @@ def knowledge_search(
     hits = fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=len(rows), min_similarity=min_similarity,
                 weights=weights)
     hits = _guarded(hits, guard_path)
+    # The authority prior and the bounded boosts (document versions: the sources issue) belong
+    # here, as multipliers on the fused score before the stages (hits carry ``authority``).
     hits = _reranked(query, hits, degraded, timings)
     if dedupe_documents:
         hits = stages.dedupe_documents(hits)
