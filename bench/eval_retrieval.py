@@ -309,7 +309,8 @@ def eval_scifact(args: argparse.Namespace, provider: CachedEmbeddingProvider) ->
         # A document ranks where its best chunk ranks (several chunks of one document count once).
         return list(dict.fromkeys(path_to_id(h.document_path) for h in hits))
 
-    for mode, channels in MODES.items():
+    samples: list[dict[str, Any]] = []
+    for mode, channels in selected_modes(args):
         metrics: dict[str, list[float]] = defaultdict(list)
         started = time.time()
         for qid in query_ids:
@@ -321,10 +322,16 @@ def eval_scifact(args: argparse.Namespace, provider: CachedEmbeddingProvider) ->
             metrics["recall@100"].append(recall_at(ranked, rel, 100))
             metrics["mrr@10"].append(mrr_at(ranked, rel, 10))
             if mode == "hybrid":  # the default configuration: limit 10, so per-channel depth 10
-                top10 = knowledge_search(project=project, query=queries[qid], limit=10).results
-                metrics["ndcg@10 (limit=10)"].append(ndcg_at(documents_of(top10), rel, 10))
+                answer = knowledge_search(project=project, query=queries[qid], limit=10)
+                top10 = documents_of(answer.results)
+                metrics["ndcg@10 (limit=10)"].append(ndcg_at(top10, rel, 10))
+                metrics["recall@10 (limit=10)"].append(recall_at(top10, rel, 10))
+                metrics["mrr@10 (limit=10)"].append(mrr_at(top10, rel, 10))
+                samples.append(evidence_sample(answer, found=bool(set(top10[:3]) & set(rel))))
         out[mode] = {k: round(mean(v), 4) for k, v in metrics.items()}
         out[mode]["seconds"] = round(time.time() - started, 1)
+    if samples:
+        out["evidence"] = evidence_calibration(samples)
     return out
 
 
@@ -394,12 +401,14 @@ def eval_locomo(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> 
     questions = questions[: args.limit_queries or None]
     provider.prefill([q for _, q, _, _ in questions])
     out: dict[str, Any] = {"questions": len(questions)}
-    for mode, channels in MODES.items():
+    samples: list[dict[str, Any]] = []
+    for mode, channels in selected_modes(args):
         by_cat: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for sample_id, question, category, evidence in questions:
-            hits = knowledge_search(project=loaded["project"], query=question,
-                                    memory_store_ids=[loaded["stores"][sample_id].pk], limit=10,
-                                    channels=channels).results
+            answer = knowledge_search(project=loaded["project"], query=question,
+                                      memory_store_ids=[loaded["stores"][sample_id].pk], limit=10,
+                                      channels=channels)
+            hits = answer.results
             ranked: list[str] = []
             for hit in hits:  # a memory may stand for several identical turns
                 ranked.extend(sorted(loaded["memory_turns"].get(hit.id, ())) or [hit.id])
@@ -407,8 +416,56 @@ def eval_locomo(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> 
                 by_cat[bucket]["recall@5"].append(recall_at(ranked[:5], evidence, 5))
                 by_cat[bucket]["recall@10"].append(recall_at(ranked, evidence, len(ranked)))
                 by_cat[bucket]["mrr@10"].append(mrr_at(ranked, evidence, len(ranked)))
+            if mode == "hybrid":
+                top3 = [turn for hit in hits[:3] for turn in (loaded["memory_turns"].get(hit.id) or {hit.id})]
+                samples.append(evidence_sample(answer, found=bool(set(top3) & evidence)))
+        if samples:
+            out["evidence"] = evidence_calibration(samples)
         out[mode] = {cat: {k: round(mean(v), 4) for k, v in m.items()} | {"n": len(m["recall@5"])}
                      for cat, m in sorted(by_cat.items())}
+    return out
+
+
+# --------------------------------------------------------------------------- evidence
+
+
+def selected_modes(args: argparse.Namespace) -> list[tuple[str, tuple[str, ...]]]:
+    return [(mode, channels) for mode, channels in MODES.items() if mode in args.modes]
+
+
+def evidence_sample(answer: Any, *, found: bool) -> dict[str, Any]:
+    """What the evidence grade of one hybrid answer rests on, and whether a relevant result is in its top 3."""
+    scores = [h.lexical_score for h in answer.results[:3] if h.lexical_score is not None]
+    return {"hits": len(answer.results), "top3_lexical": max(scores, default=None), "found": found,
+            "evidence": getattr(answer, "evidence", None)}
+
+
+#: Floors tried on the top-3 lexical score (BM25) to calibrate EVIDENCE_LEXICAL_FLOOR.
+EVIDENCE_FLOORS = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0, 16.0, 18.0, 20.0, 25.0, 30.0)
+
+
+def evidence_calibration(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per floor: of answers graded strong, the share with a relevant result in the top 3
+    (precision); of those graded none/weak, the share without one; and the share graded strong."""
+    def grade(sample: dict[str, Any], floor: float) -> str:
+        if not sample["hits"]:
+            return "none"
+        lexical = sample["top3_lexical"]
+        return "strong" if lexical is not None and lexical >= floor else "weak"
+
+    def figures(grades: list[tuple[str, bool]]) -> dict[str, float]:
+        strong = [found for g, found in grades if g == "strong"]
+        rest = [found for g, found in grades if g != "strong"]
+        return {"strong_share": round(len(strong) / len(grades), 4) if grades else 0.0,
+                "strong_found_top3": round(mean([float(f) for f in strong]), 4),
+                "not_strong_without": round(mean([float(not f) for f in rest]), 4)}
+
+    out: dict[str, Any] = {"n": len(samples), "found_top3": round(mean([float(s["found"]) for s in samples]), 4),
+                           "floors": {str(f): figures([(grade(s, f), s["found"]) for s in samples])
+                                      for f in EVIDENCE_FLOORS}}
+    if any(s["evidence"] for s in samples):
+        out["as_answered"] = figures([(s["evidence"], s["found"]) for s in samples])
+    out["top3_lexical"] = sorted(round(s["top3_lexical"], 3) for s in samples if s["top3_lexical"] is not None)
     return out
 
 
@@ -424,17 +481,37 @@ def print_tables(label: str, report: dict[str, Any]) -> None:
         cols = ["ndcg@10", "recall@10", "recall@100", "mrr@10"]
         print(f"  {'mode':8} " + " ".join(f"{c:>10}" for c in cols))
         for mode in MODES:
-            print(f"  {mode:8} " + " ".join(f"{sci[mode][c]:>10.3f}" for c in cols))
-        print(f"  hybrid at the default limit=10: nDCG@10 {sci['hybrid']['ndcg@10 (limit=10)']:.3f}")
+            if mode in sci:
+                print(f"  {mode:8} " + " ".join(f"{sci[mode][c]:>10.3f}" for c in cols))
+        if "hybrid" in sci:
+            h = sci["hybrid"]
+            print(f"  hybrid at the default limit=10: nDCG@10 {h['ndcg@10 (limit=10)']:.3f} "
+                  f"recall@10 {h['recall@10 (limit=10)']:.3f} MRR@10 {h['mrr@10 (limit=10)']:.3f}")
+        print_evidence(sci.get("evidence"))
     loc = report.get("locomo")
     if loc:
         print(f"\nLoCoMo [{label}] ({loc['questions']} questions, categories 1-4)")
         names = {"1": "multi-hop", "2": "temporal", "3": "open-dom", "4": "single-hop", "all": "all"}
         print(f"  {'mode':8} {'category':11} {'n':>5} {'R@5':>7} {'R@10':>7} {'MRR':>7}")
-        for mode in MODES:
+        for mode in (m for m in MODES if m in loc):
             for cat, m in loc[mode].items():
                 print(f"  {mode:8} {names.get(cat, cat):11} {m['n']:>5} {m['recall@5']:>7.3f} "
                       f"{m['recall@10']:>7.3f} {m['mrr@10']:>7.3f}")
+        print_evidence(loc.get("evidence"))
+
+
+def print_evidence(evidence: dict[str, Any] | None) -> None:
+    """Evidence calibration of the hybrid answers (limit 10): per floor on the top-3 lexical score."""
+    if not evidence:
+        return
+    print(f"  evidence ({evidence['n']} answers, relevant in top 3: {evidence['found_top3']:.3f}): "
+          "floor -> strong share, strong with relevant@3, weak/none without")
+    rows = dict(evidence["floors"])
+    if "as_answered" in evidence:
+        rows["as answered"] = evidence["as_answered"]
+    for floor, f in rows.items():
+        print(f"    {floor:>11} {f['strong_share']:>7.3f} {f['strong_found_top3']:>7.3f} "
+              f"{f['not_strong_without']:>7.3f}")
 
 
 def main() -> None:
@@ -452,10 +529,15 @@ def main() -> None:
                              "one run each")
     parser.add_argument("--chunk-size", type=int, default=None, help="with --chunk-strategy (default: per strategy)")
     parser.add_argument("--chunk-overlap", type=int, default=None, help="with --chunk-strategy")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help="comma list of modes to run (lexical,vector,hybrid); default: all three")
     parser.add_argument("--db", default=DB_NAME)
     parser.add_argument("--out", default="")
     args = parse_args(parser)
     args.qrels = args.qrels or str(args.data / "scifact" / "qrels" / "train.tsv")
+    args.modes = [m for m in args.modes.split(",") if m]
+    if not set(args.modes) <= set(MODES):
+        parser.error(f"--modes: choose from {', '.join(MODES)}")
 
     CACHE.mkdir(parents=True, exist_ok=True)
     setup_django(args.db)

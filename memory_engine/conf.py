@@ -158,6 +158,22 @@ DEFAULTS: dict[str, Any] = {
     # scan instead: as fast as the iterative HNSW scan up to ~2,000 rows, and exact
     # (measured in docs/benchmarks.md, "Exact scan or HNSW").
     "SEARCH_EXACT_SCAN_MAX": 2000,
+    # Ranking stage two (docs/retrieval.md, *After the fusion*; measured in docs/benchmarks.md).
+    # Each stage is on by default only where bench/eval_retrieval.py measured a gain.
+    # One best chunk per document before the cut (request: dedupe_documents).
+    "SEARCH_DEDUPE_DOCUMENTS": False,
+    # Maximal marginal relevance over the stored vectors of the first SEARCH_MMR_POOL hits
+    # (request: mmr); lambda weighs relevance against novelty.
+    "SEARCH_MMR": False,
+    "SEARCH_MMR_LAMBDA": 0.7,
+    "SEARCH_MMR_POOL": 20,
+    # `evidence: strong` needs a hit among the first three with a lexical (BM25) score of at
+    # least this; measured on SciFact train and LoCoMo dev (docs/benchmarks.md, "Evidence").
+    "EVIDENCE_LEXICAL_FLOOR": 14.0,
+    # A cross-encoder over the fused top TOP_N: {"PROVIDER": "tei" | "cohere" | "jina" | a dotted
+    # path to a RerankProvider subclass, "MODEL": ..., "OPTIONS": {"BASE_URL": ..., "API_KEY": ...},
+    # "TOP_N": 50, "TIMEOUT": 5}. None: no reranking (no offline cross-encoder comes with the package).
+    "RERANK": None,
     # HTTP providers. Every outbound call also ends after HTTP_MAX_SECONDS in total (a slow
     # drip of bytes cannot hold a worker) and refuses answers over HTTP_MAX_RESPONSE_BYTES.
     "HTTP_TIMEOUT": 30.0,
@@ -238,8 +254,14 @@ EMBEDDING_TYPES: dict[str, Coerce] = {
 LLM_TYPES: dict[str, Coerce] = {
     "BASE_URL": text, "API_KEY": text, "MODEL": text, "TIMEOUT": number, "RETRIES": integer,
 }
+RERANK_TYPES: dict[str, Coerce] = {
+    "PROVIDER": text, "MODEL": optional(text, none=""), "OPTIONS": optional(mapping, none={}),
+    "TOP_N": integer, "TIMEOUT": number,
+}
 #: Nested dict -> (its keys' types, keys read in any case).
-SECTIONS: dict[str, tuple[dict[str, Coerce], bool]] = {"EMBEDDING": (EMBEDDING_TYPES, False), "LLM": (LLM_TYPES, True)}
+SECTIONS: dict[str, tuple[dict[str, Coerce], bool]] = {
+    "EMBEDDING": (EMBEDDING_TYPES, False), "LLM": (LLM_TYPES, True), "RERANK": (RERANK_TYPES, False),
+}
 
 #: Each key's declared type. A new setting gets its default in DEFAULTS and its type here.
 TYPES: dict[str, Coerce] = {
@@ -293,6 +315,12 @@ TYPES: dict[str, Coerce] = {
     "HNSW_ITERATIVE_SCAN": one_of("off", "relaxed_order", "strict_order"),
     "HNSW_MAX_SCAN_TUPLES": integer,
     "SEARCH_EXACT_SCAN_MAX": integer,
+    "SEARCH_DEDUPE_DOCUMENTS": boolean,
+    "SEARCH_MMR": boolean,
+    "SEARCH_MMR_LAMBDA": number,
+    "SEARCH_MMR_POOL": integer,
+    "EVIDENCE_LEXICAL_FLOOR": number,
+    "RERANK": optional(section(RERANK_TYPES)),
     "HTTP_TIMEOUT": number,
     "HTTP_RETRIES": integer,
     "HTTP_MAX_SECONDS": number,
@@ -432,6 +460,12 @@ PROVIDERS: dict[str, dict[str, str]] = {
         "ollama": "memory_engine.providers.embeddings.http.OllamaEmbeddingProvider",
         "openai": "memory_engine.providers.embeddings.http.OpenAIEmbeddingProvider",
     },
+    # MEMORY_ENGINE["RERANK"]["PROVIDER"] -> the RerankProvider subclass; a dotted path also works.
+    "rerank": {
+        "tei": "memory_engine.providers.rerank.http.TEIRerankProvider",
+        "cohere": "memory_engine.providers.rerank.http.CohereRerankProvider",
+        "jina": "memory_engine.providers.rerank.http.JinaRerankProvider",
+    },
     # MemoryRule.handler_type -> the RuleHandler subclass serving it.
     "rule_handler": {
         "builtin": "memory_engine.providers.rule_handlers.builtin.BuiltinHandler",
@@ -447,7 +481,7 @@ PROVIDERS: dict[str, dict[str, str]] = {
 EMBEDDING_PROVIDERS = PROVIDERS["embedding"]
 
 #: Kinds whose configured name may be a dotted path instead of an alias.
-DOTTED_PATH_KINDS = frozenset({"embedding"})
+DOTTED_PATH_KINDS = frozenset({"embedding", "rerank"})
 
 
 @functools.cache

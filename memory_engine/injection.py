@@ -38,6 +38,7 @@ __all__ = [
     "CONFIG_KEYS",
     "DEFAULT_INJECTION_LIMIT",
     "SCALAR_KEYS",
+    "WEAK_EVIDENCE_NOTE",
     "inject_knowledge",
     "knowledge_message",
     "merge_knowledge_config",
@@ -113,12 +114,21 @@ def _more(hit: SearchHit) -> str:
     return "\n[… preview only]"
 
 
-def render_knowledge_block(hits: list[SearchHit]) -> str:
-    """The fenced block; empty string when there is nothing to inject."""
+#: Said in the block when the search graded its evidence weak (SearchResult.evidence).
+WEAK_EVIDENCE_NOTE = (
+    "Evidence: weak. None of these passages closely matches the question's words; they may not answer "
+    "it. If they do not, say that you do not know rather than guessing."
+)
+
+
+def render_knowledge_block(hits: list[SearchHit], evidence: str | None = None) -> str:
+    """The fenced block; empty string when there is nothing to inject. ``evidence`` "weak"
+    (the search's grade) adds :data:`WEAK_EVIDENCE_NOTE` after the preamble."""
     if not hits:
         return ""
     items = [f"{source_tag(hit)}\n{neutralise(hit.content_preview.strip())}{_more(hit)}" for hit in hits]
-    return "<knowledge>\n" + KNOWLEDGE_PREAMBLE + "\n\n" + "\n\n".join(items) + "\n</knowledge>"
+    preamble = KNOWLEDGE_PREAMBLE + ("\n" + WEAK_EVIDENCE_NOTE if evidence == "weak" else "")
+    return "<knowledge>\n" + preamble + "\n\n" + "\n\n".join(items) + "\n</knowledge>"
 
 
 def render_memory_block(memory: Memory) -> str:
@@ -127,8 +137,8 @@ def render_memory_block(memory: Memory) -> str:
     return "<knowledge>\n" + KNOWLEDGE_PREAMBLE + "\n\n" + item + "\n</knowledge>"
 
 
-def knowledge_message(hits: list[SearchHit]) -> dict[str, str] | None:
-    block = render_knowledge_block(hits)
+def knowledge_message(hits: list[SearchHit], evidence: str | None = None) -> dict[str, str] | None:
+    block = render_knowledge_block(hits, evidence)
     return {"role": "user", "content": block} if block else None
 
 
@@ -189,4 +199,4 @@ def inject_knowledge(
     actor = Actor(agent=agent, subject=subject) if agent is not None else None
     result = knowledge_search(project=project, query=query, guard_path="context", facet=facet, actor=actor,
                               **search_kwargs(merged))
-    return prepend_knowledge(messages, knowledge_message(result.results)), result
+    return prepend_knowledge(messages, knowledge_message(result.results, result.evidence)), result

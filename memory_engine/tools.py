@@ -236,7 +236,7 @@ def run_search_knowledge(agent: Agent, arguments: dict[str, Any], *, subject: st
         facet = arguments.get("facet")
     result = knowledge_search(project=agent.project, query=arguments["query"], guard_path="tools", facet=facet,
                               actor=Actor(agent=agent, subject=subject), **kwargs)
-    return render_knowledge_block(result.results) or "No matching knowledge found.", result
+    return render_knowledge_block(result.results, result.evidence) or "No matching knowledge found.", result
 
 
 def run_open_memory(agent: Agent, arguments: dict[str, Any], *, subject: str | None = None,

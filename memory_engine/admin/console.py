@@ -178,7 +178,7 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
         except MemoryEngineError as exc:
             context["error"] = f"{exc.code}: {exc.message}"
         else:
-            message = knowledge_message(result.results)
+            message = knowledge_message(result.results, result.evidence)
             context.update(result=result, knowledge=message["content"] if message else "")
     return render_console(model_admin, request, "playground.html", "Search playground", **context)
 

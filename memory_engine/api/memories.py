@@ -21,6 +21,7 @@ from memory_engine.facets import validate_facet
 from memory_engine.models import Memory, MemoryAssertion, MemoryRevision, MemoryStore, Project
 from memory_engine.models.memories import Mechanism, Tier
 from memory_engine.selectors.memories import drop_instruction_memories, in_facet, open_memory
+from memory_engine.selectors.search import Degraded
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore
 from memory_engine.services.memory_write import WriteResult, memory_write
 from memory_engine.services.stores import memory_store_delete, memory_store_save, subject_store_get_or_create
@@ -158,10 +159,19 @@ class MemoryWriteResultSerializer(MemorySerializer):
     potential_duplicates = PotentialDuplicateSerializer(
         many=True, help_text="Live memories of the same store and facet near this text, below the supersede "
         "threshold (best first, at most 5): reconcile them if they state the same fact.")
+    degraded = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(Degraded.ALL)),
+        help_text="embed_unavailable: the embedder failed, the memory is stored without a vector "
+                  "(manage.py memory_engine_reembed --missing fills it in).")
 
     class Meta(MemorySerializer.Meta):
         fields = ["action", *MemorySerializer.Meta.fields, "similarity", "decision_reason",
-                  "changed_details", "assertion_id", "superseded_memory_id", "potential_duplicates"]
+                  "changed_details", "assertion_id", "superseded_memory_id", "potential_duplicates", "degraded"]
+
+
+def write_degraded(result: WriteResult) -> list[str]:
+    """The search vocabulary's reasons for a write: embed_unavailable when the embedder failed."""
+    return [Degraded.EMBED_UNAVAILABLE] if result.assertion.details.get("embedding") == "embedding_failed" else []
 
 
 def write_response(result: WriteResult) -> Response:
@@ -175,6 +185,7 @@ def write_response(result: WriteResult) -> Response:
         assertion_id=result.assertion.pk,
         superseded_memory_id=result.replaced.pk if result.replaced else None,
         potential_duplicates=result.potential_duplicates,
+        degraded=write_degraded(result),
     )
     code = status.HTTP_200_OK if result.action == "skipped" else status.HTTP_201_CREATED
     return Response({"action": result.action, **data}, status=code)

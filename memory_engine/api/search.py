@@ -12,7 +12,16 @@ from rest_framework.views import APIView
 
 from memory_engine.exceptions import AgentNotFound, ValidationFailed
 from memory_engine.models import Agent
-from memory_engine.selectors.search import DOCUMENT, MAX_LIMIT, MEMORY, Actor, SearchResult, knowledge_search
+from memory_engine.selectors.search import (
+    DOCUMENT,
+    EVIDENCE_GRADES,
+    MAX_LIMIT,
+    MEMORY,
+    Actor,
+    Degraded,
+    SearchResult,
+    knowledge_search,
+)
 
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import TagFilterField
@@ -51,6 +60,12 @@ class KnowledgeSearchRequestSerializer(serializers.Serializer):
                                      help_text="Recall as this agent: its own store joins the memory scope.")
     subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
                                     help_text="With agent_id: the end user's external id; their store joins.")
+    dedupe_documents = serializers.BooleanField(
+        required=False, allow_null=True, default=None,
+        help_text="One best chunk per document (default: the SEARCH_DEDUPE_DOCUMENTS setting).")
+    mmr = serializers.BooleanField(
+        required=False, allow_null=True, default=None,
+        help_text="Maximal marginal relevance over the stored vectors (default: the SEARCH_MMR setting).")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs.get("subject") is not None and not attrs.get("agent_id"):
@@ -82,6 +97,9 @@ class SearchHitSerializer(serializers.Serializer):
     tags = serializers.DictField()
     created_at = serializers.DateTimeField(allow_null=True)
     ranks = SearchRanksSerializer()
+    lexical_score = serializers.FloatField(allow_null=True,
+                                           help_text="BM25 score of the lexical channel; null when it did not find it.")
+    authority = serializers.FloatField(help_text="The source's authority prior in [0, 1] (0 until recorded).")
     content_preview = serializers.CharField(
         help_text="The text, or its head when longer than INLINE_THRESHOLD_BYTES (UTF-8 bytes).")
     has_full_body = serializers.BooleanField(
@@ -93,12 +111,17 @@ class SearchHitSerializer(serializers.Serializer):
 
 class SearchResultSerializer(serializers.Serializer):
     results = SearchHitSerializer(many=True)
-    degraded = serializers.ListField(child=serializers.CharField(),
-                                     help_text="e.g. embedding_unavailable, lexical_unavailable")
+    degraded = serializers.ListField(child=serializers.ChoiceField(choices=list(Degraded.ALL)),
+                                     help_text="Why the answer is less than the deployment offers "
+                                               "(docs/retrieval.md, Degrading).")
     lexical_backend = serializers.ChoiceField(
         choices=["bm25", "tsvector"], allow_null=True,
         help_text="bm25: pg_textsearch BM25 index; tsvector: the fallback where the database lacks it; "
                   "null when the lexical channel did not run.")
+    evidence = serializers.ChoiceField(
+        choices=list(EVIDENCE_GRADES),
+        help_text="none: no hits; weak: nothing among the first hits matches the query's words closely "
+                  "(say you do not know unless the passages answer it); strong: a close lexical match.")
 
 
 def search_response(result: SearchResult) -> Response:

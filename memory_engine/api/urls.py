@@ -3,7 +3,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from . import agents, documents, embeddings, generations, memories, memory_schema, rules, search
+from . import agents, capabilities, documents, embeddings, generations, memories, memory_schema, rules, search
 
 router = DefaultRouter(trailing_slash=False)
 router.register("memory-stores", memories.MemoryStoreViewSet, basename="memory-store")
@@ -16,6 +16,7 @@ router.register("agents", agents.AgentViewSet, basename="agent")
 
 urlpatterns = [
     path("embeddings", embeddings.EmbeddingsView.as_view(), name="embeddings"),
+    path("capabilities", capabilities.CapabilitiesView.as_view(), name="capabilities"),
     path("memory-schema", memory_schema.MemorySchemaView.as_view(), name="memory-schema"),
     path("knowledge/search", search.KnowledgeSearchView.as_view(), name="knowledge-search"),
     path("agents/<str:agent_id>/tools/write_memory", agents.WriteMemoryToolView.as_view(),

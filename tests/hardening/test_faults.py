@@ -80,6 +80,7 @@ def test_embedder_fault_degrades_and_reembed_repairs(client: Any, store: Any, se
     assert written.status_code == 201 and written.json()["action"] == "created", written.content
     assertion = MemoryAssertion.objects.get(pk=written.json()["assertion_id"])
     assert assertion.details["embedding"] == "embedding_failed"  # counted on the ledger
+    assert written.json()["degraded"] == ["embed_unavailable"]
     assert MemoryContent.objects.get(memories__pk=written.json()["id"]).embedding is None
 
     doc = client.post("/api/v1/documents", {
@@ -92,7 +93,7 @@ def test_embedder_fault_degrades_and_reembed_repairs(client: Any, store: Any, se
     assert document.total_chunks >= 1 and document.unembedded_chunks == document.total_chunks
 
     degraded = search(client, "zebra", store)
-    assert degraded["degraded"] == ["embedding_unavailable"]
+    assert degraded["degraded"] == ["embed_unavailable", "lexical_only"]
     assert {hit["source"] for hit in degraded["results"]} == {"memory", "document"}  # lexically found
 
     endpoint.mode = "ok"

@@ -217,7 +217,7 @@ def test_failing_embedder_degrades_to_lexical(project, store, settings):
 
     use_embedder(settings, "tests.providers.FailingEmbeddingProvider", MODEL="all-MiniLM-L6-v2")
     result = knowledge_search(project=project, query="oat milk", memory_store_ids=[store.pk])
-    assert result.degraded == ["embedding_unavailable"]
+    assert result.degraded == ["embed_unavailable", "lexical_only"]
     assert [h.text for h in result.results] == ["The user drinks oat milk."]
     assert result.results[0].similarity_score is None
     assert result.results[0].ranks == {"vector": None, "lexical": 1}

@@ -33,19 +33,25 @@ Vector channel: a scope of at most ``SEARCH_EXACT_SCAN_MAX`` rows is ranked by a
 scan; a larger one by HNSW with pgvector 0.8's iterative index scan, which keeps
 scanning until k rows pass the scope filters, so a selective scope is never short.
 
+After the fusion, ``stages`` (each a plain function, measured one by one): rerank (RERANK),
+one chunk per document (SEARCH_DEDUPE_DOCUMENTS), MMR (SEARCH_MMR), the cut, and the
+evidence grade (none | weak | strong, EVIDENCE_LEXICAL_FLOOR).
+
 Modules: ``service`` (``knowledge_search``: what runs, what degrades), ``validation`` and
 ``scope`` (the request), ``sql`` (the statements), ``rows`` (their rows as named records),
-``fusion`` (the ranking), ``results`` (what the caller gets).
+``fusion`` (the ranking), ``stages`` (after it), ``results`` (what the caller gets).
 """
 
 from .results import DOCUMENT, MAX_LIMIT, MEMORY, USER_FOR_AGENT, Degraded, SearchHit, SearchResult
 from .scope import Actor, Scope, resolve_scope
 from .service import knowledge_search
 from .sql import build_search_sql
+from .stages import EVIDENCE_GRADES
 from .validation import validate_search_knobs
 
 __all__ = [
     "DOCUMENT",
+    "EVIDENCE_GRADES",
     "MAX_LIMIT",
     "MEMORY",
     "USER_FOR_AGENT",

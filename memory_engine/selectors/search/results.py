@@ -22,10 +22,22 @@ USER_FOR_AGENT = "user_for_agent"
 
 
 class Degraded:
-    """Reasons a search answered with less than both channels."""
+    """Reasons an answer is less than the deployment offers: one vocabulary for every search
+    answer (REST, context, tools) and the write answer (docs/retrieval.md, *Degrading*)."""
 
-    EMBEDDING_UNAVAILABLE = "embedding_unavailable"
+    #: The embedder failed (timeout, 5xx, wrong dimensions): the query (or the written text)
+    #: has no vector.
+    EMBED_UNAVAILABLE = "embed_unavailable"
+    #: The vector channel could not rank: the query has a vector without a direction (all zeros).
+    DENSE_UNAVAILABLE = "dense_unavailable"
+    #: The answer was ranked by the lexical channel alone (follows either reason above).
+    LEXICAL_ONLY = "lexical_only"
+    #: The lexical channel failed (its index state or statement): the answer is vectors only.
     LEXICAL_UNAVAILABLE = "lexical_unavailable"
+    #: The rerank provider failed or timed out: the fused order stands.
+    RERANK_UNAVAILABLE = "rerank_unavailable"
+
+    ALL = (EMBED_UNAVAILABLE, DENSE_UNAVAILABLE, LEXICAL_ONLY, LEXICAL_UNAVAILABLE, RERANK_UNAVAILABLE)
 
 
 @dataclass
@@ -38,6 +50,8 @@ class SearchHit:
     score: float
     similarity_score: float | None
     ranks: dict[str, int | None]
+    #: The lexical channel's score (BM25, higher is better); None when that channel did not find it.
+    lexical_score: float | None = None
     tags: dict[str, Any] = field(default_factory=dict)
     document_id: str | None = None
     document_path: str | None = None
@@ -55,6 +69,9 @@ class SearchHit:
     #: the whole is at GET /memories/{id}/open or the open_memory tool). Filled on creation.
     content_preview: str = ""
     has_full_body: bool = False
+    #: The source's authority prior in [0, 1] (0.0 until document versions record it: the
+    #: sources issue); ranking reads it as ``relevance × (1 + w × authority)``.
+    authority: float = 0.0
 
     def __post_init__(self) -> None:
         self.content_preview, self.has_full_body = text_preview(self.text, engine_settings.INLINE_THRESHOLD_BYTES)
@@ -72,7 +89,10 @@ class SearchResult:
     timings: dict[str, float] = field(default_factory=dict)
     #: bm25 (pg_textsearch) or tsvector (the fallback); None when the lexical channel did not run.
     lexical_backend: str | None = None
+    #: none (no hits) | weak | strong (a close lexical match among the first hits): what an agent
+    #: may rest an answer on (selectors.search.stages.grade_evidence).
+    evidence: str = "none"
 
     def as_dict(self) -> dict[str, Any]:
         return {"results": [hit.as_dict() for hit in self.results], "degraded": list(self.degraded),
-                "lexical_backend": self.lexical_backend}
+                "lexical_backend": self.lexical_backend, "evidence": self.evidence}

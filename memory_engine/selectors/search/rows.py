@@ -49,10 +49,10 @@ class DisplayRow:
         return [f.name for f in fields(cls)]
 
     def hit(self, *, score: float = 0.0, similarity_score: float | None = None,
-            ranks: dict[str, int | None] | None = None) -> SearchHit:
+            ranks: dict[str, int | None] | None = None, lexical_score: float | None = None) -> SearchHit:
         return SearchHit(
             source=self.source, id=self.id, text=self.text, score=score, similarity_score=similarity_score,
-            ranks=ranks or {"vector": None, "lexical": None}, tags=_json_object(self.tags),
+            ranks=ranks or {"vector": None, "lexical": None}, lexical_score=lexical_score, tags=_json_object(self.tags),
             document_id=self.document_id, document_path=self.document_path, document_title=self.document_title,
             page=self.page, chunk_index=self.chunk_index, memory_store_id=self.memory_store_id,
             memory_store_name=self.memory_store_name, created_at=self.created_at, tier=self.tier,

@@ -8,6 +8,7 @@ embedder or the lexical channel fails.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any
@@ -21,13 +22,15 @@ from memory_engine.lexical import ensure_lexical_fresh
 from memory_engine.models import Project
 from memory_engine.models.memories import Tier
 from memory_engine.providers.embeddings import EmbeddingError, require_embedding_provider
+from memory_engine.providers.rerank import RerankError, get_rerank_provider, rerank_top_n
 
+from . import stages
 from .fusion import fuse
 from .results import DOCUMENT, MEMORY, USER_FOR_AGENT, Degraded, SearchHit, SearchResult
 from .rows import CandidateRow, DisplayRow, fetch_records
 from .scope import Actor, Scope, resolve_scope
-from .sql import HNSW_SCAN_SQL, build_search_sql, ordered_read_sql, scope_sizes_sql
-from .validation import clean_query, validate_channels, validate_search_knobs
+from .sql import HNSW_SCAN_SQL, build_search_sql, ordered_read_sql, scope_sizes_sql, stored_vectors_sql
+from .validation import boolean_option, clean_query, validate_channels, validate_search_knobs
 
 logger = logging.getLogger("memory_engine.search")
 
@@ -55,6 +58,8 @@ def knowledge_search(
     guard_path: str = "search",
     facet: str | None = None,
     actor: Actor | None = None,
+    dedupe_documents: bool | None = None,
+    mmr: bool | None = None,
 ) -> SearchResult:
     """Search the project's memories and documents; see the package docstring for the algorithm.
 
@@ -72,9 +77,18 @@ def knowledge_search(
     Memory hits whose text, tags or store name read as instructions to an AI are dropped
     here, the one place every model-facing read passes (memory_engine.instruction_guard);
     ``guard_path`` names the caller in the drop log and counter (search, context, tools).
+
+    After the fusion (``stages``, each measured on its own in docs/benchmarks.md): the rerank
+    provider's order for the fused top (RERANK; on failure the fused order stands,
+    ``rerank_unavailable``), one chunk per document (``dedupe_documents``, default
+    SEARCH_DEDUPE_DOCUMENTS), MMR (``mmr``, default SEARCH_MMR), the cut to ``limit``, and the
+    evidence grade (EVIDENCE_LEXICAL_FLOOR).
     """
     began = time.perf_counter()
     validate_channels(channels)
+    dedupe_documents = boolean_option("dedupe_documents", dedupe_documents,
+                                      engine_settings.SEARCH_DEDUPE_DOCUMENTS)
+    mmr = boolean_option("mmr", mmr, engine_settings.SEARCH_MMR)
     rrf_k = engine_settings.SEARCH_RRF_K if rrf_k is None else rrf_k
     validate_search_knobs(limit=limit, rrf_k=rrf_k, min_similarity=min_similarity,
                           recency_half_life_days=recency_half_life_days, vector_weight=vector_weight,
@@ -90,7 +104,8 @@ def knowledge_search(
     if not scope.sources:
         return SearchResult(results=[])
     if query is None:
-        return SearchResult(results=_guarded(_ordered_read(scope, limit), guard_path))
+        hits = _guarded(_ordered_read(scope, limit), guard_path)
+        return SearchResult(results=hits, evidence=_evidence(hits))
 
     timings: dict[str, float] = {}
     degraded: list[str] = []
@@ -102,20 +117,65 @@ def knowledge_search(
             qvec = provider.embed_query(query)
         except EmbeddingError as exc:
             logger.warning("query embedding failed; searching lexically only: %s", exc)
-            degraded.append(Degraded.EMBEDDING_UNAVAILABLE)
+            degraded.append(Degraded.EMBED_UNAVAILABLE)
         timings["embedding_ms"] = (time.perf_counter() - started) * 1000
         if qvec is not None and not any(qvec):
             qvec = None  # a zero vector has no direction: every cosine would be NaN
+            degraded.append(Degraded.DENSE_UNAVAILABLE)
+        if qvec is None and "lexical" in channels:
+            degraded.append(Degraded.LEXICAL_ONLY)
 
     backend = _lexical_backend(degraded) if "lexical" in channels else None
     rows, backend = _candidates(scope, query, qvec, limit, degraded, backend=backend)
     # Fused over every candidate, guarded, then cut: a dropped hit leaves room for the next one.
     hits = fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=len(rows), min_similarity=min_similarity,
                 weights=weights)
-    hits = _guarded(hits, guard_path)[:limit]
-    # Everything but the query embedding: scope checks, SQL, fusion.
-    timings["search_ms"] = (time.perf_counter() - began) * 1000 - timings.get("embedding_ms", 0.0)
-    return SearchResult(results=hits, degraded=degraded, timings=timings, lexical_backend=backend)
+    hits = _guarded(hits, guard_path)
+    # The authority prior and the bounded boosts (document versions: the sources issue) belong
+    # here, as multipliers on the fused score before the stages (hits carry ``authority``).
+    hits = _reranked(query, hits, degraded, timings)
+    if dedupe_documents:
+        hits = stages.dedupe_documents(hits)
+    if mmr:
+        pool = engine_settings.SEARCH_MMR_POOL
+        hits = stages.mmr(hits, _stored_vectors(hits[:pool]), lambda_=engine_settings.SEARCH_MMR_LAMBDA, pool=pool)
+    hits = hits[:limit]
+    # Everything but the query embedding and the rerank call: scope checks, SQL, fusion, stages.
+    timings["search_ms"] = ((time.perf_counter() - began) * 1000 - timings.get("embedding_ms", 0.0)
+                            - timings.get("rerank_ms", 0.0))
+    return SearchResult(results=hits, degraded=degraded, timings=timings, lexical_backend=backend,
+                        evidence=_evidence(hits))
+
+
+def _evidence(hits: list[SearchHit]) -> str:
+    return stages.grade_evidence(hits, lexical_floor=engine_settings.EVIDENCE_LEXICAL_FLOOR)
+
+
+def _reranked(query: str, hits: list[SearchHit], degraded: list[str], timings: dict[str, float]) -> list[SearchHit]:
+    """The rerank provider's order of the fused top (RERANK), or the fused order when none is
+    configured or it fails (``rerank_unavailable``)."""
+    provider = get_rerank_provider()
+    if provider is None or not hits:
+        return hits
+    started = time.perf_counter()
+    try:
+        return stages.rerank_hits(query, hits, provider, top_n=rerank_top_n())
+    except RerankError as exc:
+        logger.warning("rerank failed; keeping the fused order: %s", exc)
+        degraded.append(Degraded.RERANK_UNAVAILABLE)
+        return hits
+    finally:
+        timings["rerank_ms"] = (time.perf_counter() - started) * 1000
+
+
+def _stored_vectors(hits: list[SearchHit]) -> dict[tuple[str, str], list[float]]:
+    """(source, id) -> stored vector of the hits that have one (MMR's similarities)."""
+    ids = {source: [h.id for h in hits if h.source == source] for source in (MEMORY, DOCUMENT)}
+    if not any(ids.values()):
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(stored_vectors_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT]})
+        return {(source, id_): json.loads(vector) for source, id_, vector in cursor.fetchall()}
 
 
 def _guarded(hits: list[SearchHit], path: str) -> list[SearchHit]:

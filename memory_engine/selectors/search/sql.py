@@ -246,3 +246,15 @@ def ordered_read_sql(scope: Scope) -> str:
     # Memories (part 0) by age, then chunks (part 1) by path and position; id breaks ties.
     return (f"SELECT {', '.join(DisplayRow.columns())} FROM ({' UNION ALL '.join(parts)}) u "
             "ORDER BY part, created_at, document_path, chunk_index, id LIMIT %(k)s")
+
+
+def stored_vectors_sql() -> str:
+    """The stored vectors (as text) of the memories ``%(memory_ids)s`` and chunks ``%(chunk_ids)s``
+    that have one: columns source, id, embedding."""
+    return f"""
+    SELECT '{MEMORY}'::text AS source, m.id AS id, c.embedding::text AS embedding
+    FROM {MEM} m JOIN {CONTENT} c ON c.id = m.content_id
+    WHERE m.id = ANY(%(memory_ids)s) AND c.embedding IS NOT NULL
+    UNION ALL
+    SELECT '{DOCUMENT}'::text, x.id, x.embedding::text FROM {CHUNK} x
+    WHERE x.id = ANY(%(chunk_ids)s) AND x.embedding IS NOT NULL"""

@@ -72,3 +72,12 @@ def string_list(name: str, value: Any) -> list[str] | None:
     ):
         raise ValidationFailed(f"`{name}` must be a list of strings.", details={"field": name})
     return list(dict.fromkeys(value))
+
+
+def boolean_option(name: str, value: Any, default: bool) -> bool:
+    """A request's on/off option (None: the setting's default); VALIDATION_ERROR unless a boolean."""
+    if value is None:
+        return bool(default)
+    if not isinstance(value, bool):
+        raise ValidationFailed(f"`{name}` must be true or false.", details={"field": name})
+    return value

@@ -1,0 +1,78 @@
+"""knowledge_search with a rerank provider (RERANK) on a real local TEI-style server: the top
+of the fused list comes back in the provider's order; on failure or timeout the fused order
+stands and ``degraded`` says ``rerank_unavailable``."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from memory_engine.selectors.search import knowledge_search
+from tests.httpserver import LocalServer
+
+from .helpers import make_document
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lexical_backend")]
+
+LEAVE = ["Employees accrue 25 days of paid vacation per year.",
+         "Paid vacation days carry over into the next year up to 5 days.",
+         "Unused paid vacation is paid out when employees leave.",
+         "The office is closed on public holidays."]
+
+
+class Reverser:
+    """Scores the passages in reverse of the order sent (the fused order), or fails."""
+
+    def __init__(self) -> None:
+        self.mode = "ok"
+        self.seen: list[list[str]] = []
+
+    def __call__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[Any, ...]:
+        texts = json.loads(body)["texts"]
+        self.seen.append(texts)
+        if self.mode == "slow":
+            time.sleep(1.5)
+        if self.mode == "500":
+            return 500, {}
+        return 200, [{"index": i, "score": float(i)} for i in range(len(texts))]
+
+
+@pytest.fixture
+def reranker(settings: Any) -> Iterator[Reverser]:
+    backend = Reverser()
+    with LocalServer(backend) as server:
+        settings.MEMORY_ENGINE = {**(getattr(settings, "MEMORY_ENGINE", None) or {}),
+                                  "RERANK": {"PROVIDER": "tei", "OPTIONS": {"BASE_URL": server.url},
+                                             "TOP_N": 3, "TIMEOUT": 0.5}}
+        yield backend
+
+
+def test_rerank_orders_the_fused_top(project, settings, reranker):
+    make_document(project, "/handbook/leave.txt", LEAVE)
+    result = knowledge_search(project=project, query="paid vacation days", limit=10)
+    fused = reranker.seen[-1]
+    assert len(fused) == 3  # TOP_N passages go in
+    assert [h.text for h in result.results[:3]] == fused[::-1]
+    assert result.degraded == [] and "rerank_ms" in result.timings
+
+
+@pytest.mark.parametrize("mode", ["slow", "500"])
+def test_rerank_failure_keeps_the_fused_order(project, settings, reranker, mode, client):
+    make_document(project, "/handbook/leave.txt", LEAVE)
+    reranker.mode = mode
+    started = time.monotonic()
+    result = knowledge_search(project=project, query="paid vacation days", limit=10)
+    assert time.monotonic() - started < 1.4  # the timeout, not the server, decides
+    assert result.degraded == ["rerank_unavailable"]
+    assert [h.text for h in result.results[:3]] == reranker.seen[-1]
+    body = client.post("/api/v1/knowledge/search", {"query": "paid vacation days"}, format="json").json()
+    assert body["degraded"] == ["rerank_unavailable"]
+
+
+def test_capabilities_name_the_reranker(client, reranker):
+    body = client.get("/api/v1/capabilities").json()
+    assert body["rerank_configured"] is True and body["rerank_model"] is None  # TEI serves one model
