@@ -51,6 +51,8 @@ class KnowledgeSearchRequestSerializer(serializers.Serializer):
                                      help_text="Recall as this agent: its own store joins the memory scope.")
     subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
                                     help_text="With agent_id: the end user's external id; their store joins.")
+    include_deprecated = serializers.BooleanField(required=False, default=False,
+                                                  help_text="Search deprecated documents too.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs.get("subject") is not None and not attrs.get("agent_id"):

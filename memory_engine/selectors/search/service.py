@@ -55,6 +55,7 @@ def knowledge_search(
     guard_path: str = "search",
     facet: str | None = None,
     actor: Actor | None = None,
+    include_deprecated: bool = False,
 ) -> SearchResult:
     """Search the project's memories and documents; see the package docstring for the algorithm.
 
@@ -87,6 +88,7 @@ def knowledge_search(
     scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
                           document_ids=document_ids, document_paths=document_paths, tags=tags, facet=facet,
                           actor=actor)
+    scope.include_deprecated = include_deprecated  # deprecated documents: left out unless asked for
     if not scope.sources:
         return SearchResult(results=[])
     if query is None:
