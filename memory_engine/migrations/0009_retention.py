@@ -85,7 +85,7 @@ class Migration(migrations.Migration):
             name='ErasureReceipt',
             fields=[
                 ('id', memory_engine.ids.PublicIdField(prefix='erc', serialize=False)),
-                ('selector_kind', models.CharField(help_text='subject_external_id | tags', max_length=20)),
+                ('selector_kind', models.CharField(help_text='subject_external_id, tags or both (+).', max_length=50)),
                 ('selector_sha256', models.CharField(help_text="sha256 of the selector's canonical JSON.", max_length=64)),
                 ('counts', models.JSONField(default=dict, help_text='Rows removed (or redacted) per table.')),
                 ('ids', models.JSONField(default=dict, help_text="The removed rows' ids per table.")),

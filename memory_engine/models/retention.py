@@ -34,7 +34,7 @@ class ErasureReceipt(models.Model):
 
     id = PublicIdField(prefix="erc")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="erasure_receipts")
-    selector_kind = models.CharField(max_length=20, help_text="subject_external_id | tags")
+    selector_kind = models.CharField(max_length=50, help_text="subject_external_id, tags or both (+).")
     selector_sha256 = models.CharField(max_length=64, help_text="sha256 of the selector's canonical JSON.")
     counts = models.JSONField(default=dict, help_text="Rows removed (or redacted) per table.")
     ids = models.JSONField(default=dict, help_text="The removed rows' ids per table.")
