@@ -572,6 +572,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=DocumentRetentionSerializer, responses={200: DocumentVersionSerializer(many=True),
+                                                                   **error_responses(DocumentVersionNotFound),
                                                                    **ERRORS}, filters=False)
     @action(detail=True, methods=["post"], filterset_class=None, pagination_class=None,
             session_permissions=["change_document"])
@@ -581,6 +582,9 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         serializer.is_valid(raise_exception=True)
         document = self.get_object()
         data = serializer.validated_data
+        for version_id in data.get("version_ids") or []:  # 404 for an id that is not this document's
+            project_object_or_404(DocumentVersion.objects.filter(document=document), version_id,
+                                  error=DocumentVersionNotFound, field="version_ids")
         document_retention_set(document=document, retention_class=data["retention_class"],
                                version_ids=data.get("version_ids"), principal=request_principal(request))
         versions = DocumentVersion.objects.filter(document=document).order_by("-number")
