@@ -167,11 +167,17 @@ class MemoryAdmin(RetentionActionsMixin, ProjectScopedAdmin):
 
     @admin.action(description="Forget the selected memories (recorded as assertions)", permissions=["forget"])
     def forget(self, request: Any, queryset: QuerySet[Memory]) -> None:
-        count = 0
+        count, refused = 0, []
         for memory in queryset.filter(invalidated_at__isnull=True):
-            memory_forget(memory=memory, principal=f"admin:{request.user.get_username()}", mechanism=Mechanism.API)
-            count += 1
+            try:
+                memory_forget(memory=memory, principal=f"admin:{request.user.get_username()}",
+                              mechanism=Mechanism.API)
+                count += 1
+            except MemoryEngineError as exc:  # LEGAL_HOLD
+                refused.append(f"{memory.pk} ({exc.code})")
         self.message_user(request, f"Forgot {count} memory(ies).", messages.SUCCESS)
+        if refused:
+            self.message_user(request, f"Not forgotten: {', '.join(refused)}.", messages.WARNING)
 
     def get_urls(self) -> list[Any]:
         view = self.admin_site.admin_view(self.superseded_view)
