@@ -40,3 +40,12 @@ def test_receipts_are_listed_and_downloadable_per_project(member_client: Client,
     assert download.status_code == 200 and download["Content-Type"] == "application/json"
     assert json.loads(download.content)["sha256"] == receipt.sha256
     assert member_client.get(f"{A}/erasurereceipt/{other.pk}/download/").status_code == 404
+
+
+def test_deleting_a_store_with_a_held_memory_is_refused_on_the_confirmation_page(
+        member_client: Client, mine: World) -> None:
+    Memory.objects.filter(pk=mine.new.pk).update(retention_class="legal_hold")
+    page = member_client.get(f"{A}/memorystore/{mine.store.pk}/delete/")
+    assert page.status_code == 200 and "under legal hold" in page.content.decode()
+    member_client.post(f"{A}/memorystore/{mine.store.pk}/delete/", {"post": "yes"})
+    assert Memory.objects.filter(pk=mine.new.pk).exists()
