@@ -283,3 +283,15 @@ def test_the_retention_sweep_runs_on_a_real_worker(qcluster, project, settings):
     forgotten = wait_for(lambda: Document.objects.filter(pk=document.pk, forgotten_at__isnull=False).first(),
                          timeout=120)
     assert forgotten.forget_reason.startswith("expired")
+
+
+def test_a_forgotten_source_document_stays_forgotten_until_new_content(client):
+    wiki = "/api/v1/documents/by-ref/wiki/page-9"
+    first = client.put(wiki, {"content": "Old page text.", "wait": True}, format="json").json()
+    doc_id = first["id"]
+    client.post(f"/api/v1/documents/{doc_id}/forget", {"reason": "request"}, format="json")
+    again = client.put(wiki, {"content": "Old page text.", "wait": True}, format="json").json()
+    assert again["status"] == "noop" and Document.objects.get(pk=doc_id).forgotten_at is not None
+    changed = client.put(wiki, {"content": "New page text.", "wait": True}, format="json").json()
+    assert changed["status"] == "updated" and changed["document"]["forgotten_at"] is None
+    assert Chunk.objects.filter(document_id=doc_id).exists()

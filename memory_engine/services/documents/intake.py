@@ -361,6 +361,7 @@ def _update(document: Document, *, upload: Upload, data: bytes, raw: RawCapture,
     document.attempts = 0
     document.heartbeat_at = None
     document.last_seen_at = timezone.now()
+    document.forgotten_at, document.forget_reason = None, ""  # new content ends a tombstone
     document.save()
     number = (document.versions.aggregate(top=Max("number"))["top"] or 0) + 1
     return _new_version(document, number=number, raw=raw, lineage=lineage)
