@@ -84,6 +84,10 @@ DEFAULTS: dict[str, Any] = {
     # how often the scheduled sweep deletes expired memories and purges the trash.
     "TRASH_DAYS": 7,
     "MEMORY_SWEEP_MINUTES": 60,
+    # Retention (docs/retention.md): the lifetime of an ephemeral memory written without
+    # expires_at, and of an ephemeral document version (the retention sweep tombstones it).
+    "MEMORY_EPHEMERAL_TTL_SECONDS": 86400,
+    "DOCUMENT_EPHEMERAL_TTL_SECONDS": 86400,
     # Confidence of a memory whose writer states none; a write that lands on an existing
     # memory reinforces it at most once per REINFORCE_INTERVAL_SECONDS.
     "DEFAULT_CONFIDENCE": 0.7,
@@ -278,6 +282,8 @@ TYPES: dict[str, Coerce] = {
     "TIER_PRECEDENCE": section({"user": number, "agent": number, "institutional": number}),
     "TRASH_DAYS": integer,
     "MEMORY_SWEEP_MINUTES": integer,
+    "MEMORY_EPHEMERAL_TTL_SECONDS": integer,
+    "DOCUMENT_EPHEMERAL_TTL_SECONDS": integer,
     "DEFAULT_CONFIDENCE": number,
     "REINFORCE_INTERVAL_SECONDS": number,
     "SURFACE_DUPLICATES_ABOVE": number,

@@ -40,6 +40,8 @@ RULE_SWEEP_TASK = "memory_engine.tasks.rule_firing_sweep_task"
 RULE_SWEEP_SCHEDULE_NAME = "memory_engine: rule firing sweep"
 MEMORY_SWEEP_TASK = "memory_engine.tasks.memory_sweep_task"
 MEMORY_SWEEP_SCHEDULE_NAME = "memory_engine: memory sweep"
+RETENTION_SWEEP_TASK = "memory_engine.tasks.retention_sweep_task"
+RETENTION_SWEEP_SCHEDULE_NAME = "memory_engine: retention sweep"
 
 
 def _async_task(path: str, *args: Any, **options: Any) -> None:
@@ -81,8 +83,11 @@ def ensure_schedules(**kwargs: Any) -> None:
             defaults={"func": func, "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1},
         )
     # expired memories and the trash past its window (services.memory_lifecycle.memory_sweep)
-    Schedule.objects.using(using).update_or_create(
-        name=MEMORY_SWEEP_SCHEDULE_NAME,
-        defaults={"func": MEMORY_SWEEP_TASK, "schedule_type": Schedule.MINUTES,
-                  "minutes": max(1, engine_settings.MEMORY_SWEEP_MINUTES), "repeats": -1},
-    )
+    # ... and ephemeral document versions past their TTL (services.retention.document_retention_sweep)
+    for name, func in ((MEMORY_SWEEP_SCHEDULE_NAME, MEMORY_SWEEP_TASK),
+                       (RETENTION_SWEEP_SCHEDULE_NAME, RETENTION_SWEEP_TASK)):
+        Schedule.objects.using(using).update_or_create(
+            name=name,
+            defaults={"func": func, "schedule_type": Schedule.MINUTES,
+                      "minutes": max(1, engine_settings.MEMORY_SWEEP_MINUTES), "repeats": -1},
+        )

@@ -10,6 +10,7 @@ from typing import Any
 
 from memory_engine.services.documents import document_ingest, document_sweep
 from memory_engine.services.memory_lifecycle import memory_sweep
+from memory_engine.services.retention import document_retention_sweep
 from memory_engine.services.rules import memory_rule_fire, rule_firing_sweep
 
 
@@ -38,3 +39,8 @@ def document_sweep_task() -> dict[str, int]:
 def memory_sweep_task() -> dict[str, int]:
     """Delete expired memories and purge the trash past each store's trash_days."""
     return memory_sweep().as_dict()
+
+
+def retention_sweep_task() -> dict[str, int]:
+    """Tombstone ephemeral document versions past DOCUMENT_EPHEMERAL_TTL_SECONDS."""
+    return document_retention_sweep()

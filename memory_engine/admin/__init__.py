@@ -3,4 +3,4 @@
 
 # Importing the modules registers their ModelAdmins: memories and stores, tenancy (projects,
 # API keys), rules and generations, agents, documents and ingestion rules, memory schemas.
-from . import agents, documents, memories, memory_schema, rules, tenancy  # noqa: F401
+from . import agents, documents, memories, memory_schema, retention, rules, tenancy  # noqa: F401

@@ -39,6 +39,7 @@ from .console import ingestion_rule_tester_view
 from .erasure import ErasureAdmin
 from .memories import admin_link
 from .next_steps import NEXT_STEPS
+from .retention import RETENTION_ACTIONS, RetentionActionsMixin, set_documents_retention
 from .scoping import ProjectScopedAdmin, TrustedForm
 
 STATUS_COLOURS: dict[str, str] = {
@@ -121,14 +122,15 @@ class ReingestForm(forms.Form):
 
 
 @admin.register(Document)
-class DocumentAdmin(ErasureAdmin, ProjectScopedAdmin):
+class DocumentAdmin(RetentionActionsMixin, ErasureAdmin, ProjectScopedAdmin):
     list_display = ["path", "project", "status_badge", "progress", "error_code", "chunking", "rule",
                     "size_bytes", "created_at"]
     list_filter = ["status", "project", "content_type", "chunk_strategy"]
     search_fields = ["path", "title", "id", "sha256"]
     list_select_related = ["project", "ingestion_rule"]
     date_hierarchy = "created_at"
-    actions = ["reingest", "reingest_with_settings", "reembed_missing"]
+    actions = ["reingest", "reingest_with_settings", "reembed_missing", *RETENTION_ACTIONS]
+    retention_setter = set_documents_retention
     inlines = [ChunkInline]
     readonly_fields = [
         "id", "project", "path", "content_type", "file", "original_filename", "size_bytes", "sha256",

@@ -49,6 +49,8 @@ class ErasureAdmin(admin.ModelAdmin):
         model_count = {_plural(model): count for model, count in plan.removed.items()}
         protected = [f"Referenced by {count} {model_ngettext(model._meta, count)} outside this deletion"
                      for model, count in plan.blocking.items()]
+        protected += [f"{count} {model_ngettext(model._meta, count)} under legal hold (LEGAL_HOLD)"
+                      for model, count in plan.held.items()]
         return to_delete, model_count, set(), protected
 
 

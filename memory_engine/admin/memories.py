@@ -19,6 +19,7 @@ from memory_engine.services.memory_lifecycle import memory_forget, memory_restor
 from memory_engine.services.stores import memory_store_delete, memory_store_save, validate_memory_store
 
 from .erasure import ErasureAdmin
+from .retention import RETENTION_ACTIONS, RetentionActionsMixin, set_memories_retention
 from .scoping import ProjectScopedAdmin
 
 #: Outcomes of the assertion that brings a memory into existence.
@@ -135,21 +136,22 @@ def timeline(memory: Memory) -> list[dict[str, Any]]:
 
 
 @admin.register(Memory)
-class MemoryAdmin(ProjectScopedAdmin):
+class MemoryAdmin(RetentionActionsMixin, ProjectScopedAdmin):
     project_path = "store__project"
     list_display = ["id", "text_preview", "store", "kind", "facet", "confidence", "evidence_count", "source_type",
-                    "created_at", "expires_at", "invalidated_at", "trashed_at", "successor"]
-    list_filter = [ValidityFilter, "store__project", "store", "source_type", "kind"]
+                    "created_at", "expires_at", "invalidated_at", "trashed_at", "successor", "retention_class"]
+    list_filter = [ValidityFilter, "store__project", "store", "source_type", "kind", "retention_class"]
     search_fields = ["id", "content__text"]
     list_select_related = ["content", "store", "superseded_by"]
     readonly_fields = ("id", "store", "text", "kind", "title", "summary", "facet", "confidence", "evidence_count",
                        "reinforced_at", "expires_at", "trashed_at", "agent", "tags", "metadata", "source_type",
                        "about_kind", "about_key", "created_at", "invalidated_at", "successor", "predecessors",
-                       "revisions")
+                       "revisions", "retention_class")
     fields = readonly_fields
     date_hierarchy = "created_at"
     change_form_template = "admin/memory_engine/memory/change_form.html"
-    actions = ["forget"]
+    actions = ["forget", *RETENTION_ACTIONS]
+    retention_setter = set_memories_retention
 
     def has_add_permission(self, request: Any) -> bool:
         return False
@@ -165,11 +167,17 @@ class MemoryAdmin(ProjectScopedAdmin):
 
     @admin.action(description="Forget the selected memories (recorded as assertions)", permissions=["forget"])
     def forget(self, request: Any, queryset: QuerySet[Memory]) -> None:
-        count = 0
+        count, refused = 0, []
         for memory in queryset.filter(invalidated_at__isnull=True):
-            memory_forget(memory=memory, principal=f"admin:{request.user.get_username()}", mechanism=Mechanism.API)
-            count += 1
+            try:
+                memory_forget(memory=memory, principal=f"admin:{request.user.get_username()}",
+                              mechanism=Mechanism.API)
+                count += 1
+            except MemoryEngineError as exc:  # LEGAL_HOLD
+                refused.append(f"{memory.pk} ({exc.code})")
         self.message_user(request, f"Forgot {count} memory(ies).", messages.SUCCESS)
+        if refused:
+            self.message_user(request, f"Not forgotten: {', '.join(refused)}.", messages.WARNING)
 
     def get_urls(self) -> list[Any]:
         view = self.admin_site.admin_view(self.superseded_view)

@@ -25,9 +25,11 @@ from rest_framework.views import APIView
 
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import (
+    DocumentNotForgotten,
     DocumentVersionNotFound,
     ExternalRefInvalid,
     FileTooLarge,
+    LegalHold,
     PathTaken,
     QuotaExceeded,
     TitleTooLong,
@@ -35,6 +37,7 @@ from memory_engine.exceptions import (
 )
 from memory_engine.models import ApiKey, Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import ChunkStrategy
+from memory_engine.models.retention import RetentionClass
 from memory_engine.providers.converters.http import TOKEN_HEADER
 from memory_engine.selectors.documents import version_text
 from memory_engine.services.documents import (
@@ -53,6 +56,12 @@ from memory_engine.services.documents import (
 )
 from memory_engine.services.ingestion_rules import FIELDS as RULE_FIELDS
 from memory_engine.services.ingestion_rules import ingestion_rule_save
+from memory_engine.services.retention import (
+    document_deprecate,
+    document_forget,
+    document_purge,
+    document_retention_set,
+)
 
 from .exceptions import ERRORS, ErrorSerializer, error_responses
 from .fields import JSONObjectField, parse_tags_param
@@ -92,7 +101,8 @@ class DocumentSerializer(serializers.ModelSerializer):
             "id", "path", "title", "content_type", "status", "error", "total_chunks", "indexed_chunks",
             "unembedded_chunks", "attempts", "chunk_strategy", "chunk_size", "chunk_overlap", "tags", "metadata",
             "size_bytes", "sha256", "original_filename", "ingestion_rule_id", "heartbeat_at", "ingested_at",
-            "source", "external_ref", "last_seen_at", "active_version_id", "created_at", "updated_at",
+            "source", "external_ref", "last_seen_at", "active_version_id", "deprecated_at", "forgotten_at",
+            "forget_reason", "created_at", "updated_at",
         ]
         read_only_fields = fields
 
@@ -143,6 +153,9 @@ class LineageSerializer(ChunkSettingsSerializer):
                                   help_text="At most MAX_TITLE_CHARS (400 TITLE_TOO_LONG).")
     tags = JSONObjectField(required=False)
     metadata = JSONObjectField(required=False)
+    retention_class = serializers.ChoiceField(
+        choices=RetentionClass.choices, required=False, default=RetentionClass.DURABLE,
+        help_text="durable | ephemeral (tombstoned after DOCUMENT_EPHEMERAL_TTL_SECONDS) | legal_hold.")
 
 
 class IdentitySerializer(LineageSerializer):
@@ -195,6 +208,7 @@ class DocumentVersionSerializer(serializers.ModelSerializer):
             "id", "document_id", "number", "status", "sha256", "size_bytes", "content_type", "title",
             "provenance", "source_class", "occurred_at", "valid_from", "valid_until", "captured_by",
             "captured_by_kind", "derived_from_id", "raw_capture_id", "error", "created_at", "activated_at",
+            "retention_class", "tombstoned_at",
         ]
         read_only_fields = fields
 
@@ -217,6 +231,16 @@ class CaptureSerializer(serializers.Serializer):
     status = serializers.CharField(help_text="created | noop | updated")
     version = DocumentVersionSerializer()
     document = DocumentSerializer()
+
+
+class DocumentForgetSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=400, help_text="Why it is forgotten; kept on the tombstone.")
+
+
+class DocumentRetentionSerializer(serializers.Serializer):
+    retention_class = serializers.ChoiceField(choices=RetentionClass.choices)
+    version_ids = serializers.ListField(child=serializers.CharField(max_length=40), required=False,
+                                        max_length=1000, help_text="Default: every version of the document.")
 
 
 class ReingestSerializer(ChunkSettingsSerializer):
@@ -327,6 +351,7 @@ def _lineage(request: Request, project: Any, data: dict[str, Any]) -> Lineage:
         provenance=data["provenance"], source_class=data["source_class"], occurred_at=data.get("occurred_at"),
         valid_from=data.get("valid_from"), valid_until=data.get("valid_until"),
         captured_by=request_principal(request), captured_by_kind=kind, derived_from=derived_from,
+        retention_class=data["retention_class"],
     )
 
 
@@ -510,6 +535,60 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
 
     def perform_destroy(self, instance: Document) -> None:
         document_delete(document=instance)
+
+    @extend_schema(request=None, responses={200: DocumentSerializer, **ERRORS}, filters=False)
+    @action(detail=True, methods=["post", "delete"], filterset_class=None, pagination_class=None,
+            session_permissions=["change_document"])
+    def deprecate(self, request: Request, pk: str | None = None) -> Response:
+        """POST: keep the document but leave it out of search unless the search sends
+        ``include_deprecated``; DELETE: undo it."""
+        document = document_deprecate(document=self.get_object(), deprecated=request.method == "POST")
+        return Response(DocumentSerializer(document).data)
+
+    @extend_schema(request=DocumentForgetSerializer, responses={200: DocumentSerializer,
+                                                                **error_responses(LegalHold), **ERRORS},
+                   filters=False)
+    @action(detail=True, methods=["post"], filterset_class=None, pagination_class=None,
+            session_permissions=["delete_document"])
+    def forget(self, request: Request, pk: str | None = None) -> Response:
+        """Tombstone: chunks (text and vectors), raw captures and the stored file are erased; the
+        row, its versions' metadata and the reason stay. 409 LEGAL_HOLD for a held version."""
+        serializer = DocumentForgetSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        document = self.get_object()
+        document_forget(document=document, reason=serializer.validated_data["reason"],
+                        principal=request_principal(request))
+        document.refresh_from_db()
+        return Response(DocumentSerializer(document).data)
+
+    @extend_schema(request=None, responses={204: None, **error_responses(LegalHold, DocumentNotForgotten),
+                                            **ERRORS}, filters=False)
+    @action(detail=True, methods=["post"], filterset_class=None, pagination_class=None,
+            session_permissions=["delete_document"])
+    def purge(self, request: Request, pk: str | None = None) -> Response:
+        """Hard-delete a forgotten document; 409 DOCUMENT_NOT_FORGOTTEN while a durable version is
+        not tombstoned, 409 LEGAL_HOLD for a held version."""
+        document_purge(document=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=DocumentRetentionSerializer, responses={200: DocumentVersionSerializer(many=True),
+                                                                   **error_responses(DocumentVersionNotFound),
+                                                                   **ERRORS}, filters=False)
+    @action(detail=True, methods=["post"], filterset_class=None, pagination_class=None,
+            session_permissions=["change_document"])
+    def retention(self, request: Request, pk: str | None = None) -> Response:
+        """Change the retention class of the document's versions (all, or ``version_ids``)."""
+        serializer = DocumentRetentionSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        document = self.get_object()
+        data = serializer.validated_data
+        for version_id in data.get("version_ids") or []:  # 404 for an id that is not this document's
+            project_object_or_404(DocumentVersion.objects.filter(document=document), version_id,
+                                  error=DocumentVersionNotFound, field="version_ids")
+        document_retention_set(document=document, retention_class=data["retention_class"],
+                               version_ids=data.get("version_ids"), principal=request_principal(request))
+        versions = DocumentVersion.objects.filter(document=document).order_by("-number")
+        return Response(DocumentVersionSerializer(versions, many=True).data)
 
 
 @extend_schema_view(

@@ -20,10 +20,12 @@ from memory_engine.exceptions import MemoryStoreNotFound, ValidationFailed
 from memory_engine.facets import validate_facet
 from memory_engine.models import Memory, MemoryAssertion, MemoryRevision, MemoryStore, Project
 from memory_engine.models.memories import Mechanism, Tier
+from memory_engine.models.retention import RetentionClass
 from memory_engine.selectors.memories import drop_instruction_memories, in_facet, open_memory
 from memory_engine.selectors.search import Degraded
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore
 from memory_engine.services.memory_write import WriteResult, memory_write
+from memory_engine.services.retention import memory_retention_set
 from memory_engine.services.stores import memory_store_delete, memory_store_save, subject_store_get_or_create
 from memory_engine.subjects import validate_subject
 
@@ -106,6 +108,13 @@ class MemoryWriteSerializer(MemoryFieldsSerializer):
     duplicate_threshold = serializers.FloatField(required=False, allow_null=True)
     supersede_threshold = serializers.FloatField(required=False, allow_null=True)
     conversation_id = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    retention_class = serializers.ChoiceField(
+        choices=RetentionClass.choices, required=False, default=RetentionClass.DURABLE,
+        help_text="durable | ephemeral (expires_at defaults to MEMORY_EPHEMERAL_TTL_SECONDS) | legal_hold.")
+
+
+class MemoryRetentionSerializer(serializers.Serializer):
+    retention_class = serializers.ChoiceField(choices=RetentionClass.choices)
 
 
 class MemorySerializer(serializers.ModelSerializer):
@@ -122,6 +131,7 @@ class MemorySerializer(serializers.ModelSerializer):
             "id", "memory_store_id", "content", "content_id", "tags", "metadata", "source_type", "about",
             "kind", "title", "summary", "confidence", "facet", "expires_at", "evidence_count", "reinforced_at",
             "trashed_at", "agent_id", "created_at", "invalidated_at", "superseded_by_memory_id",
+            "retention_class",
         ]
 
     def get_about(self, obj: Memory) -> dict[str, str] | None:
@@ -416,6 +426,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
             conversation_id=data.get("conversation_id"),
             duplicate_threshold=data.get("duplicate_threshold"),
             supersede_threshold=data.get("supersede_threshold"),
+            retention_class=data["retention_class"],
             **serializer.write_kwargs(),
             principal=self.principal,
             mechanism=Mechanism.API,
@@ -432,6 +443,17 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         """Bring a forgotten agent or institutional memory back from the trash (outcome `restored`);
         409 NOT_IN_TRASH or TRASH_EXPIRED (after the store's trash_days)."""
         memory = memory_restore(memory=self.get_object(), principal=self.principal, mechanism=Mechanism.API)
+        return Response(MemoryFullSerializer(memory).data)
+
+    @extend_schema(request=MemoryRetentionSerializer, filters=False, responses={200: MemoryFullSerializer, **ERRORS})
+    @action(detail=True, methods=["post"], filterset_class=None, session_permissions=["change_memory"])
+    def retention(self, request: Request, pk: str | None = None) -> Response:
+        """Change the memory's retention class (an operator's decision): ``legal_hold`` makes
+        forget and erasure refuse it (409 LEGAL_HOLD); ``ephemeral`` gives it an expiry."""
+        serializer = MemoryRetentionSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        memory = memory_retention_set(memory=self.get_object(), principal=self.principal,
+                                      retention_class=serializer.validated_data["retention_class"])
         return Response(MemoryFullSerializer(memory).data)
 
     @extend_schema(parameters=[FACET_PARAMETER], filters=False, responses={200: MemoryFullSerializer, **ERRORS})

@@ -66,6 +66,8 @@ class KnowledgeSearchRequestSerializer(serializers.Serializer):
     mmr = serializers.BooleanField(
         required=False, allow_null=True, default=None,
         help_text="Maximal marginal relevance over the stored vectors (default: the SEARCH_MMR setting).")
+    include_deprecated = serializers.BooleanField(required=False, default=False,
+                                                  help_text="Search deprecated documents too.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs.get("subject") is not None and not attrs.get("agent_id"):

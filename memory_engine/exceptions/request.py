@@ -415,6 +415,18 @@ class TrashExpired(Conflict):
                        "restored and the next sweep deletes it.")
 
 
+class LegalHold(Conflict):
+    code = "LEGAL_HOLD"
+    default_message = ("Rows under legal hold cannot be forgotten, purged or erased; an operator must change "
+                       "their retention_class first (details name them).")
+
+
+class DocumentNotForgotten(Conflict):
+    code = "DOCUMENT_NOT_FORGOTTEN"
+    default_message = ("This document still has a durable version that is not tombstoned: forget it "
+                       "(POST .../forget) before purging it.")
+
+
 class InstructionWithheld(Conflict):
     code = "INSTRUCTION_WITHHELD"
     default_message = ("This memory reads as instructions to an AI, so it is not returned toward a model; it stays "

@@ -3,6 +3,7 @@
 from .agents import Agent, Generation
 from .documents import Chunk, Document, DocumentVersion, IngestionRule, RawCapture
 from .memories import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemorySchema, MemoryStore
+from .retention import ErasureReceipt, RetentionClass
 from .rules import MemoryRule
 from .tenancy import ApiKey, Project
 
@@ -12,6 +13,7 @@ __all__ = [
     "Chunk",
     "Document",
     "DocumentVersion",
+    "ErasureReceipt",
     "Generation",
     "IngestionRule",
     "Memory",
@@ -23,4 +25,5 @@ __all__ = [
     "MemoryStore",
     "Project",
     "RawCapture",
+    "RetentionClass",
 ]

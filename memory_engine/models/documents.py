@@ -8,6 +8,7 @@ from django.utils import timezone
 from memory_engine.ids import PublicIdField
 
 from .embedded import EmbeddedText, search_indexes
+from .retention import retention_class_field
 from .tenancy import Project
 
 
@@ -120,6 +121,12 @@ class Document(models.Model):
     last_seen_at = models.DateTimeField(null=True, blank=True)
     active_version = models.ForeignKey("DocumentVersion", null=True, blank=True, on_delete=models.SET_NULL,
                                        related_name="+")
+    # Retention (docs/retention.md): deprecated documents are kept but not searched by default;
+    # a forgotten one is a tombstone (no chunks, no raw bytes, no file) that keeps its versions'
+    # metadata and the reason.
+    deprecated_at = models.DateTimeField(null=True, blank=True)
+    forgotten_at = models.DateTimeField(null=True, blank=True)
+    forget_reason = models.CharField(max_length=500, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -216,6 +223,11 @@ class DocumentVersion(models.Model):
     error = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     activated_at = models.DateTimeField(null=True, blank=True)
+    # ephemeral: tombstoned by the retention sweep DOCUMENT_EPHEMERAL_TTL_SECONDS after capture;
+    # legal_hold: the document's forget, purge and erasure refuse it.
+    retention_class = retention_class_field()
+    tombstoned_at = models.DateTimeField(null=True, blank=True,
+                                         help_text="Forgotten: its text, chunks and raw bytes are gone.")
 
     class Meta:
         ordering = ["document", "-number"]

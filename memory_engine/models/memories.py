@@ -11,6 +11,7 @@ from memory_engine.exceptions import LedgerImmutable
 from memory_engine.ids import PublicIdField
 
 from .embedded import EmbeddedText, search_indexes
+from .retention import retention_class_field
 from .tenancy import Project
 
 
@@ -159,6 +160,9 @@ class Memory(models.Model):
     superseded_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
     )
+    # ephemeral: gets an expires_at (MEMORY_EPHEMERAL_TTL_SECONDS) when written without one;
+    # legal_hold: forget and erasure refuse it, the sweep keeps it (docs/retention.md)
+    retention_class = retention_class_field()
 
     objects = MemoryQuerySet.as_manager()
 

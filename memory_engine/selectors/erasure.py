@@ -11,7 +11,7 @@ collector: ``CASCADE`` relations are removed with their parent, ``PROTECT`` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from graphlib import TopologicalSorter
 from typing import Any
 
@@ -27,6 +27,8 @@ class ErasurePlan:
 
     removed: dict[type[Model], int]
     blocking: dict[type[Model], int]
+    #: Rows under legal hold (``retention_class``) the erasure would remove: they refuse it.
+    held: dict[type[Model], int] = field(default_factory=dict)
 
 
 def _reverse_relations(model: type[Model]) -> list[Any]:
@@ -79,4 +81,7 @@ def erasure_plan(*, queryset: QuerySet[Any]) -> ErasurePlan:
                 blockers = blockers.exclude(pk__in=erased[child].values("pk"))
             if count := blockers.count():
                 blocking[child] = blocking.get(child, 0) + count
-    return ErasurePlan(removed={m: n for m, n in removed.items() if n}, blocking=blocking)
+    held = {model: count for model, rows in erased.items()
+            if any(f.name == "retention_class" for f in model._meta.concrete_fields)
+            and (count := rows.filter(retention_class="legal_hold").count())}
+    return ErasurePlan(removed={m: n for m, n in removed.items() if n}, blocking=blocking, held=held)

@@ -28,7 +28,9 @@ from memory_engine.conf import engine_settings
 from memory_engine.exceptions import NotInTrash, TrashExpired
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome, Tier
+from memory_engine.models.retention import RetentionClass
 
+from .legal_hold import check_legal_hold
 from .memory_write import lock_store
 
 logger = logging.getLogger("memory_engine.lifecycle")
@@ -92,6 +94,7 @@ def memory_forget(*, memory: Memory, principal: str, mechanism: str = Mechanism.
     """
     lock_store(memory.store_id)
     memory = Memory.objects.select_related("store", "content").get(pk=memory.pk)
+    check_legal_hold(memories=Memory.objects.filter(pk=memory.pk))
     if memory.store.tier == Tier.USER:
         assertion = _forget_assertion(memory, principal=principal, mechanism=mechanism,
                                       details={"deleted": True})
@@ -154,6 +157,7 @@ def _sweep_store_batch(store_id: str, now: datetime, counts: SweepCounts) -> int
         due = list(
             Memory.objects.filter(store_id=store_id)
             .filter(Q(expires_at__lte=now) | Q(trashed_at__lte=trash_cutoff))
+            .exclude(retention_class=RetentionClass.LEGAL_HOLD)
             .select_related("content").defer("content__embedding")
             .select_for_update(skip_locked=True, of=("self",)).order_by("pk")[:SWEEP_BATCH]
         )
@@ -192,7 +196,7 @@ def memory_sweep(*, now: datetime | None = None) -> SweepCounts:
     candidates = Memory.objects.filter(
         Q(expires_at__lte=now) | Q(trashed_at__isnull=False, store__trash_days__isnull=False)
         | Q(trashed_at__lte=default_cutoff)
-    )
+    ).exclude(retention_class=RetentionClass.LEGAL_HOLD)
     store_ids = list(candidates.values_list("store_id", flat=True).distinct().order_by("store_id"))
     for store_id in store_ids:
         while _sweep_store_batch(store_id, now, counts) == SWEEP_BATCH:

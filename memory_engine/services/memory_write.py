@@ -43,6 +43,7 @@ from memory_engine.ids import new_id
 from memory_engine.instruction_guard import first_instruction, record_block
 from memory_engine.models import Agent, Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemoryStore
 from memory_engine.models.memories import LIVE_MEMORY_SQL, Kind, Mechanism, Outcome, SourceType, Tier
+from memory_engine.models.retention import RetentionClass
 from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
 from memory_engine.text import contains_nul
 
@@ -200,6 +201,17 @@ def validate_expires_at(value: Any, now: datetime) -> datetime | None:
     if not isinstance(value, datetime) or timezone.is_naive(value) or value <= now:
         raise ExpiresAtInvalid(details={"expires_at": str(value)})
     return value
+
+
+def ephemeral_expiry(retention_class: str, expires_at: datetime | None, now: datetime) -> datetime | None:
+    """VALIDATION_ERROR for an unknown retention class; an ephemeral memory written without
+    ``expires_at`` lives MEMORY_EPHEMERAL_TTL_SECONDS (docs/retention.md)."""
+    if retention_class not in RetentionClass.values:
+        raise ValidationFailed(f"`retention_class` must be one of {', '.join(RetentionClass.values)}.",
+                               details={"field": "retention_class", "accepted": list(RetentionClass.values)})
+    if retention_class == RetentionClass.EPHEMERAL and expires_at is None:
+        return now + timedelta(seconds=engine_settings.MEMORY_EPHEMERAL_TTL_SECONDS)
+    return expires_at
 
 
 def resolve_expiry(store: MemoryStore, expires_at: datetime | None, now: datetime) -> datetime | None:
@@ -542,6 +554,7 @@ def memory_write(
     facet: str | None = None,
     expires_at: datetime | None = None,
     agent: Agent | None = None,
+    retention_class: str = RetentionClass.DURABLE,
 ) -> WriteResult:
     """Write one fact into a store: skip (reinforcing the kept memory), supersede or create, and
     record one assertion.
@@ -575,6 +588,7 @@ def memory_write(
     stated_confidence = validate_confidence(confidence)
     facet = validate_facet(facet)
     expires_at = validate_expires_at(expires_at, timezone.now())
+    expires_at = ephemeral_expiry(retention_class, expires_at, timezone.now())
     about = About.parse(about)
     dup_t, sup_t = resolve_thresholds(store, duplicate_threshold, supersede_threshold)
     if kind is not None:
@@ -642,6 +656,7 @@ def memory_write(
                 agent=agent,
                 expires_at=expiry,
                 created_at=now,
+                retention_class=retention_class,
             )
             if replaced is not None:
                 Memory.objects.filter(pk=replaced.pk).update(invalidated_at=now, superseded_by=memory)

@@ -19,11 +19,12 @@ from memory_engine.exceptions import (
     UnknownScope,
     ValidationFailed,
 )
-from memory_engine.models import Agent, MemoryStore, Project
+from memory_engine.models import Agent, DocumentVersion, Memory, MemoryStore, Project
 from memory_engine.models.memories import Tier
 from memory_engine.subjects import validate_subject
 
 from .documents import stored_files_delete_on_commit
+from .legal_hold import check_legal_hold
 from .memory_write import validate_thresholds
 
 #: What a caller may set on a memory store.
@@ -160,14 +161,18 @@ def agent_store_create(*, agent: Agent) -> MemoryStore:
 
 @transaction.atomic
 def memory_store_delete(*, store: MemoryStore) -> None:
-    """Erase a store with its memories and their ledger rows."""
+    """Erase a store with its memories and their ledger rows (409 LEGAL_HOLD if one is held)."""
+    check_legal_hold(memories=Memory.objects.filter(store=store))
     allow_ledger_erasure()
     store.delete()
 
 
 @transaction.atomic
 def project_delete(*, project: Project) -> None:
-    """Erase a project and everything in it, keys and stored document files included."""
+    """Erase a project and everything in it, keys and stored document files included
+    (409 LEGAL_HOLD while a memory or document version of it is under legal hold)."""
+    check_legal_hold(memories=Memory.objects.filter(store__project=project),
+                     versions=DocumentVersion.objects.filter(document__project=project))
     allow_ledger_erasure()
     stored_files_delete_on_commit(names=list(project.documents.values_list("file", flat=True)))
     project.delete()

@@ -42,6 +42,7 @@ UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 RESOURCE_KINDS = {
     "agents": "agent", "documents": "document", "generations": "generation", "ingestion-rules": "ingestion_rule",
     "memories": "memory", "memory-assertions": "assertion", "memory-stores": "store", "rules": "memory_rule",
+    "erasure-receipts": "erasure_receipt",
 }
 #: Named path and query parameters.
 PARAM_KINDS = {
@@ -143,6 +144,12 @@ BODIES: dict[str, Body] = {
                                   not_ids=("subject_external_id",)),
     "v1_memory_stores_partial_update": Body(lambda w, tag: {"name": f"store-{tag}"}, {"agent_id": "agent"},
                                   not_ids=("subject_external_id",)),
+    "v1_documents_forget_create": Body(lambda w, tag: {"reason": f"forget {tag}"}),
+    "v1_documents_retention_create": Body(lambda w, tag: {"retention_class": "durable"},
+                                          {"version_ids": "document_version"}),
+    "v1_memories_retention_create": Body(lambda w, tag: {"retention_class": "durable"}),
+    "v1_erasure_create": Body(lambda w, tag: {"subject_external_id": w.first("subject"), "tags": {"erase": tag}},
+                              not_ids=("subject_external_id",)),
     "v1_memory_stores_rules_create": Body(_rule_body, RULE_IDS),
     "v1_memory_stores_rules_update": Body(_rule_body, RULE_IDS),
     "v1_memory_stores_rules_partial_update": Body(_rule_body, RULE_IDS),
@@ -366,7 +373,15 @@ def _trash_memory(w: World) -> None:
 
 
 #: What the caller's world needs before an operation's own call.
-OWN_CALL_SETUP: dict[str, Callable[[World], None]] = {"v1_memories_restore_create": _trash_memory}
+def _forget_document(w: World) -> None:
+    from memory_engine.models import Document
+    from memory_engine.services.retention import document_forget
+
+    document_forget(document=Document.objects.get(pk=w.first("document")), reason="test", principal="test")
+
+
+OWN_CALL_SETUP: dict[str, Callable[[World], None]] = {"v1_memories_restore_create": _trash_memory,
+                                                      "v1_documents_purge_create": _forget_document}
 
 
 def own_params(op: Operation, w: World) -> dict[str, str]:

@@ -10,6 +10,7 @@ from memory_engine.models import Chunk, DocumentVersion, Memory, MemoryAssertion
 from memory_engine.models.memories import Mechanism
 from memory_engine.services.agents import agent_create
 from memory_engine.services.documents import document_capture_text, document_create_text, document_ingest
+from memory_engine.services.erasure import subject_erase
 from memory_engine.services.generations import record_generation
 from memory_engine.services.ingestion_rules import ingestion_rule_save
 from memory_engine.services.memory_write import memory_write
@@ -80,6 +81,7 @@ def build_world(label: str) -> World:
     # A subject id is a name inside its project (no marker: another project may use it too).
     subject = f"subject-{label}"
     subject_store = subject_store_get_or_create(project=project, external_id=subject)[0]
+    receipt = subject_erase(project=project, principal=principal, tags={"erase": "nothing"})
     ids = {
         "project": [project.pk],
         "store": [store.pk, store2.pk, subject_store.pk],
@@ -94,6 +96,7 @@ def build_world(label: str) -> World:
         "agent": [agent.pk, agent2.pk],
         "generation": [running.pk, completed.pk],
         "memory_rule": [rule.pk],
+        "erasure_receipt": [receipt.pk],
         "content": list(Memory.objects.filter(store__project=project).values_list("content_id", flat=True)),
     }
     assert first.action == "created"

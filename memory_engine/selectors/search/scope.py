@@ -52,6 +52,8 @@ class Scope:
     facet: str | None = None
     #: The actor's agent: its user-tier memories rank as user_for_agent.
     actor_agent_id: str | None = None
+    #: Deprecated documents are searched too (docs/retention.md).
+    include_deprecated: bool = False
 
     @property
     def sources(self) -> list[str]:

@@ -60,6 +60,7 @@ def knowledge_search(
     actor: Actor | None = None,
     dedupe_documents: bool | None = None,
     mmr: bool | None = None,
+    include_deprecated: bool = False,
 ) -> SearchResult:
     """Search the project's memories and documents; see the package docstring for the algorithm.
 
@@ -101,6 +102,7 @@ def knowledge_search(
     scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
                           document_ids=document_ids, document_paths=document_paths, tags=tags, facet=facet,
                           actor=actor)
+    scope.include_deprecated = include_deprecated  # deprecated documents: left out unless asked for
     if not scope.sources:
         return SearchResult(results=[])
     if query is None:

@@ -71,6 +71,8 @@ def document_where(scope: Scope) -> str:
         where += " AND (" + " OR ".join(alternatives) + ")"
     if scope.tags is not None:
         where += " AND d.tags @> %(tags)s"
+    if not scope.include_deprecated:
+        where += " AND d.deprecated_at IS NULL"
     return where
 
 

@@ -34,9 +34,11 @@ from memory_engine.exceptions import (
 from memory_engine.extraction import NATIVE_CONTENT_TYPES, sniff_content_type
 from memory_engine.models import Document, DocumentVersion, IngestionRule, Project, RawCapture
 from memory_engine.models.documents import DocumentStatus
+from memory_engine.models.retention import RetentionClass
 from memory_engine.queue import enqueue_document_ingest_on_commit
 
 from ..ingestion_rules import rule_for_content_type
+from ..legal_hold import check_legal_hold
 from .chunk_settings import CHUNK_REQUEST_KEYS, chunk_request, resolve_chunking
 from .grants import seal_password
 from .runs import PERSISTENT_STATE, persistent_state
@@ -110,6 +112,7 @@ class Lineage:
     captured_by: str = ""
     captured_by_kind: str = DocumentVersion.CapturedByKind.SYSTEM
     derived_from: DocumentVersion | None = None
+    retention_class: str = RetentionClass.DURABLE
 
 
 class CaptureStatus(StrEnum):
@@ -313,6 +316,7 @@ def _new_version(document: Document, *, number: int, raw: RawCapture, lineage: L
         provenance=lineage.provenance, source_class=lineage.source_class, occurred_at=lineage.occurred_at,
         valid_from=lineage.valid_from, valid_until=lineage.valid_until, captured_by=lineage.captured_by[:200],
         captured_by_kind=lineage.captured_by_kind, derived_from=lineage.derived_from, raw_capture=raw,
+        retention_class=lineage.retention_class,
     )
 
 
@@ -357,6 +361,7 @@ def _update(document: Document, *, upload: Upload, data: bytes, raw: RawCapture,
     document.attempts = 0
     document.heartbeat_at = None
     document.last_seen_at = timezone.now()
+    document.forgotten_at, document.forget_reason = None, ""  # new content ends a tombstone
     document.save()
     number = (document.versions.aggregate(top=Max("number"))["top"] or 0) + 1
     return _new_version(document, number=number, raw=raw, lineage=lineage)
@@ -451,7 +456,9 @@ def document_reingest(
 
 @transaction.atomic
 def document_delete(*, document: Document) -> None:
-    """Erase the document: its versions, chunks, raw captures and (after commit) its stored file."""
+    """Erase the document: its versions, chunks, raw captures and (after commit) its stored file.
+    409 LEGAL_HOLD when a version is under legal hold."""
+    check_legal_hold(versions=DocumentVersion.objects.filter(document=document))
     allow_ledger_erasure()
     stored_files_delete_on_commit(names=[document.file.name])
     document.delete()

@@ -1,0 +1,189 @@
+"""Retention (docs/retention.md): changing a row's retention class, deprecating, forgetting
+(tombstoning) and purging documents, the retention sweep of ephemeral document versions, and
+:func:`ledger_redact`, the one change ever made to a ledger row.
+
+A document's **forget** keeps the row, its versions' metadata and the reason, and removes
+everything that holds its content: chunks (text and vectors), raw captures (the bytes) and
+the stored file. **Purge** deletes the row; it waits until every durable version is
+tombstoned (409 DOCUMENT_NOT_FORGOTTEN). Rows under ``legal_hold`` refuse both (409 LEGAL_HOLD).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from memory_engine.conf import engine_settings
+from memory_engine.db import allow_ledger_erasure
+from memory_engine.exceptions import DocumentNotForgotten, ValidationFailed
+from memory_engine.models import Chunk, Document, DocumentVersion, Memory, RawCapture
+from memory_engine.models.retention import RetentionClass
+
+from .documents import document_delete, stored_files_delete_on_commit
+from .legal_hold import check_legal_hold
+from .memory_write import lock_store
+
+logger = logging.getLogger("memory_engine.retention")
+
+__all__ = ["REDACTED_DETAILS", "REDACTED_TEXT", "RETENTION_SWEEP_PRINCIPAL", "DocumentForgetCounts",
+           "document_deprecate", "document_forget", "document_purge", "document_retention_set",
+           "document_retention_sweep", "ledger_redact", "memory_retention_set", "validate_retention_class"]
+
+#: What :func:`ledger_redact` writes in place of a ledger row's text and details; the ledger
+#: trigger (migration 0009) accepts an UPDATE only to exactly these values.
+REDACTED_TEXT = "[erased]"
+REDACTED_DETAILS = {"erased": True}
+#: Who the retention sweep's tombstones name.
+RETENTION_SWEEP_PRINCIPAL = "system:retention_sweep"
+
+
+def validate_retention_class(value: object) -> str:
+    if value not in RetentionClass.values:
+        raise ValidationFailed(f"`retention_class` must be one of {', '.join(RetentionClass.values)}.",
+                               details={"field": "retention_class", "accepted": list(RetentionClass.values)})
+    return str(value)
+
+
+def ledger_redact(*, assertion_ids: list[str], principal: str) -> int:
+    """Replace the asserted text and details of these ledger rows with the redaction markers
+    (ids, outcomes, principals and times stay); the number of rows changed. Runs inside the
+    caller's transaction under the erasure switch; the trigger refuses any other UPDATE."""
+    if not assertion_ids:
+        return 0
+    allow_ledger_erasure()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE memory_engine_memoryassertion SET content = %s, details = %s::jsonb "
+            "WHERE id = ANY(%s) AND NOT (content = %s AND details = %s::jsonb)",
+            [REDACTED_TEXT, '{"erased": true}', assertion_ids, REDACTED_TEXT, '{"erased": true}'],
+        )
+        changed = cursor.rowcount
+    logger.info("ledger redaction rows=%s principal=%s", changed, principal,
+                extra={"rows": changed, "principal": principal})
+    return changed
+
+
+@transaction.atomic
+def memory_retention_set(*, memory: Memory, retention_class: str, principal: str) -> Memory:
+    """Change a memory's retention class (an operator's decision). Becoming ephemeral without
+    an ``expires_at`` gives it one (MEMORY_EPHEMERAL_TTL_SECONDS from now)."""
+    retention_class = validate_retention_class(retention_class)
+    lock_store(memory.store_id)
+    memory = Memory.objects.select_related("content", "store").get(pk=memory.pk)
+    fields: dict[str, object] = {"retention_class": retention_class}
+    if retention_class == RetentionClass.EPHEMERAL and memory.expires_at is None:
+        fields["expires_at"] = timezone.now() + timedelta(seconds=engine_settings.MEMORY_EPHEMERAL_TTL_SECONDS)
+    Memory.objects.filter(pk=memory.pk).update(**fields)
+    memory.refresh_from_db(fields=list(fields))
+    logger.info("memory retention %s -> %s by %s", memory.pk, retention_class, principal)
+    return memory
+
+
+@transaction.atomic
+def document_retention_set(*, document: Document, retention_class: str, principal: str,
+                           version_ids: list[str] | None = None) -> int:
+    """Change the retention class of a document's versions (all, or ``version_ids``); the
+    number of versions changed."""
+    retention_class = validate_retention_class(retention_class)
+    versions = DocumentVersion.objects.filter(document=document)
+    if version_ids is not None:
+        versions = versions.filter(pk__in=version_ids)
+    changed = versions.update(retention_class=retention_class)
+    logger.info("document retention %s -> %s (%s versions) by %s", document.pk, retention_class, changed, principal)
+    return changed
+
+
+@transaction.atomic
+def document_deprecate(*, document: Document, deprecated: bool = True) -> Document:
+    """Mark a document deprecated (kept; search leaves it out unless ``include_deprecated``),
+    or undo it with ``deprecated=False``."""
+    Document.objects.filter(pk=document.pk).update(deprecated_at=timezone.now() if deprecated else None)
+    document.refresh_from_db()
+    return document
+
+
+class DocumentForgetCounts(dict[str, int]):
+    """Rows a forget removed: ``chunk``, ``rawcapture`` and ``documentversion`` (tombstoned)."""
+
+
+def _erase_content(document_ids: list[str], version_filter: Q, now: datetime) -> DocumentForgetCounts:
+    """Delete the chunks and raw captures of the selected versions and tombstone them."""
+    versions = DocumentVersion.objects.filter(version_filter, document_id__in=document_ids)
+    raw_ids = list(versions.exclude(raw_capture=None).values_list("raw_capture_id", flat=True))
+    counts = DocumentForgetCounts()
+    counts["chunk"], _ = Chunk.objects.filter(version__in=versions.values("pk")).delete()
+    # a raw capture's versions cascade with it: detach them first, they stay as metadata
+    counts["documentversion"] = versions.update(tombstoned_at=now, raw_capture=None)
+    allow_ledger_erasure()
+    counts["rawcapture"], _ = RawCapture.objects.filter(pk__in=raw_ids).delete()
+    return counts
+
+
+@transaction.atomic
+def document_forget(*, document: Document, reason: str, principal: str) -> DocumentForgetCounts:
+    """Tombstone a document: its chunks (text and vectors), raw captures and stored file are
+    erased; the row, its versions' metadata and ``reason`` stay. 409 LEGAL_HOLD if a version
+    is under legal hold."""
+    document = Document.objects.select_for_update().get(pk=document.pk)
+    check_legal_hold(versions=DocumentVersion.objects.filter(document=document))
+    now = timezone.now()
+    counts = _erase_content([document.pk], Q(), now)
+    # chunks of rows older than versions have no version: they go too
+    counts["chunk"] += Chunk.objects.filter(document=document).delete()[0]
+    stored_files_delete_on_commit(names=[document.file.name])
+    Document.objects.filter(pk=document.pk).update(
+        file="", forgotten_at=now, forget_reason=f"{reason} ({principal})"[:500], total_chunks=0,
+        indexed_chunks=0, unembedded_chunks=0, converter_state={})
+    logger.info("document forget %s by %s", document.pk, principal, extra=dict(counts))
+    return counts
+
+
+@transaction.atomic
+def document_purge(*, document: Document) -> None:
+    """Hard-delete a forgotten document: 409 LEGAL_HOLD for a held version, 409
+    DOCUMENT_NOT_FORGOTTEN while a durable version is not tombstoned."""
+    document = Document.objects.select_for_update().get(pk=document.pk)
+    versions = DocumentVersion.objects.filter(document=document)
+    check_legal_hold(versions=versions)
+    live = list(versions.filter(retention_class=RetentionClass.DURABLE, tombstoned_at__isnull=True)
+                .order_by("number").values_list("pk", flat=True))
+    if live:
+        raise DocumentNotForgotten(details={"document_id": document.pk, "document_version_ids": live})
+    document_delete(document=document)
+
+
+def document_retention_sweep(*, now: datetime | None = None) -> dict[str, int]:
+    """Tombstone ephemeral document versions older than DOCUMENT_EPHEMERAL_TTL_SECONDS: their
+    chunks and raw bytes go; a document whose active version goes is forgotten (reason
+    ``expired``). Idempotent; one transaction per document."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=engine_settings.DOCUMENT_EPHEMERAL_TTL_SECONDS)
+    due = Q(retention_class=RetentionClass.EPHEMERAL, tombstoned_at__isnull=True, created_at__lte=cutoff)
+    document_ids = list(DocumentVersion.objects.filter(due).values_list("document_id", flat=True).distinct())
+    totals = {"versions": 0, "documents_forgotten": 0}
+    for document_id in document_ids:
+        with transaction.atomic():
+            document = Document.objects.select_for_update(skip_locked=True).filter(pk=document_id).first()
+            if document is None:
+                continue
+            if document.active_version_id and DocumentVersion.objects.filter(due, pk=document.active_version_id
+                                                                             ).exists():
+                # its searchable content is going: the document becomes a tombstone
+                holds = DocumentVersion.objects.filter(document=document,
+                                                       retention_class=RetentionClass.LEGAL_HOLD).exists()
+                if not holds:
+                    counts = document_forget(document=document, reason="expired",
+                                             principal=RETENTION_SWEEP_PRINCIPAL)
+                    totals["versions"] += counts["documentversion"]
+                    totals["documents_forgotten"] += 1
+                    continue
+            counts = _erase_content([document.pk], due & ~Q(pk=document.active_version_id or ""), now)
+            totals["versions"] += counts["documentversion"]
+    if totals["versions"]:
+        logger.info("retention sweep versions=%s documents_forgotten=%s", totals["versions"],
+                    totals["documents_forgotten"], extra=totals)
+    return totals
