@@ -504,7 +504,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
     def chunks(self, request: Request, pk: str | None = None) -> Response:
         """The document's chunks in order, with their page numbers."""
         document = self.get_object()
-        queryset = Chunk.objects.filter(document=document).order_by("chunk_index")
+        queryset = Chunk.objects.filter(document=document, generation__isnull=True).order_by("chunk_index")
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(ChunkSerializer(page, many=True).data)
 

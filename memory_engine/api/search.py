@@ -16,6 +16,7 @@ from memory_engine.selectors.search import DOCUMENT, MAX_LIMIT, MEMORY, Actor, S
 
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import TagFilterField
+from .replay import require_generation_access
 from .scoping import ProjectScopedMixin, project_object_or_404
 
 #: A staff session searching reads memories and documents (the admin playground asks the same).
@@ -51,6 +52,9 @@ class KnowledgeSearchRequestSerializer(serializers.Serializer):
                                      help_text="Recall as this agent: its own store joins the memory scope.")
     subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
                                     help_text="With agent_id: the end user's external id; their store joins.")
+    generation = serializers.CharField(required=False, allow_null=True, max_length=40,
+                                       help_text="A staged generation (replay run id): search its chunks instead "
+                                                 "of the live ones. Staff sessions only.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs.get("subject") is not None and not attrs.get("agent_id"):
@@ -137,6 +141,8 @@ class KnowledgeSearchView(ProjectScopedMixin, APIView):
         serializer.is_valid(raise_exception=True)
         args = search_arguments(serializer.validated_data)
         agent_id, subject = args.pop("agent_id", None), args.pop("subject", None)
+        if args.get("generation") is not None:
+            require_generation_access(request)
         if agent_id:
             agent = project_object_or_404(Agent.objects.filter(project=self.project), agent_id,
                                           error=AgentNotFound, field="agent_id")

@@ -3,6 +3,7 @@
 from .agents import Agent, Generation
 from .documents import Chunk, Document, DocumentVersion, IngestionRule, RawCapture
 from .memories import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemorySchema, MemoryStore
+from .replay import ReplayRun, TransformConfig
 from .rules import MemoryRule
 from .tenancy import ApiKey, Project
 
@@ -23,4 +24,6 @@ __all__ = [
     "MemoryStore",
     "Project",
     "RawCapture",
+    "ReplayRun",
+    "TransformConfig",
 ]
