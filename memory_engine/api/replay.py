@@ -116,8 +116,9 @@ class ReplayRunViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retriev
         return ReplayRun.objects.filter(project=self.project).order_by("-started_at", "id")
 
     def _switch(self, request: Request, switch: Any) -> Response:
+        run = self.get_object()  # another project's id: 404 first, like every id
         require_generation_access(request, GENERATION_PERMISSION)
-        run = switch(run=self.get_object(), by=self.principal)
+        run = switch(run=run, by=self.principal)
         return Response(ReplayRunSerializer(run).data, status=status.HTTP_200_OK)
 
     @action(detail=True, methods=["post"], session_permissions=["view_replayrun"])
