@@ -41,6 +41,8 @@ class TransformConfigForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for name in ("embedding_provider", "embedding_model"):
+            if name not in self.fields:  # the change view: every field is read-only
+                continue
             self.fields[name].required = False
             self.fields[name].help_text = "Blank: the deployment's active one (the only one accepted today)."
 

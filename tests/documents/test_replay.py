@@ -315,3 +315,18 @@ class TestCommand:
         call_command("memory_engine_replay", f"small:{small.version}", "--since", "2999-01-01", stdout=out,
                      stderr=io.StringIO())
         assert "0/0 document(s)" in out.getvalue()
+
+
+@pytest.mark.usefixtures("hashing_embedder")
+def test_erasing_a_document_or_project_erases_its_generations(client, corpus, small, project):
+    from memory_engine.services.documents import document_delete
+    from memory_engine.services.stores import project_delete
+
+    run = replay_run(config=small)
+    document_delete(document=Document.objects.get(pk=corpus["p1"]))
+    assert not Chunk.objects.filter(document_id=corpus["p1"]).exists()
+    assert not DocumentVersion.objects.filter(document_id=corpus["p1"]).exists()
+    generation_promote(run=run, by="test")
+    project_delete(project=project)
+    assert not ReplayRun.objects.exists() and not TransformConfig.objects.exists()
+    assert not Chunk.objects.exists() and not DocumentVersion.objects.exists()
