@@ -147,6 +147,9 @@ class TestReplay:
         assert Chunk.objects.filter(generation=run).count() == run.chunks_total
         for document in Document.objects.all():
             assert document.active_version.status == "active" and document.active_version.generation_id is None
+        listed = client.get(f"/api/v1/documents/{corpus['p1']}/versions").json()
+        versions = listed["results"] if isinstance(listed, dict) else listed
+        assert [(v["status"], v["generation_id"]) for v in versions][0] == ("staged", run.pk)
         # The document's chunk list shows the live chunks only.
         chunks = client.get(f"/api/v1/documents/{corpus['p1']}/chunks").json()
         assert all(len(c["text"]) > 60 for c in chunks["results"])
