@@ -12,7 +12,12 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from memory_engine.models import Chunk, Document, DocumentVersion, ReplayRun, TransformConfig
-from memory_engine.services.documents.replay import generation_promote, replay_run, transform_config_create
+from memory_engine.services.documents.replay import (
+    generation_demote,
+    generation_promote,
+    replay_run,
+    transform_config_create,
+)
 from tests.conftest import TEST_PROVIDERS, use_embedder
 from tests.providers import FailAfterEmbeddingProvider
 
@@ -224,6 +229,24 @@ class TestReplay:
         assert not Chunk.objects.filter(document=p2, generation=run).exists()
         p1 = Document.objects.get(pk=corpus["p1"])
         assert p1.active_version.generation_id is None
+
+    def test_promote_keeps_a_newer_capture_live(self, client, corpus, small):
+        run = replay_run(config=small)
+        newer = capture(client, "p3", "Holidays are now booked in the HR portal, not by e-mail.")
+        generation_promote(run=run, by="test")
+        p3 = Document.objects.get(pk=corpus["p3"])
+        assert p3.active_version_id == newer["version"]["id"]
+        assert DocumentVersion.objects.get(generation=run, document=p3).status == "staged"
+        assert all(c.version_id == newer["version"]["id"] for c in Chunk.objects.filter(document=p3, generation=None))
+        assert Document.objects.get(pk=corpus["p1"]).active_version.generation_id == run.pk
+        run.refresh_from_db()
+        assert corpus["p3"] not in run.replaced_versions
+        staged_p3 = set(Chunk.objects.filter(document=p3, generation=run).values_list("id", flat=True))
+        assert staged_p3
+        generation_demote(run=run, by="test")
+        assert Document.objects.get(pk=corpus["p3"]).active_version_id == newer["version"]["id"]
+        assert set(Chunk.objects.filter(document=p3, generation=run).values_list("id", flat=True)) == staged_p3
+        assert Document.objects.get(pk=corpus["p1"]).active_version.generation_id is None
 
     def test_next_promote_discards_what_the_previous_kept(self, corpus, small, project):
         first = generation_promote(run=replay_run(config=small), by="test")

@@ -259,13 +259,25 @@ def _set_live(versions: dict[str, str | None]) -> None:
                                                        indexed_chunks=total, unembedded_chunks=missing)
 
 
+def _captured_at(version: DocumentVersion | None) -> datetime | None:
+    """When the raw capture behind a version was made (None: no version or no raw capture)."""
+    return version.raw_capture.created_at if version is not None and version.raw_capture is not None else None
+
+
+def _not_newer(live: datetime | None, replayed: datetime | None) -> bool:
+    """The live version's raw capture is not newer than the replayed one (unknown: not newer)."""
+    return live is None or replayed is None or live <= replayed
+
+
 @transaction.atomic
 def generation_promote(*, run: ReplayRun, by: str) -> ReplayRun:
     """Make a completed (or demoted) generation live in one transaction.
 
     Per document of the run: its staged version becomes ``active`` and its chunks live; the
     version live until now becomes ``superseded`` and its chunks are kept under the run
-    (invisible) so :func:`generation_demote` can flip back. The chunks an earlier promote
+    (invisible) so :func:`generation_demote` can flip back. A document whose live version
+    comes from a newer raw capture than the one replayed keeps it (its staged version stays
+    staged). The chunks an earlier promote
     kept are deleted now: only the newest promote can be undone. StagedGenerationState
     (409) for a run in another state."""
     run = ReplayRun.objects.select_for_update().get(pk=run.pk)
@@ -275,17 +287,23 @@ def generation_promote(*, run: ReplayRun, by: str) -> ReplayRun:
     for earlier in ReplayRun.objects.select_for_update().filter(project_id=run.project_id, keeps_replaced=True):
         Chunk.objects.filter(generation=earlier).delete()
         ReplayRun.objects.filter(pk=earlier.pk).update(keeps_replaced=False)
-    staged = dict(DocumentVersion.objects.filter(generation=run, status=DocumentVersion.Status.STAGED)
-                  .values_list("document_id", "id"))
-    documents = list(Document.objects.select_for_update().filter(pk__in=list(staged)).order_by("pk"))
-    replaced = {document.pk: document.active_version_id for document in documents}
+    rows = DocumentVersion.objects.filter(generation=run, status=DocumentVersion.Status.STAGED).values_list(
+        "document_id", "id", "raw_capture__created_at")
+    documents = list(Document.objects.select_for_update(of=("self",)).filter(pk__in=[row[0] for row in rows])
+                     .select_related("active_version__raw_capture").order_by("pk"))
+    captured = {document.pk: _captured_at(document.active_version) for document in documents}
+    # A document captured again since the replay read it keeps its newer live version.
+    staged = {document_id: version_id for document_id, version_id, raw_at in rows
+              if _not_newer(captured.get(document_id), raw_at)}
+    replaced = {document.pk: document.active_version_id for document in documents if document.pk in staged}
     now = timezone.now()
     DocumentVersion.objects.filter(document_id__in=list(staged), status=DocumentVersion.Status.ACTIVE).update(
         status=DocumentVersion.Status.SUPERSEDED)
     Chunk.objects.filter(document_id__in=list(staged), generation__isnull=True).update(generation=run)
-    Chunk.objects.filter(generation=run, version__generation=run).update(generation=None)
-    DocumentVersion.objects.filter(generation=run, status=DocumentVersion.Status.STAGED).update(
-        status=DocumentVersion.Status.ACTIVE, activated_at=now)
+    Chunk.objects.filter(generation=run, version__generation=run, document_id__in=list(staged)).update(
+        generation=None)
+    DocumentVersion.objects.filter(pk__in=list(staged.values())).update(status=DocumentVersion.Status.ACTIVE,
+                                                                       activated_at=now)
     _set_live({document_id: version_id for document_id, version_id in staged.items()})
     ReplayRun.objects.filter(pk=run.pk).update(
         status=ReplayRun.Status.PROMOTED, promoted_at=now, promoted_by=by, replaced_versions=replaced,
@@ -310,7 +328,9 @@ def generation_demote(*, run: ReplayRun, by: str) -> ReplayRun:
     still = [document.pk for document in documents if document.active_version_id == ours[document.pk]]
     changed = [document.pk for document in documents if document.pk not in still]
     kept = list(Chunk.objects.filter(generation=run, document_id__in=still).values_list("pk", flat=True))
-    Chunk.objects.filter(generation=run, document_id__in=changed).delete()
+    # Changed since the promote: the chunks kept for them go; their staged ones (a document the
+    # promote skipped as captured again) stay with the run.
+    Chunk.objects.filter(generation=run, document_id__in=changed).exclude(version__generation=run).delete()
     Chunk.objects.filter(document_id__in=still, generation__isnull=True, version__generation=run).update(
         generation=run)
     Chunk.objects.filter(pk__in=kept).update(generation=None)
