@@ -51,3 +51,20 @@ class WrongDimensionProvider(EmbeddingProvider):
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return self.check_vectors([[0.1] * (self.dimensions + 1) for _ in texts], len(texts))
+
+
+class FailAfterEmbeddingProvider(HashingEmbeddingProvider):
+    """The hashing embedder, until ``FailAfterEmbeddingProvider.calls_left`` (when set) runs out:
+    then every call fails (a provider that breaks in the middle of a long run)."""
+
+    default_model = "test-fail-after"
+    calls_left: int | None = None
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        cls = FailAfterEmbeddingProvider
+        with _lock:
+            if cls.calls_left is not None:
+                if cls.calls_left <= 0:
+                    raise EmbeddingError("test provider broke mid-run")
+                cls.calls_left -= 1
+        return super().embed_documents(texts)

@@ -2,5 +2,6 @@
 "why was this fact retired?" and "why is this PDF not searchable?"."""
 
 # Importing the modules registers their ModelAdmins: memories and stores, tenancy (projects,
-# API keys), rules and generations, agents, documents and ingestion rules, memory schemas.
-from . import agents, documents, memories, memory_schema, retention, rules, tenancy  # noqa: F401
+# API keys), rules and generations, agents, documents and ingestion rules, transform configs and
+# replay runs, memory schemas, retention.
+from . import agents, documents, memories, memory_schema, replay, retention, rules, tenancy  # noqa: F401

@@ -70,7 +70,9 @@ class ChunkInline(admin.TabularInline):
         return obj.embedding is not None
 
     def get_queryset(self, request: Any) -> QuerySet[Chunk]:
-        return super().get_queryset(request).defer("embedding").order_by("chunk_index")
+        # The live chunks: a staged generation's are the replay run's, not the document's.
+        return super().get_queryset(request).filter(generation__isnull=True).defer("embedding").order_by(
+            "chunk_index")
 
 
 class DocumentUploadForm(forms.ModelForm):

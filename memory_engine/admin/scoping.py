@@ -16,7 +16,16 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest
 
-from memory_engine.models import Agent, Document, Generation, IngestionRule, MemoryRule, MemoryStore, Project
+from memory_engine.models import (
+    Agent,
+    Document,
+    Generation,
+    IngestionRule,
+    MemoryRule,
+    MemoryStore,
+    Project,
+    TransformConfig,
+)
 
 #: How each related model reaches its project (used to limit foreign-key choices).
 PROJECT_PATHS: dict[type[Model], str] = {
@@ -26,6 +35,7 @@ PROJECT_PATHS: dict[type[Model], str] = {
     Document: "project",
     IngestionRule: "project",
     Generation: "project",
+    TransformConfig: "project",
     MemoryRule: "store__project",
 }
 

@@ -199,7 +199,9 @@ class DocumentVersionSerializer(serializers.ModelSerializer):
     document_id = serializers.CharField(read_only=True)
     derived_from_id = serializers.CharField(read_only=True, allow_null=True)
     raw_capture_id = serializers.CharField(read_only=True, allow_null=True)
-    status = serializers.CharField(read_only=True, help_text="pending | active | superseded | failed")
+    status = serializers.CharField(read_only=True, help_text="pending | active | superseded | failed | staged")
+    generation_id = serializers.CharField(read_only=True, allow_null=True,
+                                          help_text="The replay run (staged generation) that derived it.")
     error = DocumentErrorSerializer(read_only=True, allow_null=True)
 
     class Meta:
@@ -207,8 +209,8 @@ class DocumentVersionSerializer(serializers.ModelSerializer):
         fields = [
             "id", "document_id", "number", "status", "sha256", "size_bytes", "content_type", "title",
             "provenance", "source_class", "occurred_at", "valid_from", "valid_until", "captured_by",
-            "captured_by_kind", "derived_from_id", "raw_capture_id", "error", "created_at", "activated_at",
-            "retention_class", "tombstoned_at",
+            "captured_by_kind", "derived_from_id", "raw_capture_id", "generation_id", "error", "created_at",
+            "activated_at", "retention_class", "tombstoned_at",
         ]
         read_only_fields = fields
 
@@ -529,7 +531,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
     def chunks(self, request: Request, pk: str | None = None) -> Response:
         """The document's chunks in order, with their page numbers."""
         document = self.get_object()
-        queryset = Chunk.objects.filter(document=document).order_by("chunk_index")
+        queryset = Chunk.objects.filter(document=document, generation__isnull=True).order_by("chunk_index")
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(ChunkSerializer(page, many=True).data)
 

@@ -20,4 +20,7 @@ SCHEMA_SETTINGS: dict[str, Any] = {
     # Separate request and response components: read-only fields (id, created_at, …) are
     # never required in a request body.
     "COMPONENT_SPLIT_REQUEST": True,
+    # "status" choice sets that would otherwise collide on one generated name.
+    "ENUM_NAME_OVERRIDES": {"StatusEnum": "memory_engine.models.agents.GenerationStatus",
+                            "ReplayRunStatusEnum": "memory_engine.models.replay.ReplayRun.Status"},
 }

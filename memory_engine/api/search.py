@@ -25,6 +25,7 @@ from memory_engine.selectors.search import (
 
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import TagFilterField
+from .replay import require_generation_access
 from .scoping import ProjectScopedMixin, project_object_or_404
 
 #: A staff session searching reads memories and documents (the admin playground asks the same).
@@ -68,6 +69,9 @@ class KnowledgeSearchRequestSerializer(serializers.Serializer):
         help_text="Maximal marginal relevance over the stored vectors (default: the SEARCH_MMR setting).")
     include_deprecated = serializers.BooleanField(required=False, default=False,
                                                   help_text="Search deprecated documents too.")
+    generation = serializers.CharField(required=False, allow_null=True, max_length=40,
+                                       help_text="A staged generation (replay run id): search its chunks instead "
+                                                 "of the live ones. Staff sessions only.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs.get("subject") is not None and not attrs.get("agent_id"):
@@ -162,6 +166,8 @@ class KnowledgeSearchView(ProjectScopedMixin, APIView):
         serializer.is_valid(raise_exception=True)
         args = search_arguments(serializer.validated_data)
         agent_id, subject = args.pop("agent_id", None), args.pop("subject", None)
+        if args.get("generation") is not None:
+            require_generation_access(request)
         if agent_id:
             agent = project_object_or_404(Agent.objects.filter(project=self.project), agent_id,
                                           error=AgentNotFound, field="agent_id")

@@ -3,7 +3,19 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from . import agents, capabilities, documents, embeddings, erasure, generations, memories, memory_schema, rules, search
+from . import (
+    agents,
+    capabilities,
+    documents,
+    embeddings,
+    erasure,
+    generations,
+    memories,
+    memory_schema,
+    replay,
+    rules,
+    search,
+)
 
 router = DefaultRouter(trailing_slash=False)
 router.register("memory-stores", memories.MemoryStoreViewSet, basename="memory-store")
@@ -14,6 +26,8 @@ router.register("documents", documents.DocumentViewSet, basename="document")
 router.register("ingestion-rules", documents.IngestionRuleViewSet, basename="ingestion-rule")
 router.register("agents", agents.AgentViewSet, basename="agent")
 router.register("erasure-receipts", erasure.ErasureReceiptViewSet, basename="erasure-receipt")
+router.register("transform-configs", replay.TransformConfigViewSet, basename="transform-config")
+router.register("replay-runs", replay.ReplayRunViewSet, basename="replay-run")
 
 urlpatterns = [
     path("embeddings", embeddings.EmbeddingsView.as_view(), name="embeddings"),

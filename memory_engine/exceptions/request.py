@@ -465,3 +465,35 @@ class Throttled(MemoryEngineError):
     code = "THROTTLED"
     status_code = 429
     default_message = "Request was throttled; retry after Retry-After seconds."
+
+
+class TransformConfigInvalid(ValidationFailed):
+    code = "TRANSFORM_CONFIG_INVALID"
+    default_message = "The transform config is invalid (see details.field)."
+
+
+class EmbeddingModelNotActive(ValidationFailed):
+    code = "EMBEDDING_MODEL_NOT_ACTIVE"
+    default_message = ("A transform config can only name the deployment's active embedding provider and model "
+                       "until the embedding-model registry exists.")
+
+
+class TransformConfigNotFound(NotFound):
+    code = "TRANSFORM_CONFIG_NOT_FOUND"
+    default_message = "No transform config with this id or name in your project."
+
+
+class StagedGenerationNotFound(NotFound):
+    code = "STAGED_GENERATION_NOT_FOUND"
+    default_message = "No staged generation (replay run) with this id in your project."
+
+
+class StagedGenerationState(Conflict):
+    code = "STAGED_GENERATION_STATE"
+    default_message = "The staged generation is not in a state that allows this (see details.status)."
+
+
+class StagedGenerationForbidden(PermissionDenied):
+    code = "STAGED_GENERATION_FORBIDDEN"
+    default_message = ("Staged generations (generation search, promote, demote) are for staff sessions only; "
+                       "API keys cannot use them.")

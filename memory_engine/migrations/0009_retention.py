@@ -47,7 +47,7 @@ $$ LANGUAGE plpgsql;
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory_engine', '0007_document_versions'),
+        ('memory_engine', '0008_transform_configs'),
     ]
 
     operations = [

@@ -3,6 +3,7 @@
 from .agents import Agent, Generation
 from .documents import Chunk, Document, DocumentVersion, IngestionRule, RawCapture
 from .memories import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemorySchema, MemoryStore
+from .replay import ReplayRun, TransformConfig
 from .retention import ErasureReceipt, RetentionClass
 from .rules import MemoryRule
 from .tenancy import ApiKey, Project
@@ -25,5 +26,7 @@ __all__ = [
     "MemoryStore",
     "Project",
     "RawCapture",
+    "ReplayRun",
+    "TransformConfig",
     "RetentionClass",
 ]

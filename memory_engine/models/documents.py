@@ -174,7 +174,8 @@ class RawCapture(models.Model):
 class DocumentVersion(models.Model):
     """One captured state of a document. ``active`` is the live one (its chunks are what search
     sees); ``pending`` waits for its ingestion, ``failed`` never became active, ``superseded``
-    was active before. Chunks point at the version they were cut from, so a later staged
+    was active before, ``staged`` was derived by a replay run (``generation``) and waits for its
+    promote. Chunks point at the version they were cut from, so a later staged
     generation can hold versions and chunks beside the live ones."""
 
     class Status(models.TextChoices):
@@ -182,6 +183,7 @@ class DocumentVersion(models.Model):
         ACTIVE = "active"
         SUPERSEDED = "superseded"
         FAILED = "failed"
+        STAGED = "staged"
 
     class Provenance(models.TextChoices):
         STATED = "stated"
@@ -221,6 +223,9 @@ class DocumentVersion(models.Model):
     raw_capture = models.ForeignKey(RawCapture, null=True, blank=True, on_delete=models.CASCADE,
                                     related_name="versions")
     error = models.JSONField(null=True, blank=True)
+    # The staged generation (replay run) that derived this version; NULL for a capture's own.
+    generation = models.ForeignKey("ReplayRun", null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="versions")
     created_at = models.DateTimeField(default=timezone.now)
     activated_at = models.DateTimeField(null=True, blank=True)
     # ephemeral: tombstoned by the retention sweep DOCUMENT_EPHEMERAL_TTL_SECONDS after capture;
@@ -249,13 +254,18 @@ class Chunk(EmbeddedText):
     # The version the chunk was cut from (NULL only for rows older than versions).
     version = models.ForeignKey("DocumentVersion", null=True, blank=True, on_delete=models.CASCADE,
                                 related_name="chunks")
+    # NULL: live (what search sees). A replay run: staged by it, or (after its promote) the
+    # live chunks it replaced, kept for a demote. Live search filters on ``generation IS NULL``.
+    generation = models.ForeignKey("ReplayRun", null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="chunks")
     chunk_index = models.PositiveIntegerField()
     page = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["document", "chunk_index"]
         constraints = [
-            models.UniqueConstraint(fields=["document", "chunk_index"], name="me_chunk_index_unique")
+            models.UniqueConstraint(fields=["document", "chunk_index"], condition=models.Q(generation__isnull=True),
+                                    name="me_chunk_index_unique"),
         ]
         indexes = search_indexes("chunk")
 

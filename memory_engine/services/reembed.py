@@ -122,7 +122,7 @@ def reembed_missing(*, document_ids: list[str] | None = None, store_ids: list[st
 def _refresh_document_counts(document_ids: list[str] | None) -> None:
     documents = Document.objects.all() if document_ids is None else Document.objects.filter(pk__in=document_ids)
     for document in documents.filter(unembedded_chunks__gt=0):
-        missing = Chunk.objects.filter(document=document, embedding__isnull=True).count()
+        missing = Chunk.objects.filter(document=document, generation__isnull=True, embedding__isnull=True).count()
         Document.objects.filter(pk=document.pk).update(unembedded_chunks=missing)
 
 

@@ -35,7 +35,7 @@ from memory_engine.services.documents import document_sweep
 from memory_engine.services.generations import complete_generation, record_generation
 from memory_engine.services.rules import enqueue_rule_firing, rule_firing_sweep
 
-from ..conftest import ROOT, use_embedder, wait_for
+from ..conftest import ROOT, use_embedder
 from ..factories import AgentFactory, MemoryStoreFactory
 from ..rules.conftest import make_rule
 from ..rules.servers import FakeLLM, chat_reply

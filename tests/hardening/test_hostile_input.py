@@ -11,15 +11,14 @@ from typing import Any
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from memory_engine.api.limits import DISCARD_CHUNK_BYTES
 from memory_engine.injection import knowledge_message, render_knowledge_block
 from memory_engine.models import Document
 from memory_engine.models.memories import Mechanism
-from memory_engine.selectors.search import SearchHit, knowledge_search
+from memory_engine.selectors.search import SearchHit
 from memory_engine.services.memory_write import memory_write
 from tests.conftest import finishes_within
 from tests.pdfs import assemble
-
-from memory_engine.api.limits import DISCARD_CHUNK_BYTES
 
 from .wsgi import RecordingInput, wsgi_call
 

@@ -42,7 +42,7 @@ UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 RESOURCE_KINDS = {
     "agents": "agent", "documents": "document", "generations": "generation", "ingestion-rules": "ingestion_rule",
     "memories": "memory", "memory-assertions": "assertion", "memory-stores": "store", "rules": "memory_rule",
-    "erasure-receipts": "erasure_receipt",
+    "erasure-receipts": "erasure_receipt", "transform-configs": "transform_config", "replay-runs": "replay_run",
 }
 #: Named path and query parameters.
 PARAM_KINDS = {
@@ -51,6 +51,10 @@ PARAM_KINDS = {
     "external_id": "subject",
     "version_id": "document_version",
 }
+#: Staff-session operations: any key is refused with this code, even on its own project's ids
+#: (another project's ids still answer 404 first).
+KEY_REFUSED = {"v1_replay_runs_promote_create": "STAGED_GENERATION_FORBIDDEN",
+               "v1_replay_runs_demote_create": "STAGED_GENERATION_FORBIDDEN"}
 #: Kinds that are names inside the caller's project, not row ids: another project's value names
 #: the caller's own row (found or created), never the other project's.
 NAMESPACED_KINDS = {"subject"}
@@ -137,6 +141,7 @@ BODIES: dict[str, Body] = {
         lambda w, tag: {"memory_store_id": w.first("store"), "content": f"Fact {tag} is new."},
         {"memory_store_id": "store"}, not_ids=("conversation_id",),
     ),
+    "v1_transform_configs_create": Body(lambda w, tag: {"name": f"config-{tag}", "search": {"rrf_k": 5}}),
     "v1_memory_schema_update": Body(lambda w, tag: {"kinds": ["fact", f"kind_{tag}"]}),
     "v1_memory_stores_create": Body(lambda w, tag: {"name": f"store-{tag}"}, {"agent_id": "agent"},
                                   not_ids=("subject_external_id",)),
@@ -526,7 +531,10 @@ def check_own_call(op: Operation, a: World, b: World) -> list[str]:
         setup(b)
     answer = call(op, b.key, own_params(op, b), body_for(op, b))
     problems = []
-    if not 200 <= answer.status < 300:
+    if refused := KEY_REFUSED.get(op.op_id):
+        if answer.status != 403 or (answer.body or {}).get("code") != refused:
+            problems.append(f"B's own call should be refused with 403 {refused}: {answer.status} {answer.text[:300]}")
+    elif not 200 <= answer.status < 300:
         problems.append(f"B's own call failed ({answer.status}: {answer.text[:300]}); fix the BODIES fixture")
     if found := leaks(answer.text, a):
         problems.append(f"B's own call mentions A's {found}")

@@ -10,6 +10,7 @@ from memory_engine.models import Chunk, DocumentVersion, Memory, MemoryAssertion
 from memory_engine.models.memories import Mechanism
 from memory_engine.services.agents import agent_create
 from memory_engine.services.documents import document_capture_text, document_create_text, document_ingest
+from memory_engine.services.documents.replay import replay_run, transform_config_create
 from memory_engine.services.erasure import subject_erase
 from memory_engine.services.generations import record_generation
 from memory_engine.services.ingestion_rules import ingestion_rule_save
@@ -82,6 +83,9 @@ def build_world(label: str) -> World:
     subject = f"subject-{label}"
     subject_store = subject_store_get_or_create(project=project, external_id=subject)[0]
     receipt = subject_erase(project=project, principal=principal, tags={"erase": "nothing"})
+    config = transform_config_create(project=project, name=f"config-{marker}")
+    replay = replay_run(config=config, started_by=principal)
+    assert replay.status == "completed", replay.error
     ids = {
         "project": [project.pk],
         "store": [store.pk, store2.pk, subject_store.pk],
@@ -97,6 +101,8 @@ def build_world(label: str) -> World:
         "generation": [running.pk, completed.pk],
         "memory_rule": [rule.pk],
         "erasure_receipt": [receipt.pk],
+        "transform_config": [config.pk],
+        "replay_run": [replay.pk],
         "content": list(Memory.objects.filter(store__project=project).values_list("content_id", flat=True)),
     }
     assert first.action == "created"
@@ -106,7 +112,16 @@ def build_world(label: str) -> World:
 
 def counts(world: World) -> dict[str, int]:
     """Row counts of the project's data (to prove a refused call changed nothing)."""
-    from memory_engine.models import Agent, Document, Generation, IngestionRule, MemoryRule, MemoryStore
+    from memory_engine.models import (
+        Agent,
+        Document,
+        Generation,
+        IngestionRule,
+        MemoryRule,
+        MemoryStore,
+        ReplayRun,
+        TransformConfig,
+    )
 
     project = world.project
     return {
@@ -122,6 +137,8 @@ def counts(world: World) -> dict[str, int]:
         "generations": Generation.objects.filter(project=project).count(),
         "running_generations": Generation.objects.filter(project=project, status="running").count(),
         "memory_rules": MemoryRule.objects.filter(store__project=project).count(),
+        "transform_configs": TransformConfig.objects.filter(project=project).count(),
+        "promoted_replay_runs": ReplayRun.objects.filter(project=project, status="promoted").count(),
     }
 
 

@@ -19,9 +19,14 @@ from typing import Any
 from django.db.models import Q
 from psycopg.types.json import Jsonb
 
-from memory_engine.exceptions import UnknownScope, ValidationFailed
+from memory_engine.exceptions import (
+    StagedGenerationNotFound,
+    StagedGenerationState,
+    UnknownScope,
+    ValidationFailed,
+)
 from memory_engine.facets import validate_facet
-from memory_engine.models import Agent, Document, MemoryStore, Project
+from memory_engine.models import Agent, Document, MemoryStore, Project, ReplayRun
 from memory_engine.models.memories import Tier
 from memory_engine.subjects import validate_subject
 
@@ -54,6 +59,8 @@ class Scope:
     actor_agent_id: str | None = None
     #: Deprecated documents are searched too (docs/retention.md).
     include_deprecated: bool = False
+    #: A staged generation (replay run id): its chunks are searched instead of the live ones.
+    generation_id: str | None = None
 
     @property
     def sources(self) -> list[str]:
@@ -70,6 +77,7 @@ class Scope:
             "tags": Jsonb(self.tags) if self.tags else None,
             "facet": self.facet,
             "actor_agent": self.actor_agent_id,
+            "generation": self.generation_id,
         }
 
 
@@ -91,10 +99,14 @@ def resolve_scope(
     tags: dict[str, Any] | None,
     facet: str | None = None,
     actor: Actor | None = None,
+    generation: str | None = None,
 ) -> Scope:
     """Which sources to search; unknown or foreign ids -> UNKNOWN_SCOPE naming them, a bad
-    facet -> FACET_INVALID, a bad subject -> SUBJECT_INVALID."""
+    facet -> FACET_INVALID, a bad subject -> SUBJECT_INVALID, a generation not of the project
+    -> STAGED_GENERATION_NOT_FOUND, one that holds no staged corpus -> STAGED_GENERATION_STATE."""
     facet = validate_facet(facet)
+    if generation is not None:
+        _check_generation(project, generation)
     if actor is not None:
         if actor.agent.project_id != project.pk:
             raise ValueError("the actor's agent belongs to another project")
@@ -134,7 +146,19 @@ def resolve_scope(
         tags=tags,
         facet=facet,
         actor_agent_id=actor.agent.pk if actor is not None else None,
+        generation_id=generation,
     )
+
+
+def _check_generation(project: Project, generation: str) -> None:
+    """A staged corpus to search: a completed or demoted replay run of the project."""
+    status = ReplayRun.objects.filter(project=project, pk=generation).values_list("status", flat=True).first()
+    if status is None:
+        raise StagedGenerationNotFound(details={"generation": generation})
+    if status not in (ReplayRun.Status.COMPLETED, ReplayRun.Status.DEMOTED):
+        raise StagedGenerationState(f"Generation {generation} is {status}: only a completed or demoted "
+                                    "generation holds a staged corpus to search.",
+                                    details={"generation": generation, "status": status})
 
 
 def _actor_store_ids(project: Project, actor: Actor, named: list[str]) -> list[str]:

@@ -61,6 +61,7 @@ def knowledge_search(
     dedupe_documents: bool | None = None,
     mmr: bool | None = None,
     include_deprecated: bool = False,
+    generation: str | None = None,
 ) -> SearchResult:
     """Search the project's memories and documents; see the package docstring for the algorithm.
 
@@ -74,6 +75,8 @@ def knowledge_search(
     ``actor`` recalls for an agent's turn: the subject's user store, the agent's own store and
     the named stores in one statement, each memory weighted by its tier (``fusion.tier_weight``);
     a bad subject raises SubjectInvalid (400).
+    ``generation`` (a replay run id) searches that staged generation's chunks instead of the
+    live ones; callers check the principal may (memory_engine.api.search: staff sessions).
 
     Memory hits whose text, tags or store name read as instructions to an AI are dropped
     here, the one place every model-facing read passes (memory_engine.instruction_guard);
@@ -101,7 +104,7 @@ def knowledge_search(
     query = clean_query(query)
     scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
                           document_ids=document_ids, document_paths=document_paths, tags=tags, facet=facet,
-                          actor=actor)
+                          actor=actor, generation=generation)
     scope.include_deprecated = include_deprecated  # deprecated documents: left out unless asked for
     if not scope.sources:
         return SearchResult(results=[])

@@ -60,8 +60,11 @@ def tier_sql(memory: str, store: str) -> str:
 
 
 def document_where(scope: Scope) -> str:
-    """The scope filters of chunks (``d``: the chunk's document)."""
-    where = "d.project_id = %(project)s"
+    """The scope filters of chunks (``x``: the chunk, ``d``: its document): live chunks
+    (``generation_id IS NULL``: a column of the chunk row the HNSW and bm25 scans filter as
+    they go, no join), or a staged generation's instead."""
+    live = "x.generation_id IS NULL" if scope.generation_id is None else "x.generation_id = %(generation)s"
+    where = f"{live} AND d.project_id = %(project)s"
     alternatives = []
     if scope.document_ids:
         alternatives.append("d.id = ANY(%(doc_ids)s)")

@@ -446,7 +446,7 @@ def document_reingest(
     document.heartbeat_at = None
     document.save()
     # The stored file is the newest capture's: when that version failed, ingest it again.
-    latest = document.versions.order_by("-number").first()
+    latest = document.versions.filter(generation__isnull=True).order_by("-number").first()
     if latest is not None and latest.status == DocumentVersion.Status.FAILED:
         DocumentVersion.objects.filter(pk=latest.pk).update(status=DocumentVersion.Status.PENDING, error=None)
     if enqueue:

@@ -375,7 +375,8 @@ def _swap(document: Document, run: str, specs: list[ChunkSpec], vectors: list[Ve
         version = ingested_version(document.pk)
         # The live version's chunks give way to the new version's (a superseded version keeps
         # its row and raw capture, not its chunks): search sees the old version or the new one.
-        Chunk.objects.filter(document_id=document.pk).delete()
+        # Staged generations' chunks (``generation`` set) are not the live version's: they stay.
+        Chunk.objects.filter(document_id=document.pk, generation__isnull=True).delete()
         Chunk.objects.bulk_create(
             [
                 Chunk(document_id=document.pk, version=version, chunk_index=spec.chunk_index, page=spec.page,

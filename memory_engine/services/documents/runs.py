@@ -59,7 +59,7 @@ def fail_ingestion(document_id: str, run: str | None, error: MemoryEngineError) 
         document = query.select_for_update().first()
         if document is None:
             return False
-        kept = Chunk.objects.filter(document=document)
+        kept = Chunk.objects.filter(document=document, generation__isnull=True)
         count = kept.count()
         document.status = DocumentStatus.FAILED
         document.error = error.as_dict()
