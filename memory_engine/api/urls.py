@@ -3,7 +3,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from . import agents, capabilities, documents, embeddings, erasure, generations, memories, memory_schema, rules, search
+from . import agents, capabilities, documents, embeddings, erasure, feed, generations, memories, memory_schema, rules, search
 
 router = DefaultRouter(trailing_slash=False)
 router.register("memory-stores", memories.MemoryStoreViewSet, basename="memory-store")
@@ -19,6 +19,7 @@ urlpatterns = [
     path("embeddings", embeddings.EmbeddingsView.as_view(), name="embeddings"),
     path("capabilities", capabilities.CapabilitiesView.as_view(), name="capabilities"),
     path("erasure", erasure.ErasureView.as_view(), name="erasure"),
+    path("feed", feed.FeedView.as_view(), name="feed"),
     path("memory-schema", memory_schema.MemorySchemaView.as_view(), name="memory-schema"),
     path("knowledge/search", search.KnowledgeSearchView.as_view(), name="knowledge-search"),
     path("agents/<str:agent_id>/tools/write_memory", agents.WriteMemoryToolView.as_view(),

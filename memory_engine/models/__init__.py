@@ -2,6 +2,7 @@
 
 from .agents import Agent, Generation
 from .documents import Chunk, Document, DocumentVersion, IngestionRule, RawCapture
+from .feed import FeedEntry, FeedKind
 from .memories import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemorySchema, MemoryStore
 from .retention import ErasureReceipt, RetentionClass
 from .rules import MemoryRule
@@ -14,6 +15,8 @@ __all__ = [
     "Document",
     "DocumentVersion",
     "ErasureReceipt",
+    "FeedEntry",
+    "FeedKind",
     "Generation",
     "IngestionRule",
     "Memory",
