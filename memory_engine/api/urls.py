@@ -3,7 +3,19 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from . import agents, capabilities, documents, embeddings, erasure, feed, generations, memories, memory_schema, rules, search
+from . import (
+    agents,
+    capabilities,
+    documents,
+    embeddings,
+    erasure,
+    feed,
+    generations,
+    memories,
+    memory_schema,
+    rules,
+    search,
+)
 
 router = DefaultRouter(trailing_slash=False)
 router.register("memory-stores", memories.MemoryStoreViewSet, basename="memory-store")
