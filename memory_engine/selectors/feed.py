@@ -73,7 +73,8 @@ def feed_page(*, project: Project, principal: str, after: str | None = None, lim
         entries = entries.exclude(principal=principal)
     txid, seq = position
     rows = list(
-        entries.filter(Q(txid__gt=txid) | Q(txid=txid, seq__gt=seq))
+        # txid >= the cursor's lets the (project, txid, seq) index bound the scan
+        entries.filter(txid__gte=txid).filter(Q(txid__gt=txid) | Q(txid=txid, seq__gt=seq))
         .filter(txid__lt=_VISIBILITY_HORIZON)
         .order_by("txid", "seq")[:limit]
     )

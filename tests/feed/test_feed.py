@@ -250,6 +250,8 @@ def test_concurrent_writers_and_a_worker_every_commit_once_in_cursor_order(qclus
     positions = {row.object_id: (row.txid, row.seq) for row in FeedEntry.objects.filter(project=project)}
     order = [positions[e["id"]] for e in received]
     assert order == sorted(order) and len(set(order)) == len(order)
-    # the race this guards against happened: commits landed out of sequence-number order
+    # the race the horizon guards against happened: feed rows get their sequence number at
+    # commit, so a smaller number after a larger one means transactions committed out of the
+    # order they began (a reader of sequence numbers or of transaction ids alone would skip)
     seqs = [seq for _, seq in order]
     assert seqs != sorted(seqs)
