@@ -44,6 +44,11 @@ class ContentEmpty(MemoryEngineError):
     default_message = "Memory content is empty; send a non-blank `content` string."
 
 
+class FeedCursorInvalid(ValidationFailed):
+    code = "FEED_CURSOR_INVALID"
+    default_message = "`after` is not a cursor of this feed; send a `next_cursor` it returned, or omit it."
+
+
 class ContentInvalid(ValidationFailed):
     code = "CONTENT_INVALID"
     default_message = "`content` must be a string without NUL characters."

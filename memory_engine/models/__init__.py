@@ -2,6 +2,7 @@
 
 from .agents import Agent, Generation
 from .documents import Chunk, Document, DocumentVersion, IngestionRule, RawCapture
+from .feed import FeedEntry, FeedKind
 from .memories import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemorySchema, MemoryStore
 from .replay import ReplayRun, TransformConfig
 from .retention import ErasureReceipt, RetentionClass
@@ -15,6 +16,8 @@ __all__ = [
     "Document",
     "DocumentVersion",
     "ErasureReceipt",
+    "FeedEntry",
+    "FeedKind",
     "Generation",
     "IngestionRule",
     "Memory",
