@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine.access import ADD, FORGET, PURGE
 from memory_engine.exceptions import MemoryStoreNotFound, ValidationFailed
 from memory_engine.facets import validate_facet
 from memory_engine.models import Memory, MemoryAssertion, MemoryRevision, MemoryStore, Project
@@ -23,6 +24,7 @@ from memory_engine.models.memories import Mechanism, Tier
 from memory_engine.models.retention import RetentionClass
 from memory_engine.selectors.memories import drop_instruction_memories, in_facet, open_memory
 from memory_engine.selectors.search import Degraded
+from memory_engine.services.access import access_tags_write
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore
 from memory_engine.services.memory_write import WriteResult, memory_write
 from memory_engine.services.retention import memory_retention_set
@@ -32,7 +34,14 @@ from memory_engine.subjects import validate_subject
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField, StrictCharField, parse_tags_param
 from .permissions import require_write_access
-from .scoping import ProjectScopedMixin, project_object_or_404
+from .scoping import (
+    ProjectScopedMixin,
+    project_object_or_404,
+    request_key,
+    require_grant,
+    visible,
+    write_action,
+)
 
 # --- serializers ---------------------------------------------------------------------
 
@@ -324,18 +333,21 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     filterset_fields: list[str] = []
 
     def get_queryset(self) -> QuerySet[MemoryStore]:
-        return stores_with_counts(self.project).order_by("created_at", "id")
+        return visible(stores_with_counts(self.project), self.request, write_action(self.request))
 
     def perform_create(self, serializer: Any) -> None:
         store = memory_store_save(project=self.project, **serializer.validated_data)
+        access_tags_write(obj=store, creator=request_key(self.request))
         # The 201 answer carries what list/retrieve carry, valid_memories annotated.
         serializer.instance = self.get_queryset().get(pk=store.pk)
 
     def perform_update(self, serializer: Any) -> None:
+        require_grant(self.request, ADD, serializer.instance.access_tags)
         # The instance carries get_queryset's valid_memories annotation into the answer.
         memory_store_save(project=self.project, store=serializer.instance, **serializer.validated_data)
 
     def perform_destroy(self, instance: MemoryStore) -> None:
+        require_grant(self.request, PURGE, instance.access_tags)
         memory_store_delete(store=instance)
 
 
@@ -392,7 +404,8 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
     def get_queryset(self) -> QuerySet[Memory]:
         # An expired memory is gone for every route, before the sweep deletes it.
         return (
-            Memory.objects.filter(store__project=self.project)
+            visible(Memory.objects.filter(store__project=self.project), self.request, write_action(self.request),
+                    field="store__access_tags")
             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
             .select_related("content", "store").order_by("created_at", "id")
         )
@@ -418,8 +431,9 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         serializer = MemoryWriteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        store = project_object_or_404(MemoryStore.objects.filter(project=self.project), data["memory_store_id"],
-                                      error=MemoryStoreNotFound, field="memory_store_id")
+        store = project_object_or_404(visible(MemoryStore.objects.filter(project=self.project), self.request, None),
+                                      data["memory_store_id"], error=MemoryStoreNotFound, field="memory_store_id")
+        require_grant(request, ADD, store.access_tags)
         result = memory_write(
             store=store,
             content=data["content"],
@@ -434,6 +448,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         return write_response(result)
 
     def perform_destroy(self, instance: Memory) -> None:
+        require_grant(self.request, FORGET, instance.store.access_tags)
         memory_forget(memory=instance, principal=self.principal, mechanism=Mechanism.API)
 
     @extend_schema(request=None, parameters=[FACET_PARAMETER], filters=False,
@@ -442,7 +457,9 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
     def restore(self, request: Request, pk: str | None = None) -> Response:
         """Bring a forgotten agent or institutional memory back from the trash (outcome `restored`);
         409 NOT_IN_TRASH or TRASH_EXPIRED (after the store's trash_days)."""
-        memory = memory_restore(memory=self.get_object(), principal=self.principal, mechanism=Mechanism.API)
+        memory = self.get_object()
+        require_grant(request, FORGET, memory.store.access_tags)
+        memory = memory_restore(memory=memory, principal=self.principal, mechanism=Mechanism.API)
         return Response(MemoryFullSerializer(memory).data)
 
     @extend_schema(request=MemoryRetentionSerializer, filters=False, responses={200: MemoryFullSerializer, **ERRORS})
@@ -499,7 +516,8 @@ class MemoryAssertionViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
     filterset_class = MemoryAssertionFilter
 
     def get_queryset(self) -> QuerySet[MemoryAssertion]:
-        return MemoryAssertion.objects.filter(store__project=self.project).order_by("created_at", "id")
+        return visible(MemoryAssertion.objects.filter(store__project=self.project), self.request,
+                       field="store__access_tags").order_by("created_at", "id")
 
 
 __all__ = ["MemoryAssertionViewSet", "MemoryStoreViewSet", "MemoryViewSet", "SubjectMemoryStoreView"]

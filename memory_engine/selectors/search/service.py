@@ -61,6 +61,7 @@ def knowledge_search(
     dedupe_documents: bool | None = None,
     mmr: bool | None = None,
     include_deprecated: bool = False,
+    access_tags: list[str] | None = None,
 ) -> SearchResult:
     """Search the project's memories and documents; see the package docstring for the algorithm.
 
@@ -84,6 +85,9 @@ def knowledge_search(
     ``rerank_unavailable``), one chunk per document (``dedupe_documents``, default
     SEARCH_DEDUPE_DOCUMENTS), MMR (``mmr``, default SEARCH_MMR), the cut to ``limit``, and the
     evidence grade (EVIDENCE_LEXICAL_FLOOR).
+
+    ``access_tags`` (a key with grants, docs/security.md): only documents and stores carrying
+    one of these tags are searched, filtered inside each ranked query; None: no restriction.
     """
     began = time.perf_counter()
     validate_channels(channels)
@@ -101,7 +105,7 @@ def knowledge_search(
     query = clean_query(query)
     scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
                           document_ids=document_ids, document_paths=document_paths, tags=tags, facet=facet,
-                          actor=actor)
+                          actor=actor, access_tags=access_tags)
     scope.include_deprecated = include_deprecated  # deprecated documents: left out unless asked for
     if not scope.sources:
         return SearchResult(results=[])
