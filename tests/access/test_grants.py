@@ -200,7 +200,8 @@ def test_writes_need_the_action_and_hidden_targets_answer_404(teams: dict[str, A
     assert b.post(f"/api/v1/documents/{teams['doc_a'].pk}/purge").status_code == 404
     assert Memory.objects.filter(pk__in=[teams["memory_a"].pk, teams["memory_b"].pk],
                                  invalidated_at__isnull=True).count() == 2
-    assert Document.objects.filter(pk__in=[teams["doc_a"].pk, teams["doc_b"].pk], forgotten_at__isnull=True).count() == 2
+    assert Document.objects.filter(pk__in=[teams["doc_a"].pk, teams["doc_b"].pk],
+                                   forgotten_at__isnull=True).count() == 2
     # a, with every action on team:a, writes and forgets there
     written = teams["a"].post("/api/v1/memories", {"memory_store_id": store_a.pk, "content": "Team a owns DNS."},
                               format="json")
