@@ -35,7 +35,7 @@ def share_tag(object_id: str) -> str:
 
 
 def validate_grants(value: Any) -> list[dict[str, Any]]:
-    """``[{"pattern": str, "actions": [action, ...]}, ...]`` normalised; else VALIDATION_FAILED."""
+    """``[{"pattern": str, "actions": [action, ...]}, ...]`` normalised; else VALIDATION_ERROR."""
     if value in (None, ""):
         return []
     if not isinstance(value, list):

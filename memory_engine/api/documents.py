@@ -41,7 +41,7 @@ from memory_engine.models.documents import ChunkStrategy
 from memory_engine.models.retention import RetentionClass
 from memory_engine.providers.converters.http import TOKEN_HEADER
 from memory_engine.selectors.documents import version_text
-from memory_engine.services.access import access_tags_write
+from memory_engine.services.access import Share, access_tags_write, share_resolve
 from memory_engine.services.documents import (
     Capture,
     CaptureStatus,
@@ -66,7 +66,7 @@ from memory_engine.services.retention import (
 )
 
 from .exceptions import ERRORS, ErrorSerializer, error_responses
-from .fields import JSONObjectField, parse_tags_param
+from .fields import JSONObjectField, ShareSerializer, parse_tags_param
 from .limits import SafeJSONParser
 from .scoping import (
     ProjectScopedMixin,
@@ -189,6 +189,8 @@ class DocumentTextSerializer(IdentitySerializer):
     content = serializers.CharField(allow_blank=True, trim_whitespace=False)
     content_type = serializers.ChoiceField(choices=["text/plain", "text/markdown"], required=False)
     path = PathField(required=False)
+    share = ShareSerializer(required=False, help_text="A new document: keys of your project that get access "
+                                                      "(docs/security.md).")
 
 
 class ByRefCaptureSerializer(LineageSerializer):
@@ -342,18 +344,20 @@ def _capture_status(capture: Capture, ran_inline: bool) -> int:
     return status.HTTP_201_CREATED if ran_inline else status.HTTP_202_ACCEPTED
 
 
-def _captured_document(capture: Capture, *, ran_inline: bool, request: Request) -> Response:
+def _captured_document(capture: Capture, *, ran_inline: bool, request: Request, share: Share | None = None
+                       ) -> Response:
     """POST answers: the document, plus what the capture did (``capture.status``, ``capture.version``)."""
-    _owner_tag(request, capture)
+    _owner_tag(request, capture, share)
     data = {**DocumentSerializer(capture.document).data,
             "capture": {"status": capture.status.value, "version": DocumentVersionSerializer(capture.version).data}}
     return Response(data, status=_capture_status(capture, ran_inline))
 
 
-def _owner_tag(request: Request, capture: Capture) -> None:
-    """A new document gets the creating key's owner tag (docs/security.md, *Access inside a project*)."""
+def _owner_tag(request: Request, capture: Capture, share: Share | None = None) -> None:
+    """A new document gets the creating key's owner tag and its ``share`` (docs/security.md,
+    *Access inside a project*)."""
     if capture.status == CaptureStatus.CREATED:
-        access_tags_write(obj=capture.document, creator=request_key(request))
+        access_tags_write(obj=capture.document, creator=request_key(request), share=share)
 
 
 def _require_add_on_existing(request: Request, project: Any, source: str, external_ref: str) -> None:
@@ -447,12 +451,14 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         serializer = DocumentTextSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        share = share_resolve(project=self.project, key_ids=data["share"]["keys"],
+                              actions=data["share"]["actions"]) if "share" in data else None
         capture, inline = document_capture_or_enqueue(
             document_capture_text, wait=data["wait"], size_bytes=len(data["content"].encode()),
             content=data["content"], content_type=data.get("content_type"), source=data["source"],
             external_ref=data.get("external_ref"), **_capture_args(request, self.project, data),
         )
-        return _captured_document(capture, ran_inline=inline, request=request)
+        return _captured_document(capture, ran_inline=inline, request=request, share=share)
 
     @extend_schema(request={"multipart/form-data": DocumentUploadSerializer}, responses=CREATED,
                    operation_id="documents_upload",

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import django_filters
+from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
@@ -24,7 +25,7 @@ from memory_engine.models.memories import Mechanism, Tier
 from memory_engine.models.retention import RetentionClass
 from memory_engine.selectors.memories import drop_instruction_memories, in_facet, open_memory
 from memory_engine.selectors.search import Degraded
-from memory_engine.services.access import access_tags_write
+from memory_engine.services.access import access_tags_write, share_resolve
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore
 from memory_engine.services.memory_write import WriteResult, memory_write
 from memory_engine.services.retention import memory_retention_set
@@ -32,7 +33,7 @@ from memory_engine.services.stores import memory_store_delete, memory_store_save
 from memory_engine.subjects import validate_subject
 
 from .exceptions import ERRORS, ErrorSerializer
-from .fields import JSONObjectField, StrictCharField, parse_tags_param
+from .fields import JSONObjectField, ShareSerializer, StrictCharField, parse_tags_param
 from .permissions import require_write_access
 from .scoping import (
     ProjectScopedMixin,
@@ -70,6 +71,8 @@ class MemoryStoreSerializer(serializers.ModelSerializer):
         required=False, allow_null=True, help_text="Longest lifetime in seconds of any memory of the store.")
     trash_days = serializers.IntegerField(
         required=False, allow_null=True, help_text="Days a forgotten memory stays restorable (null: TRASH_DAYS).")
+    share = ShareSerializer(required=False, write_only=True,
+                            help_text="On create: keys of your project that get access (docs/security.md).")
 
     class Meta:
         model = MemoryStore
@@ -77,7 +80,7 @@ class MemoryStoreSerializer(serializers.ModelSerializer):
             "id", "name", "description", "tags", "duplicate_threshold", "supersede_threshold",
             "require_about_for_kinds", "judge_enabled", "valid_memories", "created_at",
             "tier", "subject_external_id", "agent_id", "recency_half_life_days", "ttl_default", "ttl_max",
-            "trash_days",
+            "trash_days", "share",
         ]
         read_only_fields = ["id", "created_at", "valid_memories"]
 
@@ -336,15 +339,21 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         return visible(stores_with_counts(self.project), self.request, write_action(self.request))
 
     def perform_create(self, serializer: Any) -> None:
-        store = memory_store_save(project=self.project, **serializer.validated_data)
-        access_tags_write(obj=store, creator=request_key(self.request))
+        data = dict(serializer.validated_data)
+        share = data.pop("share", None)
+        with transaction.atomic():  # the store, its tags and the shared keys' grants together
+            if share is not None:
+                share = share_resolve(project=self.project, key_ids=share["keys"], actions=share["actions"])
+            store = memory_store_save(project=self.project, **data)
+            access_tags_write(obj=store, creator=request_key(self.request), share=share)
         # The 201 answer carries what list/retrieve carry, valid_memories annotated.
         serializer.instance = self.get_queryset().get(pk=store.pk)
 
     def perform_update(self, serializer: Any) -> None:
         require_grant(self.request, ADD, serializer.instance.access_tags)
+        data = {k: v for k, v in serializer.validated_data.items() if k != "share"}  # share: on create only
         # The instance carries get_queryset's valid_memories annotation into the answer.
-        memory_store_save(project=self.project, store=serializer.instance, **serializer.validated_data)
+        memory_store_save(project=self.project, store=serializer.instance, **data)
 
     def perform_destroy(self, instance: MemoryStore) -> None:
         require_grant(self.request, PURGE, instance.access_tags)

@@ -27,7 +27,7 @@ def api_key_create(*, project: Project, name: str = "", read_only: bool = False,
 
 
 def api_key_grants_set(*, key: ApiKey, grants: Any) -> ApiKey:
-    """Replace the key's grants (validated; VALIDATION_FAILED for a bad one). Empty: the whole project."""
+    """Replace the key's grants (validated; VALIDATION_ERROR for a bad one). Empty: the whole project."""
     key.grants = validate_grants(grants)
     key.save(update_fields=["grants"])
     return key

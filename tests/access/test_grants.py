@@ -223,3 +223,45 @@ def test_created_objects_carry_the_creators_owner_tag(project: Any, teams: dict[
     assert document.status_code == 201, document.json()
     assert Document.objects.get(pk=document.json()["id"]).access_tags == [owner_tag(teams["key_b"].pk)]
     assert teams["a"].get(f"/api/v1/documents/{document.json()['id']}").status_code == 404
+
+
+# --------------------------------------------------------------------------- share
+
+
+def test_share_on_create_writes_tags_and_grants_together(project: Any, teams: dict[str, Any],
+                                                         other_project: Any) -> None:
+    _, open_key = keyed(project)  # no grants: already reaches everything, stays unrestricted
+    created = teams["a"].post("/api/v1/memory-stores", {
+        "name": "shared", "share": {"keys": [teams["key_b"].pk, open_key.pk], "actions": ["search", "add"]}},
+        format="json")
+    assert created.status_code == 201, created.json()
+    store = MemoryStore.objects.get(pk=created.json()["id"])
+    assert store.access_tags == [owner_tag(teams["key_a"].pk), f"share:{store.pk}"]
+    teams["key_b"].refresh_from_db()
+    open_key.refresh_from_db()
+    assert {"pattern": f"share:{store.pk}", "actions": ["search", "add"]} in teams["key_b"].grants
+    assert open_key.grants == []
+    assert teams["b"].get(f"/api/v1/memory-stores/{store.pk}").status_code == 200
+    assert teams["b"].post("/api/v1/memories", {"memory_store_id": store.pk, "content": "Shared fact."},
+                           format="json").status_code == 201
+    # a document shared for search only
+    document = teams["a"].post("/api/v1/documents", {"content": "Shared doc.", "path": "/shared.txt", "wait": True,
+                                                     "share": {"keys": [teams["key_b"].pk]}}, format="json")
+    assert document.status_code == 201, document.json()
+    assert teams["b"].get(f"/api/v1/documents/{document.json()['id']}").status_code == 200
+    purge = teams["b"].delete(f"/api/v1/documents/{document.json()['id']}")
+    assert (purge.status_code, purge.json()["code"]) == (403, "GRANT_REQUIRED")
+
+
+def test_share_with_a_key_of_another_project_is_refused_and_nothing_is_created(
+        project: Any, teams: dict[str, Any], other_project: Any) -> None:
+    _, foreign = keyed(other_project)
+    before = MemoryStore.objects.filter(project=project).count()
+    refused = teams["a"].post("/api/v1/memory-stores", {"name": "x", "share": {"keys": [foreign.pk]}}, format="json")
+    unknown = teams["a"].post("/api/v1/memory-stores",
+                              {"name": "x", "share": {"keys": ["key_0000000000aaaaaaaaaaaaaaaa"]}}, format="json")
+    assert refused.status_code == unknown.status_code == 400
+    assert refused.json()["code"] == unknown.json()["code"] == "VALIDATION_ERROR"
+    assert MemoryStore.objects.filter(project=project).count() == before
+    foreign.refresh_from_db()
+    assert foreign.grants == []
