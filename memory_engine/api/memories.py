@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory_engine.access import ADD, FORGET, PURGE
-from memory_engine.exceptions import MemoryStoreNotFound, ValidationFailed
+from memory_engine.exceptions import MemoryStoreNotFound, NotFound, ValidationFailed
 from memory_engine.facets import validate_facet
 from memory_engine.models import Memory, MemoryAssertion, MemoryRevision, MemoryStore, Project
 from memory_engine.models.memories import Mechanism, Tier
@@ -375,9 +375,13 @@ class SubjectMemoryStoreView(ProjectScopedMixin, APIView):
         stores = stores_with_counts(self.project)
         store = stores.filter(tier=Tier.USER, subject_external_id=external_id).first()
         created = False
+        if store is not None and not visible(stores, request).filter(pk=store.pk).exists():
+            raise NotFound()  # another principal's subject (docs/security.md, *Access inside a project*)
         if store is None:
             require_write_access(request, "memory_engine.add_memorystore")
             found, created = subject_store_get_or_create(project=self.project, external_id=external_id)
+            if created:
+                access_tags_write(obj=found, creator=request_key(request))
             store = stores.get(pk=found.pk)
         return Response(MemoryStoreSerializer(store).data,
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)

@@ -265,3 +265,13 @@ def test_share_with_a_key_of_another_project_is_refused_and_nothing_is_created(
     assert MemoryStore.objects.filter(project=project).count() == before
     foreign.refresh_from_db()
     assert foreign.grants == []
+
+
+def test_another_principals_subject_store_answers_404(teams: dict[str, Any]) -> None:
+    created = teams["a"].get("/api/v1/subjects/user-42/memory-store")
+    assert created.status_code == 201, created.json()
+    assert MemoryStore.objects.get(pk=created.json()["id"]).access_tags == [owner_tag(teams["key_a"].pk)]
+    assert teams["a"].get("/api/v1/subjects/user-42/memory-store").status_code == 200
+    hidden = teams["b"].get("/api/v1/subjects/user-42/memory-store")
+    assert (hidden.status_code, hidden.json()["code"]) == (404, "NOT_FOUND")
+    assert created.json()["id"] not in hidden.content.decode()
