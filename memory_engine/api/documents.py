@@ -75,7 +75,7 @@ from .scoping import (
     request_principal,
     require_grant,
     visible,
-    write_action,
+    lookup_action,
 )
 
 # --- serializers ---------------------------------------------------------------------
@@ -437,7 +437,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
 
     def get_queryset(self) -> QuerySet[Document]:
         return visible(Document.objects.filter(project=self.project), self.request,
-                       write_action(self.request)).order_by("path", "id")
+                       lookup_action(self.request)).order_by("path", "id")
 
     def get_object(self) -> Any:
         if self.lookup_field not in self.kwargs:  # OPTIONS on the by-ref PUT: no document id in the path
@@ -453,6 +453,8 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         data = serializer.validated_data
         share = share_resolve(project=self.project, key_ids=data["share"]["keys"],
                               actions=data["share"]["actions"]) if "share" in data else None
+        if data.get("external_ref"):
+            _require_add_on_existing(request, self.project, data["source"], data["external_ref"])
         capture, inline = document_capture_or_enqueue(
             document_capture_text, wait=data["wait"], size_bytes=len(data["content"].encode()),
             content=data["content"], content_type=data.get("content_type"), source=data["source"],
@@ -472,6 +474,8 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         file = data["file"]
+        if data.get("external_ref"):
+            _require_add_on_existing(request, self.project, data["source"], data["external_ref"])
         capture, inline = document_capture_or_enqueue(
             document_capture, wait=data["wait"], size_bytes=file.size,
             upload=Upload(file.read(), filename=file.name or "", declared_content_type=file.content_type),

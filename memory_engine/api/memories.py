@@ -41,7 +41,7 @@ from .scoping import (
     request_key,
     require_grant,
     visible,
-    write_action,
+    lookup_action,
 )
 
 # --- serializers ---------------------------------------------------------------------
@@ -336,7 +336,7 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     filterset_fields: list[str] = []
 
     def get_queryset(self) -> QuerySet[MemoryStore]:
-        return visible(stores_with_counts(self.project), self.request, write_action(self.request))
+        return visible(stores_with_counts(self.project), self.request, lookup_action(self.request))
 
     def perform_create(self, serializer: Any) -> None:
         data = dict(serializer.validated_data)
@@ -417,7 +417,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
     def get_queryset(self) -> QuerySet[Memory]:
         # An expired memory is gone for every route, before the sweep deletes it.
         return (
-            visible(Memory.objects.filter(store__project=self.project), self.request, write_action(self.request),
+            visible(Memory.objects.filter(store__project=self.project), self.request, lookup_action(self.request),
                     field="store__access_tags")
             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
             .select_related("content", "store").order_by("created_at", "id")

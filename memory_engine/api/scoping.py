@@ -52,7 +52,7 @@ def request_key(request: Any) -> ApiKey | None:
     return request.auth if isinstance(request.auth, ApiKey) else None
 
 
-def write_action(request: Any) -> str | None:
+def lookup_action(request: Any) -> str | None:
     """The action a detail lookup filters by: ``search`` for reads; for writes any granted action,
     so an object the key may see but not change answers 403 GRANT_REQUIRED, not 404."""
     return "search" if request.method in ("GET", "HEAD", "OPTIONS") else None

@@ -275,3 +275,20 @@ def test_another_principals_subject_store_answers_404(teams: dict[str, Any]) -> 
     hidden = teams["b"].get("/api/v1/subjects/user-42/memory-store")
     assert (hidden.status_code, hidden.json()["code"]) == (404, "NOT_FOUND")
     assert created.json()["id"] not in hidden.content.decode()
+
+
+def test_a_capture_that_would_update_a_document_needs_add_on_it(project: Any, teams: dict[str, Any]) -> None:
+    first = teams["a"].put("/api/v1/documents/by-ref/wiki/page-1", {"content": "Version one.", "wait": True},
+                           format="json")
+    assert first.status_code == 201, first.json()
+    for refused in (
+        teams["b"].put("/api/v1/documents/by-ref/wiki/page-1", {"content": "Version two.", "wait": True},
+                       format="json"),
+        teams["b"].post("/api/v1/documents", {"content": "Version two.", "source": "wiki", "external_ref": "page-1",
+                                              "wait": True}, format="json"),
+    ):
+        assert (refused.status_code, refused.json()["code"]) == (403, "GRANT_REQUIRED")
+    assert Document.objects.get(pk=first.json()["id"]).versions.count() == 1
+    again = teams["a"].put("/api/v1/documents/by-ref/wiki/page-1", {"content": "Version two.", "wait": True},
+                           format="json")
+    assert again.status_code in (200, 201), again.json()
