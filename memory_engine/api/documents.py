@@ -70,12 +70,12 @@ from .fields import JSONObjectField, ShareSerializer, parse_tags_param
 from .limits import SafeJSONParser
 from .scoping import (
     ProjectScopedMixin,
+    lookup_action,
     project_object_or_404,
     request_key,
     request_principal,
     require_grant,
     visible,
-    lookup_action,
 )
 
 # --- serializers ---------------------------------------------------------------------

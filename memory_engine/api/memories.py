@@ -37,11 +37,11 @@ from .fields import JSONObjectField, ShareSerializer, StrictCharField, parse_tag
 from .permissions import require_write_access
 from .scoping import (
     ProjectScopedMixin,
+    lookup_action,
     project_object_or_404,
     request_key,
     require_grant,
     visible,
-    lookup_action,
 )
 
 # --- serializers ---------------------------------------------------------------------
