@@ -218,7 +218,7 @@ def agent_tool_guidance(agent: Agent, *, fmt: str = "openai") -> dict[str, Any]:
 
 
 def run_search_knowledge(agent: Agent, arguments: dict[str, Any], *, subject: str | None = None,
-                         facet: str | None = None) -> tuple[str, Any]:
+                         facet: str | None = None, access_tags: list[str] | None = None) -> tuple[str, Any]:
     """Execute a ``search_knowledge`` call inside the agent's scope, as the agent (``Actor``) for
     ``subject`` when the host names one. A ``facet`` from the host pins the recall; else the
     model's ``facet`` argument, if any, applies.
@@ -235,12 +235,12 @@ def run_search_knowledge(agent: Agent, arguments: dict[str, Any], *, subject: st
     if facet is None:
         facet = arguments.get("facet")
     result = knowledge_search(project=agent.project, query=arguments["query"], guard_path="tools", facet=facet,
-                              actor=Actor(agent=agent, subject=subject), **kwargs)
+                              actor=Actor(agent=agent, subject=subject), access_tags=access_tags, **kwargs)
     return render_knowledge_block(result.results, result.evidence) or "No matching knowledge found.", result
 
 
 def run_open_memory(agent: Agent, arguments: dict[str, Any], *, subject: str | None = None,
-                    facet: str | None = None) -> tuple[str, Memory]:
+                    facet: str | None = None, access_tags: list[str] | None = None) -> tuple[str, Memory]:
     """Execute an ``open_memory`` call: the whole body of a live memory the agent may see
     (:func:`memory_engine.selectors.memories.agent_visible_memories`, for ``subject`` when the host
     names one; in the host's pinned ``facet``), as ``(text for the tool result, memory)``; any
@@ -249,6 +249,8 @@ def run_open_memory(agent: Agent, arguments: dict[str, Any], *, subject: str | N
         raise ValidationFailed("open_memory needs a string `id`.", details={"field": "id"})
     facet = validate_facet(facet)
     subject = validate_subject(subject, allow_none=True)
-    memory = open_memory(agent_visible_memories(agent, subject=subject), arguments["id"].strip(), facet=facet,
-                         path="tools")
+    memories = agent_visible_memories(agent, subject=subject)
+    if access_tags is not None:  # a key with grants (docs/security.md): its stores only
+        memories = memories.filter(store__access_tags__overlap=access_tags)
+    memory = open_memory(memories, arguments["id"].strip(), facet=facet, path="tools")
     return render_memory_block(memory), memory

@@ -79,7 +79,8 @@ class ApiKeyAdmin(ProjectScopedAdmin):
     list_display = ["prefix", "name", "project", "read_only", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["project", "read_only", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["prefix", "name", "project__name"]
-    fields = ["project", "name", "read_only", "expires_at", "prefix", "created_at", "last_used_at", "revoked_at"]
+    fields = ["project", "name", "read_only", "grants", "expires_at", "prefix", "created_at", "last_used_at",
+              "revoked_at"]
     readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
@@ -92,7 +93,7 @@ class ApiKeyAdmin(ProjectScopedAdmin):
             super().save_model(request, obj, form, change)
             return
         key, raw = api_key_create(project=obj.project, name=obj.name, read_only=obj.read_only,
-                                  expires_at=obj.expires_at)
+                                  expires_at=obj.expires_at, grants=obj.grants)
         obj.pk, obj.prefix, obj.hashed_key, obj.created_at = key.pk, key.prefix, key.hashed_key, key.created_at
         obj._state.adding = False
         request._memory_engine_new_key = raw  # shown by response_add, in this response only

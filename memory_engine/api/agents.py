@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine.access import SEARCH
 from memory_engine.exceptions import AgentNotFound, ThresholdsNotAllowed
 from memory_engine.injection import inject_knowledge
 from memory_engine.models import Agent, MemoryStore
@@ -31,7 +32,7 @@ from memory_engine.tools import (
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField
 from .memories import WRITE_RESPONSES, MemoryFieldsSerializer, MemoryFullSerializer, write_response
-from .scoping import ProjectScopedMixin, project_object_or_404
+from .scoping import ProjectScopedMixin, access_tags, project_object_or_404
 from .search import SEARCH_PERMISSIONS, SearchResultSerializer
 
 
@@ -198,7 +199,7 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         data = serializer.validated_data
         messages, result = inject_knowledge(data["messages"], agent=agent, override=data.get("override"),
                                             query=data.get("query") or None, subject=data.get("subject"),
-                                            facet=data.get("facet"))
+                                            facet=data.get("facet"), access_tags=access_tags(request, SEARCH))
         return Response({
             "messages": messages,
             "injected": len(messages) > len(data["messages"]),
@@ -239,7 +240,8 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         serializer.is_valid(raise_exception=True)
         subject, pinned = serializer.pins()
         arguments = {k: v for k, v in serializer.validated_data.items() if k not in ("subject", "pinned_facet")}
-        content, result = run_search_knowledge(agent, arguments, subject=subject, facet=pinned)
+        content, result = run_search_knowledge(agent, arguments, subject=subject, facet=pinned,
+                                               access_tags=access_tags(request, SEARCH))
         return Response({"content": content, "knowledge": SearchResultSerializer(result.as_dict()).data},
                         status=status.HTTP_200_OK)
 
@@ -255,7 +257,7 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         serializer.is_valid(raise_exception=True)
         subject, pinned = serializer.pins()
         content, memory = run_open_memory(agent, {"id": serializer.validated_data["id"]}, subject=subject,
-                                          facet=pinned)
+                                          facet=pinned, access_tags=access_tags(request, SEARCH))
         return Response({"content": content, "memory": MemoryFullSerializer(memory).data})
 
 

@@ -23,6 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine.access import ADD, FORGET, PURGE
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import (
     DocumentNotForgotten,
@@ -40,6 +41,7 @@ from memory_engine.models.documents import ChunkStrategy
 from memory_engine.models.retention import RetentionClass
 from memory_engine.providers.converters.http import TOKEN_HEADER
 from memory_engine.selectors.documents import version_text
+from memory_engine.services.access import Share, access_tags_write, share_resolve
 from memory_engine.services.documents import (
     Capture,
     CaptureStatus,
@@ -64,9 +66,17 @@ from memory_engine.services.retention import (
 )
 
 from .exceptions import ERRORS, ErrorSerializer, error_responses
-from .fields import JSONObjectField, parse_tags_param
+from .fields import JSONObjectField, ShareSerializer, parse_tags_param
 from .limits import SafeJSONParser
-from .scoping import ProjectScopedMixin, project_object_or_404, request_principal
+from .scoping import (
+    ProjectScopedMixin,
+    lookup_action,
+    project_object_or_404,
+    request_key,
+    request_principal,
+    require_grant,
+    visible,
+)
 
 # --- serializers ---------------------------------------------------------------------
 
@@ -179,6 +189,8 @@ class DocumentTextSerializer(IdentitySerializer):
     content = serializers.CharField(allow_blank=True, trim_whitespace=False)
     content_type = serializers.ChoiceField(choices=["text/plain", "text/markdown"], required=False)
     path = PathField(required=False)
+    share = ShareSerializer(required=False, help_text="A new document: keys of your project that get access "
+                                                      "(docs/security.md).")
 
 
 class ByRefCaptureSerializer(LineageSerializer):
@@ -334,11 +346,27 @@ def _capture_status(capture: Capture, ran_inline: bool) -> int:
     return status.HTTP_201_CREATED if ran_inline else status.HTTP_202_ACCEPTED
 
 
-def _captured_document(capture: Capture, *, ran_inline: bool) -> Response:
+def _captured_document(capture: Capture, *, ran_inline: bool, request: Request, share: Share | None = None
+                       ) -> Response:
     """POST answers: the document, plus what the capture did (``capture.status``, ``capture.version``)."""
+    _owner_tag(request, capture, share)
     data = {**DocumentSerializer(capture.document).data,
             "capture": {"status": capture.status.value, "version": DocumentVersionSerializer(capture.version).data}}
     return Response(data, status=_capture_status(capture, ran_inline))
+
+
+def _owner_tag(request: Request, capture: Capture, share: Share | None = None) -> None:
+    """A new document gets the creating key's owner tag and its ``share`` (docs/security.md,
+    *Access inside a project*)."""
+    if capture.status == CaptureStatus.CREATED:
+        access_tags_write(obj=capture.document, creator=request_key(request), share=share)
+
+
+def _require_add_on_existing(request: Request, project: Any, source: str, external_ref: str) -> None:
+    """A capture that updates an existing document needs ``add`` on it (403 GRANT_REQUIRED)."""
+    existing = Document.objects.filter(project=project, source=source, external_ref=external_ref).first()
+    if existing is not None:
+        require_grant(request, ADD, existing.access_tags)
 
 
 def _lineage(request: Request, project: Any, data: dict[str, Any]) -> Lineage:
@@ -410,7 +438,8 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
     parser_classes = [SafeJSONParser, MultiPartParser, FormParser]
 
     def get_queryset(self) -> QuerySet[Document]:
-        return Document.objects.filter(project=self.project).order_by("path", "id")
+        return visible(Document.objects.filter(project=self.project), self.request,
+                       lookup_action(self.request)).order_by("path", "id")
 
     def get_object(self) -> Any:
         if self.lookup_field not in self.kwargs:  # OPTIONS on the by-ref PUT: no document id in the path
@@ -424,12 +453,16 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         serializer = DocumentTextSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        share = share_resolve(project=self.project, key_ids=data["share"]["keys"],
+                              actions=data["share"]["actions"]) if "share" in data else None
+        if data.get("external_ref"):
+            _require_add_on_existing(request, self.project, data["source"], data["external_ref"])
         capture, inline = document_capture_or_enqueue(
             document_capture_text, wait=data["wait"], size_bytes=len(data["content"].encode()),
             content=data["content"], content_type=data.get("content_type"), source=data["source"],
             external_ref=data.get("external_ref"), **_capture_args(request, self.project, data),
         )
-        return _captured_document(capture, ran_inline=inline)
+        return _captured_document(capture, ran_inline=inline, request=request, share=share)
 
     @extend_schema(request={"multipart/form-data": DocumentUploadSerializer}, responses=CREATED,
                    operation_id="documents_upload",
@@ -443,13 +476,15 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         file = data["file"]
+        if data.get("external_ref"):
+            _require_add_on_existing(request, self.project, data["source"], data["external_ref"])
         capture, inline = document_capture_or_enqueue(
             document_capture, wait=data["wait"], size_bytes=file.size,
             upload=Upload(file.read(), filename=file.name or "", declared_content_type=file.content_type),
             password=data.get("password") or None, source=data["source"], external_ref=data.get("external_ref"),
             **_capture_args(request, self.project, data),
         )
-        return _captured_document(capture, ran_inline=inline)
+        return _captured_document(capture, ran_inline=inline, request=request)
 
     @extend_schema(
         request={"application/json": ByRefCaptureSerializer, "multipart/form-data": ByRefCaptureSerializer},
@@ -467,6 +502,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         serializer = ByRefCaptureSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        _require_add_on_existing(request, self.project, source, external_ref)
         arguments = {"source": source, "external_ref": external_ref, **_capture_args(request, self.project, data)}
         if "file" in data:
             file = data["file"]
@@ -478,6 +514,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
             capture, inline = document_capture_or_enqueue(
                 document_capture_text, wait=data["wait"], size_bytes=len(data["content"].encode()),
                 content=data["content"], content_type=data.get("content_type"), **arguments)
+        _owner_tag(request, capture)
         answer = {"id": capture.document.pk, "status": capture.status.value,
                   "version": DocumentVersionSerializer(capture.version).data,
                   "document": DocumentSerializer(capture.document).data}
@@ -511,6 +548,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
     def reingest(self, request: Request, pk: str | None = None) -> Response:
         """Ingest the stored file again, optionally with new chunk settings or a password."""
         document = self.get_object()
+        require_grant(request, ADD, document.access_tags)
         serializer = ReingestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -536,6 +574,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         return self.get_paginated_response(ChunkSerializer(page, many=True).data)
 
     def perform_destroy(self, instance: Document) -> None:
+        require_grant(self.request, PURGE, instance.access_tags)
         document_delete(document=instance)
 
     @extend_schema(request=None, responses={200: DocumentSerializer, **ERRORS}, filters=False)
@@ -544,7 +583,9 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
     def deprecate(self, request: Request, pk: str | None = None) -> Response:
         """POST: keep the document but leave it out of search unless the search sends
         ``include_deprecated``; DELETE: undo it."""
-        document = document_deprecate(document=self.get_object(), deprecated=request.method == "POST")
+        document = self.get_object()
+        require_grant(request, FORGET, document.access_tags)
+        document = document_deprecate(document=document, deprecated=request.method == "POST")
         return Response(DocumentSerializer(document).data)
 
     @extend_schema(request=DocumentForgetSerializer, responses={200: DocumentSerializer,
@@ -558,6 +599,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         serializer = DocumentForgetSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         document = self.get_object()
+        require_grant(request, FORGET, document.access_tags)
         document_forget(document=document, reason=serializer.validated_data["reason"],
                         principal=request_principal(request))
         document.refresh_from_db()
@@ -570,7 +612,9 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
     def purge(self, request: Request, pk: str | None = None) -> Response:
         """Hard-delete a forgotten document; 409 DOCUMENT_NOT_FORGOTTEN while a durable version is
         not tombstoned, 409 LEGAL_HOLD for a held version."""
-        document_purge(document=self.get_object())
+        document = self.get_object()
+        require_grant(request, PURGE, document.access_tags)
+        document_purge(document=document)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=DocumentRetentionSerializer, responses={200: DocumentVersionSerializer(many=True),

@@ -65,3 +65,12 @@ def parse_tags_param(raw: str | None) -> dict[str, Any] | None:
     if contains_nul(value):
         raise ValidationFailed("`tags` may not contain null characters.", details={"tags": raw[:200]})
     return check_tag_filter(value)
+
+
+class ShareSerializer(serializers.Serializer):
+    """``share`` on create (docs/security.md, *Access inside a project*)."""
+
+    keys = serializers.ListField(child=serializers.CharField(max_length=40), max_length=100,
+                                 help_text="Ids of keys of your project that get the actions on the new object.")
+    actions = serializers.ListField(child=serializers.ChoiceField(choices=["search", "add", "forget", "purge"]),
+                                    required=False, default=["search"], min_length=1)

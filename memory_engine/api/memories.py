@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import django_filters
+from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
@@ -16,13 +17,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_engine.exceptions import MemoryStoreNotFound, ValidationFailed
+from memory_engine.access import ADD, FORGET, PURGE
+from memory_engine.exceptions import MemoryStoreNotFound, NotFound, ValidationFailed
 from memory_engine.facets import validate_facet
 from memory_engine.models import Memory, MemoryAssertion, MemoryRevision, MemoryStore, Project
 from memory_engine.models.memories import Mechanism, Tier
 from memory_engine.models.retention import RetentionClass
 from memory_engine.selectors.memories import drop_instruction_memories, in_facet, open_memory
 from memory_engine.selectors.search import Degraded
+from memory_engine.services.access import access_tags_write, share_resolve
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore
 from memory_engine.services.memory_write import WriteResult, memory_write
 from memory_engine.services.retention import memory_retention_set
@@ -30,9 +33,16 @@ from memory_engine.services.stores import memory_store_delete, memory_store_save
 from memory_engine.subjects import validate_subject
 
 from .exceptions import ERRORS, ErrorSerializer
-from .fields import JSONObjectField, StrictCharField, parse_tags_param
+from .fields import JSONObjectField, ShareSerializer, StrictCharField, parse_tags_param
 from .permissions import require_write_access
-from .scoping import ProjectScopedMixin, project_object_or_404
+from .scoping import (
+    ProjectScopedMixin,
+    lookup_action,
+    project_object_or_404,
+    request_key,
+    require_grant,
+    visible,
+)
 
 # --- serializers ---------------------------------------------------------------------
 
@@ -61,6 +71,8 @@ class MemoryStoreSerializer(serializers.ModelSerializer):
         required=False, allow_null=True, help_text="Longest lifetime in seconds of any memory of the store.")
     trash_days = serializers.IntegerField(
         required=False, allow_null=True, help_text="Days a forgotten memory stays restorable (null: TRASH_DAYS).")
+    share = ShareSerializer(required=False, write_only=True,
+                            help_text="On create: keys of your project that get access (docs/security.md).")
 
     class Meta:
         model = MemoryStore
@@ -68,7 +80,7 @@ class MemoryStoreSerializer(serializers.ModelSerializer):
             "id", "name", "description", "tags", "duplicate_threshold", "supersede_threshold",
             "require_about_for_kinds", "judge_enabled", "valid_memories", "created_at",
             "tier", "subject_external_id", "agent_id", "recency_half_life_days", "ttl_default", "ttl_max",
-            "trash_days",
+            "trash_days", "share",
         ]
         read_only_fields = ["id", "created_at", "valid_memories"]
 
@@ -324,18 +336,27 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     filterset_fields: list[str] = []
 
     def get_queryset(self) -> QuerySet[MemoryStore]:
-        return stores_with_counts(self.project).order_by("created_at", "id")
+        return visible(stores_with_counts(self.project), self.request, lookup_action(self.request))
 
     def perform_create(self, serializer: Any) -> None:
-        store = memory_store_save(project=self.project, **serializer.validated_data)
+        data = dict(serializer.validated_data)
+        share = data.pop("share", None)
+        with transaction.atomic():  # the store, its tags and the shared keys' grants together
+            if share is not None:
+                share = share_resolve(project=self.project, key_ids=share["keys"], actions=share["actions"])
+            store = memory_store_save(project=self.project, **data)
+            access_tags_write(obj=store, creator=request_key(self.request), share=share)
         # The 201 answer carries what list/retrieve carry, valid_memories annotated.
         serializer.instance = self.get_queryset().get(pk=store.pk)
 
     def perform_update(self, serializer: Any) -> None:
+        require_grant(self.request, ADD, serializer.instance.access_tags)
+        data = {k: v for k, v in serializer.validated_data.items() if k != "share"}  # share: on create only
         # The instance carries get_queryset's valid_memories annotation into the answer.
-        memory_store_save(project=self.project, store=serializer.instance, **serializer.validated_data)
+        memory_store_save(project=self.project, store=serializer.instance, **data)
 
     def perform_destroy(self, instance: MemoryStore) -> None:
+        require_grant(self.request, PURGE, instance.access_tags)
         memory_store_delete(store=instance)
 
 
@@ -354,9 +375,13 @@ class SubjectMemoryStoreView(ProjectScopedMixin, APIView):
         stores = stores_with_counts(self.project)
         store = stores.filter(tier=Tier.USER, subject_external_id=external_id).first()
         created = False
+        if store is not None and not visible(stores, request).filter(pk=store.pk).exists():
+            raise NotFound()  # another principal's subject (docs/security.md, *Access inside a project*)
         if store is None:
             require_write_access(request, "memory_engine.add_memorystore")
             found, created = subject_store_get_or_create(project=self.project, external_id=external_id)
+            if created:
+                access_tags_write(obj=found, creator=request_key(request))
             store = stores.get(pk=found.pk)
         return Response(MemoryStoreSerializer(store).data,
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
@@ -392,7 +417,8 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
     def get_queryset(self) -> QuerySet[Memory]:
         # An expired memory is gone for every route, before the sweep deletes it.
         return (
-            Memory.objects.filter(store__project=self.project)
+            visible(Memory.objects.filter(store__project=self.project), self.request, lookup_action(self.request),
+                    field="store__access_tags")
             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
             .select_related("content", "store").order_by("created_at", "id")
         )
@@ -418,8 +444,9 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         serializer = MemoryWriteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        store = project_object_or_404(MemoryStore.objects.filter(project=self.project), data["memory_store_id"],
-                                      error=MemoryStoreNotFound, field="memory_store_id")
+        store = project_object_or_404(visible(MemoryStore.objects.filter(project=self.project), self.request, None),
+                                      data["memory_store_id"], error=MemoryStoreNotFound, field="memory_store_id")
+        require_grant(request, ADD, store.access_tags)
         result = memory_write(
             store=store,
             content=data["content"],
@@ -434,6 +461,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         return write_response(result)
 
     def perform_destroy(self, instance: Memory) -> None:
+        require_grant(self.request, FORGET, instance.store.access_tags)
         memory_forget(memory=instance, principal=self.principal, mechanism=Mechanism.API)
 
     @extend_schema(request=None, parameters=[FACET_PARAMETER], filters=False,
@@ -442,7 +470,9 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
     def restore(self, request: Request, pk: str | None = None) -> Response:
         """Bring a forgotten agent or institutional memory back from the trash (outcome `restored`);
         409 NOT_IN_TRASH or TRASH_EXPIRED (after the store's trash_days)."""
-        memory = memory_restore(memory=self.get_object(), principal=self.principal, mechanism=Mechanism.API)
+        memory = self.get_object()
+        require_grant(request, FORGET, memory.store.access_tags)
+        memory = memory_restore(memory=memory, principal=self.principal, mechanism=Mechanism.API)
         return Response(MemoryFullSerializer(memory).data)
 
     @extend_schema(request=MemoryRetentionSerializer, filters=False, responses={200: MemoryFullSerializer, **ERRORS})
@@ -499,7 +529,8 @@ class MemoryAssertionViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
     filterset_class = MemoryAssertionFilter
 
     def get_queryset(self) -> QuerySet[MemoryAssertion]:
-        return MemoryAssertion.objects.filter(store__project=self.project).order_by("created_at", "id")
+        return visible(MemoryAssertion.objects.filter(store__project=self.project), self.request,
+                       field="store__access_tags").order_by("created_at", "id")
 
 
 __all__ = ["MemoryAssertionViewSet", "MemoryStoreViewSet", "MemoryViewSet", "SubjectMemoryStoreView"]

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.core.exceptions import ValidationError
-from django.db.models import Model, QuerySet
+from django.db.models import F, Func, Model, QuerySet
 from rest_framework.parsers import FormParser, MultiPartParser
 
-from memory_engine.exceptions import NotFound, ProjectNotFound, ProjectRequired
-from memory_engine.models import ApiKey, Project
+from memory_engine.access import Grants
+from memory_engine.exceptions import GrantRequired, NotFound, ProjectNotFound, ProjectRequired
+from memory_engine.models import ApiKey, Document, MemoryStore, Project
 
 from .limits import SafeJSONParser, check_request_size
 
@@ -44,6 +45,58 @@ def request_principal(request: Any) -> str:
     if isinstance(request.auth, ApiKey):
         return f"key:{request.auth.pk}"
     return f"user:{request.user.get_username()}"
+
+
+def request_key(request: Any) -> ApiKey | None:
+    """The API key of the call; None for a staff session."""
+    return request.auth if isinstance(request.auth, ApiKey) else None
+
+
+def lookup_action(request: Any) -> str | None:
+    """The action a detail lookup filters by: ``search`` for reads; for writes any granted action,
+    so an object the key may see but not change answers 403 GRANT_REQUIRED, not 404."""
+    return "search" if request.method in ("GET", "HEAD", "OPTIONS") else None
+
+
+def request_grants(request: Any) -> Grants | None:
+    """The key's grants when it has any; None: the whole project (no grants, or a staff session)."""
+    if not isinstance(request.auth, ApiKey):
+        return None
+    grants = Grants.of(request.auth.pk, request.auth.grants)
+    return grants if grants.restricted else None
+
+
+def access_tags(request: Any, action: str | None) -> list[str] | None:
+    """The grant tags ``action`` reaches for this request (None: any action), computed once per
+    request; None when the caller is not restricted. Wildcard patterns are matched against the
+    tags the project's documents and stores carry."""
+    grants = request_grants(request)
+    if grants is None:
+        return None
+    cache = request.__dict__.setdefault("_memory_engine_access", {})
+    if action not in cache:
+        catalogue: set[str] = set()
+        if grants.needs_catalogue(action):
+            project = request_project(request)
+            for model in (Document, MemoryStore):
+                catalogue.update(model.objects.filter(project=project).values_list(
+                    Func(F("access_tags"), function="unnest"), flat=True).distinct())
+        cache[action] = grants.tags(action, catalogue)
+    return cache[action]
+
+
+def visible(queryset: QuerySet[M], request: Any, action: str | None = "search", *,
+            field: str = "access_tags") -> QuerySet[M]:
+    """``queryset`` less the rows the caller's grants do not reach for ``action`` (filtered in SQL)."""
+    tags = access_tags(request, action)
+    return queryset if tags is None else queryset.filter(**{f"{field}__overlap": tags})
+
+
+def require_grant(request: Any, action: str, object_tags: list[str]) -> None:
+    """403 GRANT_REQUIRED when the caller's grants lack ``action`` on an object it can see."""
+    grants = request_grants(request)
+    if grants is not None and not grants.allows(action, object_tags):
+        raise GrantRequired(details={"action": action})
 
 
 def project_object_or_404(queryset: QuerySet[M], pk: Any, *, error: type[NotFound] = NotFound,

@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine.access import SEARCH
 from memory_engine.exceptions import AgentNotFound, ValidationFailed
 from memory_engine.models import Agent
 from memory_engine.selectors.search import (
@@ -26,7 +27,7 @@ from memory_engine.selectors.search import (
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import TagFilterField
 from .replay import require_generation_access
-from .scoping import ProjectScopedMixin, project_object_or_404
+from .scoping import ProjectScopedMixin, access_tags, project_object_or_404
 
 #: A staff session searching reads memories and documents (the admin playground asks the same).
 SEARCH_PERMISSIONS = ["view_memory", "view_document"]
@@ -172,5 +173,5 @@ class KnowledgeSearchView(ProjectScopedMixin, APIView):
             agent = project_object_or_404(Agent.objects.filter(project=self.project), agent_id,
                                           error=AgentNotFound, field="agent_id")
             args["actor"] = Actor(agent=agent, subject=subject)
-        result = knowledge_search(project=self.project, **args)
+        result = knowledge_search(project=self.project, access_tags=access_tags(request, SEARCH), **args)
         return search_response(result)

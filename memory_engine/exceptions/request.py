@@ -294,6 +294,11 @@ class ReadOnlyKey(PermissionDenied):
     default_message = "This API key is read-only; use a read-write key to change data."
 
 
+class GrantRequired(PermissionDenied):
+    code = "GRANT_REQUIRED"
+    default_message = "This API key's grants do not allow this action on this object (see details.action)."
+
+
 class ModelPermissionRequired(PermissionDenied):
     code = "MODEL_PERMISSION_REQUIRED"
     default_message = "Your user lacks the Django model permission this request needs (see details.missing)."

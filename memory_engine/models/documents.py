@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.utils import timezone
 
@@ -94,6 +96,9 @@ class Document(models.Model):
     size_bytes = models.PositiveBigIntegerField(default=0)
     sha256 = models.CharField(max_length=64, blank=True, default="")
     tags = models.JSONField(default=dict, blank=True)
+    #: Grant tags (docs/security.md, *Access inside a project*): a key with grants reaches the
+    #: document through a tag of this list its grants match.
+    access_tags = ArrayField(models.CharField(max_length=200), default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     chunk_strategy = models.CharField(max_length=10, choices=ChunkStrategy.choices)
     # The effective values: tokens for recursive and page, characters for size, None for whole.
@@ -138,7 +143,8 @@ class Document(models.Model):
                                     condition=models.Q(external_ref__isnull=False),
                                     name="me_document_external_ref_unique"),
         ]
-        indexes = [models.Index(fields=["project", "status"], name="me_document_status")]
+        indexes = [models.Index(fields=["project", "status"], name="me_document_status"),
+                   GinIndex(fields=["access_tags"], name="me_document_access_tags")]
 
     def __str__(self) -> str:
         return self.path

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.utils import timezone
 
@@ -31,6 +33,8 @@ class MemoryStore(models.Model):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True, default="")
     tags = models.JSONField(default=dict, blank=True)
+    #: Grant tags (docs/security.md, *Access inside a project*): its memories go with the store.
+    access_tags = ArrayField(models.CharField(max_length=200), default=list, blank=True)
     duplicate_threshold = models.FloatField(null=True, blank=True)
     supersede_threshold = models.FloatField(null=True, blank=True)
     require_about_for_kinds = models.JSONField(
@@ -72,6 +76,7 @@ class MemoryStore(models.Model):
                 fields=["agent"], name="me_store_one_per_agent", condition=models.Q(tier="agent"),
             ),
         ]
+        indexes = [GinIndex(fields=["access_tags"], name="me_store_access_tags")]
 
     def __str__(self) -> str:
         return self.name

@@ -7,9 +7,12 @@ import hmac
 import secrets
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
+from memory_engine.access import validate_grants
+from memory_engine.exceptions import ValidationFailed
 from memory_engine.ids import PublicIdField
 
 KEY_PREFIX = "me"
@@ -56,6 +59,11 @@ class ApiKey(models.Model):
     prefix = models.CharField(max_length=16, unique=True, editable=False)
     hashed_key = models.CharField(max_length=64, editable=False)
     read_only = models.BooleanField(default=False)
+    grants = models.JSONField(
+        default=list, blank=True,
+        help_text='Access inside the project: [{"pattern": "team:*", "actions": ["search", "add"]}]. '
+                  "Empty: the whole project.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -73,6 +81,12 @@ class ApiKey(models.Model):
         """Return (prefix, raw key). The raw key is ``me_<prefix>_<secret>``."""
         prefix = secrets.token_hex(4)
         return prefix, f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
+
+    def clean(self) -> None:
+        try:
+            self.grants = validate_grants(self.grants)
+        except ValidationFailed as error:
+            raise ValidationError({"grants": error.message}) from None
 
     def matches(self, raw_key: str) -> bool:
         return hmac.compare_digest(self.hashed_key, hash_key(raw_key))

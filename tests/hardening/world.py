@@ -42,11 +42,12 @@ class World:
         return {value for values in self.ids.values() for value in values} | {self.project.pk}
 
 
-def build_world(label: str) -> World:
+def build_world(label: str, *, project: Project | None = None, external_ref: str = "shared/ref-1") -> World:
     """A project with stores, memories (one superseded), assertions, a document with chunks,
-    an ingestion rule, agents, generations (running and completed) and a memory rule."""
+    an ingestion rule, agents, generations (running and completed) and a memory rule. With
+    ``project``, the rows go into that project (two principals of one project)."""
     marker = f"{label}{uuid.uuid4().hex[:10]}"
-    project = ProjectFactory(name=f"project-{marker}")
+    project = project or ProjectFactory(name=f"project-{marker}")
     store = MemoryStoreFactory(project=project, name=f"store-{marker}", tags={"team": marker})
     store2 = MemoryStoreFactory(project=project, name=f"store2-{marker}")
     principal = f"test:{marker}"
@@ -62,10 +63,10 @@ def build_world(label: str) -> World:
     document_ingest(document_id=document.pk)
     # A captured source under the identity both worlds use (OWN_NAMES in the matrix).
     captured = document_capture_text(project=project, content=f"The {marker} wiki page.", source="wiki",
-                                     external_ref="shared/ref-1", enqueue=False).document
+                                     external_ref=external_ref, enqueue=False).document
     document_ingest(document_id=captured.pk)
     ingestion_rule = ingestion_rule_save(project=project, name=f"rule-{marker}",
-                                         content_type_glob="application/x-hardening",
+                                         content_type_glob=f"application/x-hardening-{label}",
                                          converter_type="http", converter_url=DEAD_URL,
                                          converter_secret=f"conv-secret-{marker}")
     agent = agent_create(project=project, name=f"agent-{marker}",
@@ -86,14 +87,16 @@ def build_world(label: str) -> World:
     config = transform_config_create(project=project, name=f"config-{marker}")
     replay = replay_run(config=config, started_by=principal)
     assert replay.status == "completed", replay.error
+    stores = [store, store2, subject_store]
     ids = {
         "project": [project.pk],
         "store": [store.pk, store2.pk, subject_store.pk],
         "subject": [subject],
-        "memory": list(Memory.objects.filter(store__project=project).order_by("created_at")
+        "memory": list(Memory.objects.filter(store__in=stores).order_by("created_at")
                        .values_list("pk", flat=True)),
-        "assertion": list(MemoryAssertion.objects.filter(store__project=project).values_list("pk", flat=True)),
+        "assertion": list(MemoryAssertion.objects.filter(store__in=stores).values_list("pk", flat=True)),
         "document": [document.pk],
+        "captured_document": [captured.pk],
         "chunk": list(Chunk.objects.filter(document=document).values_list("pk", flat=True)),
         "document_version": list(DocumentVersion.objects.filter(document=document).values_list("pk", flat=True)),
         "ingestion_rule": [ingestion_rule.pk],
@@ -103,7 +106,7 @@ def build_world(label: str) -> World:
         "erasure_receipt": [receipt.pk],
         "transform_config": [config.pk],
         "replay_run": [replay.pk],
-        "content": list(Memory.objects.filter(store__project=project).values_list("content_id", flat=True)),
+        "content": list(Memory.objects.filter(store__in=stores).values_list("content_id", flat=True)),
     }
     assert first.action == "created"
     return World(project=project, marker=marker, key=make_key(project),

@@ -13,6 +13,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from memory_engine.access import validate_grants
+from memory_engine.exceptions import ValidationFailed
 from memory_engine.management.projects import add_project_arguments, project_for_command
 from memory_engine.models import ApiKey
 from memory_engine.services.keys import api_key_create, api_key_revoke
@@ -27,6 +29,9 @@ class Command(BaseCommand):
         add_project_arguments(create)
         create.add_argument("--name", default="", help="A label for the key.")
         create.add_argument("--read-only", action="store_true", help="The key may only read.")
+        create.add_argument("--grant", action="append", default=[], metavar="PATTERN=ACTION[,ACTION]",
+                            help="Restrict the key to objects whose access tags match PATTERN "
+                                 "(repeatable; actions: search, add, forget, purge). None: the whole project.")
         listing = sub.add_parser("list", help="List keys (prefix, project, scope, state).")
         listing.add_argument("--project", help="Only this project's keys.")
         revoke = sub.add_parser("revoke", help="Revoke a key by id or prefix.")
@@ -36,11 +41,19 @@ class Command(BaseCommand):
         getattr(self, f"handle_{action.replace('-', '_')}")(**options)
 
     def handle_create(self, *, project: str, create_project: bool, name: str, read_only: bool,
-                      **options: Any) -> None:
+                      grant: list[str], **options: Any) -> None:
+        grants = []
+        for text in grant:
+            pattern, _, actions = text.rpartition("=")
+            grants.append({"pattern": pattern, "actions": [a.strip() for a in actions.split(",") if a.strip()]})
+        try:
+            grants = validate_grants(grants)
+        except ValidationFailed as error:
+            raise CommandError(f"--grant: {error.message}") from None
         found, created = project_for_command(project, create=create_project)
         if created:
             self.stderr.write(f"Created project {found.name} ({found.pk}).")
-        key, raw = api_key_create(project=found, name=name, read_only=read_only)
+        key, raw = api_key_create(project=found, name=name, read_only=read_only, grants=grants)
         self.stderr.write(f"Key {key.pk} ({'read-only' if read_only else 'read-write'}) for {found.name}; "
                           "the secret below is shown once:")
         self.stdout.write(raw)

@@ -61,6 +61,8 @@ class Scope:
     include_deprecated: bool = False
     #: A staged generation (replay run id): its chunks are searched instead of the live ones.
     generation_id: str | None = None
+    #: Grant tags the caller reaches (docs/security.md); None: no restriction.
+    access_tags: list[str] | None = None
 
     @property
     def sources(self) -> list[str]:
@@ -78,6 +80,7 @@ class Scope:
             "facet": self.facet,
             "actor_agent": self.actor_agent_id,
             "generation": self.generation_id,
+            "access_tags": self.access_tags or [],
         }
 
 
@@ -100,6 +103,7 @@ def resolve_scope(
     facet: str | None = None,
     actor: Actor | None = None,
     generation: str | None = None,
+    access_tags: list[str] | None = None,
 ) -> Scope:
     """Which sources to search; unknown or foreign ids -> UNKNOWN_SCOPE naming them, a bad
     facet -> FACET_INVALID, a bad subject -> SUBJECT_INVALID, a generation not of the project
@@ -117,12 +121,17 @@ def resolve_scope(
     if tags is not None and not isinstance(tags, dict):
         raise ValidationFailed("`tags` must be a JSON object.", details={"field": "tags"})
     unknown: dict[str, list[str]] = {}
+    stores = MemoryStore.objects.filter(project=project)
+    documents_qs = Document.objects.filter(project=project)
+    if access_tags is not None:  # ids the grants do not reach answer like ids of another project
+        stores = stores.filter(access_tags__overlap=access_tags)
+        documents_qs = documents_qs.filter(access_tags__overlap=access_tags)
     if store_ids:
-        found = set(MemoryStore.objects.filter(project=project, pk__in=store_ids).values_list("pk", flat=True))
+        found = set(stores.filter(pk__in=store_ids).values_list("pk", flat=True))
         if missing := _missing(store_ids, found):
             unknown["memory_store_ids"] = missing
     if doc_ids:
-        found = set(Document.objects.filter(project=project, pk__in=doc_ids).values_list("pk", flat=True))
+        found = set(documents_qs.filter(pk__in=doc_ids).values_list("pk", flat=True))
         if missing := _missing(doc_ids, found):
             unknown["document_ids"] = missing
     if unknown:
@@ -132,7 +141,7 @@ def resolve_scope(
     tags = tags or None
     memories = bool(store_ids) or tags is not None
     if tags is not None and not store_ids:
-        store_ids = list(MemoryStore.objects.filter(project=project).values_list("pk", flat=True))
+        store_ids = list(stores.values_list("pk", flat=True))
     documents = bool(doc_ids) or bool(paths) or tags is not None or (query is not None and not memories)
     if actor is not None:
         store_ids = _actor_store_ids(project, actor, (store_ids or []) if memories else [])
@@ -147,6 +156,7 @@ def resolve_scope(
         facet=facet,
         actor_agent_id=actor.agent.pk if actor is not None else None,
         generation_id=generation,
+        access_tags=access_tags,
     )
 
 

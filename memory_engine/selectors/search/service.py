@@ -62,6 +62,7 @@ def knowledge_search(
     mmr: bool | None = None,
     include_deprecated: bool = False,
     generation: str | None = None,
+    access_tags: list[str] | None = None,
 ) -> SearchResult:
     """Search the project's memories and documents; see the package docstring for the algorithm.
 
@@ -87,6 +88,9 @@ def knowledge_search(
     ``rerank_unavailable``), one chunk per document (``dedupe_documents``, default
     SEARCH_DEDUPE_DOCUMENTS), MMR (``mmr``, default SEARCH_MMR), the cut to ``limit``, and the
     evidence grade (EVIDENCE_LEXICAL_FLOOR).
+
+    ``access_tags`` (a key with grants, docs/security.md): only documents and stores carrying
+    one of these tags are searched, filtered inside each ranked query; None: no restriction.
     """
     began = time.perf_counter()
     validate_channels(channels)
@@ -104,7 +108,7 @@ def knowledge_search(
     query = clean_query(query)
     scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
                           document_ids=document_ids, document_paths=document_paths, tags=tags, facet=facet,
-                          actor=actor, generation=generation)
+                          actor=actor, generation=generation, access_tags=access_tags)
     scope.include_deprecated = include_deprecated  # deprecated documents: left out unless asked for
     if not scope.sources:
         return SearchResult(results=[])

@@ -49,6 +49,8 @@ def memory_where(scope: Scope) -> str:
         where += " AND (m.facet IS NULL OR m.facet = %(facet)s)"
     if scope.tags is not None:
         where += " AND (m.tags @> %(tags)s OR s.tags @> %(tags)s)"
+    if scope.access_tags is not None:  # a key with grants: its stores only (docs/security.md)
+        where += " AND s.access_tags && %(access_tags)s::varchar[]"
     return where
 
 
@@ -76,6 +78,8 @@ def document_where(scope: Scope) -> str:
         where += " AND d.tags @> %(tags)s"
     if not scope.include_deprecated:
         where += " AND d.deprecated_at IS NULL"
+    if scope.access_tags is not None:  # a key with grants: its documents only (docs/security.md)
+        where += " AND d.access_tags && %(access_tags)s::varchar[]"
     return where
 
 
