@@ -336,7 +336,8 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     filterset_fields: list[str] = []
 
     def get_queryset(self) -> QuerySet[MemoryStore]:
-        return visible(stores_with_counts(self.project), self.request, lookup_action(self.request))
+        return visible(stores_with_counts(self.project), self.request, lookup_action(self.request)).order_by(
+            "created_at", "id")
 
     def perform_create(self, serializer: Any) -> None:
         data = dict(serializer.validated_data)
