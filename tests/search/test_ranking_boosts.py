@@ -71,6 +71,7 @@ def test_version_authority_sql_matches_the_python_table():
 def test_every_boost_is_clamped():
     now = timezone.now()
     assert authority_boost(1.0, 10.0) == BOOST_MAX and authority_boost(0.0, 10.0) == 1.0
+    assert authority_boost(1.0, -1.0) == 1.0  # a negative weight is off, never a penalty
     assert recency_boost(now, now=now, half_life_days=30) == pytest.approx(BOOST_MAX)
     assert recency_boost(now - timedelta(days=30), now=now, half_life_days=30) == pytest.approx(1.0)
     assert recency_boost(now - timedelta(days=10_000), now=now, half_life_days=30) == pytest.approx(BOOST_MIN)

@@ -81,7 +81,9 @@ def clamp(multiplier: float) -> float:
 
 
 def authority_boost(authority: float, weight: float) -> float:
-    """The authority prior ``1 + weight × authority``, clamped."""
+    """The authority prior ``1 + weight × authority``, clamped; a weight of 0 or less: 1.0 (off)."""
+    if weight <= 0:
+        return 1.0
     return clamp(1.0 + weight * min(1.0, max(0.0, authority)))
 
 
