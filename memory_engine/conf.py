@@ -171,6 +171,15 @@ DEFAULTS: dict[str, Any] = {
     "SEARCH_MMR": False,
     "SEARCH_MMR_LAMBDA": 0.7,
     "SEARCH_MMR_POOL": 20,
+    # The authority prior: a hit's fused score times 1 + w × authority (a chunk's version's
+    # capture fields, a memory's confidence; selectors.search.boosts), clamped to [0.7, 1.3].
+    # 0: off (the shared splits have uniform authority: no measurable gain).
+    "SEARCH_AUTHORITY_WEIGHT": 0.0,
+    # Bounded boosts: recency by class (events decay over SEARCH_BOOST_HALF_LIFE_DAYS, states
+    # and lessons do not) and corroboration (a hook: no links recorded yet), each and their
+    # product clamped to [0.7, 1.3].
+    "SEARCH_BOOSTS": False,
+    "SEARCH_BOOST_HALF_LIFE_DAYS": 30.0,
     # `evidence: strong` needs a hit among the first three with a lexical (BM25) score of at
     # least this; measured on SciFact train and LoCoMo dev (docs/benchmarks.md, "Evidence").
     "EVIDENCE_LEXICAL_FLOOR": 14.0,
@@ -325,6 +334,9 @@ TYPES: dict[str, Coerce] = {
     "SEARCH_MMR": boolean,
     "SEARCH_MMR_LAMBDA": number,
     "SEARCH_MMR_POOL": integer,
+    "SEARCH_AUTHORITY_WEIGHT": number,
+    "SEARCH_BOOSTS": boolean,
+    "SEARCH_BOOST_HALF_LIFE_DAYS": number,
     "EVIDENCE_LEXICAL_FLOOR": number,
     "RERANK": optional(section(RERANK_TYPES)),
     "HTTP_TIMEOUT": number,

@@ -29,6 +29,8 @@ class CapabilitiesSerializer(serializers.Serializer):
     rerank_model = serializers.CharField(allow_null=True)
     dedupe_documents = serializers.BooleanField(help_text="The search default (SEARCH_DEDUPE_DOCUMENTS).")
     mmr = serializers.BooleanField(help_text="The search default (SEARCH_MMR).")
+    authority_weight = serializers.FloatField(help_text="The authority prior's weight (SEARCH_AUTHORITY_WEIGHT).")
+    boosts = serializers.BooleanField(help_text="Recency and corroboration boosts (SEARCH_BOOSTS).")
     degraded_reasons = serializers.ListField(child=serializers.CharField(),
                                              help_text="Every reason a `degraded` list may name.")
 
@@ -53,5 +55,7 @@ class CapabilitiesView(ProjectScopedMixin, APIView):
             "rerank_model": (reranker.model_name or None) if reranker is not None else None,
             "dedupe_documents": engine_settings.SEARCH_DEDUPE_DOCUMENTS,
             "mmr": engine_settings.SEARCH_MMR,
+            "authority_weight": engine_settings.SEARCH_AUTHORITY_WEIGHT,
+            "boosts": engine_settings.SEARCH_BOOSTS,
             "degraded_reasons": list(Degraded.ALL),
         }).data)

@@ -106,7 +106,9 @@ class SearchHitSerializer(serializers.Serializer):
     ranks = SearchRanksSerializer()
     lexical_score = serializers.FloatField(allow_null=True,
                                            help_text="BM25 score of the lexical channel; null when it did not find it.")
-    authority = serializers.FloatField(help_text="The source's authority prior in [0, 1] (0 until recorded).")
+    authority = serializers.FloatField(
+        help_text="The source's authority prior in [0, 1]: a chunk's from its version's capture fields, a memory's "
+                  "confidence.")
     content_preview = serializers.CharField(
         help_text="The text, or its head when longer than INLINE_THRESHOLD_BYTES (UTF-8 bytes).")
     has_full_body = serializers.BooleanField(

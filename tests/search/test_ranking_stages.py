@@ -166,7 +166,7 @@ def test_capabilities(client, project, lexical_backend):
     assert body == {
         "embeddings_configured": True, "embedding_model": "all-MiniLM-L6-v2", "embedding_dimensions": 384,
         "lexical_backend": lexical_backend, "rerank_configured": False, "rerank_model": None,
-        "dedupe_documents": False, "mmr": False,
+        "dedupe_documents": False, "mmr": False, "authority_weight": 0.0, "boosts": False,
         "degraded_reasons": ["embed_unavailable", "dense_unavailable", "lexical_only", "lexical_unavailable",
                              "rerank_unavailable"],
     }

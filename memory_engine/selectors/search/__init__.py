@@ -33,13 +33,15 @@ Vector channel: a scope of at most ``SEARCH_EXACT_SCAN_MAX`` rows is ranked by a
 scan; a larger one by HNSW with pgvector 0.8's iterative index scan, which keeps
 scanning until k rows pass the scope filters, so a selective scope is never short.
 
-After the fusion, ``stages`` (each a plain function, measured one by one): rerank (RERANK),
+After the fusion, ``boosts``: the authority prior (SEARCH_AUTHORITY_WEIGHT) and the bounded
+boosts (SEARCH_BOOSTS), clamped multipliers; then ``stages`` (each a plain function, measured
+one by one): rerank (RERANK),
 one chunk per document (SEARCH_DEDUPE_DOCUMENTS), MMR (SEARCH_MMR), the cut, and the
 evidence grade (none | weak | strong, EVIDENCE_LEXICAL_FLOOR).
 
 Modules: ``service`` (``knowledge_search``: what runs, what degrades), ``validation`` and
 ``scope`` (the request), ``sql`` (the statements), ``rows`` (their rows as named records),
-``fusion`` (the ranking), ``stages`` (after it), ``results`` (what the caller gets).
+``fusion`` (the ranking), ``boosts`` and ``stages`` (after it), ``results`` (what the caller gets).
 """
 
 from .results import DOCUMENT, MAX_LIMIT, MEMORY, USER_FOR_AGENT, Degraded, SearchHit, SearchResult

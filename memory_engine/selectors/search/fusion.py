@@ -68,6 +68,6 @@ def fuse(rows: list[CandidateRow], *, rrf_k: float, half_life: float, limit: int
         if row.source == MEMORY:
             score *= tier_weight(row, half_life=half_life, now=now)
         hits.append(row.hit(score=score, similarity_score=row.similarity, ranks={"vector": vrank, "lexical": lrank},
-                            lexical_score=row.lex if lrank is not None else None))
+                            lexical_score=row.lex if lrank is not None else None, authority=row.authority))
     hits.sort(key=lambda h: (-h.score, h.ranks["vector"] or UNRANKED, h.ranks["lexical"] or UNRANKED, h.id))
     return hits[:limit]

@@ -69,8 +69,8 @@ class SearchHit:
     #: the whole is at GET /memories/{id}/open or the open_memory tool). Filled on creation.
     content_preview: str = ""
     has_full_body: bool = False
-    #: The source's authority prior in [0, 1] (0.0 until document versions record it: the
-    #: sources issue); ranking reads it as ``relevance × (1 + w × authority)``.
+    #: The source's authority prior in [0, 1]: a chunk's from its version's capture fields, a
+    #: memory's confidence (selectors.search.boosts); ranked as ``relevance × (1 + w × authority)``.
     authority: float = 0.0
 
     def __post_init__(self) -> None:

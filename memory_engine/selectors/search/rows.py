@@ -49,14 +49,15 @@ class DisplayRow:
         return [f.name for f in fields(cls)]
 
     def hit(self, *, score: float = 0.0, similarity_score: float | None = None,
-            ranks: dict[str, int | None] | None = None, lexical_score: float | None = None) -> SearchHit:
+            ranks: dict[str, int | None] | None = None, lexical_score: float | None = None,
+            authority: float = 0.0) -> SearchHit:
         return SearchHit(
             source=self.source, id=self.id, text=self.text, score=score, similarity_score=similarity_score,
             ranks=ranks or {"vector": None, "lexical": None}, lexical_score=lexical_score, tags=_json_object(self.tags),
             document_id=self.document_id, document_path=self.document_path, document_title=self.document_title,
             page=self.page, chunk_index=self.chunk_index, memory_store_id=self.memory_store_id,
             memory_store_name=self.memory_store_name, created_at=self.created_at, tier=self.tier,
-            title=self.title,
+            title=self.title, authority=authority,
         )
 
 
@@ -72,6 +73,12 @@ class CandidateRow(DisplayRow):
     lex: float | None
     #: The store's recency half-life override in days (None: its tier's default; 0: none).
     store_half_life: float | None
+    #: The authority prior in [0, 1]: a chunk's version's (selectors.search.boosts), a memory's
+    #: confidence.
+    authority: float
+    #: When an event hit happened (an event-kind memory's created_at, a chunk's version's
+    #: occurred_at); None for a state, which the recency boost leaves alone.
+    event_at: datetime | None
 
     @property
     def key(self) -> tuple[str, str]:

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
 
 from memory_engine.conf import engine_settings
 from memory_engine.db import vector_literal
@@ -24,7 +25,7 @@ from memory_engine.models.memories import Tier
 from memory_engine.providers.embeddings import EmbeddingError, require_embedding_provider
 from memory_engine.providers.rerank import RerankError, get_rerank_provider, rerank_top_n
 
-from . import stages
+from . import boosts, stages
 from .fusion import fuse
 from .results import DOCUMENT, MEMORY, USER_FOR_AGENT, Degraded, SearchHit, SearchResult
 from .rows import CandidateRow, DisplayRow, fetch_records
@@ -83,7 +84,9 @@ def knowledge_search(
     here, the one place every model-facing read passes (memory_engine.instruction_guard);
     ``guard_path`` names the caller in the drop log and counter (search, context, tools).
 
-    After the fusion (``stages``, each measured on its own in docs/benchmarks.md): the rerank
+    After the fusion: the authority prior (SEARCH_AUTHORITY_WEIGHT) and the bounded boosts
+    (SEARCH_BOOSTS: recency by class, corroboration), clamped multipliers (``boosts``); then
+    (``stages``, each measured on its own in docs/benchmarks.md): the rerank
     provider's order for the fused top (RERANK; on failure the fused order stands,
     ``rerank_unavailable``), one chunk per document (``dedupe_documents``, default
     SEARCH_DEDUPE_DOCUMENTS), MMR (``mmr``, default SEARCH_MMR), the cut to ``limit``, and the
@@ -140,8 +143,11 @@ def knowledge_search(
     hits = fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=len(rows), min_similarity=min_similarity,
                 weights=weights)
     hits = _guarded(hits, guard_path)
-    # The authority prior and the bounded boosts (document versions: the sources issue) belong
-    # here, as multipliers on the fused score before the stages (hits carry ``authority``).
+    # The authority prior and the bounded boosts: clamped multipliers on the fused score.
+    hits = boosts.apply_boosts(hits, {row.key: row.event_at for row in rows},
+                               authority_weight=engine_settings.SEARCH_AUTHORITY_WEIGHT,
+                               recency=engine_settings.SEARCH_BOOSTS,
+                               half_life_days=engine_settings.SEARCH_BOOST_HALF_LIFE_DAYS, now=timezone.now())
     hits = _reranked(query, hits, degraded, timings)
     if dedupe_documents:
         hits = stages.dedupe_documents(hits)

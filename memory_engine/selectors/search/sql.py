@@ -14,9 +14,10 @@ constants, and the validated text search config are inlined.
 from __future__ import annotations
 
 from memory_engine.lexical import BM25, INDEXES, TSVECTOR, tsvector_expression
-from memory_engine.models import Chunk, Document, Memory, MemoryContent, MemoryStore
+from memory_engine.models import Chunk, Document, DocumentVersion, Memory, MemoryContent, MemoryStore
 from memory_engine.models.memories import LIVE_MEMORY_SQL, Tier
 
+from .boosts import EVENT_KINDS, version_authority_sql
 from .results import DOCUMENT, MEMORY, USER_FOR_AGENT
 from .rows import DisplayRow
 from .scope import Scope
@@ -26,6 +27,7 @@ CONTENT = MemoryContent._meta.db_table
 STORE = MemoryStore._meta.db_table
 CHUNK = Chunk._meta.db_table
 DOC = Document._meta.db_table
+VERSION = DocumentVersion._meta.db_table
 #: source -> its lexical index names (memory_engine.lexical builds them).
 BM25_INDEX = {MEMORY: INDEXES[CONTENT][0], DOCUMENT: INDEXES[CHUNK][0]}
 GIN_INDEX = {MEMORY: INDEXES[CONTENT][1], DOCUMENT: INDEXES[CHUNK][1]}
@@ -210,13 +212,19 @@ def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: 
            d.id AS document_id, d.path AS document_path, d.title AS document_title,
            ch.page AS page, ch.chunk_index AS chunk_index,
            ms.id AS memory_store_id, ms.name AS memory_store_name, mm.created_at AS created_at,
-           {tier_sql("mm", "ms")} AS tier, mm.title AS title, ms.recency_half_life_days AS store_half_life
+           {tier_sql("mm", "ms")} AS tier, mm.title AS title, ms.recency_half_life_days AS store_half_life,
+           CASE WHEN cand.src = '{MEMORY}' THEN least(1.0, greatest(0.0, mm.confidence))::float8
+                ELSE {version_authority_sql("dv")} END AS authority,
+           CASE WHEN cand.src = '{MEMORY}' THEN
+                    CASE WHEN mm.kind = ANY(ARRAY[{", ".join(f"'{k}'" for k in EVENT_KINDS)}]) THEN mm.created_at END
+                ELSE dv.occurred_at END AS event_at
     FROM cand
     LEFT JOIN {MEM} mm ON cand.src = '{MEMORY}' AND mm.id = cand.id
     LEFT JOIN {CONTENT} mc ON mc.id = mm.content_id
     LEFT JOIN {STORE} ms ON ms.id = mm.store_id
     LEFT JOIN {CHUNK} ch ON cand.src = '{DOCUMENT}' AND ch.id = cand.id
-    LEFT JOIN {DOC} d ON d.id = ch.document_id"""
+    LEFT JOIN {DOC} d ON d.id = ch.document_id
+    LEFT JOIN {VERSION} dv ON dv.id = ch.version_id"""
 
 
 def scope_sizes_sql(scope: Scope) -> str | None:

@@ -7,10 +7,8 @@ measured on its own (bench/eval_retrieval.py ``--variant``, docs/benchmarks.md):
 - :func:`mmr`: maximal marginal relevance over the stored vectors;
 - :func:`grade_evidence`: none | weak | strong, what the answer rests on.
 
-Hooks left for the sources issue (document versions): an authority prior
-(``relevance × (1 + w × authority)``) and the bounded boosts (recency by class, corroboration)
-multiply the fused score before these stages; every hit carries ``authority`` (0.0 until
-versions record it) so the prior has a field to read.
+The authority prior and the bounded boosts (memory_engine.selectors.search.boosts) multiply
+the fused score before these stages.
 """
 
 from __future__ import annotations

@@ -1,0 +1,118 @@
+"""The authority prior and the bounded boosts: multipliers on the fused score, before the stages.
+
+Every multiplier is clamped to [BOOST_MIN, BOOST_MAX] (0.7, 1.3), and so is their product, so
+no boost can lift a weak match over a strong one: a hit whose fused score is more than
+BOOST_MAX / BOOST_MIN (≈ 1.86) times another's stays ahead of it whatever the boosts say
+(tests/search/test_ranking_boosts.py). Multiplying the normalised score (score / best) or the
+fused score orders the same, so the fused scale is kept.
+
+- **authority prior** ``1 + SEARCH_AUTHORITY_WEIGHT × authority``: a chunk's authority comes from
+  the version it was cut from (:func:`version_authority`, the table below), derived in the search
+  statement from the version's capture fields (:func:`version_authority_sql`), which are set at
+  capture and never change, so no column stores it; a memory's authority is its ``confidence``.
+- **recency by class** (SEARCH_BOOSTS): events decay, states and lessons do not. A memory of an
+  event kind (EVENT_KINDS: ``observation``) dates from its ``created_at``; a chunk whose version
+  records ``occurred_at`` dates from then. Such a hit gets ``BOOST_MIN + (BOOST_MAX − BOOST_MIN)
+  × 0.5 ** (age / SEARCH_BOOST_HALF_LIFE_DAYS)`` (1.3 new, 1.0 at one half-life, towards 0.7);
+  anything else (facts, preferences, instructions, undated documents) stays at 1.0.
+- **corroboration**: a hook (:func:`corroboration_boost`, 1.0): supports / contradicts links
+  between versions or memories are not recorded yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from memory_engine.models import DocumentVersion
+from memory_engine.models.memories import Kind
+
+from .results import SearchHit
+
+BOOST_MIN, BOOST_MAX = 0.7, 1.3
+
+#: Memory kinds that record an event (what happened, when): their recency decays. Other kinds
+#: (fact, preference, instruction) are states and lessons: true until replaced, no decay.
+EVENT_KINDS = (Kind.OBSERVATION.value,)
+
+#: A version's authority is the sum of one share per capture field, so it lies in [0, 1]:
+#: native + human + stated = 1.0 (someone wrote it and said so); derived + agent + inferred = 0.0.
+#: A version with the model's defaults (native, system, unknown) scores 0.7, and so does a chunk
+#: older than versions.
+SOURCE_CLASS_SHARE: Mapping[str, float] = {
+    DocumentVersion.SourceClass.NATIVE: 0.5,
+    DocumentVersion.SourceClass.IMPORTED: 0.3,
+    DocumentVersion.SourceClass.DERIVED: 0.0,
+}
+CAPTURED_BY_SHARE: Mapping[str, float] = {
+    DocumentVersion.CapturedByKind.HUMAN: 0.3,
+    DocumentVersion.CapturedByKind.ADAPTER: 0.2,
+    DocumentVersion.CapturedByKind.SYSTEM: 0.1,
+    DocumentVersion.CapturedByKind.AGENT: 0.0,
+}
+PROVENANCE_SHARE: Mapping[str, float] = {
+    DocumentVersion.Provenance.STATED: 0.2,
+    DocumentVersion.Provenance.UNKNOWN: 0.1,
+    DocumentVersion.Provenance.INFERRED: 0.0,
+}
+_SHARES = (("source_class", SOURCE_CLASS_SHARE, DocumentVersion.SourceClass.NATIVE),
+           ("captured_by_kind", CAPTURED_BY_SHARE, DocumentVersion.CapturedByKind.SYSTEM),
+           ("provenance", PROVENANCE_SHARE, DocumentVersion.Provenance.UNKNOWN))
+
+
+def version_authority(*, source_class: str, captured_by_kind: str, provenance: str) -> float:
+    """A document version's authority in [0, 1] from its capture fields (the table above)."""
+    values = {"source_class": source_class, "captured_by_kind": captured_by_kind, "provenance": provenance}
+    return round(sum(table.get(values[name], 0.0) for name, table, _ in _SHARES), 6)
+
+
+def version_authority_sql(version: str) -> str:
+    """The same table as a SQL expression over the version row ``version`` (LEFT JOINed: a chunk
+    without a version scores as the model's defaults)."""
+    terms = []
+    for name, table, default in _SHARES:
+        cases = " ".join(f"WHEN '{value}' THEN {share}" for value, share in table.items())
+        terms.append(f"CASE coalesce({version}.{name}, '{default}') {cases} ELSE 0 END")
+    return "(" + " + ".join(terms) + ")::float8"
+
+
+def clamp(multiplier: float) -> float:
+    return min(BOOST_MAX, max(BOOST_MIN, multiplier))
+
+
+def authority_boost(authority: float, weight: float) -> float:
+    """The authority prior ``1 + weight × authority``, clamped; a weight of 0 or less: 1.0 (off)."""
+    if weight <= 0:
+        return 1.0
+    return clamp(1.0 + weight * min(1.0, max(0.0, authority)))
+
+
+def recency_boost(event_at: datetime | None, *, now: datetime, half_life_days: float) -> float:
+    """1.0 for a state (``event_at`` None) or without a half-life; an event's freshness mapped
+    onto [BOOST_MIN, BOOST_MAX] otherwise (1.3 now, 1.0 at one half-life)."""
+    if event_at is None or half_life_days <= 0:
+        return 1.0
+    age_days = max(0.0, (now - event_at).total_seconds() / 86400.0)
+    return clamp(BOOST_MIN + (BOOST_MAX - BOOST_MIN) * 0.5 ** (age_days / half_life_days))
+
+
+def corroboration_boost(hit: SearchHit) -> float:
+    """Hook: supports / contradicts links would raise or lower a hit here; none are recorded yet."""
+    return 1.0
+
+
+def apply_boosts(hits: list[SearchHit], event_at: Mapping[tuple[str, str], datetime | None], *,
+                 authority_weight: float, recency: bool, half_life_days: float, now: datetime) -> list[SearchHit]:
+    """The hits with their scores multiplied by the clamped product of their boosts, re-sorted
+    (ties keep the fused order). ``event_at``: (source, id) -> when an event hit happened (absent
+    or None: a state). ``recency`` switches the class-aware recency and corroboration boosts
+    (SEARCH_BOOSTS); the authority prior applies whenever ``authority_weight`` > 0."""
+    if authority_weight <= 0 and not recency:
+        return hits
+    for hit in hits:
+        multiplier = authority_boost(hit.authority, authority_weight)
+        if recency:
+            multiplier *= recency_boost(event_at.get((hit.source, hit.id)), now=now, half_life_days=half_life_days)
+            multiplier *= corroboration_boost(hit)
+        hit.score *= clamp(multiplier)
+    return sorted(hits, key=lambda h: -h.score)  # stable: equal scores keep the fused order
