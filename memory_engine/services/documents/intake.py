@@ -41,7 +41,7 @@ from ..ingestion_rules import rule_for_content_type
 from ..legal_hold import check_legal_hold
 from .chunk_settings import CHUNK_REQUEST_KEYS, chunk_request, resolve_chunking
 from .grants import seal_password
-from .runs import PERSISTENT_STATE, persistent_state
+from .runs import persistent_state
 
 
 def normalize_path(raw: str) -> str:
@@ -338,11 +338,6 @@ def _update(document: Document, *, upload: Upload, data: bytes, raw: RawCapture,
     stored_files_delete_on_commit(names=[old_file] if old_file != document.file.name else [])
     document.versions.filter(status=DocumentVersion.Status.PENDING).update(
         status=DocumentVersion.Status.SUPERSEDED)
-    state = persistent_state(document.converter_state)
-    state["chunk_request"] = requested
-    state["base_url"] = base_url or state.get("base_url", "")
-    if password:
-        state["password"] = seal_password(password)
     document.content_type = content_type
     document.original_filename = upload.filename[:500]
     document.size_bytes = len(data)
@@ -354,17 +349,31 @@ def _update(document: Document, *, upload: Upload, data: bytes, raw: RawCapture,
     if metadata is not None:
         document.metadata = metadata
     document.chunk_strategy, document.chunk_size, document.chunk_overlap = chunking
+    _make_pending(document, rule=rule, requested=requested, password=password, base_url=base_url)
+    document.last_seen_at = timezone.now()
+    document.forgotten_at, document.forget_reason = None, ""  # new content ends a tombstone
+    document.save()
+    number = (document.versions.aggregate(top=Max("number"))["top"] or 0) + 1
+    return _new_version(document, number=number, raw=raw, lineage=lineage)
+
+
+def _make_pending(document: Document, *, rule: IngestionRule | None, requested: dict[str, Any],
+                  password: str | None, base_url: str | None) -> None:
+    """Ready ``document`` (not saved) for a fresh ingestion run: the rule and the chunk request it
+    runs with, the converter state worth keeping (a new password or base URL replaces the old),
+    status pending, no error, no attempts, no heartbeat."""
+    state = persistent_state(document.converter_state)
+    state["chunk_request"] = requested
+    if password:
+        state["password"] = seal_password(password)
+    if base_url:
+        state["base_url"] = base_url
     document.ingestion_rule = rule
     document.converter_state = state
     document.status = DocumentStatus.PENDING
     document.error = None
     document.attempts = 0
     document.heartbeat_at = None
-    document.last_seen_at = timezone.now()
-    document.forgotten_at, document.forget_reason = None, ""  # new content ends a tombstone
-    document.save()
-    number = (document.versions.aggregate(top=Max("number"))["top"] or 0) + 1
-    return _new_version(document, number=number, raw=raw, lineage=lineage)
 
 
 def _storage_name(filename: str, content_type: str) -> str:
@@ -432,18 +441,7 @@ def document_reingest(
     rule = rule_for_content_type(project=document.project, content_type=document.content_type)
     document.chunk_strategy, document.chunk_size, document.chunk_overlap = resolve_chunking(
         requested=requested, rule=rule, content_type=document.content_type)
-    state = {key: state[key] for key in PERSISTENT_STATE if key in state}
-    state["chunk_request"] = requested
-    if password:
-        state["password"] = seal_password(password)
-    if base_url:
-        state["base_url"] = base_url
-    document.ingestion_rule = rule
-    document.converter_state = state
-    document.status = DocumentStatus.PENDING
-    document.error = None
-    document.attempts = 0
-    document.heartbeat_at = None
+    _make_pending(document, rule=rule, requested=requested, password=password, base_url=base_url)
     document.save()
     # The stored file is the newest capture's: when that version failed, ingest it again.
     latest = document.versions.filter(generation__isnull=True).order_by("-number").first()
