@@ -3,8 +3,8 @@
 memory_engine.E001  django.contrib.postgres missing from INSTALLED_APPS
 memory_engine.E002  database is not PostgreSQL
 memory_engine.E003  the pgvector extension is not installed in the database
-memory_engine.E004  configured embedding dimension differs from the vector columns
-memory_engine.E005  stored vectors were made by another model than the configured one
+memory_engine.E004  EMBEDDING names a model or dimension the registry never switched to (or the columns differ)
+memory_engine.E005  the active embedding model is named by no setting (EMBEDDING or EMBEDDING_MODELS)
 memory_engine.E006  DEBUG is off and SECRET_KEY is a known default or guessable
 memory_engine.E007  pgvector is older than 0.8 (no iterative index scans)
 memory_engine.E010  the lexical indexes were built with another text search config than the setting
@@ -18,6 +18,7 @@ memory_engine.W003  Q_CLUSTER timeout is shorter than one outbound call may take
 memory_engine.W004  Q_CLUSTER max_attempts is unlimited: an unacknowledged task comes back forever
 memory_engine.W005  CONN_HEALTH_CHECKS is off for a reused connection: no recovery after a restart
 memory_engine.W010  the lexical channel uses the tsvector fallback (the reason says why)
+memory_engine.W012  EMBEDDING still names the previous model; the active one is reached through EMBEDDING_MODELS
 memory_engine.W011  a bm25 index has not been rebuilt since the server started (pg_textsearch < 1.3)
 memory_engine.W020  MEMORY_ENGINE (or its EMBEDDING / LLM dict) has a key that is no setting: it does nothing
 """
@@ -134,6 +135,7 @@ def database_state() -> dict[str, Any] | None:
                 [[table for table, _ in VECTOR_COLUMNS]],
             )
             state["dimensions"] = dict(cursor.fetchall())
+            state["registry"] = _registry_state(cursor)
             for table, column in VECTOR_COLUMNS:
                 if table in state["dimensions"]:
                     cursor.execute(
@@ -144,6 +146,72 @@ def database_state() -> dict[str, Any] | None:
             return state
     except DatabaseError:
         return None
+
+
+def _registry_state(cursor: Any) -> dict[str, Any] | None:
+    """The embedding-model registry: the active (model, dimensions) and the retired ones;
+    None before migration 0012 or while it is empty (the first use registers EMBEDDING)."""
+    cursor.execute("SELECT to_regclass('memory_engine_embeddingmodel') IS NOT NULL")
+    if not cursor.fetchone()[0]:
+        return None
+    cursor.execute("SELECT name, model, dimensions, state FROM memory_engine_embeddingmodel")
+    rows = cursor.fetchall()
+    active = [row for row in rows if row[3] == "active"]
+    if not active:
+        return None
+    return {"name": active[0][0], "active": (active[0][1], active[0][2]),
+            "retired": {(model, dims) for _, model, dims, state in rows if state == "retired"}}
+
+
+#: The commands that change the embedding model (docs/embeddings.md).
+SWITCH_HINT = ("Put the new model in MEMORY_ENGINE['EMBEDDING_MODELS'] under a name, restore EMBEDDING, then run "
+               "`manage.py memory_engine_embedding_model register NAME`, `... build NAME` and `... switch NAME` "
+               "(docs/embeddings.md); search keeps serving the active model meanwhile.")
+
+
+def _registry_messages(state: dict[str, Any]) -> list[CheckMessage]:
+    """A model or dimension change is accepted only through the registry (E004, E005, W012)."""
+    registry = state["registry"]
+    active_model, active_dims = registry["active"]
+    messages: list[CheckMessage] = []
+    for table, typmod in state["dimensions"].items():
+        if typmod not in (-1, active_dims):
+            messages.append(Error(
+                f"{table}.embedding holds {typmod} dimensions but the active embedding model {active_model} "
+                f"has {active_dims}: the column was changed outside the registry.",
+                hint="Switch models only with `manage.py memory_engine_embedding_model` (docs/embeddings.md).",
+                id="memory_engine.E004",
+            ))
+    config = engine_settings.EMBEDDING
+    if not config.get("PROVIDER"):
+        return messages
+    configured = (config.get("MODEL"), config.get("DIMENSIONS"))
+    named = {(entry.get("MODEL"), entry.get("DIMENSIONS"))
+             for entry in (engine_settings.EMBEDDING_MODELS or {}).values() if isinstance(entry, dict)}
+    if configured == (active_model, active_dims):
+        return messages
+    if configured not in registry["retired"]:
+        messages.append(Error(
+            f"MEMORY_ENGINE['EMBEDDING'] names {configured[0]} ({configured[1]} dimensions) but the active "
+            f"embedding model is {active_model} ({active_dims}): a model change goes through the registry.",
+            hint=SWITCH_HINT, id="memory_engine.E004",
+        ))
+    elif (active_model, active_dims) not in named:
+        messages.append(Error(
+            f"The active embedding model {active_model} ({active_dims} dimensions) is named by no setting: "
+            "queries and writes cannot reach it.",
+            hint=f"Set MEMORY_ENGINE['EMBEDDING'] to it (MODEL {active_model!r}, DIMENSIONS {active_dims}) "
+                 f"or keep its entry {registry['name']!r} in EMBEDDING_MODELS.",
+            id="memory_engine.E005",
+        ))
+    else:
+        messages.append(Warning(
+            f"MEMORY_ENGINE['EMBEDDING'] still names {configured[0]}, the previous model; the active one, "
+            f"{active_model}, is reached through EMBEDDING_MODELS.",
+            hint=f"Set EMBEDDING to the active model (MODEL {active_model!r}, DIMENSIONS {active_dims}).",
+            id="memory_engine.W012",
+        ))
+    return messages
 
 
 @register("database")
@@ -196,11 +264,11 @@ def lexical_messages() -> list[CheckMessage]:
     return messages
 
 
-def _database_errors() -> list[Error]:
+def _database_errors() -> list[CheckMessage]:
     state = database_state()
     if state is None or not state["dimensions"]:
         return []  # not reachable or not migrated yet: migrate will create what is missing
-    errors = []
+    errors: list[CheckMessage] = []
     if state["pgvector"] is None:
         errors.append(Error(
             "The pgvector extension is not installed in the database.",
@@ -214,6 +282,8 @@ def _database_errors() -> list[Error]:
             hint="Upgrade the extension: install pgvector 0.8 on the server, then `ALTER EXTENSION vector UPDATE`.",
             id="memory_engine.E007",
         ))
+    if state.get("registry") is not None:
+        return errors + _registry_messages(state)
     configured = embedding_dimensions()
     for table, typmod in state["dimensions"].items():
         if typmod not in (-1, configured):

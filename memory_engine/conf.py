@@ -58,6 +58,9 @@ DEFAULTS: dict[str, Any] = {
         "DIMENSIONS": DEFAULT_DIMENSIONS,
         "OPTIONS": {},
     },
+    # Other embedding models an operator may register and switch to (docs/embeddings.md):
+    # {"large": {"PROVIDER": "openai", "MODEL": "text-embedding-3-large", "DIMENSIONS": 3072, "OPTIONS": {}}}
+    "EMBEDDING_MODELS": {},
     # OpenAI-compatible chat endpoint for rule extraction and the same-fact judge:
     # {"BASE_URL": "http://localhost:11434/v1", "API_KEY": "", "MODEL": "...", "TIMEOUT": 30}
     "LLM": None,
@@ -280,6 +283,7 @@ SECTIONS: dict[str, tuple[dict[str, Coerce], bool]] = {
 TYPES: dict[str, Coerce] = {
     "EMBEDDING": section(EMBEDDING_TYPES),
     "LLM": optional(section(LLM_TYPES, any_case=True)),
+    "EMBEDDING_MODELS": optional(mapping, none={}),
     "DUPLICATE_THRESHOLD": number,
     "SUPERSEDE_THRESHOLD": number,
     "MAX_MEMORY_CHARS": integer,

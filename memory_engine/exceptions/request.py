@@ -485,7 +485,29 @@ class TransformConfigInvalid(ValidationFailed):
 class EmbeddingModelNotActive(ValidationFailed):
     code = "EMBEDDING_MODEL_NOT_ACTIVE"
     default_message = ("A transform config can only name the deployment's active embedding provider and model "
-                       "until the embedding-model registry exists.")
+                       "(switch models with `manage.py memory_engine_embedding_model`).")
+
+
+class EmbeddingModelUnknown(ValidationFailed):
+    code = "EMBEDDING_MODEL_UNKNOWN"
+    default_message = ("No such embedding model: name a key of MEMORY_ENGINE['EMBEDDING_MODELS'] (or EMBEDDING) "
+                       "to register, or a registered model's name to build or switch to.")
+
+
+class EmbeddingDimensionsTooLarge(ValidationFailed):
+    code = "EMBEDDING_DIMENSIONS_TOO_LARGE"
+    default_message = ("The model's vectors have more dimensions than an HNSW index takes: 2,000 as vector, "
+                       "4,000 as halfvec.")
+
+
+class EmbeddingProbeFailed(ValidationFailed):
+    code = "EMBEDDING_PROBE_FAILED"
+    default_message = "The embedding model did not answer the dimension probe (details.error says why)."
+
+
+class EmbeddingModelState(Conflict):
+    code = "EMBEDDING_MODEL_STATE"
+    default_message = "The embedding model is not in a state that allows this (details.state)."
 
 
 class TransformConfigNotFound(NotFound):

@@ -2,6 +2,7 @@
 
 from .agents import Agent, Generation
 from .documents import Chunk, Document, DocumentVersion, IngestionRule, RawCapture
+from .embedding_models import EmbeddingModel
 from .feed import FeedEntry, FeedKind
 from .memories import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemorySchema, MemoryStore
 from .replay import ReplayRun, TransformConfig
@@ -15,6 +16,7 @@ __all__ = [
     "Chunk",
     "Document",
     "DocumentVersion",
+    "EmbeddingModel",
     "ErasureReceipt",
     "FeedEntry",
     "FeedKind",

@@ -1,6 +1,8 @@
-"""Re-embedding: fill vectors that failed at write time, or move to a new model.
+"""Re-embedding with the active model: fill vectors that failed at write time, or redo them all.
 
-Both memory contents and document chunks are covered. Rows are embedded in batches
+A change of model (or dimension) is not done here: it goes through the embedding-model
+registry (memory_engine.services.embedding_models), which fills side storage while search
+keeps serving. Both memory contents and document chunks are covered. Rows are embedded in batches
 outside any transaction and written back one batch at a time; a failing batch is
 counted and left for the next run.
 """
@@ -12,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q, QuerySet
 
-from memory_engine.conf import embedding_dimensions, engine_settings
+from memory_engine.conf import engine_settings
 from memory_engine.models import Chunk, Document, MemoryContent
-from memory_engine.providers.embeddings import EmbeddingError, require_embedding_provider
+from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider, require_embedding_provider
 
 logger = logging.getLogger("memory_engine.reembed")
 
@@ -32,7 +34,6 @@ class ReembedReport:
     embedded: dict[str, int] = field(default_factory=lambda: {"memory_contents": 0, "chunks": 0})
     failed: dict[str, int] = field(default_factory=lambda: {"memory_contents": 0, "chunks": 0})
     errors: list[str] = field(default_factory=list)
-    resized_to: int | None = None
 
 
 def pending_querysets(*, missing_only: bool, store_ids: list[str] | None = None,
@@ -44,49 +45,22 @@ def pending_querysets(*, missing_only: bool, store_ids: list[str] | None = None,
         contents = contents.filter(store_id__in=store_ids or [])
         chunks = chunks.filter(document_id__in=document_ids or [])
     if missing_only:
-        model = (engine_settings.EMBEDDING.get("MODEL") or "")
+        provider = get_embedding_provider()
+        model = provider.model_name if provider is not None else ""
         contents = contents.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model))
         chunks = chunks.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model))
     return {"memory_contents": contents.order_by("pk"), "chunks": chunks.order_by("pk")}
-
-
-def resize_vector_columns(dimensions: int) -> bool:
-    """Change the vector columns to ``dimensions`` (dropping old vectors); True if changed."""
-    changed = False
-    with transaction.atomic(), connection.cursor() as cursor:
-        for table, index in VECTOR_TABLES:
-            cursor.execute(
-                "SELECT a.atttypmod FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
-                "WHERE c.relname = %s AND a.attname = 'embedding'", [table],
-            )
-            row = cursor.fetchone()
-            if row is None or row[0] == dimensions:
-                continue
-            cursor.execute(f'DROP INDEX IF EXISTS "{index}"')
-            cursor.execute(f'ALTER TABLE "{table}" ALTER COLUMN embedding TYPE vector({int(dimensions)}) '
-                           "USING NULL")
-            cursor.execute(f"UPDATE \"{table}\" SET embedding_model = ''")
-            cursor.execute(
-                f'CREATE INDEX "{index}" ON "{table}" USING hnsw (embedding vector_cosine_ops) '
-                "WITH (m = 16, ef_construction = 64)"
-            )
-            changed = True
-    return changed
 
 
 def reembed(*, missing_only: bool = True, store_ids: list[str] | None = None,
             document_ids: list[str] | None = None, batch_size: int | None = None,
             on_start: Callable[[str, int], Any] | None = None,
             on_progress: Callable[[str, int], Any] | None = None) -> ReembedReport:
-    """Embed rows lacking a vector (or, with missing_only=False, every row).
-
-    With ``missing_only=False`` the vector columns are first resized to the configured
-    dimension if it changed. Raises EmbeddingNotConfigured without a provider.
+    """Embed rows lacking a vector of the active model (or, with missing_only=False, every row)
+    with the active model, in place. Raises EmbeddingNotConfigured without a provider.
     """
     provider = require_embedding_provider()
     report = ReembedReport()
-    if not missing_only and resize_vector_columns(embedding_dimensions()):
-        report.resized_to = embedding_dimensions()
     batch_size = batch_size or engine_settings.EMBEDDING_BATCH_SIZE
     for kind, queryset in pending_querysets(missing_only=missing_only, store_ids=store_ids,
                                             document_ids=document_ids).items():
@@ -126,4 +100,4 @@ def _refresh_document_counts(document_ids: list[str] | None) -> None:
         Document.objects.filter(pk=document.pk).update(unembedded_chunks=missing)
 
 
-__all__ = ["ReembedReport", "reembed", "reembed_missing", "resize_vector_columns"]
+__all__ = ["ReembedReport", "reembed", "reembed_missing"]

@@ -133,7 +133,10 @@ def test_checks_flag_dimension_and_model_mismatch(settings, store):
     use_embedder(settings, "onnx", DIMENSIONS=768)
     assert {e.id for e in _database_errors()} == {"memory_engine.E004"}
     use_embedder(settings, "onnx", MODEL="another-model", DIMENSIONS=384)
-    assert {e.id for e in _database_errors()} == {"memory_engine.E005"}
+    # A model change is accepted only through the embedding-model registry (docs/embeddings.md).
+    errors = _database_errors()
+    assert {e.id for e in errors} == {"memory_engine.E004"}
+    assert "memory_engine_embedding_model register NAME" in errors[0].hint
 
 
 def test_checks_refuse_a_pgvector_without_iterative_scans(store, monkeypatch):

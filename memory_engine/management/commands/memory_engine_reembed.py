@@ -1,8 +1,9 @@
 """manage.py memory_engine_reembed [--missing | --all] [--store ID ...] [--document ID ...]
 
 --missing (default): fill vectors that failed at write or ingestion time, and rows made
-by another model than the configured one. --all: re-embed everything, e.g. after
-changing MEMORY_ENGINE['EMBEDDING'] (resizes the vector columns if the dimension changed).
+by another model than the active one. --all: re-embed every row with the active model, in
+place. Changing the model or its dimension is `memory_engine_embedding_model` (register,
+build, switch): search keeps serving meanwhile (docs/embeddings.md).
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ from memory_engine.services.reembed import reembed
 
 
 class Command(BaseCommand):
-    help = "Fill missing vectors, or re-embed everything after a model change."
-    # Must run while the system checks report a model/dimension mismatch: it is the fix.
+    help = "Fill missing vectors, or re-embed every row with the active embedding model."
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         mode = parser.add_mutually_exclusive_group()
         mode.add_argument("--missing", action="store_true", help="Only rows without a current vector (default).")
-        mode.add_argument("--all", action="store_true", help="Every row, resizing columns if needed.")
+        mode.add_argument("--all", action="store_true", help="Every row, with the active model.")
         parser.add_argument("--store", action="append", dest="stores", help="Limit to a memory store id.")
         parser.add_argument("--document", action="append", dest="documents", help="Limit to a document id.")
         parser.add_argument("--batch-size", type=int, default=None)
@@ -52,8 +52,6 @@ class Command(BaseCommand):
             raise CommandError(f"{exc.code}: {exc.message}") from exc
         for bar in bars.values():
             bar.close()
-        if report.resized_to:
-            self.stdout.write(f"Vector columns resized to {report.resized_to} dimensions.")
         self.stdout.write(f"{'kind':<16} {'embedded':>9} {'failed':>7}")
         for kind in report.embedded:
             self.stdout.write(f"{kind:<16} {report.embedded[kind]:>9} {report.failed[kind]:>7}")

@@ -37,6 +37,8 @@ class EmbeddingProvider(ABC):
 
     default_model = ""
     max_tokens: int | None = None
+    #: The PROVIDER setting it was built from (an alias or a dotted path).
+    provider_name = ""
 
     @abstractmethod
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:

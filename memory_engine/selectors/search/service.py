@@ -22,7 +22,11 @@ from memory_engine.instruction_guard import drop_instructions
 from memory_engine.lexical import ensure_lexical_fresh
 from memory_engine.models import Project
 from memory_engine.models.memories import Tier
-from memory_engine.providers.embeddings import EmbeddingError, require_embedding_provider
+from memory_engine.providers.embeddings import (
+    EmbeddingError,
+    refresh_embedding_provider,
+    require_embedding_provider,
+)
 from memory_engine.providers.rerank import RerankError, get_rerank_provider, rerank_top_n
 
 from . import boosts, stages
@@ -138,7 +142,19 @@ def knowledge_search(
             degraded.append(Degraded.LEXICAL_ONLY)
 
     backend = _lexical_backend(degraded) if "lexical" in channels else None
-    rows, backend = _candidates(scope, query, qvec, limit, degraded, backend=backend)
+    noted = list(degraded)
+    try:
+        rows, backend = _candidates(scope, query, qvec, limit, degraded, backend=backend)
+    except DatabaseError as exc:
+        if qvec is None or not any(reason in str(exc) for reason in SWITCH_ERRORS):
+            raise
+        # The embedding model was switched after this query was embedded, or this search met the
+        # switch's locks (docs/embeddings.md): embed again with the model now active, search once more.
+        logger.info("the embedding model changed during a search; embedding the query again")
+        degraded[:] = noted
+        current = refresh_embedding_provider()
+        qvec = current.embed_query(query) if current is not None else None
+        rows, backend = _candidates(scope, query, qvec, limit, degraded, backend=backend)
     # Fused over every candidate, guarded, then cut: a dropped hit leaves room for the next one.
     hits = fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=len(rows), min_similarity=min_similarity,
                 weights=weights)
@@ -212,6 +228,10 @@ def _lexical_backend(degraded: list[str]) -> str | None:
         logger.warning("lexical index state unreadable; answering from vectors only: %s", exc)
         degraded.append(Degraded.LEXICAL_UNAVAILABLE)
         return None
+
+
+#: What a search may meet while the embedding model is switched: it retries once.
+SWITCH_ERRORS = ("different vector dimensions", "different halfvec dimensions", "deadlock detected")
 
 
 def _candidates(scope: Scope, query: str, qvec: list[float] | None, limit: int, degraded: list[str], *,

@@ -54,11 +54,12 @@ NAME_MAX = 100
 
 
 def active_embedding() -> tuple[str, str]:
-    """(provider, model) of the deployment's embedder; ("", "") when none is configured."""
+    """(provider, model) of the active embedding model (the registry's, docs/embeddings.md);
+    ("", "") when none is configured."""
     provider = get_embedding_provider()
     if provider is None:
         return "", ""
-    return str(engine_settings.EMBEDDING.get("PROVIDER") or ""), provider.model_name
+    return provider.provider_name or str(engine_settings.EMBEDDING.get("PROVIDER") or ""), provider.model_name
 
 
 @transaction.atomic
@@ -69,8 +70,9 @@ def transform_config_create(*, project: Project, name: str, chunk_strategy: str 
     """A new config, or the next version of ``name`` (configs are immutable: a change is a new version).
 
     Raises TransformConfigInvalid (400, ``details.field``), ChunkSettingsInvalid (400) and
-    EmbeddingModelNotActive (400) for a provider or model other than the deployment's: the
-    embedding-model registry that lets a generation embed with another model is later work.
+    EmbeddingModelNotActive (400) for a provider or model other than the active one: a staged
+    generation's chunks are stored in the active model's columns, so a model that is registered
+    but not active (even ready) is refused too; switch to it first (docs/embeddings.md).
     """
     name = (name or "").strip()
     if not name or len(name) > NAME_MAX or any(ch.isspace() and ch != " " for ch in name):

@@ -1,0 +1,215 @@
+"""Changing the embedding model without downtime: register, build, switch (docs/embeddings.md).
+
+A deterministic hashing embedder stands in for both models (meaning does not matter here:
+what matters is that every search answers, during and after a switch to another dimension).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection, connections
+
+from memory_engine.checks import _database_errors
+from memory_engine.exceptions import EmbeddingDimensionsTooLarge, EmbeddingModelNotActive, EmbeddingModelState
+from memory_engine.models import Chunk, EmbeddingModel, MemoryContent
+from memory_engine.providers.embeddings import get_embedding_provider, reset_embedding_provider
+from memory_engine.selectors.search import knowledge_search
+from memory_engine.services.documents.replay import transform_config_create
+from memory_engine.services.embedding_models import (
+    active_model,
+    embedding_model_build,
+    embedding_model_register,
+    embedding_model_switch,
+    storage_for,
+)
+from tests.conftest import use_embedder
+from tests.factories import MemoryStoreFactory, ProjectFactory
+from tests.search.helpers import make_document, write
+
+HASHING = "tests.providers.HashingEmbeddingProvider"
+SMALL = {"PROVIDER": HASHING, "MODEL": "test-hashing-256", "DIMENSIONS": 256}
+TABLES = ("memory_engine_memorycontent", "memory_engine_chunk")
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def column(table: str, name: str = "embedding") -> tuple[str, int] | None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT t.typname, a.atttypmod FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+            "JOIN pg_type t ON t.oid = a.atttypid WHERE c.relname = %s AND a.attname = %s AND NOT a.attisdropped",
+            [table, name])
+        row = cursor.fetchone()
+    return (row[0], row[1]) if row else None
+
+
+@pytest.fixture
+def models(transactional_db: Any, settings: Any) -> Any:
+    """The hashing embedder as the active model (384) and three others in EMBEDDING_MODELS;
+    afterwards the columns are put back to vector(384) for the next tests."""
+    use_embedder(settings, HASHING, MODEL="all-MiniLM-L6-v2", DIMENSIONS=384)
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "EMBEDDING_MODELS": {
+        "small": SMALL,
+        "wide": {**SMALL, "MODEL": "test-hashing-2500", "DIMENSIONS": 2500},
+        "huge": {**SMALL, "MODEL": "test-hashing-4500", "DIMENSIONS": 4500},
+    }}
+    EmbeddingModel.objects.all().delete()
+    active_model()  # the first use registers EMBEDDING as the active model
+    yield settings
+    with connection.cursor() as cursor:
+        for table, prefix in zip(TABLES, ("content", "chunk"), strict=True):
+            cursor.execute(f'DROP INDEX IF EXISTS "me_{prefix}_embedding_next_hnsw"')
+            cursor.execute(f'ALTER TABLE "{table}" DROP COLUMN IF EXISTS embedding_next, '
+                           "DROP COLUMN IF EXISTS embedding_model_next")
+            if column(table) != ("vector", 384):
+                cursor.execute(f'DROP INDEX IF EXISTS "me_{prefix}_embedding_hnsw"')
+                cursor.execute(f'ALTER TABLE "{table}" ALTER COLUMN embedding TYPE vector(384) USING NULL')
+                cursor.execute(f'CREATE INDEX "me_{prefix}_embedding_hnsw" ON "{table}" USING hnsw '
+                               "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
+    EmbeddingModel.objects.all().delete()
+    reset_embedding_provider()
+
+
+def corpus(count: int = 40) -> tuple[Any, Any]:
+    project = ProjectFactory()
+    store = MemoryStoreFactory(project=project)
+    for i in range(count):
+        write(store, f"Fact number {i}: the deploy window {i} opens on day {i % 7}.")
+    document = make_document(project, "/runbook.txt", [f"Runbook step {i}: restart worker {i}." for i in range(count)])
+    return project, store, document
+
+
+def test_switch_to_another_dimension_with_searches_running(models: Any) -> None:
+    project, store, document = corpus()
+    model = embedding_model_register(name="small")
+    assert (model.dimensions, model.storage, model.state) == (256, "vector", "building")
+    assert column("memory_engine_chunk", "embedding_next") == ("vector", 256)
+
+    outcomes: list[str] = []
+    stop = threading.Event()
+
+    def searching() -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    memories = knowledge_search(project=project, query="deploy window", limit=5,
+                                                memory_store_ids=[store.pk]).results
+                    chunks = knowledge_search(project=project, query="restart worker", limit=5,
+                                              document_ids=[document.pk]).results
+                    outcomes.append("ok" if memories and chunks else f"empty:{len(memories)},{len(chunks)}")
+                except Exception as exc:  # noqa: BLE001  (the test counts every failure)
+                    outcomes.append(f"failed:{type(exc).__name__}: {exc}")
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=searching)
+    thread.start()
+    try:
+        time.sleep(0.3)
+        embedding_model_build(model=model, batch_size=8)
+        write(store, "Fact written during the build: the canary ships on Fridays.")  # caught up by switch
+        report = embedding_model_switch(model=model, batch_size=8)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        thread.join()
+
+    failures = [outcome for outcome in outcomes if outcome != "ok"]
+    assert len(outcomes) > 10 and failures == []
+    assert report.previous == "all-MiniLM-L6-v2" and report.lock_ms < 5000
+    assert column("memory_engine_chunk") == column("memory_engine_memorycontent") == ("vector", 256)
+    assert column("memory_engine_chunk", "embedding_next") is None
+    assert active_model().model == "test-hashing-256"
+    assert EmbeddingModel.objects.get(model="all-MiniLM-L6-v2").state == "retired"
+    # Memories and chunks follow: every row has a vector of the new model, the late write too.
+    for rows in (MemoryContent.objects.all(), Chunk.objects.all()):
+        assert set(rows.values_list("embedding_model", flat=True)) == {"test-hashing-256"}
+        assert not rows.filter(embedding__isnull=True).exists()
+    assert get_embedding_provider().model_name == "test-hashing-256"
+    hits = knowledge_search(project=project, query="canary ships on Fridays", limit=3,
+                            memory_store_ids=[store.pk]).results
+    assert "canary" in hits[0].text
+    # Writes after the switch embed with the new model.
+    write(store, "A fact after the switch.")
+    assert MemoryContent.objects.get(text="A fact after the switch.").embedding_model == "test-hashing-256"
+
+
+def test_the_commands_and_the_system_check(models: Any) -> None:
+    corpus(5)
+    assert _database_errors() == []
+    # Editing EMBEDDING directly is refused, with the commands to run.
+    use_embedder(models, HASHING, MODEL="test-hashing-256", DIMENSIONS=256)
+    errors = _database_errors()
+    assert [e.id for e in errors] == ["memory_engine.E004"]
+    assert "memory_engine_embedding_model register NAME" in errors[0].hint
+    use_embedder(models, HASHING, MODEL="all-MiniLM-L6-v2", DIMENSIONS=384)
+
+    assert "Registered test-hashing-256: 256 dimensions as vector" in run("memory_engine_embedding_model",
+                                                                          "register", "small")
+    with pytest.raises(CommandError, match="EMBEDDING_MODEL_STATE"):
+        run("memory_engine_embedding_model", "switch")  # not built yet
+    assert "test-hashing-256 is ready" in run("memory_engine_embedding_model", "build")
+    assert "building" not in run("memory_engine_embedding_model", "status")
+    assert _database_errors() == []  # nothing changed for search yet
+    assert "is the active model (was all-MiniLM-L6-v2)" in run("memory_engine_embedding_model", "switch")
+    status = run("memory_engine_embedding_model", "status")
+    assert "active    small" in status and "memory_contents 5/5" in status and "chunks 5/5" in status
+    # EMBEDDING still names the previous model: a warning until the next deploy updates it.
+    assert [e.id for e in _database_errors()] == ["memory_engine.W012"]
+    use_embedder(models, HASHING, MODEL="test-hashing-256", DIMENSIONS=256)
+    assert _database_errors() == []
+    # Without the EMBEDDING_MODELS entry and with EMBEDDING on the old model, nothing reaches the active one.
+    models.MEMORY_ENGINE = {**models.MEMORY_ENGINE, "EMBEDDING_MODELS": {},
+                            "EMBEDDING": {"PROVIDER": HASHING, "MODEL": "all-MiniLM-L6-v2", "DIMENSIONS": 384}}
+    assert [e.id for e in _database_errors()] == ["memory_engine.E005"]
+
+
+def test_size_limits_and_states(models: Any) -> None:
+    assert storage_for(2000) == "vector" and storage_for(2001) == "halfvec" and storage_for(4000) == "halfvec"
+    with pytest.raises(EmbeddingDimensionsTooLarge) as too_large:
+        embedding_model_register(name="huge")
+    assert too_large.value.details["dimensions"] == 4500
+    with pytest.raises(CommandError, match="EMBEDDING_MODEL_UNKNOWN"):
+        run("memory_engine_embedding_model", "register", "nope")
+    with pytest.raises(EmbeddingModelState):
+        embedding_model_register(name="EMBEDDING")  # the active model already
+    wide = embedding_model_register(name="wide")
+    assert wide.storage == "halfvec" and column("memory_engine_chunk", "embedding_next") == ("halfvec", 2500)
+    with pytest.raises(EmbeddingModelState):
+        embedding_model_register(name="small")  # one model at a time
+    assert "Discarded test-hashing-2500" in run("memory_engine_embedding_model", "discard")
+    assert column("memory_engine_chunk", "embedding_next") is None
+
+
+def test_a_halfvec_model_serves_search(models: Any) -> None:
+    project, _, _ = corpus(5)
+    wide = embedding_model_register(name="wide")
+    embedding_model_build(model=wide)
+    embedding_model_switch(model=wide)
+    assert column("memory_engine_chunk") == ("halfvec", 2500)
+    result = knowledge_search(project=project, query="restart worker 3", limit=3)
+    assert result.results and "degraded" not in str(result.degraded)
+
+
+def test_a_transform_config_names_only_the_active_model(models: Any) -> None:
+    project = ProjectFactory()
+    model = embedding_model_register(name="small")
+    embedding_model_build(model=model)
+    with pytest.raises(EmbeddingModelNotActive):  # ready is not enough: staged chunks use the active columns
+        transform_config_create(project=project, name="next", embedding_model="test-hashing-256")
+    embedding_model_switch(model=model)
+    config = transform_config_create(project=project, name="next")
+    assert (config.embedding_provider, config.embedding_model) == (HASHING, "test-hashing-256")
+    with pytest.raises(EmbeddingModelNotActive):
+        transform_config_create(project=project, name="old", embedding_model="all-MiniLM-L6-v2")
