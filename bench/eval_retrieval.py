@@ -8,6 +8,7 @@
     .venv/bin/python bench/eval_retrieval.py --variant w2:SEARCH_LEXICAL_WEIGHT=2,SEARCH_LEXICAL_DEPTH=20
     .venv/bin/python bench/eval_retrieval.py --skip-locomo --limit-docs 500 --limit-queries 100 \
         --chunk-strategy whole,size,page,recursive                     # compare chunking
+    .venv/bin/python bench/eval_retrieval.py --skip-locomo --db bench_replay --generation rr_...  # a staged generation
 
 - SciFact (BEIR): every abstract is a document with one chunk ("title\\n\\ntext", the
   ``whole`` strategy), inserted in bulk with vectors cached under bench/results/cache/
@@ -285,7 +286,8 @@ def eval_scifact(args: argparse.Namespace, provider: CachedEmbeddingProvider) ->
     query_ids = sorted(queries, key=lambda q: int(q) if q.isdigit() else q)[: args.limit_queries or None]
     corpus = read_jsonl(root / "corpus.jsonl")
     chunked = getattr(args, "current_chunk_strategy", "")
-    vectors = None if chunked else corpus_vectors([f"{d['title']}\n\n{d['text']}" for d in corpus], provider)
+    texts = [f"{d['title']}\n\n{d['text']}" for d in corpus]
+    vectors = None if chunked or getattr(args, "generation", "") else corpus_vectors(texts, provider)
     name = "eval-scifact"
     if args.limit_docs:
         wanted = {doc for q in query_ids for doc in qrels[q]}
@@ -294,7 +296,16 @@ def eval_scifact(args: argparse.Namespace, provider: CachedEmbeddingProvider) ->
         vectors = vectors[keep] if vectors is not None else None
         name = f"eval-scifact-{len(corpus)}"
     out: dict[str, Any] = {"queries": len(query_ids), "documents": len(corpus), "qrels": str(args.qrels)}
-    if chunked:
+    generation = getattr(args, "generation", "") or None
+    if generation:
+        from memory_engine.models import ReplayRun
+
+        run = ReplayRun.objects.filter(pk=generation).first()
+        if run is None:
+            raise SystemExit(f"--generation: no replay run {generation}")
+        project = run.project  # its staged chunks are searched instead of the live ones
+        out.update(generation=generation, documents=run.documents_total, chunks=run.chunks_total)
+    elif chunked:
         project, used = load_scifact_chunked(name, corpus, provider, chunked, args.chunk_size, args.chunk_overlap)
         out["chunking"] = dict(zip(("strategy", "chunk_size", "chunk_overlap"), used, strict=True))
         out["chunks"] = project.documents.aggregate(n=models_sum("total_chunks"))["n"]
@@ -314,7 +325,8 @@ def eval_scifact(args: argparse.Namespace, provider: CachedEmbeddingProvider) ->
         metrics: dict[str, list[float]] = defaultdict(list)
         started = time.time()
         for qid in query_ids:
-            hits = knowledge_search(project=project, query=queries[qid], limit=100, channels=channels).results
+            hits = knowledge_search(project=project, query=queries[qid], limit=100, channels=channels,
+                                    generation=generation).results
             ranked = documents_of(hits)
             rel = qrels[qid]
             metrics["ndcg@10"].append(ndcg_at(ranked, rel, 10))
@@ -322,7 +334,7 @@ def eval_scifact(args: argparse.Namespace, provider: CachedEmbeddingProvider) ->
             metrics["recall@100"].append(recall_at(ranked, rel, 100))
             metrics["mrr@10"].append(mrr_at(ranked, rel, 10))
             if mode == "hybrid":  # the default configuration: limit 10, so per-channel depth 10
-                answer = knowledge_search(project=project, query=queries[qid], limit=10)
+                answer = knowledge_search(project=project, query=queries[qid], limit=10, generation=generation)
                 top10 = documents_of(answer.results)
                 metrics["ndcg@10 (limit=10)"].append(ndcg_at(top10, rel, 10))
                 metrics["recall@10 (limit=10)"].append(recall_at(top10, rel, 10))
@@ -531,9 +543,15 @@ def main() -> None:
     parser.add_argument("--chunk-overlap", type=int, default=None, help="with --chunk-strategy")
     parser.add_argument("--modes", default=",".join(MODES),
                         help="comma list of modes to run (lexical,vector,hybrid); default: all three")
+    parser.add_argument("--generation", default="",
+                        help="SciFact: search this staged generation (a replay run id, `completed` or `demoted`) "
+                             "instead of loading the corpus (--db: the database holding it); its documents' paths "
+                             "must end in the SciFact ids, e.g. /scifact/<id>")
     parser.add_argument("--db", default=DB_NAME)
     parser.add_argument("--out", default="")
     args = parse_args(parser)
+    if args.generation and args.chunk_strategy:
+        parser.error("--generation searches what the replay derived: no --chunk-strategy")
     args.qrels = args.qrels or str(args.data / "scifact" / "qrels" / "train.tsv")
     args.modes = [m for m in args.modes.split(",") if m]
     if not set(args.modes) <= set(MODES):
@@ -595,6 +613,7 @@ def install_cached_provider_again(provider: CachedEmbeddingProvider) -> None:
     """override_settings resets the provider cache; put the cached wrapper back."""
     import memory_engine.providers.embeddings as embeddings
 
+    embeddings.get_embedding_provider()  # reads the registry's active model first, so it sticks
     embeddings._provider, embeddings._loaded = provider, True  # type: ignore[assignment]
 
 

@@ -168,6 +168,7 @@ def test_every_setting_has_a_type_and_is_documented() -> None:
     assert documented == set(DEFAULTS), sorted(documented ^ set(DEFAULTS))
 
 
+@pytest.mark.django_db
 def test_provider_aliases_resolve_in_one_cached_place_that_follows_the_settings(settings: Any) -> None:
     assert resolve_provider("rule_handler", "http") is HttpHandler
     hashing = "tests.providers.HashingEmbeddingProvider"

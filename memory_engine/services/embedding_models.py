@@ -14,9 +14,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from memory_engine.conf import embedding_dimensions, engine_settings
@@ -41,13 +41,16 @@ logger = logging.getLogger("memory_engine.embedding_models")
 STORAGE_LIMITS = {EmbeddingModel.Storage.VECTOR: 2000, EmbeddingModel.Storage.HALFVEC: 4000}
 #: (table, kind in reports, prefix of its index names).
 TABLES = (("memory_engine_memorycontent", "memory_contents", "content"), ("memory_engine_chunk", "chunks", "chunk"))
-#: How long the switch waits for running queries before giving up (it retries).
-SWITCH_LOCK_TIMEOUT = "3s"
-SWITCH_ATTEMPTS = 3
+#: How long the switch waits for a lock before it lets go and tries again: searches queue
+#: behind a waiting lock, so this bounds the delay they see (and settles a lock cycle with a
+#: search before PostgreSQL's deadlock detector would cancel one side).
+SWITCH_LOCK_TIMEOUT = "200ms"
+SWITCH_ATTEMPTS = 25
 #: Errors after which the swap is tried again (nothing of it was committed).
 RETRY_REASONS = ("lock timeout", "deadlock detected")
 
 Progress = Callable[[str, int], Any]
+T = TypeVar("T")
 
 
 @dataclass
@@ -146,7 +149,8 @@ def embedding_model_register(*, name: str, registered_by: str = "") -> Embedding
         raise EmbeddingModelState(
             f"{pending.model} is {pending.state}: switch to it or discard it first.",
             details={"name": pending.name, "state": pending.state})
-    with transaction.atomic(), connection.cursor() as cursor:
+
+    def add_side_storage(cursor: Any) -> EmbeddingModel:
         for table, _, prefix in TABLES:
             _drop_side_storage(cursor, table, prefix)
             cursor.execute(f'ALTER TABLE "{table}" ADD COLUMN embedding_next {storage}({dimensions}), '
@@ -157,6 +161,24 @@ def embedding_model_register(*, name: str, registered_by: str = "") -> Embedding
             name=name, provider=str(config.get("PROVIDER") if config else ""), model=provider.model_name,
             dimensions=dimensions, storage=storage, state=EmbeddingModel.State.BUILDING,
             registered_by=registered_by)
+
+    return _locked_ddl(add_side_storage)
+
+
+def _locked_ddl(work: Callable[[Any], T]) -> T:
+    """Run ``work`` in a transaction holding both tables (ACCESS EXCLUSIVE, taken at once, waiting
+    at most SWITCH_LOCK_TIMEOUT each try): catalog changes without a lock cycle with searches."""
+    for attempt in range(1, SWITCH_ATTEMPTS + 1):
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL lock_timeout = '{SWITCH_LOCK_TIMEOUT}'")
+                cursor.execute("LOCK TABLE memory_engine_memorycontent, memory_engine_chunk IN ACCESS EXCLUSIVE MODE")
+                return work(cursor)
+        except DatabaseError as exc:
+            if not any(reason in str(exc) for reason in RETRY_REASONS) or attempt == SWITCH_ATTEMPTS:
+                raise
+            time.sleep(min(1.0, 0.05 * attempt))
+    raise AssertionError("unreachable")
 
 
 def _drop_side_storage(cursor: Any, table: str, prefix: str) -> None:
@@ -264,7 +286,8 @@ def embedding_model_switch(*, model: EmbeddingModel, batch_size: int | None = No
         except Exception as exc:
             if not any(reason in str(exc) for reason in RETRY_REASONS) or attempt == SWITCH_ATTEMPTS:
                 raise
-            logger.warning("the switch to %s met running queries (%s); retrying", model.model, exc)
+            logger.info("the switch to %s met running queries (%s); retrying", model.model, exc)
+            time.sleep(min(1.0, 0.05 * attempt))
     report.caught_up += sum(catch_up.embedded.values())
     refresh_embedding_provider()
     return report
@@ -300,15 +323,17 @@ def _swap(model: EmbeddingModel, provider: EmbeddingProvider, batch_size: int) -
     return report
 
 
-@transaction.atomic
 def embedding_model_discard(*, model: EmbeddingModel) -> None:
     """Drop a model's side storage and its registry row (a model being built or ready)."""
     if model.state not in (EmbeddingModel.State.BUILDING, EmbeddingModel.State.READY):
         raise EmbeddingModelState(details={"name": model.name, "state": model.state})
-    with connection.cursor() as cursor:
+
+    def drop(cursor: Any) -> None:
         for table, _, prefix in TABLES:
             _drop_side_storage(cursor, table, prefix)
-    model.delete()
+        model.delete()
+
+    _locked_ddl(drop)
 
 
 def embedding_models_status() -> list[dict[str, Any]]:

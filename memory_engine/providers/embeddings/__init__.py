@@ -18,8 +18,13 @@ from typing import Any
 
 from django.db import DatabaseError, connection
 
-from memory_engine.conf import DEFAULT_DIMENSIONS, EMBEDDING_TYPES, engine_settings, reloads_with_settings, \
-    resolve_provider
+from memory_engine.conf import (
+    DEFAULT_DIMENSIONS,
+    EMBEDDING_TYPES,
+    engine_settings,
+    reloads_with_settings,
+    resolve_provider,
+)
 from memory_engine.exceptions import EmbeddingNotConfigured
 from memory_engine.setting_types import InvalidSetting, section
 
