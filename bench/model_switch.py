@@ -150,24 +150,26 @@ def main() -> None:
         finally:
             connections.close_all()
 
-    threads = [threading.Thread(target=searching, args=(i * 1000,)) for i in range(args.threads)]
+    threads = [threading.Thread(target=searching, args=(i * 1000,), daemon=True) for i in range(args.threads)]
     for thread in threads:
         thread.start()
-    time.sleep(10)
-    phase[0] = "build"
-    build_started = time.perf_counter()
-    model = embedding_model_register(name="next")
-    embedding_model_build(model=model, batch_size=args.batch_size)
-    build_s = time.perf_counter() - build_started
-    phase[0] = "switch"
-    switch_started = time.perf_counter()
-    report = embedding_model_switch(model=model, batch_size=args.batch_size)
-    switch_s = time.perf_counter() - switch_started
-    phase[0] = "after"
-    time.sleep(10)
-    stop.set()
-    for thread in threads:
-        thread.join()
+    try:
+        time.sleep(10)
+        phase[0] = "build"
+        build_started = time.perf_counter()
+        model = embedding_model_register(name="next")
+        embedding_model_build(model=model, batch_size=args.batch_size)
+        build_s = time.perf_counter() - build_started
+        phase[0] = "switch"
+        switch_started = time.perf_counter()
+        report = embedding_model_switch(model=model, batch_size=args.batch_size)
+        switch_s = time.perf_counter() - switch_started
+        phase[0] = "after"
+        time.sleep(10)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
 
     rows, table = [], {}
     for name in ("before", "build", "switch", "after"):
