@@ -190,7 +190,11 @@ def _registry_messages(state: dict[str, Any]) -> list[CheckMessage]:
              for entry in (engine_settings.EMBEDDING_MODELS or {}).values() if isinstance(entry, dict)}
     if configured == (active_model, active_dims):
         return messages
+    # Same dimension and no stored vector of another model (e.g. an empty database): nothing to mismatch.
+    harmless = configured[1] == active_dims and not (state["models"] - {configured[0]})
     if configured not in registry["retired"]:
+        if harmless:
+            return messages
         messages.append(Error(
             f"MEMORY_ENGINE['EMBEDDING'] names {configured[0]} ({configured[1]} dimensions) but the active "
             f"embedding model is {active_model} ({active_dims}): a model change goes through the registry.",
