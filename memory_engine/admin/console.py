@@ -43,7 +43,7 @@ from memory_engine.services.ingestion_rules import glob_specificity, rule_for_co
 from memory_engine.services.rules import memory_rule_dry_run
 
 from .next_steps import NEXT_STEPS
-from .scoping import require_perm, scope_queryset, scoped_project_or_404, visible_projects
+from .scoping import admin_access_tags, require_perm, scope_queryset, scoped_project_or_404, visible_projects
 
 #: Documents are listed worst first on the overview.
 STATUS_ORDER = [DocumentStatus.FAILED, DocumentStatus.PROCESSING, DocumentStatus.PENDING, DocumentStatus.READY]
@@ -153,8 +153,11 @@ class PlaygroundForm(forms.Form):
         super().__init__(*args, **kwargs)
         # self.fields holds per-form copies of the fields declared above.
         cast(forms.ModelChoiceField, self.fields["project"]).queryset = visible_projects(request)
-        cast(StoreChoiceField, self.fields["stores"]).queryset = scope_queryset(
+        stores = scope_queryset(
             request, MemoryStore.objects.select_related("project").order_by("project__name", "name"), "project")
+        if (tags := admin_access_tags(request)) is not None:
+            stores = stores.filter(access_tags__overlap=tags)
+        cast(StoreChoiceField, self.fields["stores"]).queryset = stores
 
 
 def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
@@ -174,6 +177,7 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
                 tags=data["tags"], min_similarity=data["min_similarity"], rrf_k=data["rrf_k"],
                 recency_half_life_days=data["recency_half_life_days"] or 0, limit=data["limit"] or 10,
                 channels=tuple(data["channels"]) or ("vector", "lexical"),
+                access_tags=admin_access_tags(request),
             )
         except MemoryEngineError as exc:
             context["error"] = f"{exc.code}: {exc.message}"

@@ -7,7 +7,7 @@ from .memories import Memory, MemoryAssertion, MemoryContent, MemoryRevision, Me
 from .replay import ReplayRun, TransformConfig
 from .retention import ErasureReceipt, RetentionClass
 from .rules import MemoryRule
-from .tenancy import ApiKey, Project
+from .tenancy import ApiKey, Project, StaffGrants
 
 __all__ = [
     "Agent",
@@ -30,6 +30,7 @@ __all__ = [
     "Project",
     "RawCapture",
     "ReplayRun",
+    "StaffGrants",
     "TransformConfig",
     "RetentionClass",
 ]
