@@ -8,6 +8,7 @@ from .replay import ReplayRun, TransformConfig
 from .retention import ErasureReceipt, RetentionClass
 from .rules import MemoryRule
 from .tenancy import ApiKey, Project, StaffGrants
+from .webhooks import DeliveryStatus, WebhookDelivery, WebhookSubscription
 
 __all__ = [
     "Agent",
@@ -32,5 +33,8 @@ __all__ = [
     "ReplayRun",
     "StaffGrants",
     "TransformConfig",
+    "WebhookDelivery",
+    "WebhookSubscription",
+    "DeliveryStatus",
     "RetentionClass",
 ]
