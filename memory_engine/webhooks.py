@@ -98,7 +98,7 @@ def webhook_deliver(*, subscription_id: str) -> WebhookDelivery | None:
     delivery = WebhookDelivery(subscription=subscription, attempt=subscription.failures + 1,
                                event_count=len(entries), cursor_from=subscription.cursor,
                                cursor_to=page.next_cursor)
-    body = json.dumps({"subscription_id": subscription.pk, "delivery_id": delivery.pk, "cursor": page.next_cursor,
+    body = json.dumps({"subscription_id": subscription.pk, "cursor": page.next_cursor,
                        "events": [entry_payload(e) for e in entries]}).encode()
     timestamp = str(int(time.time()))
     headers = {SIGNATURE_HEADER: sign_body(subscription.secret, body, timestamp=timestamp),

@@ -21,6 +21,7 @@ class WebhookForm(forms.ModelForm):
     #: Set per request by WebhookSubscriptionAdmin.get_form: who creates the subscription.
     principal = ""
     created: WebhookSubscription
+    url = forms.URLField(max_length=2000, assume_scheme="https")
     event_kinds = forms.MultipleChoiceField(choices=FeedKind.choices, required=False,
                                             widget=forms.CheckboxSelectMultiple, help_text="None checked: all.")
 
@@ -30,7 +31,7 @@ class WebhookForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        if self.instance.pk is None and data.get("project") and data.get("url"):
+        if self.instance._state.adding and data.get("project") and data.get("url"):
             try:  # the subscription is made here, so a refused URL is a form error
                 self.created = webhook_create(project=data["project"], url=data["url"],
                                               event_kinds=data.get("event_kinds"), principal=self.principal)

@@ -17,7 +17,7 @@ class WebhookSubscription(models.Model):
 
     id = PublicIdField(prefix="whk")
     project = models.ForeignKey("memory_engine.Project", on_delete=models.CASCADE, related_name="webhooks")
-    url = models.URLField(max_length=2000)
+    url = models.CharField(max_length=2000, help_text="http(s); must pass the outbound guard (OUTBOUND_ALLOW).")
     secret = models.CharField(max_length=200, editable=False)
     event_kinds = ArrayField(models.CharField(max_length=20), default=list, blank=True,
                              help_text="memory, document_version, assertion; empty: all.")
