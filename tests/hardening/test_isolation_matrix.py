@@ -288,10 +288,20 @@ class Answer:
     text: str
 
 
+#: ``key`` of :func:`call` naming a staff user instead of an API key: ``session:<user pk>@<project id>``.
+SESSION_PREFIX = "session:"
+
+
 def call(op: Operation, key: str | None, params: dict[str, str], body: dict[str, Any] | None = None,
          query: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> Answer:
     client = APIClient()
-    if key:
+    if key and key.startswith(SESSION_PREFIX):  # a staff user (the grants matrix): session auth, own project
+        from django.contrib.auth.models import User
+
+        user_id, project_id = key.removeprefix(SESSION_PREFIX).split("@")
+        client.force_authenticate(user=User.objects.get(pk=user_id))
+        client.credentials(HTTP_X_PROJECT_ID=project_id)
+    elif key:
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
     if headers:
         client.credentials(**{f"HTTP_{name.upper().replace('-', '_')}": v for name, v in headers.items()})
