@@ -208,8 +208,13 @@ def test_admin_lists_and_actions_follow_staff_grants(project: Any, teams: dict[s
         playground.context["form"].errors
     assert teams["doc_a"].pk in playground.content.decode() or teams["doc_a"].path in playground.content.decode()
     assert teams["doc_b"].path not in playground.content.decode()
+    overview = client.get(f"{A}/project/{project.pk}/overview/")
+    assert overview.status_code == 200
+    assert "store-a" in overview.content.decode() and "store-b" not in overview.content.decode()
     # a staff user with grants makes no API key (one without grants would reach the whole project)
+    # and deletes no project (that erases rows beyond the grants)
     assert client.get(f"{A}/apikey/add/").status_code == 403
+    assert client.post(f"{A}/project/{project.pk}/delete/", {"post": "yes"}).status_code == 403
 
 
 def test_staff_grants_are_managed_by_superusers_only(project: Any) -> None:

@@ -62,10 +62,16 @@ def test_a_private_url_is_refused_unless_outbound_allow_names_it(settings: Any, 
 
 
 @pytest.mark.django_db
-def test_a_key_with_grants_cannot_follow_the_whole_feed(project: Any) -> None:
+def test_a_key_with_grants_cannot_follow_the_whole_feed(project: Any, client: Any) -> None:
+    existing = client.post(WEBHOOKS, {"url": "http://127.0.0.1:9/hook"}, format="json").json()
     _, raw = api_key_create(project=project, grants=[{"pattern": "team:a", "actions": ["search"]}])
-    refused = api_client(raw).post(WEBHOOKS, {"url": "http://127.0.0.1:9/hook"}, format="json")
+    narrowed = api_client(raw)
+    refused = narrowed.post(WEBHOOKS, {"url": "http://127.0.0.1:9/other"}, format="json")
     assert (refused.status_code, refused.json()["code"]) == (403, "GRANT_REQUIRED")
+    assert narrowed.get(WEBHOOKS).json()["results"] == []
+    assert narrowed.get(f"{WEBHOOKS}/{existing['id']}").status_code == 404
+    assert narrowed.delete(f"{WEBHOOKS}/{existing['id']}").status_code == 404
+    assert WebhookSubscription.objects.filter(project=project).count() == 1
 
 
 @pytest.mark.django_db
