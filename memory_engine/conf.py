@@ -239,6 +239,13 @@ DEFAULTS: dict[str, Any] = {
     # addresses or networks ("10.0.0.0/8"). Link-local addresses (169.254.0.0/16, fe80::/10)
     # need an entry inside that range; no wider network opens them.
     "OUTBOUND_ALLOW": [],
+    # Webhooks (docs/webhooks.md): how often the Schedule delivers, entries per POST, the
+    # per-POST timeout, and the retry backoff after a failed POST (doubling from the base).
+    "WEBHOOK_DISPATCH_MINUTES": 1,
+    "WEBHOOK_BATCH_SIZE": 100,
+    "WEBHOOK_TIMEOUT_SECONDS": 10.0,
+    "WEBHOOK_RETRY_SECONDS": 30,
+    "WEBHOOK_RETRY_MAX_SECONDS": 3600,
 }
 
 # --- declared types (coercers: memory_engine.setting_types) ------------------------------------
@@ -363,6 +370,11 @@ TYPES: dict[str, Coerce] = {
     "RULE_CALLABLE_PREFIXES": string_list,
     "LLM_OVERRIDABLE": names_of(*LLM_OVERRIDABLE_NAMES),
     "OUTBOUND_ALLOW": string_list,
+    "WEBHOOK_DISPATCH_MINUTES": integer,
+    "WEBHOOK_BATCH_SIZE": integer,
+    "WEBHOOK_TIMEOUT_SECONDS": number,
+    "WEBHOOK_RETRY_SECONDS": integer,
+    "WEBHOOK_RETRY_MAX_SECONDS": integer,
 }
 assert TYPES.keys() == DEFAULTS.keys(), sorted(TYPES.keys() ^ DEFAULTS.keys())
 

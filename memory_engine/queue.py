@@ -26,6 +26,8 @@ __all__ = [
     "RULE_SWEEP_TASK",
     "SWEEP_SCHEDULE_NAME",
     "SWEEP_TASK",
+    "WEBHOOKS_SCHEDULE_NAME",
+    "WEBHOOKS_TASK",
     "enqueue_document_ingest",
     "enqueue_document_ingest_on_commit",
     "enqueue_memory_rule_fire",
@@ -42,6 +44,8 @@ MEMORY_SWEEP_TASK = "memory_engine.tasks.memory_sweep_task"
 MEMORY_SWEEP_SCHEDULE_NAME = "memory_engine: memory sweep"
 RETENTION_SWEEP_TASK = "memory_engine.tasks.retention_sweep_task"
 RETENTION_SWEEP_SCHEDULE_NAME = "memory_engine: retention sweep"
+WEBHOOKS_TASK = "memory_engine.tasks.webhooks_dispatch_task"
+WEBHOOKS_SCHEDULE_NAME = "memory_engine: webhooks"
 
 
 def _async_task(path: str, *args: Any, **options: Any) -> None:
@@ -91,3 +95,9 @@ def ensure_schedules(**kwargs: Any) -> None:
             defaults={"func": func, "schedule_type": Schedule.MINUTES,
                       "minutes": max(1, engine_settings.MEMORY_SWEEP_MINUTES), "repeats": -1},
         )
+    # webhook deliveries and their retries (services.webhooks.webhooks_dispatch)
+    Schedule.objects.using(using).update_or_create(
+        name=WEBHOOKS_SCHEDULE_NAME,
+        defaults={"func": WEBHOOKS_TASK, "schedule_type": Schedule.MINUTES,
+                  "minutes": max(1, engine_settings.WEBHOOK_DISPATCH_MINUTES), "repeats": -1},
+    )

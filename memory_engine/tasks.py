@@ -12,6 +12,7 @@ from memory_engine.services.documents import document_ingest, document_sweep
 from memory_engine.services.memory_lifecycle import memory_sweep
 from memory_engine.services.retention import document_retention_sweep
 from memory_engine.services.rules import memory_rule_fire, rule_firing_sweep
+from memory_engine.webhooks import webhooks_dispatch
 
 
 def memory_rule_fire_task(rule_id: str, generation_id: str, resume: bool = False) -> dict[str, Any] | None:
@@ -44,3 +45,8 @@ def memory_sweep_task() -> dict[str, int]:
 def retention_sweep_task() -> dict[str, int]:
     """Tombstone ephemeral document versions past DOCUMENT_EPHEMERAL_TTL_SECONDS."""
     return document_retention_sweep()
+
+
+def webhooks_dispatch_task() -> int:
+    """Deliver what the feed holds for every due webhook subscription (docs/webhooks.md)."""
+    return webhooks_dispatch()

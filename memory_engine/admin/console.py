@@ -43,7 +43,7 @@ from memory_engine.services.ingestion_rules import glob_specificity, rule_for_co
 from memory_engine.services.rules import memory_rule_dry_run
 
 from .next_steps import NEXT_STEPS
-from .scoping import require_perm, scope_queryset, scoped_project_or_404, visible_projects
+from .scoping import admin_access_tags, require_perm, scope_queryset, scoped_project_or_404, visible_projects
 
 #: Documents are listed worst first on the overview.
 STATUS_ORDER = [DocumentStatus.FAILED, DocumentStatus.PROCESSING, DocumentStatus.PENDING, DocumentStatus.READY]
@@ -59,19 +59,22 @@ def render_console(model_admin: admin.ModelAdmin, request: HttpRequest, template
 # --------------------------------------------------------------------------- overview
 
 
-def project_overview(project: Any, *, now: Any = None) -> dict[str, Any]:
-    """Everything the overview page shows about one project (read-only queries)."""
+def project_overview(project: Any, *, now: Any = None, access_tags: list[str] | None = None) -> dict[str, Any]:
+    """Everything the overview page shows about one project (read-only queries); with
+    ``access_tags`` (a staff user with grants) only about the stores and documents they reach."""
     since = (now or timezone.now()) - timedelta(hours=24)
-    stores = MemoryStore.objects.filter(project=project).annotate(
+    granted = Q() if access_tags is None else Q(access_tags__overlap=access_tags)
+    granted_stores = MemoryStore.objects.filter(granted, project=project)
+    stores = granted_stores.annotate(
         valid=Count("memories", filter=Q(memories__invalidated_at__isnull=True)),
         invalidated=Count("memories", filter=Q(memories__invalidated_at__isnull=False)),
         unembedded=Count("memories", filter=Q(memories__invalidated_at__isnull=True,
                                                 memories__content__embedding__isnull=True)),
     ).order_by("name")
-    recent = MemoryAssertion.objects.filter(store__project=project, created_at__gte=since)
+    recent = MemoryAssertion.objects.filter(store__in=granted_stores, created_at__gte=since)
     by_outcome = dict(recent.values_list("outcome").annotate(n=Count("id")).values_list("outcome", "n"))
     by_door = dict(recent.values_list("mechanism").annotate(n=Count("id")).values_list("mechanism", "n"))
-    documents = Document.objects.filter(project=project)
+    documents = Document.objects.filter(granted, project=project)
     by_status = dict(documents.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
     failed = list(documents.filter(status=DocumentStatus.FAILED).order_by("-updated_at")[:20])
     rule_errors = list(
@@ -91,7 +94,7 @@ def project_overview(project: Any, *, now: Any = None) -> dict[str, Any]:
         "rule_firings": Generation.objects.filter(project=project, created_at__gte=since)
         .exclude(extraction={}).count(),
         "memories_missing_vector": sum(s.unembedded for s in stores),
-        "chunks_missing_vector": Chunk.objects.filter(document__project=project, embedding__isnull=True).count(),
+        "chunks_missing_vector": Chunk.objects.filter(document__in=documents, embedding__isnull=True).count(),
     }
 
 
@@ -105,7 +108,7 @@ def overview_view(model_admin: admin.ModelAdmin, request: HttpRequest, object_id
     require_perm(request, "view_project")
     project = scoped_project_or_404(request, object_id)
     return render_console(model_admin, request, "overview.html", f"Overview: {project.name}",
-                          **project_overview(project))
+                          **project_overview(project, access_tags=admin_access_tags(request)))
 
 
 # --------------------------------------------------------------------------- search playground
@@ -153,8 +156,11 @@ class PlaygroundForm(forms.Form):
         super().__init__(*args, **kwargs)
         # self.fields holds per-form copies of the fields declared above.
         cast(forms.ModelChoiceField, self.fields["project"]).queryset = visible_projects(request)
-        cast(StoreChoiceField, self.fields["stores"]).queryset = scope_queryset(
+        stores = scope_queryset(
             request, MemoryStore.objects.select_related("project").order_by("project__name", "name"), "project")
+        if (tags := admin_access_tags(request)) is not None:
+            stores = stores.filter(access_tags__overlap=tags)
+        cast(StoreChoiceField, self.fields["stores"]).queryset = stores
 
 
 def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
@@ -174,6 +180,7 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
                 tags=data["tags"], min_similarity=data["min_similarity"], rrf_k=data["rrf_k"],
                 recency_half_life_days=data["recency_half_life_days"] or 0, limit=data["limit"] or 10,
                 channels=tuple(data["channels"]) or ("vector", "lexical"),
+                access_tags=admin_access_tags(request),
             )
         except MemoryEngineError as exc:
             context["error"] = f"{exc.code}: {exc.message}"

@@ -18,6 +18,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from memory_engine.access import ADD
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
@@ -25,6 +26,7 @@ from memory_engine.providers.http import redact_url
 from memory_engine.redaction import converter_target, secret_state
 from memory_engine.selectors.documents import version_diff, version_text
 from memory_engine.services import reembed
+from memory_engine.services.access import access_tags_write
 from memory_engine.services.documents import (
     Lineage,
     Upload,
@@ -40,7 +42,7 @@ from .erasure import ErasureAdmin
 from .memories import admin_link
 from .next_steps import NEXT_STEPS
 from .retention import RETENTION_ACTIONS, RetentionActionsMixin, set_documents_retention
-from .scoping import ProjectScopedAdmin, TrustedForm
+from .scoping import ProjectScopedAdmin, TrustedForm, admin_owner
 
 STATUS_COLOURS: dict[str, str] = {
     DocumentStatus.PENDING: "#777",
@@ -132,6 +134,7 @@ class DocumentAdmin(RetentionActionsMixin, ErasureAdmin, ProjectScopedAdmin):
     list_select_related = ["project", "ingestion_rule"]
     date_hierarchy = "created_at"
     actions = ["reingest", "reingest_with_settings", "reembed_missing", *RETENTION_ACTIONS]
+    access_tags_path = "access_tags"
     retention_setter = set_documents_retention
     inlines = [ChunkInline]
     readonly_fields = [
@@ -168,9 +171,11 @@ class DocumentAdmin(RetentionActionsMixin, ErasureAdmin, ProjectScopedAdmin):
 
     def save_model(self, request: Any, obj: Document, form: Any, change: bool) -> None:
         if change:
+            self.require_grant(request, ADD, [obj])
             obj.save(update_fields=["title", "tags", "metadata", "updated_at"])
             return
         created = form.created  # made by DocumentUploadForm.clean through the service
+        access_tags_write(obj=created, owner=admin_owner(request))
         obj.__dict__.update({k: v for k, v in created.__dict__.items() if k != "_state"})
         obj._state.adding = False
 
@@ -249,6 +254,7 @@ class DocumentAdmin(RetentionActionsMixin, ErasureAdmin, ProjectScopedAdmin):
 
     @admin.action(description="Re-ingest the selected documents", permissions=["change"])
     def reingest(self, request: Any, queryset: QuerySet[Document]) -> None:
+        self.require_grant(request, ADD, queryset)
         count = 0
         for document in queryset:
             document_reingest(document=document)
@@ -258,6 +264,7 @@ class DocumentAdmin(RetentionActionsMixin, ErasureAdmin, ProjectScopedAdmin):
     @admin.action(description="Re-ingest the selected documents with new chunk settings…",
                   permissions=["change"])
     def reingest_with_settings(self, request: Any, queryset: QuerySet[Document]) -> Any:
+        self.require_grant(request, ADD, queryset)
         form = ReingestForm(request.POST if "apply" in request.POST else None)
         if form.is_bound and form.is_valid():
             data = form.cleaned_data
@@ -279,6 +286,7 @@ class DocumentAdmin(RetentionActionsMixin, ErasureAdmin, ProjectScopedAdmin):
 
     @admin.action(description="Re-embed missing vectors of the selected documents", permissions=["change"])
     def reembed_missing(self, request: Any, queryset: QuerySet[Document]) -> None:
+        self.require_grant(request, ADD, queryset)
         report = reembed.reembed_missing(document_ids=list(queryset.values_list("pk", flat=True)))
         embedded, failed = sum(report.embedded.values()), sum(report.failed.values())
         level = messages.WARNING if failed else messages.SUCCESS

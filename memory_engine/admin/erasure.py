@@ -22,6 +22,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.utils.text import capfirst
 
+from memory_engine.access import PURGE
 from memory_engine.selectors.erasure import erasure_plan
 
 
@@ -32,12 +33,20 @@ class ErasureAdmin(admin.ModelAdmin):
         raise NotImplementedError(".erase() must be overridden")
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        self._require_purge(request, [obj])
         self.erase(obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        self._require_purge(request, queryset)
         with transaction.atomic():  # all selected rows, or none
             for obj in queryset:
                 self.erase(obj)
+
+    def _require_purge(self, request: HttpRequest, objs: Any) -> None:
+        """A staff user with grants erases only rows a ``purge`` grant reaches (403 otherwise)."""
+        require_grant = getattr(self, "require_grant", None)  # ProjectScopedAdmin's, on grant-tagged models
+        if require_grant is not None:
+            require_grant(request, PURGE, objs)
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[list[str], dict[str, int], set[str],
                                                                              list[str]]:

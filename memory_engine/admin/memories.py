@@ -12,15 +12,17 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from memory_engine.access import ADD, FORGET
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import Memory, MemoryAssertion, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome
+from memory_engine.services.access import access_tags_write
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore, restorable_until
 from memory_engine.services.stores import memory_store_delete, memory_store_save, validate_memory_store
 
 from .erasure import ErasureAdmin
 from .retention import RETENTION_ACTIONS, RetentionActionsMixin, set_memories_retention
-from .scoping import ProjectScopedAdmin
+from .scoping import ProjectScopedAdmin, admin_owner
 
 #: Outcomes of the assertion that brings a memory into existence.
 MAKING_OUTCOMES = (Outcome.CREATED, Outcome.SUPERSEDED, Outcome.DECLARED)
@@ -67,9 +69,14 @@ class MemoryStoreAdmin(ErasureAdmin, ProjectScopedAdmin):
     # A store's tier and owner are set when it is made (API, subjects, agents): stores made here
     # are institutional.
     readonly_fields = ["id", "tier", "subject_external_id", "agent", "created_at"]
+    access_tags_path = "access_tags"
 
     def save_model(self, request: HttpRequest, obj: MemoryStore, form: Any, change: bool) -> None:
+        if change:
+            self.require_grant(request, ADD, [MemoryStore.objects.get(pk=obj.pk)])  # the tags before the edit
         memory_store_save(project=obj.project, store=obj)
+        if not change:
+            access_tags_write(obj=obj, owner=admin_owner(request))
 
     def erase(self, obj: MemoryStore) -> None:
         memory_store_delete(store=obj)
@@ -152,6 +159,7 @@ class MemoryAdmin(RetentionActionsMixin, ProjectScopedAdmin):
     change_form_template = "admin/memory_engine/memory/change_form.html"
     actions = ["forget", *RETENTION_ACTIONS]
     retention_setter = set_memories_retention
+    access_tags_path = "store__access_tags"
 
     def has_add_permission(self, request: Any) -> bool:
         return False
@@ -167,6 +175,7 @@ class MemoryAdmin(RetentionActionsMixin, ProjectScopedAdmin):
 
     @admin.action(description="Forget the selected memories (recorded as assertions)", permissions=["forget"])
     def forget(self, request: Any, queryset: QuerySet[Memory]) -> None:
+        self.require_grant(request, FORGET, queryset)
         count, refused = 0, []
         for memory in queryset.filter(invalidated_at__isnull=True):
             try:
@@ -257,6 +266,7 @@ class TrashedMemoryAdmin(MemoryAdmin):
 
     @admin.action(description="Restore the selected memories (recorded as assertions)", permissions=["restore"])
     def restore(self, request: Any, queryset: QuerySet[Memory]) -> None:
+        self.require_grant(request, FORGET, queryset)
         restored, refused = 0, []
         for memory in queryset:
             try:
@@ -352,6 +362,7 @@ class SupersededMemoryAdmin(MemoryAdmin):
 @admin.register(MemoryAssertion)
 class MemoryAssertionAdmin(ProjectScopedAdmin):
     project_path = "store__project"
+    access_tags_path = "store__access_tags"
     list_display = ["id", "outcome", "decision_reason", "similarity_display", "content_preview", "mechanism",
                     "principal", "store", "memory_link", "replaced_link", "generation_link", "rule_link",
                     "created_at"]

@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from memory_engine.access import FORGET
 from memory_engine.models import Document, ErasureReceipt, Memory
 from memory_engine.models.retention import RetentionClass
 from memory_engine.services.retention import document_retention_set, memory_retention_set
@@ -89,6 +90,7 @@ class RetentionActionsMixin:
         return request.user.has_perm(f"memory_engine.change_{model._meta.model_name}")
 
     def _set(self, request: Any, queryset: QuerySet[Any], retention_class: str) -> None:
+        self.require_grant(request, FORGET, queryset)  # type: ignore[attr-defined]  # a class decides deletion
         count = type(self).retention_setter(request, queryset, retention_class)
         self.message_user(request, f"{count} row(s) now {retention_class}.", messages.SUCCESS)  # type: ignore[attr-defined]
 

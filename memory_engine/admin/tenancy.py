@@ -12,7 +12,8 @@ from django.urls import path, reverse
 from django.utils.cache import patch_cache_control
 from django.utils.html import format_html
 
-from memory_engine.models import ApiKey, Project
+from memory_engine.models import ApiKey, Project, StaffGrants
+from memory_engine.selectors.access import user_grants
 from memory_engine.services.keys import api_key_create, api_key_revoke
 from memory_engine.services.stores import project_delete
 
@@ -50,6 +51,10 @@ class ProjectAdmin(ErasureAdmin, ProjectScopedAdmin):
                 memory_engine_projects__in=visible_projects(request)).distinct().order_by(users.USERNAME_FIELD)
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        # Deleting a project erases rows a staff user with grants may not reach.
+        return user_grants(request.user) is None and super().has_delete_permission(request, obj)
+
     def erase(self, obj: Project) -> None:
         project_delete(project=obj)
 
@@ -84,6 +89,13 @@ class ApiKeyAdmin(ProjectScopedAdmin):
     readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
+    def has_add_permission(self, request: Any) -> bool:
+        # A staff user with grants makes no key: a key without grants would reach the whole project.
+        return user_grants(request.user) is None and super().has_add_permission(request)
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return user_grants(request.user) is None and super().has_change_permission(request, obj)
+
     def get_readonly_fields(self, request: Any, obj: ApiKey | None = None) -> list[str]:
         fields = list(super().get_readonly_fields(request, obj))
         return fields + ["project"] if obj else fields
@@ -116,3 +128,30 @@ class ApiKeyAdmin(ProjectScopedAdmin):
         for key in keys:
             api_key_revoke(key=key)
         messages.success(request, f"Revoked {len(keys)} key(s).")
+
+
+@admin.register(StaffGrants)
+class StaffGrantsAdmin(admin.ModelAdmin):
+    """Grants of staff users (docs/security.md, *Access inside a project*): superusers only, so
+    no staff user widens their own."""
+
+    list_display = ["user", "grants", "updated_at"]
+    search_fields = ["user__username"]
+    raw_id_fields = ["user"]
+    fields = ["user", "grants", "updated_at"]
+    readonly_fields = ["updated_at"]
+
+    def has_module_permission(self, request: Any) -> bool:
+        return bool(request.user.is_superuser)
+
+    def has_view_permission(self, request: Any, obj: Any = None) -> bool:
+        return bool(request.user.is_superuser)
+
+    def has_add_permission(self, request: Any) -> bool:
+        return bool(request.user.is_superuser)
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return bool(request.user.is_superuser)
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return bool(request.user.is_superuser)

@@ -32,7 +32,7 @@ from memory_engine.tools import (
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField
 from .memories import WRITE_RESPONSES, MemoryFieldsSerializer, MemoryFullSerializer, write_response
-from .scoping import ProjectScopedMixin, access_tags, project_object_or_404
+from .scoping import ProjectScopedMixin, access_tags, project_object_or_404, request_grants, request_owner
 from .search import SEARCH_PERMISSIONS, SearchResultSerializer
 
 
@@ -283,5 +283,7 @@ class WriteMemoryToolView(ProjectScopedMixin, APIView):
             subject=subject,
             pinned_facet=pinned,
             principal=self.principal,
+            grants=request_grants(request),
+            owner=request_owner(request),
         )
         return write_response(result)

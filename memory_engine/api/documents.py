@@ -72,7 +72,7 @@ from .scoping import (
     ProjectScopedMixin,
     lookup_action,
     project_object_or_404,
-    request_key,
+    request_owner,
     request_principal,
     require_grant,
     visible,
@@ -359,7 +359,7 @@ def _owner_tag(request: Request, capture: Capture, share: Share | None = None) -
     """A new document gets the creating key's owner tag and its ``share`` (docs/security.md,
     *Access inside a project*)."""
     if capture.status == CaptureStatus.CREATED:
-        access_tags_write(obj=capture.document, creator=request_key(request), share=share)
+        access_tags_write(obj=capture.document, owner=request_owner(request), share=share)
 
 
 def _require_add_on_existing(request: Request, project: Any, source: str, external_ref: str) -> None:
@@ -627,6 +627,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         serializer = DocumentRetentionSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         document = self.get_object()
+        require_grant(request, FORGET, document.access_tags)  # a retention class decides deletion
         data = serializer.validated_data
         for version_id in data.get("version_ids") or []:  # 404 for an id that is not this document's
             project_object_or_404(DocumentVersion.objects.filter(document=document), version_id,

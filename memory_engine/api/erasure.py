@@ -9,13 +9,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_engine.exceptions import LegalHold
+from memory_engine.exceptions import GrantRequired, LegalHold
 from memory_engine.models import ErasureReceipt
 from memory_engine.services.erasure import subject_erase
 
 from .exceptions import ERRORS, error_responses
 from .fields import JSONObjectField
-from .scoping import ProjectScopedMixin, request_principal
+from .scoping import ProjectScopedMixin, request_grants, request_principal
 
 
 class ErasureRequestSerializer(serializers.Serializer):
@@ -39,13 +39,14 @@ class ErasureView(ProjectScopedMixin, APIView):
     session_permissions = ["delete_memory", "delete_document"]
 
     @extend_schema(request=ErasureRequestSerializer,
-                   responses={201: ErasureReceiptSerializer, **error_responses(LegalHold), **ERRORS})
+                   responses={201: ErasureReceiptSerializer, **error_responses(LegalHold, GrantRequired), **ERRORS})
     def post(self, request: Request) -> Response:
         serializer = ErasureRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         receipt = subject_erase(project=self.project, principal=request_principal(request),
-                                subject_external_id=data.get("subject_external_id"), tags=data.get("tags"))
+                                subject_external_id=data.get("subject_external_id"), tags=data.get("tags"),
+                                grants=request_grants(request))
         return Response(ErasureReceiptSerializer(receipt).data, status=status.HTTP_201_CREATED)
 
 

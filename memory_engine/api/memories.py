@@ -39,7 +39,7 @@ from .scoping import (
     ProjectScopedMixin,
     lookup_action,
     project_object_or_404,
-    request_key,
+    request_owner,
     require_grant,
     visible,
 )
@@ -346,7 +346,7 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
             if share is not None:
                 share = share_resolve(project=self.project, key_ids=share["keys"], actions=share["actions"])
             store = memory_store_save(project=self.project, **data)
-            access_tags_write(obj=store, creator=request_key(self.request), share=share)
+            access_tags_write(obj=store, owner=request_owner(self.request), share=share)
         # The 201 answer carries what list/retrieve carry, valid_memories annotated.
         serializer.instance = self.get_queryset().get(pk=store.pk)
 
@@ -382,7 +382,7 @@ class SubjectMemoryStoreView(ProjectScopedMixin, APIView):
             require_write_access(request, "memory_engine.add_memorystore")
             found, created = subject_store_get_or_create(project=self.project, external_id=external_id)
             if created:
-                access_tags_write(obj=found, creator=request_key(request))
+                access_tags_write(obj=found, owner=request_owner(request))
             store = stores.get(pk=found.pk)
         return Response(MemoryStoreSerializer(store).data,
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
@@ -483,7 +483,9 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         forget and erasure refuse it (409 LEGAL_HOLD); ``ephemeral`` gives it an expiry."""
         serializer = MemoryRetentionSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        memory = memory_retention_set(memory=self.get_object(), principal=self.principal,
+        memory = self.get_object()
+        require_grant(request, FORGET, memory.store.access_tags)  # a retention class decides deletion
+        memory = memory_retention_set(memory=memory, principal=self.principal,
                                       retention_class=serializer.validated_data["retention_class"])
         return Response(MemoryFullSerializer(memory).data)
 

@@ -22,5 +22,6 @@ SCHEMA_SETTINGS: dict[str, Any] = {
     "COMPONENT_SPLIT_REQUEST": True,
     # "status" choice sets that would otherwise collide on one generated name.
     "ENUM_NAME_OVERRIDES": {"StatusEnum": "memory_engine.models.agents.GenerationStatus",
-                            "ReplayRunStatusEnum": "memory_engine.models.replay.ReplayRun.Status"},
+                            "ReplayRunStatusEnum": "memory_engine.models.replay.ReplayRun.Status",
+                            "FeedKindEnum": "memory_engine.models.feed.FeedKind"},
 }

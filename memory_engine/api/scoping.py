@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.core.exceptions import ValidationError
-from django.db.models import F, Func, Model, QuerySet
+from django.db.models import Model, QuerySet
 from rest_framework.parsers import FormParser, MultiPartParser
 
 from memory_engine.access import Grants
 from memory_engine.exceptions import GrantRequired, NotFound, ProjectNotFound, ProjectRequired
-from memory_engine.models import ApiKey, Document, MemoryStore, Project
+from memory_engine.models import ApiKey, Project
+from memory_engine.selectors.access import grant_tags, key_grants, user_grants
 
 from .limits import SafeJSONParser, check_request_size
 
@@ -59,11 +60,21 @@ def lookup_action(request: Any) -> str | None:
 
 
 def request_grants(request: Any) -> Grants | None:
-    """The key's grants when it has any; None: the whole project (no grants, or a staff session)."""
-    if not isinstance(request.auth, ApiKey):
-        return None
-    grants = Grants.of(request.auth.pk, request.auth.grants)
-    return grants if grants.restricted else None
+    """The caller's grants when it has any: an API key's, or a staff session user's
+    (:class:`~memory_engine.models.StaffGrants`); None: the whole project (no grants, a superuser)."""
+    if "_memory_engine_grants" not in request.__dict__:
+        request.__dict__["_memory_engine_grants"] = (
+            key_grants(request.auth) if isinstance(request.auth, ApiKey) else user_grants(request.user))
+    return request.__dict__["_memory_engine_grants"]
+
+
+def request_owner(request: Any) -> str | None:
+    """Whose owner tag a new document or store gets: the key's; a staff user's only when the user
+    has grants (without, a session writes none, as before grants existed)."""
+    if isinstance(request.auth, ApiKey):
+        return str(request.auth.pk)
+    grants = request_grants(request)
+    return grants.key_id if grants is not None else None
 
 
 def access_tags(request: Any, action: str | None) -> list[str] | None:
@@ -75,13 +86,7 @@ def access_tags(request: Any, action: str | None) -> list[str] | None:
         return None
     cache = request.__dict__.setdefault("_memory_engine_access", {})
     if action not in cache:
-        catalogue: set[str] = set()
-        if grants.needs_catalogue(action):
-            project = request_project(request)
-            for model in (Document, MemoryStore):
-                catalogue.update(model.objects.filter(project=project).values_list(
-                    Func(F("access_tags"), function="unnest"), flat=True).distinct())
-        cache[action] = grants.tags(action, catalogue)
+        cache[action] = grant_tags(grants, action, request_project(request))
     return cache[action]
 
 
@@ -93,7 +98,8 @@ def visible(queryset: QuerySet[M], request: Any, action: str | None = "search", 
 
 
 def require_grant(request: Any, action: str, object_tags: list[str]) -> None:
-    """403 GRANT_REQUIRED when the caller's grants lack ``action`` on an object it can see."""
+    """403 GRANT_REQUIRED when the caller's grants (a key's or a staff user's) lack ``action`` on
+    an object it can see."""
     grants = request_grants(request)
     if grants is not None and not grants.allows(action, object_tags):
         raise GrantRequired(details={"action": action})

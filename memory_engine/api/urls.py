@@ -16,6 +16,7 @@ from . import (
     replay,
     rules,
     search,
+    webhooks,
 )
 
 router = DefaultRouter(trailing_slash=False)
@@ -29,6 +30,7 @@ router.register("agents", agents.AgentViewSet, basename="agent")
 router.register("erasure-receipts", erasure.ErasureReceiptViewSet, basename="erasure-receipt")
 router.register("transform-configs", replay.TransformConfigViewSet, basename="transform-config")
 router.register("replay-runs", replay.ReplayRunViewSet, basename="replay-run")
+router.register("webhooks", webhooks.WebhookViewSet, basename="webhook")
 
 urlpatterns = [
     path("embeddings", embeddings.EmbeddingsView.as_view(), name="embeddings"),

@@ -8,7 +8,8 @@ from .memories import Memory, MemoryAssertion, MemoryContent, MemoryRevision, Me
 from .replay import ReplayRun, TransformConfig
 from .retention import ErasureReceipt, RetentionClass
 from .rules import MemoryRule
-from .tenancy import ApiKey, Project
+from .tenancy import ApiKey, Project, StaffGrants
+from .webhooks import DeliveryStatus, WebhookDelivery, WebhookSubscription
 
 __all__ = [
     "Agent",
@@ -32,6 +33,10 @@ __all__ = [
     "Project",
     "RawCapture",
     "ReplayRun",
+    "StaffGrants",
     "TransformConfig",
+    "WebhookDelivery",
+    "WebhookSubscription",
+    "DeliveryStatus",
     "RetentionClass",
 ]

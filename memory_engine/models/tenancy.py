@@ -95,3 +95,31 @@ class ApiKey(models.Model):
     def is_active(self) -> bool:
         now = timezone.now()
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class StaffGrants(models.Model):
+    """Grants of one staff user, in every project the user operates (docs/security.md, *Access
+    inside a project*). Same format and opt-in as :attr:`ApiKey.grants`: no row, or an empty list,
+    keeps the user's whole projects; a superuser is never narrowed."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                related_name="memory_engine_grants")
+    grants = models.JSONField(
+        default=list, blank=True,
+        help_text='Access inside the user\'s projects: [{"pattern": "team:*", "actions": ["search", "add"]}]. '
+                  "Empty: the whole projects. Ignored for a superuser.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "staff grants"
+        verbose_name_plural = "staff grants"
+
+    def __str__(self) -> str:
+        return f"grants of {self.user}"
+
+    def clean(self) -> None:
+        try:
+            self.grants = validate_grants(self.grants)
+        except ValidationFailed as error:
+            raise ValidationError({"grants": error.message}) from None

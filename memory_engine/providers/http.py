@@ -206,3 +206,22 @@ def post_json(
             raise ProviderHTTPError(f"{shown} answered invalid JSON", status=status) from exc
     logger.warning("provider call failed: %s %s", shown, last_error, extra={"url": shown, "error": last_error})
     raise ProviderHTTPError(f"{shown} {last_error} ({retries + 1} attempts)", status=status)
+
+
+def post_once(url: str, *, content: bytes, headers: dict[str, str], timeout: float) -> int:
+    """POST ``content`` once through the outbound guard and return the HTTP status (any answer
+    body up to HTTP_MAX_RESPONSE_BYTES is read and dropped). Redirects are not followed. A
+    connection error or timeout raises ProviderHTTPError (operator-safe message), a refused
+    address URLNotAllowed. For callers that keep their own retry schedule (webhooks)."""
+    shown = redact_url(url)
+    total = min(float(timeout), engine_settings.HTTP_MAX_SECONDS)
+    try:
+        deadline = time.monotonic() + total
+        with _post(url, content=content, headers={"Content-Type": "application/json", **headers},
+                   timeout=float(timeout), guarded=True) as response:
+            _read_bounded(response, deadline=deadline, max_bytes=engine_settings.HTTP_MAX_RESPONSE_BYTES)
+            return response.status_code
+    except httpx.TimeoutException:
+        raise ProviderHTTPError(f"{shown} timed out after {timeout:g}s") from None
+    except httpx.HTTPError as exc:
+        raise ProviderHTTPError(f"{shown} connection failed: {exc.__class__.__name__}") from None

@@ -34,13 +34,14 @@ def share_resolve(*, project: Project, key_ids: Sequence[str], actions: Sequence
 
 
 @transaction.atomic
-def access_tags_write(*, obj: Document | MemoryStore, creator: ApiKey | None, share: Share | None = None) -> None:
-    """Tag a new document or store: the creator key's owner tag (nothing for a staff session)
+def access_tags_write(*, obj: Document | MemoryStore, owner: str | None, share: Share | None = None) -> None:
+    """Tag a new document or store: the creator's owner tag ``owner:<owner>`` (a key id, or
+    ``user:<pk>`` for a staff user with grants; None: none)
     and, with ``share``, ``share:<object id>`` granted to each shared key that has grants (a key
     without grants already reaches the whole project; a grant would restrict it). One transaction."""
     tags = list(obj.access_tags)
-    if creator is not None:
-        tags.append(owner_tag(creator.pk))
+    if owner is not None:
+        tags.append(owner_tag(owner))
     if share is not None and share.keys:
         tag = share_tag(obj.pk)
         tags.append(tag)

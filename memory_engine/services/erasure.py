@@ -11,6 +11,10 @@ What a selector reaches:
 * for both: the ledger rows of the erased memories are redacted (:func:`ledger_redact`), and
   the generations those rows came from lose their conversation text.
 
+An erasure by a caller with grants (docs/security.md, *Access inside a project*) needs ``purge``
+on every store and document it reaches; one it lacks stops the whole erasure (403 GRANT_REQUIRED)
+before anything changes: an erasure is never silently partial.
+
 Rows under legal hold stop the whole erasure (409 LEGAL_HOLD naming them) before anything
 changes. The receipt (:class:`~memory_engine.models.ErasureReceipt`) holds the counts per table,
 the removed ids and a sha256 over the removed rows; it names the selector only by its sha256.
@@ -25,7 +29,8 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
-from memory_engine.exceptions import ValidationFailed
+from memory_engine.access import PURGE, Grants
+from memory_engine.exceptions import GrantRequired, ValidationFailed
 from memory_engine.models import (
     Chunk,
     Document,
@@ -89,11 +94,21 @@ def _validate_selector(subject_external_id: str | None, tags: dict[str, Any] | N
     return selector
 
 
+def _check_purge_grants(grants: Grants, subject_store: MemoryStore | None, memories: Any, documents: Any) -> None:
+    stores = MemoryStore.objects.filter(Q(pk__in=memories.values("store_id"))
+                                        | Q(pk=subject_store.pk if subject_store is not None else None))
+    for object_tags in [*stores.values_list("access_tags", flat=True),
+                        *documents.values_list("access_tags", flat=True)]:
+        if not grants.allows(PURGE, object_tags):
+            raise GrantRequired(details={"action": PURGE})
+
+
 @transaction.atomic
 def subject_erase(*, project: Project, principal: str, subject_external_id: str | None = None,
-                  tags: dict[str, Any] | None = None) -> ErasureReceipt:
+                  tags: dict[str, Any] | None = None, grants: Grants | None = None) -> ErasureReceipt:
     """Erase what the selector reaches (module docstring) and return the stored receipt.
-    400 VALIDATION_ERROR / SUBJECT_INVALID for a bad selector, 409 LEGAL_HOLD for held rows."""
+    400 VALIDATION_ERROR / SUBJECT_INVALID for a bad selector, 403 GRANT_REQUIRED when ``grants``
+    lack ``purge`` on a store or document reached, 409 LEGAL_HOLD for held rows."""
     selector = _validate_selector(subject_external_id, tags)
     subject_store = None
     if subject_external_id is not None:
@@ -106,6 +121,8 @@ def subject_erase(*, project: Project, principal: str, subject_external_id: str 
         memory_filter |= Q(tags__contains=tags)
     memories = Memory.objects.filter(memory_filter, store__project=project)
     documents = Document.objects.filter(project=project, tags__contains=tags) if tags else Document.objects.none()
+    if grants is not None:
+        _check_purge_grants(grants, subject_store, memories, documents)
     check_legal_hold(memories=memories, versions=DocumentVersion.objects.filter(document__in=documents))
 
     store_ids = sorted(set(memories.values_list("store_id", flat=True))

@@ -15,46 +15,12 @@ from django.core.management import call_command
 from memory_engine.access import Grants, owner_tag, validate_grants
 from memory_engine.exceptions import ValidationFailed
 from memory_engine.models import ApiKey, Document, Memory, MemoryStore
-from memory_engine.services.keys import api_key_create
-from tests.conftest import api_client
-from tests.factories import MemoryStoreFactory
-from tests.search.helpers import make_document, write
+from tests.access.helpers import keyed, tag
+from tests.search.helpers import make_document
 
 pytestmark = pytest.mark.django_db
 
 SEARCH = "/api/v1/knowledge/search"
-ALL = ["search", "add", "forget", "purge"]
-
-
-def keyed(project: Any, grants: list[dict[str, Any]] | None = None, **kwargs: Any) -> tuple[Any, ApiKey]:
-    key, raw = api_key_create(project=project, grants=grants, **kwargs)
-    return api_client(raw), key
-
-
-def tag(obj: Document | MemoryStore, *tags: str) -> None:
-    type(obj).objects.filter(pk=obj.pk).update(access_tags=list(tags))
-    obj.refresh_from_db()
-
-
-@pytest.fixture
-def teams(project: Any) -> dict[str, Any]:
-    """Team a and team b in one project: a store, memories and a document each."""
-    store_a = MemoryStoreFactory(project=project, name="store-a")
-    store_b = MemoryStoreFactory(project=project, name="store-b")
-    tag(store_a, "team:a")
-    tag(store_b, "team:b")
-    memory_a = write(store_a, "Team a deploys the billing service on Tuesdays.")
-    memory_b = write(store_b, "Team b deploys the billing service on Fridays.")
-    doc_a = make_document(project, "/a/runbook.txt", ["Billing service runbook for team a: restart the pods."])
-    doc_b = make_document(project, "/b/runbook.txt", ["Billing service runbook for team b: restart the pods."])
-    tag(doc_a, "team:a")
-    tag(doc_b, "team:b")
-    client_a, key_a = keyed(project, [{"pattern": "team:a", "actions": ALL}])
-    client_b, key_b = keyed(project, [{"pattern": "team:*b", "actions": ["search"]}])
-    return {"store_a": store_a, "store_b": store_b, "memory_a": memory_a, "memory_b": memory_b,
-            "doc_a": doc_a, "doc_b": doc_b, "a": client_a, "b": client_b, "key_a": key_a, "key_b": key_b}
-
-
 def ids(response: Any) -> set[str]:
     assert response.status_code == 200, response.content
     body = response.json()

@@ -3,6 +3,8 @@
 
 Worlds A and B live in the same project; A's stores and documents carry ``team:<A>``, B's
 ``team:<B>``; A's key is granted every action on ``team:<A>`` only, B's on ``team:<B>`` only.
+The whole matrix runs twice: with two API keys, and with two staff users of the project (every
+model permission, the same grants as ``StaffGrants``) calling with a session.
 For every operation on rows that carry grant tags (documents, memory stores, memories, the
 ledger, search and the agent recall routes):
 
@@ -21,13 +23,23 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission, User
 
-from memory_engine.models import Chunk, Document, DocumentVersion, Memory, MemoryAssertion, MemoryStore
+from memory_engine.models import (
+    Chunk,
+    Document,
+    DocumentVersion,
+    Memory,
+    MemoryAssertion,
+    MemoryStore,
+    StaffGrants,
+)
 from memory_engine.services.keys import api_key_create
 
 from .test_isolation_matrix import (
     BODIES,
     OPERATIONS,
+    SESSION_PREFIX,
     Operation,
     check_body_ids,
     check_list,
@@ -76,13 +88,22 @@ class ScopedWorld(World):
         return {value for kind in SCOPED_KINDS for value in self.ids.get(kind, [])}
 
 
-def _restrict(world: World) -> World:
-    """Tag the world's stores and documents ``team:<marker>`` and give it a key granted every
-    action there (and nothing else)."""
+def _restrict(world: World, principal: str = "key") -> World:
+    """Tag the world's stores and documents ``team:<marker>`` and give it a principal granted every
+    action there (and nothing else): an API key, or a staff member of the project with every
+    model permission and those grants (``StaffGrants``)."""
     tag = f"team:{world.marker}"
     MemoryStore.objects.filter(pk__in=world.ids["store"]).update(access_tags=[tag])
     Document.objects.filter(pk__in=world.ids["document"] + world.ids["captured_document"]).update(access_tags=[tag])
-    _, raw = api_key_create(project=world.project, grants=[{"pattern": tag, "actions": ALL_ACTIONS}])
+    grants = [{"pattern": tag, "actions": ALL_ACTIONS}]
+    if principal == "staff":
+        user = User.objects.create_user(f"staff-{world.marker}", is_staff=True)
+        user.user_permissions.set(Permission.objects.filter(content_type__app_label="memory_engine"))
+        world.project.members.add(user)
+        StaffGrants.objects.create(user=user, grants=grants)
+        raw = f"{SESSION_PREFIX}{user.pk}@{world.project.pk}"
+    else:
+        _, raw = api_key_create(project=world.project, grants=grants)
     return ScopedWorld(project=world.project, marker=world.marker, key=raw, readonly_key=world.readonly_key,
                        ids=world.ids)
 
@@ -100,12 +121,13 @@ def tagged_counts(world: World) -> dict[str, int]:
     }
 
 
-@pytest.fixture
-def principals(hashing_embedder: None, settings: Any) -> tuple[World, World]:
+@pytest.fixture(params=["key", "staff"])
+def principals(request: pytest.FixtureRequest, hashing_embedder: None, settings: Any) -> tuple[World, World]:
+    """Two API keys with disjoint grants, or two staff users with disjoint grants (a session)."""
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "HTTP_RETRIES": 0}
     a = build_world("alpha", external_ref="shared/ref-alpha")
     b = build_world("beta", project=a.project, external_ref="shared/ref-1")
-    return _restrict(a), _restrict(b)
+    return _restrict(a, request.param), _restrict(b, request.param)
 
 
 def test_the_matrix_covers_the_tagged_rows() -> None:

@@ -43,6 +43,7 @@ RESOURCE_KINDS = {
     "agents": "agent", "documents": "document", "generations": "generation", "ingestion-rules": "ingestion_rule",
     "memories": "memory", "memory-assertions": "assertion", "memory-stores": "store", "rules": "memory_rule",
     "erasure-receipts": "erasure_receipt", "transform-configs": "transform_config", "replay-runs": "replay_run",
+    "webhooks": "webhook",
 }
 #: Named path and query parameters.
 PARAM_KINDS = {
@@ -141,6 +142,7 @@ BODIES: dict[str, Body] = {
         lambda w, tag: {"memory_store_id": w.first("store"), "content": f"Fact {tag} is new."},
         {"memory_store_id": "store"}, not_ids=("conversation_id",),
     ),
+    "v1_webhooks_create": Body(lambda w, tag: {"url": f"http://127.0.0.1:9/hook-{tag}", "event_kinds": ["memory"]}),
     "v1_transform_configs_create": Body(lambda w, tag: {"name": f"config-{tag}", "search": {"rrf_k": 5}}),
     "v1_memory_schema_update": Body(lambda w, tag: {"kinds": ["fact", f"kind_{tag}"]}),
     "v1_memory_stores_create": Body(lambda w, tag: {"name": f"store-{tag}"}, {"agent_id": "agent"},
@@ -286,10 +288,20 @@ class Answer:
     text: str
 
 
+#: ``key`` of :func:`call` naming a staff user instead of an API key: ``session:<user pk>@<project id>``.
+SESSION_PREFIX = "session:"
+
+
 def call(op: Operation, key: str | None, params: dict[str, str], body: dict[str, Any] | None = None,
          query: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> Answer:
     client = APIClient()
-    if key:
+    if key and key.startswith(SESSION_PREFIX):  # a staff user (the grants matrix): session auth, own project
+        from django.contrib.auth.models import User
+
+        user_id, project_id = key.removeprefix(SESSION_PREFIX).split("@")
+        client.force_authenticate(user=User.objects.get(pk=user_id))
+        client.credentials(HTTP_X_PROJECT_ID=project_id)
+    elif key:
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
     if headers:
         client.credentials(**{f"HTTP_{name.upper().replace('-', '_')}": v for name, v in headers.items()})

@@ -17,6 +17,7 @@ from memory_engine.services.ingestion_rules import ingestion_rule_save
 from memory_engine.services.memory_write import memory_write
 from memory_engine.services.rules import memory_rule_create
 from memory_engine.services.stores import subject_store_get_or_create
+from memory_engine.webhooks import webhook_create
 
 from ..factories import MemoryStoreFactory, ProjectFactory, make_key
 
@@ -86,6 +87,7 @@ def build_world(label: str, *, project: Project | None = None, external_ref: str
     receipt = subject_erase(project=project, principal=principal, tags={"erase": "nothing"})
     config = transform_config_create(project=project, name=f"config-{marker}")
     replay = replay_run(config=config, started_by=principal)
+    webhook = webhook_create(project=project, url=f"http://127.0.0.1:9/hook-{marker}", principal=principal)
     assert replay.status == "completed", replay.error
     stores = [store, store2, subject_store]
     ids = {
@@ -106,6 +108,7 @@ def build_world(label: str, *, project: Project | None = None, external_ref: str
         "erasure_receipt": [receipt.pk],
         "transform_config": [config.pk],
         "replay_run": [replay.pk],
+        "webhook": [webhook.pk],
         "content": list(Memory.objects.filter(store__in=stores).values_list("content_id", flat=True)),
     }
     assert first.action == "created"
@@ -124,6 +127,7 @@ def counts(world: World) -> dict[str, int]:
         MemoryStore,
         ReplayRun,
         TransformConfig,
+        WebhookSubscription,
     )
 
     project = world.project
@@ -142,6 +146,7 @@ def counts(world: World) -> dict[str, int]:
         "memory_rules": MemoryRule.objects.filter(store__project=project).count(),
         "transform_configs": TransformConfig.objects.filter(project=project).count(),
         "promoted_replay_runs": ReplayRun.objects.filter(project=project, status="promoted").count(),
+        "webhooks": WebhookSubscription.objects.filter(project=project).count(),
     }
 
 

@@ -1,0 +1,80 @@
+"""Webhook subscriptions in the admin (docs/webhooks.md): created through the service (the URL
+passes the outbound guard), each with its deliveries (status, HTTP code, attempt, next retry)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest
+
+from memory_engine.exceptions import MemoryEngineError
+from memory_engine.models import FeedKind, WebhookDelivery, WebhookSubscription
+from memory_engine.webhooks import webhook_create
+
+from .scoping import ProjectScopedAdmin
+
+
+class WebhookForm(forms.ModelForm):
+    #: Set per request by WebhookSubscriptionAdmin.get_form: who creates the subscription.
+    principal = ""
+    created: WebhookSubscription
+    url = forms.URLField(max_length=2000, assume_scheme="https")
+    event_kinds = forms.MultipleChoiceField(choices=FeedKind.choices, required=False,
+                                            widget=forms.CheckboxSelectMultiple, help_text="None checked: all.")
+
+    class Meta:
+        model = WebhookSubscription
+        fields = ["project", "url", "event_kinds", "active"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.instance._state.adding and data.get("project") and data.get("url"):
+            try:  # the subscription is made here, so a refused URL is a form error
+                self.created = webhook_create(project=data["project"], url=data["url"],
+                                              event_kinds=data.get("event_kinds"), principal=self.principal)
+            except MemoryEngineError as exc:
+                raise ValidationError(f"{exc.code}: {exc.message}") from None
+        return data
+
+
+class WebhookDeliveryInline(admin.TabularInline):
+    model = WebhookDelivery
+    extra = 0
+    can_delete = False
+    fields = ("created_at", "status", "attempt", "http_status", "event_count", "error", "next_retry_at")
+    readonly_fields = fields
+    ordering = ["-created_at"]
+
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(WebhookSubscription)
+class WebhookSubscriptionAdmin(ProjectScopedAdmin):
+    form = WebhookForm
+    list_display = ["url", "project", "active", "failures", "next_attempt_at", "created_at"]
+    list_filter = ["project", "active"]
+    search_fields = ["url", "id"]
+    readonly_fields = ["id", "secret", "cursor", "failures", "next_attempt_at", "created_by", "created_at"]
+    inlines = [WebhookDeliveryInline]
+
+    def get_form(self, request: Any, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"principal": f"admin:{request.user.get_username()}"})
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return [*self.readonly_fields, "project", "url"] if obj is not None else []
+
+    def get_inlines(self, request: Any, obj: Any) -> Any:
+        return self.inlines if obj is not None else []
+
+    def save_model(self, request: Any, obj: WebhookSubscription, form: Any, change: bool) -> None:
+        if change:
+            obj.save(update_fields=["event_kinds", "active"])
+            return
+        created = form.created
+        obj.__dict__.update({k: v for k, v in created.__dict__.items() if k != "_state"})
+        obj._state.adding = False

@@ -1,0 +1,90 @@
+"""Webhook subscriptions over HTTP (docs/webhooks.md): thin views over memory_engine.services.webhooks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import mixins, serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memory_engine.access import SEARCH
+from memory_engine.exceptions import GrantRequired, URLNotAllowed
+from memory_engine.models import FeedKind, WebhookDelivery, WebhookSubscription
+from memory_engine.webhooks import webhook_create
+
+from .exceptions import ERRORS, error_responses
+from .scoping import ProjectScopedMixin, request_grants
+
+
+class WebhookDeliverySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = WebhookDelivery
+        fields = ["id", "status", "attempt", "http_status", "event_count", "cursor_from", "cursor_to", "error",
+                  "next_retry_at", "created_at"]
+        read_only_fields = fields
+
+
+class WebhookSerializer(serializers.ModelSerializer):
+    event_kinds = serializers.ListField(child=serializers.ChoiceField(choices=FeedKind.choices), required=False,
+                                        help_text="Feed entry kinds to send; empty or omitted: all.")
+
+    class Meta:
+        model = WebhookSubscription
+        fields = ["id", "url", "event_kinds", "active", "cursor", "failures", "next_attempt_at", "created_by",
+                  "created_at"]
+        read_only_fields = ["id", "active", "cursor", "failures", "next_attempt_at", "created_by", "created_at"]
+
+
+class WebhookCreatedSerializer(WebhookSerializer):
+    secret = serializers.CharField(read_only=True, help_text="The signing secret; shown in this answer only.")
+
+    class Meta(WebhookSerializer.Meta):
+        fields = [*WebhookSerializer.Meta.fields, "secret"]
+
+
+@extend_schema_view(
+    list=extend_schema(responses={200: WebhookSerializer(many=True), **ERRORS}),
+    create=extend_schema(request=WebhookSerializer,
+                         responses={201: WebhookCreatedSerializer, **error_responses(URLNotAllowed), **ERRORS}),
+    retrieve=extend_schema(responses={200: WebhookSerializer, **ERRORS}),
+    destroy=extend_schema(responses={204: None, **ERRORS}),
+    deliveries=extend_schema(responses={200: WebhookDeliverySerializer(many=True), **ERRORS}),
+)
+class WebhookViewSet(ProjectScopedMixin, mixins.CreateModelMixin, mixins.ListModelMixin,
+                     mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    """The project's webhook subscriptions: the feed POSTed to a URL (signed, retried, recorded)."""
+
+    queryset = WebhookSubscription.objects.none()  # for the schema; get_queryset scopes by project
+    serializer_class = WebhookSerializer
+
+    def get_queryset(self) -> QuerySet[WebhookSubscription]:
+        if request_grants(self.request) is not None:  # they carry the whole project's feed
+            return WebhookSubscription.objects.none()
+        return WebhookSubscription.objects.filter(project=self.project).order_by("-created_at", "id")
+
+    def perform_create(self, serializer: Any) -> None:
+        if request_grants(self.request) is not None:
+            # the feed is project-wide: a principal narrowed by grants may not follow all of it
+            raise GrantRequired(details={"action": SEARCH, "scope": "project"})
+        data = serializer.validated_data
+        serializer.instance = webhook_create(project=self.project, url=data["url"],
+                                             event_kinds=data.get("event_kinds"), principal=self.principal)
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        response = super().create(request, *args, **kwargs)
+        response.data = WebhookCreatedSerializer(response.data.serializer.instance).data
+        return response
+
+    @action(detail=True, methods=["get"], session_permissions=["view_webhooksubscription"])
+    def deliveries(self, request: Request, pk: str | None = None) -> Response:
+        """The subscription's deliveries, newest first."""
+        subscription = self.get_object()
+        page = self.paginate_queryset(subscription.deliveries.order_by("-created_at", "-id"))
+        return self.get_paginated_response(WebhookDeliverySerializer(page, many=True).data)
+
+
+__all__ = ["WebhookViewSet"]
