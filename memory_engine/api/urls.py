@@ -11,6 +11,7 @@ from . import (
     erasure,
     feed,
     generations,
+    links,
     memories,
     memory_schema,
     replay,
@@ -29,6 +30,7 @@ router.register("agents", agents.AgentViewSet, basename="agent")
 router.register("erasure-receipts", erasure.ErasureReceiptViewSet, basename="erasure-receipt")
 router.register("transform-configs", replay.TransformConfigViewSet, basename="transform-config")
 router.register("replay-runs", replay.ReplayRunViewSet, basename="replay-run")
+router.register("links", links.EvidenceLinkViewSet, basename="evidence-link")
 
 urlpatterns = [
     path("embeddings", embeddings.EmbeddingsView.as_view(), name="embeddings"),
