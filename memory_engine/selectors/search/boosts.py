@@ -26,11 +26,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from django.db.models import Count, Q
-from django.utils import timezone
+from django.db import connection
 
-from memory_engine.models import Chunk, DocumentVersion, EvidenceLink
-from memory_engine.models.memories import Kind
+from memory_engine.models import Chunk, Document, DocumentVersion, EvidenceLink, Memory
+from memory_engine.models.memories import LIVE_MEMORY_SQL, Kind
 from memory_engine.ranking_knobs import RankingKnobs
 
 from .results import DOCUMENT, MEMORY, SearchHit
@@ -115,37 +114,42 @@ def corroboration_on(knobs: RankingKnobs) -> bool:
     return knobs.corroboration_cap > 0 and (knobs.corroboration_support > 0 or knobs.corroboration_contradict > 0)
 
 
-#: A link's source counts while it is live: a valid, unexpired memory (LIVE_MEMORY_SQL), or the
-#: active version of a document neither forgotten nor deprecated. An erased or purged end is
-#: deleted with its links.
-def _live_source() -> Q:
-    now = timezone.now()
-    live_memory = (Q(source_memory__invalidated_at__isnull=True)
-                   & (Q(source_memory__expires_at__isnull=True) | Q(source_memory__expires_at__gt=now)))
-    live_version = Q(source_version__status=DocumentVersion.Status.ACTIVE,
-                     source_version__document__forgotten_at__isnull=True,
-                     source_version__document__deprecated_at__isnull=True)
-    return (Q(source_memory__isnull=False) & live_memory) | (Q(source_version__isnull=False) & live_version)
+def _corroboration_sql() -> str:
+    """(source, id, kind, count) of the hits' live links: a memory hit is a link's target itself,
+    a chunk hit through its version. A source counts while it is live: a valid, unexpired memory
+    (LIVE_MEMORY_SQL), or the active version of a document neither forgotten nor deprecated; an
+    erased or purged end is deleted with its links."""
+    link, chunk = EvidenceLink._meta.db_table, Chunk._meta.db_table
+    memory, version = Memory._meta.db_table, DocumentVersion._meta.db_table
+    document = Document._meta.db_table
+    live = (f"((m.id IS NOT NULL AND {LIVE_MEMORY_SQL}) OR (sv.status = '{DocumentVersion.Status.ACTIVE}' "
+            "AND sd.forgotten_at IS NULL AND sd.deprecated_at IS NULL))")
+    sources = (f"LEFT JOIN {memory} m ON m.id = l.source_memory_id "
+               f"LEFT JOIN {version} sv ON sv.id = l.source_version_id "
+               f"LEFT JOIN {document} sd ON sd.id = sv.document_id")
+    return f"""
+    SELECT '{MEMORY}' AS source, l.target_memory_id AS id, l.kind, count(*) AS n
+      FROM {link} l {sources}
+     WHERE l.target_memory_id = ANY(%(memory_ids)s) AND {live}
+     GROUP BY l.target_memory_id, l.kind
+    UNION ALL
+    SELECT '{DOCUMENT}', ch.id, l.kind, count(*)
+      FROM {chunk} ch JOIN {link} l ON l.target_version_id = ch.version_id {sources}
+     WHERE ch.id = ANY(%(chunk_ids)s) AND {live}
+     GROUP BY ch.id, l.kind"""
 
 
 def corroboration_counts(hits: list[SearchHit]) -> dict[tuple[str, str], Corroboration]:
-    """(source, id) -> (supports, contradicts) of the hits linked from live items (two queries)."""
-    memory_ids = [h.id for h in hits if h.source == MEMORY]
-    chunk_versions = dict(Chunk.objects.filter(id__in=[h.id for h in hits if h.source == DOCUMENT])
-                          .values_list("id", "version_id"))
-    rows = (EvidenceLink.objects.filter(_live_source())
-            .filter(Q(target_memory_id__in=memory_ids) | Q(target_version_id__in=set(chunk_versions.values()) - {None}))
-            .values("target_memory_id", "target_version_id", "kind").annotate(n=Count("id")))
-    by_target: dict[str, list[int]] = {}
-    for row in rows:
-        counts = by_target.setdefault(row["target_memory_id"] or row["target_version_id"], [0, 0])
-        counts[0 if row["kind"] == EvidenceLink.Kind.SUPPORTS else 1] += row["n"]
-    found: dict[tuple[str, str], Corroboration] = {}
-    for hit in hits:
-        target = hit.id if hit.source == MEMORY else chunk_versions.get(hit.id)
-        if target in by_target:
-            found[(hit.source, hit.id)] = (by_target[target][0], by_target[target][1])
-    return found
+    """(source, id) -> (supports, contradicts) of the hits linked from live items (one statement)."""
+    ids = {source: [h.id for h in hits if h.source == source] for source in (MEMORY, DOCUMENT)}
+    if not any(ids.values()):
+        return {}
+    found: dict[tuple[str, str], list[int]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(_corroboration_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT]})
+        for source, id_, kind, n in cursor.fetchall():
+            found.setdefault((source, id_), [0, 0])[0 if kind == EvidenceLink.Kind.SUPPORTS else 1] += n
+    return {key: (counts[0], counts[1]) for key, counts in found.items()}
 
 
 def apply_boosts(hits: list[SearchHit], event_at: Mapping[tuple[str, str], datetime | None], *,

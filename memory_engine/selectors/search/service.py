@@ -145,27 +145,44 @@ def knowledge_search(
     backend = _lexical_backend(degraded) if "lexical" in channels else None
     rows, backend = _candidates(scope, query, qvec, limit, degraded, backend=backend)
     # Fused over every candidate, guarded, then cut: a dropped hit leaves room for the next one.
+    # Each stage's time goes to ``timings`` (the Server-Timing header; bench/search.py --stages).
+    started = time.perf_counter()
     hits = fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=len(rows), min_similarity=min_similarity,
                 weights=weights)
     hits = _guarded(hits, guard_path)
+    started = _lap(timings, "fusion_ms", started)
     # The authority prior and the bounded boosts: clamped multipliers on the fused score.
-    corroboration = boosts.corroboration_counts(hits) if boosts.corroboration_on(knobs) else None
+    corroboration = None
+    if boosts.corroboration_on(knobs):
+        corroboration = boosts.corroboration_counts(hits)
+        started = _lap(timings, "corroboration_ms", started)
     hits = boosts.apply_boosts(hits, {row.key: row.event_at for row in rows}, knobs=knobs,
                                half_life_days=engine_settings.SEARCH_BOOST_HALF_LIFE_DAYS, now=timezone.now(),
                                corroboration=corroboration)
+    _lap(timings, "boosts_ms", started)
     if knobs.rerank:
         hits = _reranked(query, hits, degraded, timings)
+    started = time.perf_counter()
     if knobs.dedupe_documents:
         hits = stages.dedupe_documents(hits)
+        started = _lap(timings, "dedupe_ms", started)
     if knobs.mmr:
         pool = engine_settings.SEARCH_MMR_POOL
         hits = stages.mmr(hits, _stored_vectors(hits[:pool]), lambda_=engine_settings.SEARCH_MMR_LAMBDA, pool=pool)
+        _lap(timings, "mmr_ms", started)
     hits = hits[:limit]
     # Everything but the query embedding and the rerank call: scope checks, SQL, fusion, stages.
     timings["search_ms"] = ((time.perf_counter() - began) * 1000 - timings.get("embedding_ms", 0.0)
                             - timings.get("rerank_ms", 0.0))
     return SearchResult(results=hits, degraded=degraded, timings=timings, lexical_backend=backend,
                         evidence=_evidence(hits))
+
+
+def _lap(timings: dict[str, float], name: str, started: float) -> float:
+    """Record the milliseconds since ``started`` under ``name``; the new start."""
+    now = time.perf_counter()
+    timings[name] = (now - started) * 1000
+    return now
 
 
 def _generation_knobs(generation: str | None) -> dict[str, Any]:
