@@ -20,7 +20,7 @@ from memory_engine.exceptions import TransformConfigInvalid
 
 @dataclass(frozen=True)
 class RankingKnobs:
-    """What the stages after the fusion do (docs/retrieval.md, *Ranking stage two*)."""
+    """The fusion's knobs and what the stages after it do (docs/retrieval.md)."""
 
     dedupe_documents: bool
     mmr: bool
@@ -30,6 +30,9 @@ class RankingKnobs:
     corroboration_contradict: float
     corroboration_cap: int
     rerank: bool
+    rrf_k: float
+    vector_weight: float
+    lexical_weight: float
 
 
 #: knob -> (type, lowest, highest) accepted in a config's ``search`` object.
@@ -42,6 +45,9 @@ KNOB_TYPES: dict[str, tuple[type, float | None, float | None]] = {
     "corroboration_contradict": (float, 0.0, 1.0),
     "corroboration_cap": (int, 1, 100),
     "rerank": (bool, None, None),
+    "rrf_k": (float, 0.01, 1000.0),
+    "vector_weight": (float, 0.0, 100.0),
+    "lexical_weight": (float, 0.0, 100.0),
 }
 assert set(KNOB_TYPES) == {f.name for f in fields(RankingKnobs)}
 
@@ -81,6 +87,9 @@ def ranking_knobs(config: Mapping[str, Any] | None = None, **request: Any) -> Ra
         "corroboration_contradict": engine_settings.SEARCH_CORROBORATION_CONTRADICT,
         "corroboration_cap": engine_settings.SEARCH_CORROBORATION_CAP,
         "rerank": True,  # whenever RERANK configures a provider
+        "rrf_k": engine_settings.SEARCH_RRF_K,
+        "vector_weight": engine_settings.SEARCH_VECTOR_WEIGHT,
+        "lexical_weight": engine_settings.SEARCH_LEXICAL_WEIGHT,
     }
     knobs.update({k: v for k, v in (config or {}).items() if k in KNOB_TYPES})
     knobs.update({k: v for k, v in request.items() if v is not None})

@@ -25,6 +25,7 @@ def per_document(response: Any) -> Counter[str]:
     ({"mmr": "yes"}, "search.mmr"),
     ({"authority_weight": 2}, "search.authority_weight"),
     ({"corroboration_cap": 1.5}, "search.corroboration_cap"),
+    ({"rrf_k": 0}, "search.rrf_k"),
     ({"corroboration_support": -0.1}, "search.corroboration_support"),
     ({"rerank_top_n": 5}, "search.rerank_top_n"),
     (["mmr"], "search"),
@@ -37,7 +38,8 @@ def test_config_knobs_are_validated_on_save(client, search, field):
 
 def test_every_knob_is_accepted(client):
     knobs = {"dedupe_documents": True, "mmr": False, "authority_weight": 0.2, "boosts": True,
-             "corroboration_support": 0.1, "corroboration_contradict": 0.1, "corroboration_cap": 3, "rerank": False}
+             "corroboration_support": 0.1, "corroboration_contradict": 0.1, "corroboration_cap": 3, "rerank": False,
+             "rrf_k": 10, "vector_weight": 1.0, "lexical_weight": 0.5}
     assert set(knobs) == set(KNOB_TYPES)
     response = client.post(CONFIGS, {"name": "knobs", "search": knobs}, format="json")
     assert response.status_code == 201 and response.json()["search"] == knobs

@@ -127,7 +127,8 @@ def test_links_from_forgotten_erased_expired_or_retired_items_do_not_count(proje
     assert search_scores(project, store)[memory.pk] == pytest.approx(before[memory.pk] * 1.2)
     memory_forget(memory=a, principal="test")  # forgotten: deleted or in the trash
     Memory.objects.filter(pk=b.pk).delete()  # erased / purged: the link goes with it
-    Memory.objects.filter(pk=c.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    # (a day ago: the test's transaction pins PostgreSQL's now() to its start)
+    Memory.objects.filter(pk=c.pk).update(expires_at=timezone.now() - timedelta(days=1))
     Document.objects.filter(pk=other.pk).update(forgotten_at=timezone.now())
     assert search_scores(project, store)[memory.pk] == pytest.approx(before[memory.pk])
     assert not EvidenceLink.objects.filter(source_memory_id=b.pk).exists()

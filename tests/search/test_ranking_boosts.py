@@ -42,7 +42,7 @@ def knobs(**values: Any) -> RankingKnobs:
     """Every ranking stage off but ``values``."""
     return RankingKnobs(**{"dedupe_documents": False, "mmr": False, "authority_weight": 0.0, "boosts": False,
                            "corroboration_support": 0.0, "corroboration_contradict": 0.0, "corroboration_cap": 3,
-                           "rerank": False, **values})
+                           "rerank": False, "rrf_k": 5, "vector_weight": 1.0, "lexical_weight": 1.25, **values})
 
 
 def hit(id_: str, score: float, authority: float = 0.0) -> SearchHit:

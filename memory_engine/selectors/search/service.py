@@ -103,21 +103,20 @@ def knowledge_search(
     validate_channels(channels)
     dedupe_documents = None if dedupe_documents is None else boolean_option("dedupe_documents", dedupe_documents, False)
     mmr = None if mmr is None else boolean_option("mmr", mmr, False)
-    rrf_k = engine_settings.SEARCH_RRF_K if rrf_k is None else rrf_k
+    # A generation searches with its config's knobs, live search with the settings'; the
+    # request's own values override both.
+    knobs = ranking_knobs(_generation_knobs(project, generation), dedupe_documents=dedupe_documents, mmr=mmr,
+                          rrf_k=rrf_k, vector_weight=vector_weight, lexical_weight=lexical_weight)
+    rrf_k = knobs.rrf_k
     validate_search_knobs(limit=limit, rrf_k=rrf_k, min_similarity=min_similarity,
                           recency_half_life_days=recency_half_life_days, vector_weight=vector_weight,
                           lexical_weight=lexical_weight)
-    weights = {
-        "vector": engine_settings.SEARCH_VECTOR_WEIGHT if vector_weight is None else vector_weight,
-        "lexical": engine_settings.SEARCH_LEXICAL_WEIGHT if lexical_weight is None else lexical_weight,
-    }
+    weights = {"vector": knobs.vector_weight, "lexical": knobs.lexical_weight}
     query = clean_query(query)
     scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
                           document_ids=document_ids, document_paths=document_paths, tags=tags, facet=facet,
                           actor=actor, generation=generation, access_tags=access_tags)
     scope.include_deprecated = include_deprecated  # deprecated documents: left out unless asked for
-    # A generation searches with its config's knobs; live search with the settings'.
-    knobs = ranking_knobs(_generation_knobs(generation), dedupe_documents=dedupe_documents, mmr=mmr)
     if not scope.sources:
         return SearchResult(results=[])
     if query is None:
@@ -185,11 +184,12 @@ def _lap(timings: dict[str, float], name: str, started: float) -> float:
     return now
 
 
-def _generation_knobs(generation: str | None) -> dict[str, Any]:
-    """The ranking knobs of the config that staged ``generation`` (none for live search)."""
+def _generation_knobs(project: Project, generation: str | None) -> dict[str, Any]:
+    """The ranking knobs of the config that staged ``generation`` (none for live search; an
+    unknown id is refused by the scope)."""
     if generation is None:
         return {}
-    knobs = ReplayRun.objects.filter(pk=generation).values_list("config__search", flat=True).first()
+    knobs = ReplayRun.objects.filter(project=project, pk=generation).values_list("config__search", flat=True).first()
     return knobs if isinstance(knobs, dict) else {}
 
 
