@@ -9,13 +9,13 @@ from django.db.models import Q, QuerySet
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, viewsets
 
-from memory_engine.access import ADD, SEARCH
-from memory_engine.exceptions import LinkNotFound
+from memory_engine.access import ADD
+from memory_engine.exceptions import LinkEndNotFound, LinkNotFound
 from memory_engine.models import EvidenceLink, Memory
 from memory_engine.services.links import LinkEnd, evidence_link_create, evidence_link_delete, link_end
 
 from .exceptions import ERRORS
-from .scoping import ProjectScopedMixin, access_tags, require_grant
+from .scoping import ProjectScopedMixin, access_tags, lookup_action, require_grant
 
 
 class EvidenceLinkSerializer(serializers.ModelSerializer):
@@ -45,7 +45,7 @@ def _end_tags(end: LinkEnd) -> list[str]:
 class EvidenceLinkViewSet(ProjectScopedMixin, mixins.CreateModelMixin, mixins.ListModelMixin,
                           mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
     """``source_id`` supports or contradicts ``target_id``; both ends in the caller's project. A key
-    with grants needs ``add`` on both ends to create or delete a link, and sees the links whose
+    with grants needs ``add`` on both ends to create or delete a link, and lists the links whose
     ends it may search."""
 
     queryset = EvidenceLink.objects.none()  # for the schema; get_queryset scopes by project
@@ -55,7 +55,7 @@ class EvidenceLinkViewSet(ProjectScopedMixin, mixins.CreateModelMixin, mixins.Li
 
     def get_queryset(self) -> QuerySet[EvidenceLink]:
         links = EvidenceLink.objects.filter(project=self.project).order_by("-created_at", "id")
-        tags = access_tags(self.request, SEARCH)
+        tags = access_tags(self.request, lookup_action(self.request))  # reads: search; a delete: any action
         if tags is not None:
             for end in ("source", "target"):
                 links = links.filter(
@@ -67,7 +67,10 @@ class EvidenceLinkViewSet(ProjectScopedMixin, mixins.CreateModelMixin, mixins.Li
         data = serializer.validated_data
         source = link_end(project=self.project, end_id=data.get("source_id"), field="source_id")
         target = link_end(project=self.project, end_id=data.get("target_id"), field="target_id")
-        for end in (source, target):
+        reachable = access_tags(self.request, None)  # any action: a row the key reaches at all
+        for field, end in (("source_id", source), ("target_id", target)):
+            if reachable is not None and not set(reachable) & set(_end_tags(end)):
+                raise LinkEndNotFound(details={"field": field, field: end.pk})  # 404 parity: unseen = unknown
             require_grant(self.request, ADD, _end_tags(end))
         serializer.instance = evidence_link_create(project=self.project, kind=data.get("kind", ""), source=source,
                                                    target=target, created_by=self.principal)

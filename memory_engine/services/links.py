@@ -3,7 +3,7 @@ contradicts another (search counts them: SEARCH_CORROBORATION, docs/retrieval.md
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from memory_engine.exceptions import LinkEndNotFound, LinkExists, LinkInvalid
 from memory_engine.models import DocumentVersion, EvidenceLink, Memory, Project
@@ -60,7 +60,12 @@ def evidence_link_create(*, project: Project, kind: str, source: LinkEnd, target
     existing = EvidenceLink.objects.filter(kind=kind, **ends).values_list("id", flat=True).first()
     if existing is not None:
         raise LinkExists(details={"id": existing})
-    return EvidenceLink.objects.create(project=project, kind=kind, created_by=created_by, **ends)
+    try:
+        with transaction.atomic():
+            return EvidenceLink.objects.create(project=project, kind=kind, created_by=created_by, **ends)
+    except IntegrityError:  # a concurrent request created the same link first (me_link_unique)
+        raise LinkExists(details={"id": EvidenceLink.objects.filter(kind=kind, **ends)
+                                  .values_list("id", flat=True).first()}) from None
 
 
 def evidence_link_delete(*, link: EvidenceLink) -> None:

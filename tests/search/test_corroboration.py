@@ -185,8 +185,14 @@ def test_links_api_needs_add_grants_and_a_writing_caller(project, readonly_clien
     reader = api_client(api_key_create(project=project, grants=[{"pattern": "team:a", "actions": ["search"]}])[1])
     writer = api_client(api_key_create(project=project, grants=[{"pattern": "team:a", "actions": ["add"]}])[1])
     assert post(reader, witness.pk, claim.pk).json()["code"] == "GRANT_REQUIRED"
+    hidden = write(MemoryStoreFactory(project=project), "The office opens at nine.")  # untagged: unseen by them
+    unseen = post(writer, hidden.pk, claim.pk)
+    assert (unseen.status_code, unseen.json()["code"]) == (404, "LINK_END_NOT_FOUND")
     assert post(readonly_client, witness.pk, claim.pk).json()["code"] == "READ_ONLY_KEY"
-    assert post(writer, witness.pk, claim.pk).status_code == 201
+    created = post(writer, witness.pk, claim.pk)
+    assert created.status_code == 201
+    assert reader.get(LINKS).json()["results"][0]["id"] == created.json()["id"]  # listed: both ends searchable
+    assert reader.delete(f"{LINKS}/{created.json()['id']}").json()["code"] == "GRANT_REQUIRED"
     staff = APIClient()
     staff.force_authenticate(user=User.objects.create_superuser("root", "root@example.com", "pw"))
     staff.credentials(HTTP_X_PROJECT_ID=project.pk)
