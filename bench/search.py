@@ -5,6 +5,8 @@ agent's own store and 10 users' stores; 2/3 chunks).
     .venv/bin/python bench/search.py --sizes 10000 --queries 50
     .venv/bin/python bench/search.py --sizes 3000 --queries 30 --no-api --extra-backends "" --base-sample 300
     .venv/bin/python bench/search.py --data /path/to/shared/data   # default: see bench/_setup.py
+    .venv/bin/python bench/search.py --sizes 300000 --stages-only --queries 100 --base-sample 300 \
+        --extra-backends ""                          # each ranking stage's latency at 300k rows
 
 Data is synthetic but shaped like the real thing: every row takes the text of a real
 LoCoMo turn (memories) or SciFact abstract cut to 1,000 characters (chunks) and a vector
@@ -24,6 +26,12 @@ documents), documents only, and ``tiers``: an agent's recall for one user, fanne
 tiers in one statement (that user's store, a third of it written for the agent and so
 user_for_agent; the agent's own store; one institutional store), next to ``one_store`` in a
 table at the end. Results go to bench/results/search-<time>.json.
+
+``--stages`` (``--stages-only``: without the concurrency runs) times each ranking stage at the
+last size, concurrency 1, on the ``everything`` and ``one_store`` shapes: the search with every
+stage off, then with every stage on (dedupe, MMR, authority 0.3, recency boosts, corroboration
+over evidence links loaded for a third of the memories, rerank of the top 50 on a local fake
+TEI server), each stage's own time read from knowledge_search's timings.
 
 ``--base-sample N`` takes only the first N LoCoMo turns and SciFact abstracts as base material
 (embedding them here when bench/eval_retrieval.py has not cached the corpus): a quick check.
@@ -155,13 +163,15 @@ def load_rows(project: Any, stores: list[Any], material: dict[str, Any], n_memor
             cid = new_id("mc")
             digest = hashlib.sha256(f"{text}#{seed}#{i}".encode()).hexdigest()
             contents.append((cid, store.pk, digest, text, vec_text(vectors[i]), model, now))
-            memories.append((new_id("mem"), store.pk, cid, "{}", "{}", "manual", now, "fact", "", "", 0.7, 1))
+            memories.append((new_id("mem"), store.pk, cid, "{}", "{}", "manual", now, "fact", "", "", 0.7, 1,
+                             "durable"))
         with cursor.copy("COPY memory_engine_memorycontent (id, store_id, content_hash, text, embedding, "
                          "embedding_model, created_at) FROM STDIN") as copy:
             for row in contents:
                 copy.write_row(row)
         with cursor.copy("COPY memory_engine_memory (id, store_id, content_id, tags, metadata, source_type, "
-                         "created_at, kind, title, summary, confidence, evidence_count) FROM STDIN") as copy:
+                         "created_at, kind, title, summary, confidence, evidence_count, retention_class) "
+                         "FROM STDIN") as copy:
             for row in memories:
                 copy.write_row(row)
         per_doc = 100
@@ -295,6 +305,123 @@ def server_side(project: Any, stores: list[Any], queries: list[str], concurrency
     return out
 
 
+# --------------------------------------------------------------------------- ranking stages
+
+#: Each stage's time in knowledge_search's timings (fusion includes the instruction guard).
+STAGE_TIMINGS = ["fusion_ms", "corroboration_ms", "boosts_ms", "rerank_ms", "dedupe_ms", "mmr_ms"]
+
+
+def load_links(project: Any, share: float = 1 / 3, seed: int = 7) -> int:
+    """Evidence links for a ``share`` of the memories (one each, 4 in 5 supports), from random
+    other memories, so corroboration counts real rows. Bench chunks have no version: their
+    lookup runs and finds nothing."""
+    import numpy as np
+    from django.db import connection
+    from django.utils import timezone
+
+    from memory_engine.ids import new_id
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM memory_engine_memory ORDER BY id")
+        ids = [row[0] for row in cursor.fetchall()]
+    rng = np.random.default_rng(seed)
+    targets = rng.choice(len(ids), int(len(ids) * share), replace=False)
+    sources = rng.integers(0, len(ids), len(targets))
+    now = timezone.now()
+    raw = connection.connection
+    with raw.cursor() as cursor, cursor.copy(
+            "COPY memory_engine_evidencelink (id, project_id, kind, source_memory_id, target_memory_id, created_by, "
+            "created_at) FROM STDIN") as copy:
+        for target, source in zip(targets, sources, strict=True):
+            if target != source:
+                copy.write_row((new_id("lnk"), project.pk, "supports" if rng.random() < 0.8 else "contradicts",
+                                ids[source], ids[target], "bench", now))
+    raw.commit()
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memory_engine_evidencelink")
+        cursor.execute("SELECT count(*) FROM memory_engine_evidencelink")
+        return int(cursor.fetchone()[0])
+
+
+class FakeReranker:
+    """A local TEI-style rerank server (``POST /rerank``): scores by passage length, answered at
+    once, so ``rerank_ms`` is the HTTP round trip and the provider's work in this process."""
+
+    def __enter__(self) -> str:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                data = json.dumps([{"index": i, "score": float(len(t) % 97)} for i, t in enumerate(body["texts"])])
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data.encode())
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+
+
+def stage_latency(project: Any, stores: list[Any], queries: list[str]) -> dict[str, Any]:
+    """Per-stage milliseconds on top of the base search, concurrency 1, two shapes: every stage
+    off (the base), then every stage on in one search (each stage's own time from the timings)."""
+    from django.conf import settings
+    from django.test.utils import override_settings
+
+    from memory_engine.selectors.search import knowledge_search
+
+    base = dict(getattr(settings, "MEMORY_ENGINE", None) or {})
+    out: dict[str, Any] = {"links": load_links(project)}
+    with FakeReranker() as url:
+        stages_on = {**base, "SEARCH_DEDUPE_DOCUMENTS": True, "SEARCH_MMR": True, "SEARCH_AUTHORITY_WEIGHT": 0.3,
+                     "SEARCH_BOOSTS": True, "SEARCH_CORROBORATION_SUPPORT": 0.1,
+                     "SEARCH_CORROBORATION_CONTRADICT": 0.1, "SEARCH_CORROBORATION_CAP": 3,
+                     "OUTBOUND_ALLOW": [*base.get("OUTBOUND_ALLOW", []), "127.0.0.1"],
+                     "RERANK": {"PROVIDER": "tei", "OPTIONS": {"BASE_URL": url}, "TOP_N": 50, "TIMEOUT": 5}}
+        for shape in ("everything", "one_store"):
+            kwargs = as_search_kwargs(shapes(project, stores)[shape])
+            for variant, overrides in (("off", base), ("on", stages_on)):
+                with override_settings(MEMORY_ENGINE=overrides):
+                    rows: list[dict[str, float]] = []
+                    for i, q in enumerate(queries[:5] + queries):
+                        result = knowledge_search(project=project, query=q, limit=10, **kwargs)
+                        assert "rerank_unavailable" not in result.degraded, result.degraded
+                        if i >= 5:  # the first five warm up
+                            rows.append(result.timings)
+                stats = {"search_ms": summary([r["search_ms"] for r in rows])}
+                if variant == "on":
+                    # search_ms counts the stages but not the rerank call: the base is what is left.
+                    stats["base_ms"] = summary([r["search_ms"] - sum(r.get(n, 0.0) for n in STAGE_TIMINGS
+                                                                     if n != "rerank_ms") for r in rows])
+                    for name in STAGE_TIMINGS:
+                        stats[name] = summary([r.get(name, 0.0) for r in rows])
+                    stats["all_stages_ms"] = summary([r["search_ms"] + r.get("rerank_ms", 0.0) for r in rows])
+                out[f"{shape}_{variant}"] = stats
+    return out
+
+
+def print_stages(rows: int, report: dict[str, Any]) -> None:
+    print(f"\nranking stages at {rows:,} rows ({report['links']:,} evidence links), c=1, ms per search:")
+    table = []
+    for shape in ("everything", "one_store"):
+        off, on = report[f"{shape}_off"], report[f"{shape}_on"]
+        table.append([shape, "search, stages off", off["search_ms"]["p50_ms"], off["search_ms"]["p95_ms"]])
+        table.append([shape, "base (stages on, less the stages)", on["base_ms"]["p50_ms"], on["base_ms"]["p95_ms"]])
+        for name in STAGE_TIMINGS:
+            table.append([shape, "+ " + name.removesuffix("_ms"), on[name]["p50_ms"], on[name]["p95_ms"]])
+        table.append([shape, "search, every stage on", on["all_stages_ms"]["p50_ms"], on["all_stages_ms"]["p95_ms"]])
+    print_table(["shape", "stage", "p50", "p95"], table)
+
+
 def start_server(db_name: str) -> subprocess.Popen:
     env = dict(os.environ, MEMORY_ENGINE_DB_NAME=db_name, MEMORY_ENGINE_RATE="1000000/min",
                DJANGO_DEBUG="false", MEMORY_ENGINE_LOG_LEVEL="WARNING")
@@ -364,7 +491,13 @@ def main() -> None:
                         help="lexical backends also measured (server-side) at the last stage: tsvector = the "
                              "fallback for servers without pg_textsearch (its indexes replace the bm25 ones "
                              "for the measurement)")
+    parser.add_argument("--stages", action="store_true",
+                        help="at the last size, also time each ranking stage (fusion, corroboration, boosts, "
+                             "rerank on a local fake TEI server, dedupe, MMR) on top of the base search")
+    parser.add_argument("--stages-only", action="store_true",
+                        help="--stages without the concurrency measurements (implies --no-api)")
     args = parse_args(parser)
+    args.no_api = args.no_api or args.stages_only
     RESULTS.mkdir(parents=True, exist_ok=True)
     setup_django(args.db)
     from memory_engine.models import MemoryStore, Project
@@ -402,9 +535,12 @@ def main() -> None:
               f"load {load_s:.0f}s, HNSW + analyze {index_s:.0f}s", flush=True)
         stage_report: dict[str, Any] = {"memories": loaded_mem, "chunks": loaded_chunks,
                                         "load_seconds": round(load_s, 1), "index_seconds": round(index_s, 1)}
-        for concurrency in (1, 8):
+        for concurrency in () if args.stages_only else (1, 8):
             stage_report[f"server_c{concurrency}"] = server_side(project, stores, queries, concurrency)
             print(f"  server-side c={concurrency}: " + json.dumps(stage_report[f"server_c{concurrency}"]), flush=True)
+        if (args.stages or args.stages_only) and stage == len(args.sizes.split(",")) - 1:
+            stage_report["ranking_stages"] = stage_latency(project, stores, queries)
+            print_stages(total, stage_report["ranking_stages"])
         if not args.no_api and stage == len(args.sizes.split(",")) - 1:
             server = start_server(args.db)
             try:
@@ -435,7 +571,7 @@ def main() -> None:
     print_table(["rows", "concurrency", "one_store p50", "one_store p95", "tiers p50", "tiers p95"], [
         [total, c, stage[f"server_c{c}"]["one_store"]["p50_ms"], stage[f"server_c{c}"]["one_store"]["p95_ms"],
          stage[f"server_c{c}"]["tiers"]["p50_ms"], stage[f"server_c{c}"]["tiers"]["p95_ms"]]
-        for total, stage in report["stages"].items() for c in (1, 8)])
+        for total, stage in report["stages"].items() for c in (1, 8) if f"server_c{c}" in stage])
     out = RESULTS / f"search-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(report, indent=2))
     print(f"wrote {out}")

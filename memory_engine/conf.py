@@ -179,10 +179,15 @@ DEFAULTS: dict[str, Any] = {
     # 0: off (the shared splits have uniform authority: no measurable gain).
     "SEARCH_AUTHORITY_WEIGHT": 0.0,
     # Bounded boosts: recency by class (events decay over SEARCH_BOOST_HALF_LIFE_DAYS, states
-    # and lessons do not) and corroboration (a hook: no links recorded yet), each and their
-    # product clamped to [0.7, 1.3].
+    # and lessons do not), each and their product clamped to [0.7, 1.3].
     "SEARCH_BOOSTS": False,
     "SEARCH_BOOST_HALF_LIFE_DAYS": 30.0,
+    # Corroboration: a hit supported by N live items (evidence links) times 1 + SUPPORT × min(N,
+    # CAP), contradicted times 1 − CONTRADICT × min(N, CAP), inside the same clamp. 0: off (the
+    # shared splits record no links: nothing to measure).
+    "SEARCH_CORROBORATION_SUPPORT": 0.0,
+    "SEARCH_CORROBORATION_CONTRADICT": 0.0,
+    "SEARCH_CORROBORATION_CAP": 3,
     # `evidence: strong` needs a hit among the first three with a lexical (BM25) score of at
     # least this; measured on SciFact train and LoCoMo dev (docs/benchmarks.md, "Evidence").
     "EVIDENCE_LEXICAL_FLOOR": 14.0,
@@ -348,6 +353,9 @@ TYPES: dict[str, Coerce] = {
     "SEARCH_AUTHORITY_WEIGHT": number,
     "SEARCH_BOOSTS": boolean,
     "SEARCH_BOOST_HALF_LIFE_DAYS": number,
+    "SEARCH_CORROBORATION_SUPPORT": number,
+    "SEARCH_CORROBORATION_CONTRADICT": number,
+    "SEARCH_CORROBORATION_CAP": integer,
     "EVIDENCE_LEXICAL_FLOOR": number,
     "RERANK": optional(section(RERANK_TYPES)),
     "HTTP_TIMEOUT": number,

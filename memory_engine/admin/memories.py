@@ -21,6 +21,7 @@ from memory_engine.services.memory_lifecycle import memory_forget, memory_restor
 from memory_engine.services.stores import memory_store_delete, memory_store_save, validate_memory_store
 
 from .erasure import ErasureAdmin
+from .links import LinksInInline, LinksOutInline
 from .retention import RETENTION_ACTIONS, RetentionActionsMixin, set_memories_retention
 from .scoping import ProjectScopedAdmin, admin_owner
 
@@ -157,6 +158,7 @@ class MemoryAdmin(RetentionActionsMixin, ProjectScopedAdmin):
     fields = readonly_fields
     date_hierarchy = "created_at"
     change_form_template = "admin/memory_engine/memory/change_form.html"
+    inlines = [LinksInInline, LinksOutInline]
     actions = ["forget", *RETENTION_ACTIONS]
     retention_setter = set_memories_retention
     access_tags_path = "store__access_tags"

@@ -64,10 +64,12 @@ class KnowledgeSearchRequestSerializer(serializers.Serializer):
                                     help_text="With agent_id: the end user's external id; their store joins.")
     dedupe_documents = serializers.BooleanField(
         required=False, allow_null=True, default=None,
-        help_text="One best chunk per document (default: the SEARCH_DEDUPE_DOCUMENTS setting).")
+        help_text="One best chunk per document (default: a generation's config knob, else the "
+                  "SEARCH_DEDUPE_DOCUMENTS setting).")
     mmr = serializers.BooleanField(
         required=False, allow_null=True, default=None,
-        help_text="Maximal marginal relevance over the stored vectors (default: the SEARCH_MMR setting).")
+        help_text="Maximal marginal relevance over the stored vectors (default: a generation's config "
+                  "knob, else the SEARCH_MMR setting).")
     include_deprecated = serializers.BooleanField(required=False, default=False,
                                                   help_text="Search deprecated documents too.")
     generation = serializers.CharField(required=False, allow_null=True, max_length=40,

@@ -11,6 +11,7 @@ from . import (
     erasure,
     feed,
     generations,
+    links,
     memories,
     memory_schema,
     replay,
@@ -31,6 +32,7 @@ router.register("erasure-receipts", erasure.ErasureReceiptViewSet, basename="era
 router.register("transform-configs", replay.TransformConfigViewSet, basename="transform-config")
 router.register("replay-runs", replay.ReplayRunViewSet, basename="replay-run")
 router.register("webhooks", webhooks.WebhookViewSet, basename="webhook")
+router.register("links", links.EvidenceLinkViewSet, basename="evidence-link")
 
 urlpatterns = [
     path("embeddings", embeddings.EmbeddingsView.as_view(), name="embeddings"),

@@ -529,3 +529,24 @@ class StagedGenerationForbidden(PermissionDenied):
     code = "STAGED_GENERATION_FORBIDDEN"
     default_message = ("Staged generations (generation search, promote, demote) are for staff sessions only; "
                        "API keys cannot use them.")
+
+
+class LinkInvalid(ValidationFailed):
+    code = "LINK_INVALID"
+    default_message = "The evidence link is invalid (see details.field)."
+
+
+class LinkEndNotFound(NotFound):
+    code = "LINK_END_NOT_FOUND"
+    default_message = ("An end of the link is not a memory or document version of this project "
+                       "(both ends must be in the link's project; see details.field).")
+
+
+class LinkNotFound(NotFound):
+    code = "LINK_NOT_FOUND"
+    default_message = "No evidence link with this id in your project."
+
+
+class LinkExists(Conflict):
+    code = "LINK_EXISTS"
+    default_message = "This link (same source, target and kind) already exists (see details.id)."

@@ -15,7 +15,7 @@ import memory_engine.ids
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory_engine', '0011_access_grants'),
+        ('memory_engine', '0012_embedding_models'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

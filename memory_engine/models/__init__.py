@@ -4,6 +4,7 @@ from .agents import Agent, Generation
 from .documents import Chunk, Document, DocumentVersion, IngestionRule, RawCapture
 from .embedding_models import EmbeddingModel
 from .feed import FeedEntry, FeedKind
+from .links import EvidenceLink
 from .memories import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemorySchema, MemoryStore
 from .replay import ReplayRun, TransformConfig
 from .retention import ErasureReceipt, RetentionClass
@@ -32,6 +33,7 @@ __all__ = [
     "MemoryStore",
     "Project",
     "RawCapture",
+    "EvidenceLink",
     "ReplayRun",
     "StaffGrants",
     "TransformConfig",

@@ -13,6 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 from memory_engine.models import Chunk, Document, DocumentVersion, Memory
+from memory_engine.ranking_knobs import RankingKnobs
 from memory_engine.selectors.search import SearchHit, knowledge_search
 from memory_engine.selectors.search.boosts import (
     BOOST_MAX,
@@ -35,6 +36,13 @@ PROVENANCES = [c.value for c in DocumentVersion.Provenance]
 
 def engine(settings: Any, **values: Any) -> None:
     settings.MEMORY_ENGINE = {**(getattr(settings, "MEMORY_ENGINE", None) or {}), **values}
+
+
+def knobs(**values: Any) -> RankingKnobs:
+    """Every ranking stage off but ``values``."""
+    return RankingKnobs(**{"dedupe_documents": False, "mmr": False, "authority_weight": 0.0, "boosts": False,
+                           "corroboration_support": 0.0, "corroboration_contradict": 0.0, "corroboration_cap": 3,
+                           "rerank": False, "rrf_k": 5, "vector_weight": 1.0, "lexical_weight": 1.25, **values})
 
 
 def hit(id_: str, score: float, authority: float = 0.0) -> SearchHit:
@@ -88,19 +96,18 @@ def test_a_strong_match_with_the_worst_boosts_beats_a_weak_match_with_the_best()
             (0.0, 0.3, 100.0), (0.0, 1.0), (0.0, 1.0), (stale, None, fresh), (stale, None, fresh)):
         strong, weak = hit("strong", 1.0, strong_authority), hit("weak", 1.0 / ratio - 1e-9, weak_authority)
         ranked = apply_boosts([weak, strong], {("document", "strong"): strong_at, ("document", "weak"): weak_at},
-                              authority_weight=weight, recency=True, half_life_days=30, now=now)
+                              knobs=knobs(authority_weight=weight, boosts=True), half_life_days=30, now=now)
         assert [h.id for h in ranked] == ["strong", "weak"]
     # Inside the ratio the boosts may reorder: the bound is the clamp, not a wider one.
     strong, weak = hit("strong", 1.0), hit("weak", 1.0 / ratio + 0.01, authority=1.0)
     ranked = apply_boosts([strong, weak], {("document", "strong"): stale, ("document", "weak"): fresh},
-                          authority_weight=0.3, recency=True, half_life_days=30, now=now)
+                          knobs=knobs(authority_weight=0.3, boosts=True), half_life_days=30, now=now)
     assert [h.id for h in ranked] == ["weak", "strong"]
 
 
 def test_no_boost_leaves_the_fused_order_and_scores():
     hits = [hit("a", 0.5, 1.0), hit("b", 0.4, 0.0)]
-    assert apply_boosts(hits, {}, authority_weight=0.0, recency=False, half_life_days=30,
-                        now=timezone.now()) == hits
+    assert apply_boosts(hits, {}, knobs=knobs(), half_life_days=30, now=timezone.now()) == hits
     assert [h.score for h in hits] == [0.5, 0.4]
 
 

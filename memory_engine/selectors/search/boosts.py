@@ -15,8 +15,10 @@ fused score orders the same, so the fused scale is kept.
   records ``occurred_at`` dates from then. Such a hit gets ``BOOST_MIN + (BOOST_MAX − BOOST_MIN)
   × 0.5 ** (age / SEARCH_BOOST_HALF_LIFE_DAYS)`` (1.3 new, 1.0 at one half-life, towards 0.7);
   anything else (facts, preferences, instructions, undated documents) stays at 1.0.
-- **corroboration**: a hook (:func:`corroboration_boost`, 1.0): supports / contradicts links
-  between versions or memories are not recorded yet.
+- **corroboration** (SEARCH_CORROBORATION_*): a hit that N live items support (evidence links,
+  memory_engine.models.EvidenceLink; a chunk is linked through its version) gets ``1 + a ×
+  min(N, cap)``, one they contradict ``1 − b × min(N, cap)``, the product clamped
+  (:func:`corroboration_boost`); :func:`corroboration_counts` reads the counts of the hits.
 """
 
 from __future__ import annotations
@@ -24,10 +26,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from memory_engine.models import DocumentVersion
-from memory_engine.models.memories import Kind
+from django.db import connection
 
-from .results import SearchHit
+from memory_engine.models import Chunk, Document, DocumentVersion, EvidenceLink, Memory
+from memory_engine.models.memories import LIVE_MEMORY_SQL, Kind
+from memory_engine.ranking_knobs import RankingKnobs
+
+from .results import DOCUMENT, MEMORY, SearchHit
+
+#: (supports, contradicts): how many live items a hit is linked from.
+Corroboration = tuple[int, int]
 
 BOOST_MIN, BOOST_MAX = 0.7, 1.3
 
@@ -96,23 +104,72 @@ def recency_boost(event_at: datetime | None, *, now: datetime, half_life_days: f
     return clamp(BOOST_MIN + (BOOST_MAX - BOOST_MIN) * 0.5 ** (age_days / half_life_days))
 
 
-def corroboration_boost(hit: SearchHit) -> float:
-    """Hook: supports / contradicts links would raise or lower a hit here; none are recorded yet."""
-    return 1.0
+def corroboration_boost(counts: Corroboration, *, support: float, contradict: float, cap: int) -> float:
+    """``(1 + support × min(N⁺, cap)) × (1 − contradict × min(N⁻, cap))``, clamped; 1.0 unlinked."""
+    supported, contradicted = (min(max(0, n), max(0, cap)) for n in counts)
+    return clamp((1.0 + max(0.0, support) * supported) * (1.0 - max(0.0, contradict) * contradicted))
+
+
+def corroboration_on(knobs: RankingKnobs) -> bool:
+    return knobs.corroboration_cap > 0 and (knobs.corroboration_support > 0 or knobs.corroboration_contradict > 0)
+
+
+def _corroboration_sql() -> str:
+    """(source, id, kind, count) of the hits' live links: a memory hit is a link's target itself,
+    a chunk hit through its version. A source counts while it is live: a valid, unexpired memory
+    (LIVE_MEMORY_SQL), or the active version of a document neither forgotten nor deprecated; an
+    erased or purged end is deleted with its links."""
+    link, chunk = EvidenceLink._meta.db_table, Chunk._meta.db_table
+    memory, version = Memory._meta.db_table, DocumentVersion._meta.db_table
+    document = Document._meta.db_table
+    live = (f"((m.id IS NOT NULL AND {LIVE_MEMORY_SQL}) OR (sv.status = '{DocumentVersion.Status.ACTIVE}' "
+            "AND sd.forgotten_at IS NULL AND sd.deprecated_at IS NULL))")
+    sources = (f"LEFT JOIN {memory} m ON m.id = l.source_memory_id "
+               f"LEFT JOIN {version} sv ON sv.id = l.source_version_id "
+               f"LEFT JOIN {document} sd ON sd.id = sv.document_id")
+    return f"""
+    SELECT '{MEMORY}' AS source, l.target_memory_id AS id, l.kind, count(*) AS n
+      FROM {link} l {sources}
+     WHERE l.target_memory_id = ANY(%(memory_ids)s) AND {live}
+     GROUP BY l.target_memory_id, l.kind
+    UNION ALL
+    SELECT '{DOCUMENT}', ch.id, l.kind, count(*)
+      FROM {chunk} ch JOIN {link} l ON l.target_version_id = ch.version_id {sources}
+     WHERE ch.id = ANY(%(chunk_ids)s) AND {live}
+     GROUP BY ch.id, l.kind"""
+
+
+def corroboration_counts(hits: list[SearchHit]) -> dict[tuple[str, str], Corroboration]:
+    """(source, id) -> (supports, contradicts) of the hits linked from live items (one statement)."""
+    ids = {source: [h.id for h in hits if h.source == source] for source in (MEMORY, DOCUMENT)}
+    if not any(ids.values()):
+        return {}
+    found: dict[tuple[str, str], list[int]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(_corroboration_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT]})
+        for source, id_, kind, n in cursor.fetchall():
+            found.setdefault((source, id_), [0, 0])[0 if kind == EvidenceLink.Kind.SUPPORTS else 1] += n
+    return {key: (counts[0], counts[1]) for key, counts in found.items()}
 
 
 def apply_boosts(hits: list[SearchHit], event_at: Mapping[tuple[str, str], datetime | None], *,
-                 authority_weight: float, recency: bool, half_life_days: float, now: datetime) -> list[SearchHit]:
+                 knobs: RankingKnobs, half_life_days: float, now: datetime,
+                 corroboration: Mapping[tuple[str, str], Corroboration] | None = None) -> list[SearchHit]:
     """The hits with their scores multiplied by the clamped product of their boosts, re-sorted
     (ties keep the fused order). ``event_at``: (source, id) -> when an event hit happened (absent
-    or None: a state). ``recency`` switches the class-aware recency and corroboration boosts
-    (SEARCH_BOOSTS); the authority prior applies whenever ``authority_weight`` > 0."""
-    if authority_weight <= 0 and not recency:
+    or None: a state). ``knobs.boosts`` switches the class-aware recency boost; the authority
+    prior applies whenever ``knobs.authority_weight`` > 0, corroboration whenever one of its
+    weights is (``corroboration``: :func:`corroboration_counts` of the hits)."""
+    linked = corroboration_on(knobs)
+    if knobs.authority_weight <= 0 and not knobs.boosts and not linked:
         return hits
     for hit in hits:
-        multiplier = authority_boost(hit.authority, authority_weight)
-        if recency:
+        multiplier = authority_boost(hit.authority, knobs.authority_weight)
+        if knobs.boosts:
             multiplier *= recency_boost(event_at.get((hit.source, hit.id)), now=now, half_life_days=half_life_days)
-            multiplier *= corroboration_boost(hit)
+        if linked and corroboration:
+            multiplier *= corroboration_boost(corroboration.get((hit.source, hit.id), (0, 0)),
+                                              support=knobs.corroboration_support,
+                                              contradict=knobs.corroboration_contradict, cap=knobs.corroboration_cap)
         hit.score *= clamp(multiplier)
     return sorted(hits, key=lambda h: -h.score)  # stable: equal scores keep the fused order

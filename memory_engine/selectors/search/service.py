@@ -20,7 +20,7 @@ from memory_engine.conf import engine_settings
 from memory_engine.db import vector_literal
 from memory_engine.instruction_guard import drop_instructions
 from memory_engine.lexical import ensure_lexical_fresh
-from memory_engine.models import Project
+from memory_engine.models import Project, ReplayRun
 from memory_engine.models.memories import Tier
 from memory_engine.providers.embeddings import (
     EmbeddingError,
@@ -28,6 +28,7 @@ from memory_engine.providers.embeddings import (
     require_embedding_provider,
 )
 from memory_engine.providers.rerank import RerankError, get_rerank_provider, rerank_top_n
+from memory_engine.ranking_knobs import ranking_knobs
 
 from . import boosts, stages
 from .fusion import fuse
@@ -89,29 +90,32 @@ def knowledge_search(
     ``guard_path`` names the caller in the drop log and counter (search, context, tools).
 
     After the fusion: the authority prior (SEARCH_AUTHORITY_WEIGHT) and the bounded boosts
-    (SEARCH_BOOSTS: recency by class, corroboration), clamped multipliers (``boosts``); then
+    (SEARCH_BOOSTS: recency by class; SEARCH_CORROBORATION_*: evidence links), clamped
+    multipliers (``boosts``); then
     (``stages``, each measured on its own in docs/benchmarks.md): the rerank
     provider's order for the fused top (RERANK; on failure the fused order stands,
     ``rerank_unavailable``), one chunk per document (``dedupe_documents``, default
     SEARCH_DEDUPE_DOCUMENTS), MMR (``mmr``, default SEARCH_MMR), the cut to ``limit``, and the
-    evidence grade (EVIDENCE_LEXICAL_FLOOR).
+    evidence grade (EVIDENCE_LEXICAL_FLOOR). With ``generation``, the knobs of the config that
+    staged it (its ``search`` object, memory_engine.ranking_knobs) replace the settings';
+    ``dedupe_documents`` and ``mmr`` given here override both.
 
     ``access_tags`` (a key with grants, docs/security.md): only documents and stores carrying
     one of these tags are searched, filtered inside each ranked query; None: no restriction.
     """
     began = time.perf_counter()
     validate_channels(channels)
-    dedupe_documents = boolean_option("dedupe_documents", dedupe_documents,
-                                      engine_settings.SEARCH_DEDUPE_DOCUMENTS)
-    mmr = boolean_option("mmr", mmr, engine_settings.SEARCH_MMR)
-    rrf_k = engine_settings.SEARCH_RRF_K if rrf_k is None else rrf_k
+    dedupe_documents = None if dedupe_documents is None else boolean_option("dedupe_documents", dedupe_documents, False)
+    mmr = None if mmr is None else boolean_option("mmr", mmr, False)
+    # A generation searches with its config's knobs, live search with the settings'; the
+    # request's own values override both.
+    knobs = ranking_knobs(_generation_knobs(project, generation), dedupe_documents=dedupe_documents, mmr=mmr,
+                          rrf_k=rrf_k, vector_weight=vector_weight, lexical_weight=lexical_weight)
+    rrf_k = knobs.rrf_k
     validate_search_knobs(limit=limit, rrf_k=rrf_k, min_similarity=min_similarity,
                           recency_half_life_days=recency_half_life_days, vector_weight=vector_weight,
                           lexical_weight=lexical_weight)
-    weights = {
-        "vector": engine_settings.SEARCH_VECTOR_WEIGHT if vector_weight is None else vector_weight,
-        "lexical": engine_settings.SEARCH_LEXICAL_WEIGHT if lexical_weight is None else lexical_weight,
-    }
+    weights = {"vector": knobs.vector_weight, "lexical": knobs.lexical_weight}
     query = clean_query(query)
     scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
                           document_ids=document_ids, document_paths=document_paths, tags=tags, facet=facet,
@@ -156,26 +160,53 @@ def knowledge_search(
         qvec = current.embed_query(query) if current is not None else None
         rows, backend = _candidates(scope, query, qvec, limit, degraded, backend=backend)
     # Fused over every candidate, guarded, then cut: a dropped hit leaves room for the next one.
+    # Each stage's time goes to ``timings`` (the Server-Timing header; bench/search.py --stages).
+    started = time.perf_counter()
     hits = fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=len(rows), min_similarity=min_similarity,
                 weights=weights)
     hits = _guarded(hits, guard_path)
+    started = _lap(timings, "fusion_ms", started)
     # The authority prior and the bounded boosts: clamped multipliers on the fused score.
-    hits = boosts.apply_boosts(hits, {row.key: row.event_at for row in rows},
-                               authority_weight=engine_settings.SEARCH_AUTHORITY_WEIGHT,
-                               recency=engine_settings.SEARCH_BOOSTS,
-                               half_life_days=engine_settings.SEARCH_BOOST_HALF_LIFE_DAYS, now=timezone.now())
-    hits = _reranked(query, hits, degraded, timings)
-    if dedupe_documents:
+    corroboration = None
+    if boosts.corroboration_on(knobs):
+        corroboration = boosts.corroboration_counts(hits)
+        started = _lap(timings, "corroboration_ms", started)
+    hits = boosts.apply_boosts(hits, {row.key: row.event_at for row in rows}, knobs=knobs,
+                               half_life_days=engine_settings.SEARCH_BOOST_HALF_LIFE_DAYS, now=timezone.now(),
+                               corroboration=corroboration)
+    _lap(timings, "boosts_ms", started)
+    if knobs.rerank:
+        hits = _reranked(query, hits, degraded, timings)
+    started = time.perf_counter()
+    if knobs.dedupe_documents:
         hits = stages.dedupe_documents(hits)
-    if mmr:
+        started = _lap(timings, "dedupe_ms", started)
+    if knobs.mmr:
         pool = engine_settings.SEARCH_MMR_POOL
         hits = stages.mmr(hits, _stored_vectors(hits[:pool]), lambda_=engine_settings.SEARCH_MMR_LAMBDA, pool=pool)
+        _lap(timings, "mmr_ms", started)
     hits = hits[:limit]
     # Everything but the query embedding and the rerank call: scope checks, SQL, fusion, stages.
     timings["search_ms"] = ((time.perf_counter() - began) * 1000 - timings.get("embedding_ms", 0.0)
                             - timings.get("rerank_ms", 0.0))
     return SearchResult(results=hits, degraded=degraded, timings=timings, lexical_backend=backend,
                         evidence=_evidence(hits))
+
+
+def _lap(timings: dict[str, float], name: str, started: float) -> float:
+    """Record the milliseconds since ``started`` under ``name``; the new start."""
+    now = time.perf_counter()
+    timings[name] = (now - started) * 1000
+    return now
+
+
+def _generation_knobs(project: Project, generation: str | None) -> dict[str, Any]:
+    """The ranking knobs of the config that staged ``generation`` (none for live search; an
+    unknown id is refused by the scope)."""
+    if generation is None:
+        return {}
+    knobs = ReplayRun.objects.filter(project=project, pk=generation).values_list("config__search", flat=True).first()
+    return knobs if isinstance(knobs, dict) else {}
 
 
 def _evidence(hits: list[SearchHit]) -> str:

@@ -37,6 +37,7 @@ from memory_engine.extraction import extract_pages
 from memory_engine.models import Chunk, Document, DocumentVersion, Project, RawCapture, ReplayRun, TransformConfig
 from memory_engine.models.documents import ChunkStrategy
 from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
+from memory_engine.ranking_knobs import validate_ranking_knobs
 
 from .chunk_settings import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, resolve_chunking
 from .grants import open_password
@@ -69,6 +70,7 @@ def transform_config_create(*, project: Project, name: str, chunk_strategy: str 
                             search: Any = None, created_by: str = "") -> TransformConfig:
     """A new config, or the next version of ``name`` (configs are immutable: a change is a new version).
 
+    ``search``: ranking knobs (memory_engine.ranking_knobs), checked here.
     Raises TransformConfigInvalid (400, ``details.field``), ChunkSettingsInvalid (400) and
     EmbeddingModelNotActive (400) for a provider or model other than the active one: a staged
     generation's chunks are stored in the active model's columns, so a model that is registered
@@ -78,10 +80,7 @@ def transform_config_create(*, project: Project, name: str, chunk_strategy: str 
     if not name or len(name) > NAME_MAX or any(ch.isspace() and ch != " " for ch in name):
         raise TransformConfigInvalid(f"`name` must be 1 to {NAME_MAX} characters on one line.",
                                      details={"field": "name"})
-    if search is None:
-        search = {}
-    if not isinstance(search, dict):
-        raise TransformConfigInvalid("`search` must be a JSON object of ranking knobs.", details={"field": "search"})
+    search = validate_ranking_knobs(search)
     if max_chunks_per_document is not None and max_chunks_per_document < 1:
         raise TransformConfigInvalid("`max_chunks_per_document` must be at least 1.",
                                      details={"field": "max_chunks_per_document"})
