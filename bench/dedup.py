@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import sys
 import time
 from collections import Counter, defaultdict
@@ -39,7 +40,32 @@ def load_pairs(data: Path, split: str, limit: int | None) -> list[tuple[float, s
     return pairs[:limit] if limit else pairs
 
 
-def run(pairs: list[tuple[float, str, str]], *, gate: bool) -> dict[str, Any]:
+def halfvec_cosines(store_id: str) -> tuple[float, float] | None:
+    """The pair's cosine in the stored single precision and after a cast to halfvec (half precision)."""
+    from django.db import connection
+
+    from memory_engine.conf import embedding_dimensions
+
+    dims = embedding_dimensions()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 - (a.embedding <=> b.embedding),"
+            f" 1 - (a.embedding::halfvec({dims}) <=> b.embedding::halfvec({dims}))"
+            " FROM memory_engine_memorycontent a JOIN memory_engine_memorycontent b ON a.id < b.id"
+            " WHERE a.store_id = %s AND b.store_id = %s",
+            [store_id, store_id],
+        )
+        row = cursor.fetchone()
+    return None if row is None or None in row else (float(row[0]), float(row[1]))
+
+
+def band_of(cosine: float) -> str:
+    """Which side of the default thresholds a cosine falls on (the cosine part of the decision)."""
+    return "duplicate" if cosine >= 0.95 else "supersede" if cosine >= 0.90 else "below"
+
+
+def run(pairs: list[tuple[float, str, str]], *, gate: bool, decisions: list[dict[str, Any]],
+        halfvec: bool = False) -> dict[str, Any]:
     from django.test import override_settings
 
     from memory_engine.models import MemoryStore, Project
@@ -50,6 +76,8 @@ def run(pairs: list[tuple[float, str, str]], *, gate: bool) -> dict[str, Any]:
     project_delete(project=project)
     project = Project.objects.create(name=f"bench-dedup-{'gate' if gate else 'nogate'}")
     tallies: dict[str, Counter] = defaultdict(Counter)
+    halfvec_deltas: list[float] = []
+    halfvec_changes: list[dict[str, Any]] = []
     started = time.perf_counter()
     from django.conf import settings
 
@@ -60,6 +88,15 @@ def run(pairs: list[tuple[float, str, str]], *, gate: bool) -> dict[str, Any]:
             result = memory_write(store=store, content=second, principal="bench")
             band = next(band_name(lo, hi) for lo, hi in BANDS if lo <= score < hi)
             tallies[band][result.action] += 1
+            decisions.append({"gate": gate, "pair": index, "action": result.action,
+                              "reason": result.decision_reason,
+                              "similarity": None if result.similarity is None else round(result.similarity, 4)})
+            cosines = halfvec_cosines(store.pk) if halfvec else None
+            if cosines is not None:
+                halfvec_deltas.append(abs(cosines[0] - cosines[1]))
+                if band_of(cosines[0]) != band_of(cosines[1]):
+                    halfvec_changes.append({"pair": index, "vector": round(cosines[0], 6),
+                                            "halfvec": round(cosines[1], 6)})
             if index and index % 250 == 0:
                 print(f"  {'gate' if gate else 'no gate'}: {index}/{len(pairs)} pairs", file=sys.stderr)
     elapsed = time.perf_counter() - started
@@ -79,6 +116,8 @@ def run(pairs: list[tuple[float, str, str]], *, gate: bool) -> dict[str, Any]:
         "false_retire_rate": round(low_retired / low_pairs, 4) if low_pairs else None,
         "near_duplicate_skip_rate": round(high["skipped"] / high["pairs"], 4) if high["pairs"] else None,
         "seconds": round(elapsed, 1),
+        **({"halfvec": {"pairs": len(halfvec_deltas), "max_cosine_delta": round(max(halfvec_deltas), 6),
+                        "threshold_side_changes": halfvec_changes}} if halfvec_deltas else {}),
     }
 
 
@@ -86,13 +125,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--split", default="dev", choices=["dev", "train"])
     parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--decisions", type=Path, metavar="FILE",
+                        help="also write every pair's decision (action, reason, similarity) as JSON lines")
+    parser.add_argument("--halfvec", action="store_true",
+                        help="also compare each pair's cosine in halfvec (half precision) with the stored vectors'")
     parser.add_argument("--no-gate-compare", action="store_true", help="Only run with the current setting.")
     args = parse_args(parser)
     setup_django()
     pairs = load_pairs(args.data, args.split, args.limit)
     print(f"STS {args.split}: {len(pairs)} pairs, default thresholds 0.95 / 0.90, all-MiniLM-L6-v2 (int8 ONNX)")
     modes = [True] if args.no_gate_compare else [False, True]
-    results = {("gate" if gate else "no_gate"): run(pairs, gate=gate) for gate in modes}
+    decisions: list[dict[str, Any]] = []
+    results = {("gate" if gate else "no_gate"): run(pairs, gate=gate, decisions=decisions, halfvec=args.halfvec)
+               for gate in modes}
+    if args.decisions:
+        args.decisions.write_text("".join(json.dumps(row) + "\n" for row in decisions))
     for mode, result in results.items():
         print(f"\n{mode.replace('_', ' ')} (changed-detail gate {'on' if mode == 'gate' else 'off'}):")
         rows = []
@@ -103,6 +150,10 @@ def main() -> None:
         print_table(["STS band", "pairs", "skipped", "superseded", "created"], rows)
         print(f"false-retire rate (score < 3 skipped or superseded): {result['false_retire_rate']:.2%}")
         print(f"near-duplicates (>= 4.5) skipped: {result['near_duplicate_skip_rate']:.2%}   ({result['seconds']} s)")
+        if "halfvec" in result:
+            half = result["halfvec"]
+            print(f"halfvec: {half['pairs']} pairs, max |cosine change| {half['max_cosine_delta']}, "
+                  f"{len(half['threshold_side_changes'])} cross a threshold: {half['threshold_side_changes']}")
     write_results(f"dedup-{args.split}", {"split": args.split, "pairs": len(pairs), "results": results})
 
 

@@ -31,7 +31,8 @@ MODES = {
 }
 
 
-def run_mode(triples: list[dict[str, Any]], *, gate: bool, about: bool) -> dict[str, Any]:
+def run_mode(triples: list[dict[str, Any]], *, gate: bool, about: bool,
+             decisions: list[dict[str, Any]]) -> dict[str, Any]:
     from django.conf import settings
     from django.test import override_settings
 
@@ -53,6 +54,9 @@ def run_mode(triples: list[dict[str, Any]], *, gate: bool, about: bool) -> dict[
                 memory_write(store=store, content=triple["fact"], principal="bench", about=key)
                 result = memory_write(store=store, content=triple[kind], principal="bench", about=key)
                 tally[result.action] += 1
+                decisions.append({"mode": name, "triple": index, "kind": kind, "action": result.action,
+                                  "reason": result.decision_reason,
+                                  "similarity": None if result.similarity is None else round(result.similarity, 4)})
                 wrong = (kind == "update" and result.action != "superseded") or (
                     kind == "restatement" and result.action != "skipped")
                 if wrong:
@@ -68,14 +72,17 @@ def main() -> None:
     parser.add_argument("--cases", default=str(ROOT / "bench" / "data" / "dedup_updates.jsonl"),
                         help="the hand-written cases (JSON lines)")
     parser.add_argument("--show-misses", action="store_true")
+    parser.add_argument("--decisions", type=Path, metavar="FILE",
+                        help="also write every write's decision (action, reason, similarity) as JSON lines")
     args = parser.parse_args()
     triples = [json.loads(line) for line in Path(args.cases).read_text().splitlines() if line.strip()]
     setup_django()
     print(f"{len(triples)} fact / restatement / update triples, thresholds 0.95 / 0.90, all-MiniLM-L6-v2")
     results, rows = {}, []
+    decisions: list[dict[str, Any]] = []
     for mode, options in MODES.items():
         started = time.perf_counter()
-        result = run_mode(triples, **options)
+        result = run_mode(triples, **options, decisions=decisions)
         result["seconds"] = round(time.perf_counter() - started, 1)
         results[mode] = result
         n = len(triples)
@@ -91,6 +98,8 @@ def main() -> None:
             for miss in result["misses"]:
                 print(f"  {miss['kind']:<11} {miss['action']:<10} {miss['similarity'] and round(miss['similarity'], 3)}"
                       f"  {miss['fact']!r} -> {miss['second']!r}")
+    if args.decisions:
+        args.decisions.write_text("".join(json.dumps(row) + "\n" for row in decisions))
     write_results("dedup-updates", {"triples": len(triples), "data": Path(args.cases).name, "results": results})
 
 

@@ -16,10 +16,12 @@ sentences embedded by the default model.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +44,8 @@ def sentences(data: Path, count: int) -> list[str]:
 
 
 def fill_store(store_id: str, count: int) -> float:
-    """Insert ``count`` synthetic memories (random vectors; cosine needs no normalisation) and rebuild the HNSW index."""
+    """Insert ``count`` synthetic memories (random vectors; cosine needs no normalisation) and
+    rebuild the HNSW index."""
     from django.db import connection
 
     from memory_engine.conf import embedding_dimensions
@@ -53,9 +56,11 @@ def fill_store(store_id: str, count: int) -> float:
         cursor.execute("DROP INDEX IF EXISTS me_content_embedding_hnsw")
         cursor.execute(
             f"""
-            INSERT INTO memory_engine_memorycontent (id, store_id, content_hash, text, embedding, embedding_model, created_at)
-            SELECT 'mc_bench' || lpad(i::text, 9, '0'), %s, md5('bench' || i), 
-                   'Synthetic fact number ' || i || ' about ' || (ARRAY['billing','infra','people','travel'])[1 + i %% 4],
+            INSERT INTO memory_engine_memorycontent
+                (id, store_id, content_hash, text, embedding, embedding_model, created_at)
+            SELECT 'mc_bench' || lpad(i::text, 9, '0'), %s, md5('bench' || i),
+                   'Synthetic fact number ' || i || ' about '
+                       || (ARRAY['billing','infra','people','travel'])[1 + i %% 4],
                    (SELECT array_agg(random() - 0.5)::vector FROM generate_series(1, {dims}) WHERE i > 0),
                    'all-MiniLM-L6-v2', now()
             FROM generate_series(1, %s) AS i
@@ -64,8 +69,10 @@ def fill_store(store_id: str, count: int) -> float:
         )
         cursor.execute(
             """
-            INSERT INTO memory_engine_memory (id, store_id, content_id, tags, metadata, source_type, created_at)
-            SELECT 'mem_bench' || substr(id, 9), store_id, id, '{}', '{}', 'manual', now()
+            INSERT INTO memory_engine_memory (id, store_id, content_id, tags, metadata, source_type, created_at,
+                                             kind, title, summary, confidence, evidence_count, retention_class)
+            SELECT 'mem_bench' || substr(id, 9), store_id, id, '{}', '{}', 'manual', now(),
+                   'fact', '', '', 0.7, 1, 'durable'
             FROM memory_engine_memorycontent WHERE store_id = %s AND id LIKE 'mc_bench%%'
             """,
             [store_id],
@@ -79,9 +86,108 @@ def fill_store(store_id: str, count: int) -> float:
     return time.perf_counter() - started
 
 
+EF_SEARCH_GRID = (10, 20, 40, 64, 100)
+
+
+def shortlist_recall(store_id: str, texts: list[str]) -> list[dict[str, Any]]:
+    """The dedup shortlist's statement (store, liveness and facet filters, limit 10) ordered by the
+    HNSW index at each ef_search, against the exact order; then the same with a halfvec
+    expression index (built here, dropped after: the schema's column type is not changed)."""
+    from django.db import connection, transaction
+
+    from memory_engine.conf import embedding_dimensions, engine_settings
+    from memory_engine.db import vector_literal
+    from memory_engine.models.memories import LIVE_MEMORY_SQL
+    from memory_engine.providers.embeddings import get_embedding_provider
+
+    dims = embedding_dimensions()
+    vectors = [vector_literal(v) for v in get_embedding_provider().embed_documents(texts)]
+
+    def shortlist(cursor: Any, vector: str, order: str) -> list[str]:
+        cursor.execute(
+            f"""SELECT m.id FROM memory_engine_memorycontent c JOIN memory_engine_memory m ON m.content_id = c.id
+            WHERE c.store_id = %(store)s AND m.store_id = %(store)s AND {LIVE_MEMORY_SQL}
+              AND m.facet IS NULL AND c.embedding IS NOT NULL
+            ORDER BY {order} LIMIT 10""",
+            {"store": store_id, "q": vector},
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+    rows: list[dict[str, Any]] = []
+    with connection.cursor() as cursor:
+        exact = [shortlist(cursor, v, "(c.embedding <=> %(q)s::vector) + 0") for v in vectors]
+
+        def measure(index: str, order: str, grid: tuple[int, ...]) -> None:
+            for ef in grid:
+                found, times = [], []
+                for vector in vectors:
+                    with transaction.atomic():
+                        cursor.execute("SELECT set_config('hnsw.ef_search', %s::text, true),"
+                                       " set_config('hnsw.iterative_scan', %s, true),"
+                                       " set_config('hnsw.max_scan_tuples', %s::text, true)",
+                                       [ef, engine_settings.HNSW_ITERATIVE_SCAN, engine_settings.HNSW_MAX_SCAN_TUPLES])
+                        t0 = time.perf_counter()
+                        found.append(shortlist(cursor, vector, order))
+                        times.append(time.perf_counter() - t0)
+                pairs = list(zip(found, exact, strict=True))
+                top1 = sum(1 for got, want in pairs if got[:1] == want[:1]) / len(pairs)
+                top10 = sum(len(set(got) & set(want)) for got, want in pairs) / sum(len(want) for _, want in pairs)
+                timing = summary_ms(times)
+                rows.append({"index": index, "ef_search": ef, "top1": round(top1, 4), "top10": round(top10, 4),
+                             "p50_ms": timing["p50_ms"], "p95_ms": timing["p95_ms"]})
+
+        measure("vector", "c.embedding <=> %(q)s::vector", EF_SEARCH_GRID)
+        print("building a halfvec expression index for the comparison ...", file=sys.stderr)
+        cursor.execute("SET maintenance_work_mem = '1GB'")
+        cursor.execute(
+            f"CREATE INDEX bench_content_embedding_halfvec ON memory_engine_memorycontent "
+            f"USING hnsw ((embedding::halfvec({dims})) halfvec_cosine_ops) WITH (m = 16, ef_construction = 64)"
+        )
+        cursor.execute("ANALYZE memory_engine_memorycontent")
+        try:
+            measure("halfvec", f"c.embedding::halfvec({dims}) <=> %(q)s::halfvec({dims})", EF_SEARCH_GRID)
+        finally:
+            cursor.execute("DROP INDEX bench_content_embedding_halfvec")
+    return rows
+
+
+class StatementLog:
+    """Per-statement wall time (sent to received) of the writes it watches, grouped by the
+    statement's opening words."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, list[float]] = {}
+
+    @contextlib.contextmanager
+    def watch(self, enabled: bool) -> Iterator[None]:
+        if not enabled:
+            yield
+            return
+        from django.db import connection
+
+        with connection.execute_wrapper(self._record):
+            yield
+
+    def _record(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            key = " ".join(sql.split())[:70]
+            self.times.setdefault(key, []).append(time.perf_counter() - started)
+
+    def report(self, title: str, writes: int) -> None:
+        rows = sorted(self.times.items(), key=lambda item: -sum(item[1]))
+        total = sum(len(values) for values in self.times.values())
+        print(f"\nstatements of the {title}: {total / writes:.2f} per write")
+        print_table(["statement", "per write", "mean ms", "p95 ms"],
+                    [[key, f"{len(values) / writes:.2f}", f"{summary_ms(values)['mean_ms']:.3f}",
+                      f"{summary_ms(values)['p95_ms']:.3f}"] for key, values in rows])
+
+
 def serve_wsgi() -> tuple[str, Any]:
-    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
     from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
     from django.core.wsgi import get_wsgi_application
 
@@ -101,6 +207,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--memories", type=int, default=100_000)
     parser.add_argument("--writes", type=int, default=300)
+    parser.add_argument("--recall", action="store_true",
+                        help="also measure the dedup shortlist's HNSW top-1 against an exact scan per ef_search "
+                             "(and a halfvec expression index, built in the bench database only)")
+    parser.add_argument("--statements", action="store_true",
+                        help="also time every SQL statement of the new writes and the restatements")
     args = parse_args(parser)
     setup_django("bench_write")
     from django.conf import settings
@@ -129,10 +240,12 @@ def main() -> None:
         # 1. funnel time per new write = total - embedder time
         funnel, totals, embeds = [], [], []
         actions: dict[str, int] = {}
+        new_log = StatementLog()
         for text in new_texts:
             _setup.EMBED_SECONDS.clear()
             started = time.perf_counter()
-            result = memory_write(store=store, content=text, principal="bench")
+            with new_log.watch(args.statements):
+                result = memory_write(store=store, content=text, principal="bench")
             total = time.perf_counter() - started
             embed = sum(_setup.EMBED_SECONDS)
             totals.append(total)
@@ -144,12 +257,16 @@ def main() -> None:
         _setup.EMBED_SECONDS.clear()
         started = time.perf_counter()
         hit_times = []
+        hit_log = StatementLog()
         for text in new_texts:
             t0 = time.perf_counter()
-            memory_write(store=store, content=text, principal="bench")
+            with hit_log.watch(args.statements):
+                memory_write(store=store, content=text, principal="bench")
             hit_times.append(time.perf_counter() - t0)
         hash_hit_rate = len(new_texts) / (time.perf_counter() - started)
         assert not _setup.EMBED_SECONDS, "hash hits must not call the embedder"
+
+        recall = shortlist_recall(store.pk, api_texts) if args.recall else None
 
         # 3. end-to-end over HTTP (WSGI server on 127.0.0.1, real embedder)
         import httpx
@@ -182,13 +299,21 @@ def main() -> None:
             ["API write over HTTP", api["p50_ms"], api["p95_ms"], api["p99_ms"], api["mean_ms"]],
         ],
     )
+    if args.statements:
+        new_log.report("new writes", len(new_texts))
+        hit_log.report("restatements", len(new_texts))
+    if recall:
+        print("\ndedup shortlist (limit 10) against an exact scan, queries: the API phase's sentences")
+        print_table(["index", "ef_search", "top-1 = exact", "top-10 overlap", "p50 ms", "p95 ms"],
+                    [[r["index"], r["ef_search"], f"{r['top1']:.1%}", f"{r['top10']:.1%}", r["p50_ms"], r["p95_ms"]]
+                     for r in recall])
     print(f"\nhash-hit writes per second (one client): {hash_hit_rate:.0f}")
     print(f"funnel time / service total: {ratio:.1%}  (the rest is the embedder)")
     write_results("write", {
         "memories_in_store": args.memories, "writes": args.writes, "actions": actions,
         "funnel_own_time": f, "embedder": e, "service_total": t, "hash_hit": hits,
         "hash_hit_writes_per_second": round(hash_hit_rate, 1), "api_write": api,
-        "funnel_over_total": round(ratio, 4), "setup_seconds": round(fill_seconds, 1),
+        "funnel_over_total": round(ratio, 4), "shortlist_recall": recall, "setup_seconds": round(fill_seconds, 1),
     })
 
 

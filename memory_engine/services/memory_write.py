@@ -245,6 +245,29 @@ def lock_store(store_id: str) -> None:
     advisory_xact_lock(f"memory_engine.store:{store_id}")
 
 
+#: The HNSW settings of the dedup shortlist, transaction-local (``set_config(..., true)``).
+HNSW_SETTINGS_SQL = (
+    "set_config('hnsw.ef_search', %(ef_search)s::text, true),"
+    " set_config('hnsw.iterative_scan', %(iterative_scan)s, true),"
+    " set_config('hnsw.max_scan_tuples', %(max_scan_tuples)s::text, true)"
+)
+
+
+def _hnsw_settings() -> dict[str, Any]:
+    return {"ef_search": engine_settings.HNSW_EF_SEARCH, "iterative_scan": engine_settings.HNSW_ITERATIVE_SCAN,
+            "max_scan_tuples": engine_settings.HNSW_MAX_SCAN_TUPLES}
+
+
+def lock_store_for_write(store_id: str) -> None:
+    """lock_store, and the shortlist's HNSW settings for the rest of the transaction, in one
+    round trip (an exact scan ignores them)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0)), {HNSW_SETTINGS_SQL}",
+            {"key": f"memory_engine.store:{store_id}", **_hnsw_settings()},
+        )
+
+
 # store id -> (use exact scan, monotonic time checked); stores only grow, so a stale
 # "exact" answer costs a little speed, never correctness. Dropped when DEDUP_EXACT_SCAN_MAX
 # (or any other setting) changes.
@@ -268,61 +291,108 @@ def _use_exact_scan(cursor: Any, store_id: str) -> bool:
     return exact
 
 
-def nearest_live_memories(store: MemoryStore, content_id: str, *, facet: str | None,
-                          limit: int = NEIGHBOURS) -> list[tuple[str, float]]:
-    """Top ``limit`` (memory id, cosine), best first, among the store's live memories of the
-    same facet (no facet: only memories without one), against a content row's vector.
+@dataclass
+class Candidates:
+    """What the decision reads from the store, in one statement (dedup_candidates); each memory
+    comes with its content's text (the vector stays in PostgreSQL)."""
+
+    #: the oldest live memory of the facet with the write's ``about``, and its cosine to the text
+    about: tuple[Memory, float | None] | None = None
+    #: the oldest live memory of the facet holding exactly this content row
+    same_text: Memory | None = None
+    #: nearest live memories of the facet: [(memory, cosine)], best first
+    neighbours: list[tuple[Memory, float]] = field(default_factory=list)
+
+
+def _cosine(value: Any) -> float | None:
+    # a NULL or NaN cosine: a missing or zero vector (cosine undefined)
+    return None if value is None or math.isnan(value) else float(value)
+
+
+#: The content columns read with each candidate (``c``), as the candidate's attributes.
+CANDIDATE_CONTENT_SQL = ("c.content_hash AS content_hash, c.text AS content_text,"
+                         " c.embedding_model AS content_model, c.created_at AS content_created_at")
+
+
+def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, about: About | None,
+                     neighbours: bool, limit: int = NEIGHBOURS) -> Candidates:
+    """The ``about`` match, the same-text memory and (``neighbours``) the top ``limit`` nearest,
+    among the store's live memories of the same facet (no facet: only memories without one),
+    in one statement: three branches of a UNION ALL, each planned on its own.
 
     The query vector is read from the content row inside PostgreSQL, so no vector
     travels over the wire. Small stores are scanned exactly (``+ 0`` keeps the planner
     off the HNSW index, which could miss rows when other stores crowd it); large ones
-    use HNSW with a raised ef_search and the search's iterative scan settings, so the
-    store, facet and liveness filters still fill the top ``limit``.
+    use HNSW with the settings lock_store_for_write set (a raised ef_search and the
+    search's iterative scan), so the store, facet and liveness filters still fill the top
+    ``limit``.
     """
-    with connection.cursor() as cursor:
-        exact = _use_exact_scan(cursor, store.pk)
-        # A scalar subquery is evaluated once, as a parameter, so the HNSW index can
-        # order by it (a joined CTE column would force a full sort).
-        query = "(SELECT embedding FROM memory_engine_memorycontent WHERE id = %(content)s)"
+    # A scalar subquery is evaluated once, as a parameter, so the HNSW index can order by it
+    # (a joined CTE column would force a full sort).
+    query = "(SELECT embedding FROM memory_engine_memorycontent WHERE id = %(content)s)"
+    scope = "m.store_id = %(store)s AND m.facet IS NOT DISTINCT FROM %(facet)s"
+    # The about and same-text matches are live by the application's clock (Memory.objects.live()),
+    # the shortlist by the transaction's (LIVE_MEMORY_SQL), as they were when they were separate
+    # statements.
+    live_now = f"{scope} AND m.invalidated_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)"
+    columns = f"m.*, {CANDIDATE_CONTENT_SQL}"
+    joined = "memory_engine_memory m JOIN memory_engine_memorycontent c ON c.id = m.content_id"
+    branches = [
+        f"""(SELECT 'about' AS role, 1 - (c.embedding <=> {query}) AS cosine, {columns} FROM {joined}
+            WHERE {live_now} AND m.about_kind = %(about_kind)s AND m.about_key = %(about_key)s
+            ORDER BY m.created_at, m.id LIMIT 1)""",
+        f"""(SELECT 'same', NULL::float8, {columns} FROM {joined}
+            WHERE {live_now} AND m.content_id = %(content)s ORDER BY m.created_at, m.id LIMIT 1)""",
+    ]
+    if neighbours:
+        with connection.cursor() as cursor:
+            exact = _use_exact_scan(cursor, store.pk)
         order = f"(c.embedding <=> {query}) + 0" if exact else f"c.embedding <=> {query}"
-        if not exact:
-            # iterative scan: a rare facet (or expired rows) must not starve the filtered top-k
-            cursor.execute(
-                "SELECT set_config('hnsw.ef_search', %s::text, true), set_config('hnsw.iterative_scan', %s, true),"
-                " set_config('hnsw.max_scan_tuples', %s::text, true)",
-                [engine_settings.HNSW_EF_SEARCH, engine_settings.HNSW_ITERATIVE_SCAN,
-                 engine_settings.HNSW_MAX_SCAN_TUPLES],
-            )
-        cursor.execute(
-            f"""
-            SELECT m.id, 1 - (c.embedding <=> {query})
-            FROM memory_engine_memorycontent c
-            JOIN memory_engine_memory m ON m.content_id = c.id
-            WHERE c.store_id = %(store)s AND m.store_id = %(store)s
-              AND {LIVE_MEMORY_SQL} AND m.facet IS NOT DISTINCT FROM %(facet)s
-              AND c.embedding IS NOT NULL
-            ORDER BY {order}
-            LIMIT %(limit)s
-            """,
-            {"content": content_id, "store": store.pk, "facet": facet, "limit": limit},
+        branches.append(f"""(SELECT 'near', 1 - (c.embedding <=> {query}), {columns} FROM {joined}
+            WHERE c.store_id = %(store)s AND {scope} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
+            ORDER BY {order} LIMIT %(limit)s)""")
+    rows = Memory.objects.raw(
+        "\nUNION ALL\n".join(branches),
+        {"content": content_id, "store": store.pk, "facet": facet, "limit": limit, "now": timezone.now(),
+         "about_kind": about.kind if about else None, "about_key": about.key if about else None},
+    )
+    found = Candidates()
+    near: list[tuple[Memory, float]] = []
+    for memory in rows:
+        # the statement's extra columns arrive as attributes: taken off the memory again
+        extra = {name: vars(memory).pop(name) for name in
+                 ("role", "cosine", "content_hash", "content_text", "content_model", "content_created_at")}
+        memory.content = _content_row(
+            [memory.content_id, memory.store_id, extra["content_hash"], extra["content_text"],
+             extra["content_model"], extra["content_created_at"]],
         )
-        rows = cursor.fetchall()
-    # a NULL or NaN cosine: a zero vector (cosine undefined); sorted again because a relaxed
-    # iterative scan may return its rows slightly out of order
-    found = [(row[0], float(row[1])) for row in rows if row[1] is not None and not math.isnan(row[1])]
-    return sorted(found, key=lambda pair: pair[1], reverse=True)
+        cosine = _cosine(extra["cosine"])
+        if extra["role"] == "about":
+            found.about = (memory, cosine)
+        elif extra["role"] == "same":
+            found.same_text = memory
+        elif cosine is not None:
+            near.append((memory, cosine))
+    # sorted again because a relaxed iterative scan may return its rows slightly out of order
+    found.neighbours = sorted(near, key=lambda pair: pair[1], reverse=True)
+    return found
 
 
-def content_cosine(a_id: str, b_id: str) -> float | None:
-    """Cosine between two content rows' vectors (None when either has none)."""
+def nearest_live_memories(store: MemoryStore, content_id: str, *, facet: str | None,
+                          limit: int = NEIGHBOURS) -> list[tuple[str, float]]:
+    """Top ``limit`` (memory id, cosine), best first, among the store's live memories of the
+    same facet, against a content row's vector (dedup_candidates' shortlist on its own, with
+    the HNSW settings set for the transaction)."""
+    if not _use_exact_scan_cached(store.pk):
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {HNSW_SETTINGS_SQL}", _hnsw_settings())
+    found = dedup_candidates(store, content_id, facet=facet, about=None, neighbours=True, limit=limit)
+    return [(memory.pk, cosine) for memory, cosine in found.neighbours]
+
+
+def _use_exact_scan_cached(store_id: str) -> bool:
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT 1 - (a.embedding <=> b.embedding) FROM memory_engine_memorycontent a, "
-            "memory_engine_memorycontent b WHERE a.id = %s AND b.id = %s",
-            [a_id, b_id],
-        )
-        row = cursor.fetchone()
-    return None if row is None or row[0] is None or math.isnan(row[0]) else float(row[0])
+        return _use_exact_scan(cursor, store_id)
 
 
 def embed_best_effort(text: str) -> tuple[list[float] | None, str]:
@@ -395,27 +465,41 @@ def _resolve_content(store: MemoryStore, text: str, digest: str,
     """
     provider = get_embedding_provider()
     model_name = provider.model_name if (provider and vector is not None) else ""
+    returned = "id, store_id, content_hash, text, embedding_model, created_at, embedding IS NOT NULL"
     with connection.cursor() as cursor:
+        # A hit updates the row only to fill a missing vector: rewriting it would add a row
+        # version, and with it an entry in every index (the HNSW graph's insert is the slow one).
+        # The caller holds the store lock, so a row this statement does not insert or update is
+        # committed and visible to its second branch.
         cursor.execute(
-            """
-            INSERT INTO memory_engine_memorycontent
-                (id, store_id, content_hash, text, embedding, embedding_model, created_at)
-            VALUES (%(id)s, %(store)s, %(hash)s, %(text)s, %(vector)s::vector, %(model)s, now())
-            ON CONFLICT (store_id, content_hash) DO UPDATE SET
-                embedding = COALESCE(memory_engine_memorycontent.embedding, EXCLUDED.embedding),
-                embedding_model = CASE WHEN memory_engine_memorycontent.embedding IS NULL
-                    THEN EXCLUDED.embedding_model ELSE memory_engine_memorycontent.embedding_model END
-            RETURNING id, store_id, content_hash, text, embedding_model, created_at, embedding IS NOT NULL
+            f"""
+            WITH upsert AS (
+                INSERT INTO memory_engine_memorycontent
+                    (id, store_id, content_hash, text, embedding, embedding_model, created_at)
+                VALUES (%(id)s, %(store)s, %(hash)s, %(text)s, %(vector)s::vector, %(model)s, now())
+                ON CONFLICT (store_id, content_hash) DO UPDATE SET
+                    embedding = EXCLUDED.embedding, embedding_model = EXCLUDED.embedding_model
+                WHERE memory_engine_memorycontent.embedding IS NULL AND EXCLUDED.embedding IS NOT NULL
+                RETURNING {returned}
+            )
+            SELECT * FROM upsert
+            UNION ALL
+            SELECT {returned} FROM memory_engine_memorycontent
+            WHERE store_id = %(store)s AND content_hash = %(hash)s AND NOT EXISTS (SELECT 1 FROM upsert)
             """,
             {"id": new_id("mc"), "store": store.pk, "hash": digest, "text": text,
              "vector": vector_literal(vector) if vector is not None else None, "model": model_name},
         )
         row = cursor.fetchone()
-    # from_db expects values in the model's field order; the vector stays deferred.
-    values = dict(zip(CONTENT_FIELDS, row[:6], strict=True))
+    return _content_row(row[:6]), bool(row[6])
+
+
+def _content_row(row: Any) -> MemoryContent:
+    """A content row from CONTENT_FIELDS' values, its vector deferred (it stays in PostgreSQL)."""
+    # from_db expects values in the model's field order
+    values = dict(zip(CONTENT_FIELDS, row, strict=True))
     names = [f.attname for f in MemoryContent._meta.concrete_fields if f.attname in values]
-    content = MemoryContent.from_db(connection.alias, names, [values[name] for name in names])
-    return content, bool(row[6])
+    return MemoryContent.from_db(connection.alias, names, [values[name] for name in names])
 
 
 @dataclass
@@ -430,35 +514,33 @@ class Decision:
 
 
 def _decide(*, store: MemoryStore, content_row: MemoryContent, has_vector: bool, text: str,
-            about: About | None, facet: str | None, neighbours: list[tuple[str, float]],
-            thresholds: tuple[float, float], judge: Any, notes: dict[str, Any]) -> Decision:
+            about: About | None, facet: str | None, thresholds: tuple[float, float], judge: Any,
+            notes: dict[str, Any]) -> tuple[Decision, list[tuple[str, float]]]:
     """Skip, supersede or create (see docs/write-funnel.md); runs under the store lock.
 
-    Candidates are the store's live memories of the same facet; ``neighbours`` are the nearest
-    of them (nearest_live_memories). ``notes`` collects what the assertion should record.
+    Candidates are the store's live memories of the same facet, read in one statement
+    (dedup_candidates). Returns
+    the decision and the nearest neighbours (for ``potential_duplicates``). ``notes``
+    collects what the assertion should record.
     """
     dup_t, sup_t = thresholds
-    live = Memory.objects.live().filter(store=store, facet=facet).select_related("content") \
-        .defer("content__embedding")
-    if about is not None:
-        about_match = live.filter(about_kind=about.kind, about_key=about.key).first()
-        if about_match is not None:
-            if about_match.content_id == content_row.pk:
-                return Decision(Outcome.SKIPPED, Reason.DUPLICATE, about_match, 1.0)
-            return Decision(Outcome.SUPERSEDED, Reason.ABOUT_KEY, about_match,
-                            content_cosine(content_row.pk, about_match.content_id))
-    same_text = live.filter(content=content_row).first()
-    if same_text is not None:
-        return Decision(Outcome.SKIPPED, Reason.DUPLICATE, same_text, 1.0)
+    found = dedup_candidates(store, content_row.pk, facet=facet, about=about, neighbours=has_vector)
+    neighbours = [(memory.pk, cosine) for memory, cosine in found.neighbours]
+    if about is not None and found.about is not None:
+        about_match, about_cosine = found.about
+        if about_match.content_id == content_row.pk:
+            return Decision(Outcome.SKIPPED, Reason.DUPLICATE, about_match, 1.0), neighbours
+        return Decision(Outcome.SUPERSEDED, Reason.ABOUT_KEY, about_match, about_cosine), neighbours
+    if found.same_text is not None:
+        return Decision(Outcome.SKIPPED, Reason.DUPLICATE, found.same_text, 1.0), neighbours
     if not has_vector:
         notes.setdefault("embedding", "missing")
-        return Decision()
+        return Decision(), neighbours
     if not neighbours:
-        return Decision()
+        return Decision(), neighbours
     # Not re-filtered on liveness: the statement that found it already was (and Python's clock
     # is not PostgreSQL's transaction clock).
-    match = Memory.objects.select_related("content").defer("content__embedding").get(pk=neighbours[0][0])
-    similarity = neighbours[0][1]
+    match, similarity = found.neighbours[0]
     decision = Decision(match=match, similarity=similarity)
     if about is not None and match.about_key is not None:
         # the match is explicitly about something else: a different fact
@@ -482,7 +564,7 @@ def _decide(*, store: MemoryStore, content_row: MemoryContent, has_vector: bool,
                 decision.reason = Reason.JUDGE
             else:
                 notes["judge"]["fallback"] = "cosine"
-    return decision
+    return decision, neighbours
 
 
 def reinforced_confidence(old: float, new: float) -> float:
@@ -606,13 +688,12 @@ def memory_write(
     vector, notes = _prepare_vector(store, text, digest)
 
     with transaction.atomic():
-        lock_store(store.pk)
+        lock_store_for_write(store.pk)
         now = timezone.now()
         content_row, has_vector = _resolve_content(store, text, digest, vector)
-        neighbours = nearest_live_memories(store, content_row.pk, facet=facet) if has_vector else []
-        decision = _decide(store=store, content_row=content_row, has_vector=has_vector, text=text,
-                           about=about, facet=facet, neighbours=neighbours, thresholds=(dup_t, sup_t),
-                           judge=judge, notes=notes)
+        decision, neighbours = _decide(store=store, content_row=content_row, has_vector=has_vector, text=text,
+                                       about=about, facet=facet, thresholds=(dup_t, sup_t), judge=judge,
+                                       notes=notes)
         action, reason, match = decision.action, decision.reason, decision.match
         similarity, changes = decision.similarity, decision.changes
 
@@ -660,7 +741,7 @@ def memory_write(
             )
             if replaced is not None:
                 Memory.objects.filter(pk=replaced.pk).update(invalidated_at=now, superseded_by=memory)
-                replaced.refresh_from_db(fields=["invalidated_at", "superseded_by"])
+                replaced.invalidated_at, replaced.superseded_by = now, memory
         kept_or_retired = [match.pk] if match is not None and action != Outcome.CREATED else []
         potential = _potential_duplicates(neighbours, exclude={memory.pk, *kept_or_retired},
                                           supersede_threshold=sup_t)

@@ -1,0 +1,63 @@
+"""How many SQL statements one write issues: a regression guard for the funnel's round trips
+(docs/write-funnel.md, "Statements per write"). Each round trip costs a context switch on a
+loaded machine; a new query in the funnel should be a deliberate change of these numbers."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from memory_engine.services.memory_write import memory_write
+
+pytestmark = pytest.mark.django_db
+
+DATABASE = "Our main database is hosted in Frankfurt"
+
+
+def write(store, text, **kwargs):
+    return memory_write(store=store, content=text, principal="test", **kwargs)
+
+
+def statements_of(store, text, **kwargs):
+    """(result, the statements of one write), savepoints left out: in production the write's
+    transaction is the outermost one, whose BEGIN and COMMIT ride on other statements."""
+    with CaptureQueriesContext(connection) as queries:
+        result = write(store, text, **kwargs)
+    sql = [q["sql"] for q in queries.captured_queries
+           if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
+    return result, sql
+
+
+@pytest.fixture
+def warm_store(store):
+    """A store holding one memory, its project loaded and its scan mode cached."""
+    store.project  # noqa: B018  (the API's store comes with its project)
+    write(store, "The office plants are watered on Mondays")
+    return store
+
+
+def test_a_new_fact_takes_six_statements(warm_store):
+    # content exists? (before the lock) / lock + HNSW settings / content upsert /
+    # candidates (about, same text, shortlist; with their rows) / memory insert / assertion
+    result, sql = statements_of(warm_store, DATABASE)
+    assert result.action == "created"
+    assert len(sql) == 6, "\n".join(sql)
+
+
+def test_an_exact_restatement_takes_five_statements(warm_store):
+    first = write(warm_store, DATABASE)
+    # content exists? / lock / content (a hit: not rewritten) / candidates / assertion
+    result, sql = statements_of(warm_store, DATABASE)
+    assert (result.action, result.memory.pk) == ("skipped", first.memory.pk)
+    assert len(sql) == 5, "\n".join(sql)
+    assert not any(s.startswith("UPDATE") for s in sql)  # reinforced at most once per interval
+
+
+def test_a_supersede_takes_seven_statements(warm_store):
+    first = write(warm_store, DATABASE)
+    # MiniLM puts this pair at ~0.91, between 0.90 and 0.95: a supersede
+    # ... the six of a new fact, and the update retiring the old memory
+    result, sql = statements_of(warm_store, "Our main database is now hosted in Frankfurt and Paris")
+    assert (result.action, result.replaced.pk) == ("superseded", first.memory.pk)
+    assert len(sql) == 7, "\n".join(sql)
