@@ -111,7 +111,7 @@ def run_scifact(data: Path, limit: int, project: Any, provider: Any, batch: int,
              pipeline_s=pipeline),
         _row(f"{label}, one by one, vs raw per document", pages=limit, chunks=limit, raw_s=raw_single,
              pipeline_s=pipeline),
-        _row(f"{label}, bulk ({block} per call), vs raw batch {batch}", pages=limit, chunks=limit,
+        _row(f"{label}, bulk (blocks of {block}), vs raw batch {batch}", pages=limit, chunks=limit,
              raw_s=raw_batched, pipeline_s=bulk),
     ]
 

@@ -107,3 +107,18 @@ def test_a_large_document_among_small_ones_keeps_its_own_batches(project, calls)
     total = sum(document.total_chunks for document in ingested)
     assert ingested[1].total_chunks > 4
     assert sum(calls) == total and len(calls) == math.ceil(ingested[1].total_chunks / 4) + 1
+
+
+def test_the_reingest_command_shares_embedder_calls(project, calls):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    documents = small_documents(project)
+    document_ingest_many(document_ids=[document.pk for document in documents])
+    calls.clear()
+    out = StringIO()
+    call_command("memory_engine_reingest", "--project", str(project.pk), stdout=out, stderr=StringIO())
+    assert calls == [4, 4, 3], out.getvalue()
+    assert f"{len(WORDS)} document(s): {len(WORDS)} ready." in out.getvalue()
+    assert all(d.status == "ready" and d.unembedded_chunks == 0 for d in Document.objects.filter(project=project))
