@@ -18,11 +18,28 @@ from memory_engine.exceptions import MemoryEngineError
 from memory_engine.management.progress import ProgressBar
 from memory_engine.models import Document
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
-from memory_engine.services.documents import document_ingest_or_enqueue, document_reingest
+from memory_engine.services.documents import document_ingest_many, document_reingest
+
+#: Documents re-ingested per shared pipeline run (its embedder calls are shared across them).
+INGEST_GROUP = 64
 
 
 class Command(BaseCommand):
     help = "Re-ingest documents (after changing chunk settings or fixing a converter)."
+
+    def _ingest(self, documents: list[Document], bar: ProgressBar) -> list[tuple[str, str, str, str]]:
+        if not documents:
+            return []
+        ingested = document_ingest_many(document_ids=[document.pk for document in documents])
+        bar.advance(len(documents))
+        return [self._row(after or before, background=False) for before, after in zip(documents, ingested, strict=True)]
+
+    @staticmethod
+    def _row(document: Document, *, background: bool) -> tuple[str, str, str, str]:
+        error = (document.error or {}).get("code", "")
+        chunks = f"{document.total_chunks}" + (
+            f" ({document.unembedded_chunks} unembedded)" if document.unembedded_chunks else "")
+        return (document.path, document.status, chunks if not background else "", error)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--document", action="append", dest="documents", metavar="ID",
@@ -67,20 +84,25 @@ class Command(BaseCommand):
         background = options["background"]
         bar = ProgressBar.for_command(self, len(selected), label="re-ingest")
         rows: list[tuple[str, str, str, str]] = []
+        waiting: list[Document] = []  # re-ingested, for one shared pipeline run (embedder batches across them)
         for document in selected:
             try:
-                document, _ = document_ingest_or_enqueue(document_reingest, wait=not background, size_bytes=None,
-                                                         document=document, **settings)
+                document = document_reingest(document=document, enqueue=background, **settings)
             except MemoryEngineError as exc:
-                if bar.done == 0:  # invalid settings fail every document alike: stop early
+                if not rows and not waiting:  # invalid settings fail every document alike: stop early
                     raise CommandError(f"{exc.code}: {exc.message}") from exc
                 rows.append((document.path, "error", "", exc.code))
-            else:
-                error = (document.error or {}).get("code", "")
-                chunks = f"{document.total_chunks}" + (
-                    f" ({document.unembedded_chunks} unembedded)" if document.unembedded_chunks else "")
-                rows.append((document.path, document.status, chunks if not background else "", error))
-            bar.advance()
+                bar.advance()
+                continue
+            if background:
+                rows.append(self._row(document, background=True))
+                bar.advance()
+                continue
+            waiting.append(document)
+            if len(waiting) == INGEST_GROUP:
+                rows.extend(self._ingest(waiting, bar))
+                waiting = []
+        rows.extend(self._ingest(waiting, bar))
         bar.close()
         self._table(rows)
         counts = Counter(status for _, status, _, _ in rows)

@@ -27,7 +27,8 @@ again is a ``noop``, new content a new pending version whose swap makes it the a
 (``RawCapture``, append-only) in the transaction that writes the version derived from it.
 
 Modules: :mod:`.intake` (capture, create, re-ingest, delete), :mod:`.chunk_settings`,
-:mod:`.pipeline` (claim -> pages -> chunks -> embeddings -> swap), :mod:`.runs` (the run
+:mod:`.pipeline` (claim -> pages -> chunks -> embeddings -> swap; :func:`document_ingest_many`
+shares embedder batches across documents), :mod:`.runs` (the run
 token's fence and the failure record), :mod:`.grants` (sealed password, signed URLs),
 :mod:`.callback` (pending converters), :mod:`.sweep` (recovery) and :mod:`.inline` (the
 ``wait`` rule: ingest in the request or queue). Import from the
@@ -63,7 +64,7 @@ from .intake import (
     project_document_bytes,
     stored_files_delete_on_commit,
 )
-from .pipeline import CONVERTER_FALLBACK_ERRORS, document_ingest
+from .pipeline import CONVERTER_FALLBACK_ERRORS, document_ingest, document_ingest_many
 from .runs import PERSISTENT_STATE
 from .sweep import document_sweep
 
@@ -91,6 +92,7 @@ __all__ = [
     "document_delete",
     "document_for_download",
     "document_ingest",
+    "document_ingest_many",
     "document_ingest_or_enqueue",
     "document_reingest",
     "document_sweep",

@@ -7,7 +7,8 @@ import queue
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -52,24 +53,154 @@ def document_ingest(*, document_id: str) -> Document | None:
 
     Returns the document as it stands afterwards (None when it no longer exists).
     Database outages propagate: the heartbeat then stalls and the sweep retries.
+    It is :func:`document_ingest_many` with one document.
     """
-    claimed = _claim(document_id)
-    if claimed is not None:
+    return document_ingest_many(document_ids=[document_id])[0]
+
+
+def document_ingest_many(*, document_ids: Sequence[str]) -> list[Document | None]:
+    """Ingest several documents, the embedder seeing full batches across them.
+
+    Each document is claimed, extracted and chunked in turn; the chunks of a document that
+    fits in one batch wait in a shared queue, and every embedder call takes the next
+    EMBEDDING_BATCH_SIZE waiting chunks whichever documents they come from, so many small
+    documents cost ceil(chunks / batch) calls instead of one call each. A document is
+    swapped in, in its own transaction, as soon as its last chunk has a vector. A document
+    with more chunks than a batch (or a streamed PDF) is embedded on its own, with its
+    progress beats, as before. Failures stay per document: an extraction or swap error
+    fails that document only, and a shared embedder call that fails is retried document by
+    document, so only the document it fails on keeps chunks without vectors (counted in
+    ``unembedded_chunks``, as for any failed batch). Returns the documents as they stand
+    afterwards, in the order given (None for one that no longer exists).
+    """
+    shared = _SharedBatches()
+    for document_id in document_ids:
+        claimed = _claim(document_id)
+        if claimed is None:
+            continue
         document, run = claimed
+        waiting: _Waiting | None = None
+        with _failure_recorded(document_id, run):
+            specs = _prepare(document, run)
+            if specs is None:
+                continue  # streamed and swapped, or waiting for a pending converter
+            if shared.provider is None or len(specs) > shared.batch_size:
+                vectors, model = _embed(document.pk, run, specs)
+                _swap(document, run, specs, vectors, model)
+            else:
+                waiting = _Waiting(document, run, specs)
+        if waiting is not None:
+            _swap_embedded(shared.add(waiting), shared.model)
+    _swap_embedded(shared.flush(), shared.model)
+    found = Document.objects.in_bulk(list(document_ids))
+    return [found.get(document_id) for document_id in document_ids]
+
+
+@contextmanager
+def _failure_recorded(document_id: str, run: str) -> Iterator[None]:
+    """Record what stops one document's run on that document (and only there); database
+    outages propagate."""
+    try:
+        yield
+    except Superseded:
+        logger.info("ingestion run superseded", extra={"document_id": document_id, "run": run})
+    except MemoryEngineError as exc:  # extraction, chunking, converter, guard: recorded by its code
+        fail_ingestion(document_id, run, exc)
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception as exc:
+        logger.exception("ingestion crashed", extra={"document_id": document_id})
+        fail_ingestion(document_id, run, IngestionError(
+            f"Ingestion stopped on an unexpected {type(exc).__name__}; re-ingest it, and report it "
+            "if it happens again.", details={"error": f"{type(exc).__name__}: {exc}"[:500]}))
+
+
+@dataclass
+class _Waiting:
+    """A claimed document whose chunks wait for the shared embedder calls."""
+
+    document: Document
+    run: str
+    specs: list[ChunkSpec]
+    vectors: list[Vector | None] = field(default_factory=list)
+    crash: Exception | None = None  # an embedder crash on this document alone, raised at its swap
+
+
+class _SharedBatches:
+    """The queue of chunks waiting for an embedder call, across documents (FIFO)."""
+
+    def __init__(self) -> None:
+        self.provider = get_embedding_provider()
+        self.model = self.provider.model_name if self.provider is not None else ""
+        self.batch_size = _batch_size()
+        self.waiting: list[_Waiting] = []
+        self.queued = 0  # chunks waiting without a vector
+
+    def add(self, item: _Waiting) -> list[_Waiting]:
+        """Queue a document's chunks; the documents whose chunks all have vectors now."""
+        self.waiting.append(item)
+        self.queued += len(item.specs)
+        done: list[_Waiting] = []
+        while self.queued >= self.batch_size:
+            done.extend(self._embed_next(self.batch_size))
+        return done
+
+    def flush(self) -> list[_Waiting]:
+        """Embed what is left (one call of fewer than a batch); every queued document."""
+        done: list[_Waiting] = []
+        while self.queued:
+            done.extend(self._embed_next(self.queued))
+        return done
+
+    def _embed_next(self, count: int) -> list[_Waiting]:
+        assert self.provider is not None
+        slices: list[tuple[_Waiting, list[ChunkSpec]]] = []
+        wanted = count
+        for item in self.waiting:
+            if wanted == 0:
+                break
+            part = item.specs[len(item.vectors):len(item.vectors) + wanted]
+            if part:
+                slices.append((item, part))
+                wanted -= len(part)
         try:
-            _run(document, run)
-        except Superseded:
-            logger.info("ingestion run superseded", extra={"document_id": document_id, "run": run})
-        except MemoryEngineError as exc:  # extraction, chunking, converter, guard: recorded by its code
-            fail_ingestion(document_id, run, exc)
+            vectors = _compact(self.provider.embed_documents([spec.text for _, part in slices for spec in part]))
         except (OperationalError, InterfaceError):
             raise
-        except Exception as exc:
-            logger.exception("ingestion crashed", extra={"document_id": document_id})
-            fail_ingestion(document_id, run, IngestionError(
-                f"Ingestion stopped on an unexpected {type(exc).__name__}; re-ingest it, and report it "
-                "if it happens again.", details={"error": f"{type(exc).__name__}: {exc}"[:500]}))
-    return Document.objects.filter(pk=document_id).first()
+        except Exception:  # noqa: BLE001  (retried per document below, where a failure stays that document's)
+            for item, part in slices:
+                item.vectors.extend(self._embed_alone(item, part))
+        else:
+            offset = 0
+            for item, part in slices:
+                item.vectors.extend(vectors[offset:offset + len(part)])
+                offset += len(part)
+        self.queued -= count - wanted
+        done = [item for item in self.waiting if len(item.vectors) == len(item.specs)]
+        self.waiting = self.waiting[len(done):]  # FIFO: the finished ones are the first ones
+        return done
+
+    def _embed_alone(self, item: _Waiting, part: list[ChunkSpec]) -> list[Vector | None]:
+        assert self.provider is not None
+        try:
+            embedded: list[Vector | None] = [*_compact(self.provider.embed_documents([spec.text for spec in part]))]
+            return embedded
+        except EmbeddingError as exc:
+            logger.warning("embedding batch failed; chunks stored without vectors",
+                           extra={"document_id": item.document.pk, "error": str(exc)[:200]})
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception as exc:  # noqa: BLE001  (fails this document at its swap)
+            item.crash = exc
+        return [None] * len(part)
+
+
+def _swap_embedded(done: list[_Waiting], model: str) -> None:
+    for item in done:
+        with _failure_recorded(item.document.pk, item.run):
+            if item.crash is not None:
+                raise item.crash
+            _swap(item.document, item.run, item.specs, item.vectors, model)
 
 
 def _claim(document_id: str) -> tuple[Document, str] | None:
@@ -94,7 +225,9 @@ def _claim(document_id: str) -> tuple[Document, str] | None:
         return document, run
 
 
-def _run(document: Document, run: str) -> None:
+def _prepare(document: Document, run: str) -> list[ChunkSpec] | None:
+    """The document's chunks; None when there is nothing left to embed here (a streamed
+    PDF was embedded and swapped as it was read, or a pending converter will deliver)."""
     delivered = document.converter_state.get("delivered_pages")
     if delivered is not None:
         pages = [Page(text=page["text"], number=page["page"]) for page in delivered]
@@ -116,19 +249,18 @@ def _run(document: Document, run: str) -> None:
                 native_error = exc
         if streamed is not None:
             _swap(document, run, *streamed)
-            return
+            return None
         skip_native = rule is not None and rule.native_extraction == IngestionRule.NativeExtraction.SKIP
         if rule is not None and (native_error is not None or skip_native):
             converted = _convert(document, run, rule, data, native_error)
             if converted is None:
-                return  # a pending converter will deliver the pages to the callback URL
+                return None  # a pending converter will deliver the pages to the callback URL
             pages = converted
     specs = _chunks_within_cap(document, pages)
     if not specs:
         raise NoText("No text was found in the document (every page is empty); check the file or the "
                      "ingestion rule's converter, then re-ingest it.", details={"pages": len(pages)})
-    vectors, model = _embed(document.pk, run, specs)
-    _swap(document, run, specs, vectors, model)
+    return specs
 
 
 def _token_counter() -> TokenCounter:
