@@ -68,21 +68,31 @@ def request_grants(request: Any) -> Grants | None:
 
 def access_tags(request: Any, action: str | None) -> list[str] | None:
     """The grant tags ``action`` reaches for this request (None: any action), computed once per
-    request; None when the caller is not restricted. Wildcard patterns are matched against the
-    tags the project's documents and stores carry."""
+    request; None when the caller is not restricted."""
     grants = request_grants(request)
     if grants is None:
         return None
     cache = request.__dict__.setdefault("_memory_engine_access", {})
     if action not in cache:
-        catalogue: set[str] = set()
-        if grants.needs_catalogue(action):
-            project = request_project(request)
-            for model in (Document, MemoryStore):
-                catalogue.update(model.objects.filter(project=project).values_list(
-                    Func(F("access_tags"), function="unnest"), flat=True).distinct())
-        cache[action] = grants.tags(action, catalogue)
+        cache[action] = grant_tags(grants, request_project(request), action)
     return cache[action]
+
+
+def key_access_tags(key: ApiKey, action: str | None) -> list[str] | None:
+    """As :func:`access_tags`, for a key outside a request (the MCP server)."""
+    grants = Grants.of(key.pk, key.grants)
+    return grant_tags(grants, key.project, action) if grants.restricted else None
+
+
+def grant_tags(grants: Grants, project: Project, action: str | None) -> list[str]:
+    """The tags ``grants`` reach for ``action``; wildcard patterns are matched against the tags
+    the project's documents and stores carry."""
+    catalogue: set[str] = set()
+    if grants.needs_catalogue(action):
+        for model in (Document, MemoryStore):
+            catalogue.update(model.objects.filter(project=project).values_list(
+                Func(F("access_tags"), function="unnest"), flat=True).distinct())
+    return grants.tags(action, catalogue)
 
 
 def visible(queryset: QuerySet[M], request: Any, action: str | None = "search", *,
