@@ -9,13 +9,13 @@ Bearer``; the host pins an agent, a subject and a facet with ``?agent=``, ``?sub
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf_exceptions
-from rest_framework.authentication import get_authorization_header
 
 from memory_engine.api.throttling import FailedAuthThrottle
 from memory_engine.exceptions import AuthenticationRequired, MemoryEngineError, Throttled
@@ -28,11 +28,11 @@ def _pin(request: HttpRequest, name: str) -> str | None:
 
 
 def _connection(request: HttpRequest) -> Connection:
-    header = get_authorization_header(request).split()
-    if len(header) != 2 or header[0].lower() != b"bearer":
+    header = request.headers.get("Authorization", "").split()
+    if len(header) != 2 or header[0].lower() != "bearer":
         raise AuthenticationRequired("Send the API key as `Authorization: Bearer <key>`.")
     try:
-        return connect(header[1].decode("ascii", errors="replace"), agent_id=_pin(request, "agent"),
+        return connect(header[1], agent_id=_pin(request, "agent"),
                        subject=_pin(request, "subject"), facet=_pin(request, "facet"))
     except MemoryEngineError as exc:
         if exc.status_code == 401:  # failing credentials are throttled as on the REST API
@@ -60,7 +60,7 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         return _error(exc)
     except drf_exceptions.Throttled as exc:
         return JsonResponse({"code": Throttled.code, "message": str(exc.detail), "details": {}}, status=429,
-                            headers={"Retry-After": str(int(exc.wait or 1))})
+                            headers={"Retry-After": str(int(getattr(exc, "wait", None) or 1))})
     manager = StreamableHTTPSessionManager(app=build_server(connection), stateless=True, json_response=True)
     scope = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": request.method,
@@ -84,7 +84,7 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
             return {"type": "http.request", "body": body, "more_body": False}
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         nonlocal status
         if message["type"] == "http.response.start":
             status = message["status"]
