@@ -34,9 +34,20 @@ class ApiError(Exception):
     def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status = status
-        self.code = code
-        self.message = message
-        self.details = details or {}
+        # the server's body as sent (its code is the server's to choose, never this client's)
+        self.body: dict[str, Any] = {"code": code, "message": message, "details": details or {}}
+
+    @property
+    def code(self) -> str:
+        return str(self.body["code"])
+
+    @property
+    def message(self) -> str:
+        return str(self.body["message"])
+
+    @property
+    def details(self) -> dict[str, Any]:
+        return dict(self.body["details"])
 
 
 @dataclass(frozen=True)

@@ -106,3 +106,17 @@ def test_a_bad_key_is_refused(setup: Setup, live_url: str) -> None:
     assert response.headers["WWW-Authenticate"] == "Bearer"
     with pytest.raises(Exception):  # noqa: B017 - the SDK's own error for a refused connection
         anyio.run(_session, f"{live_url}/mcp/", "me_nope_nope", [])
+
+
+def test_the_endpoint_answers_under_wsgi_too(setup: Setup) -> None:
+    """`make run` serves the example project with runserver (WSGI): the stateless JSON exchange
+    needs no ASGI server."""
+    from django.test import Client as DjangoClient
+
+    response = DjangoClient().post(
+        f"/mcp/?agent={setup.agent.pk}", {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        content_type="application/json", headers={"Authorization": f"Bearer {setup.key}",
+                                                  "Accept": "application/json, text/event-stream",
+                                                  "MCP-Protocol-Version": "2025-06-18"})
+    assert response.status_code == 200, response.content
+    assert {tool["name"] for tool in response.json()["result"]["tools"]} >= {"search_knowledge", "list_memories"}
