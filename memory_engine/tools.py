@@ -8,7 +8,9 @@ are listed in the descriptions; without a schema the enum stays open). All come 
 ``search_knowledge`` call with :func:`run_search_knowledge` (or ``POST
 /api/v1/agents/{id}/tools/search_knowledge``), an ``open_memory`` call with
 :func:`run_open_memory` (``POST .../tools/open_memory``) and a ``write_memory`` call through
-``POST /api/v1/agents/{id}/tools/write_memory``.
+``POST /api/v1/agents/{id}/tools/write_memory``. The MCP server (:mod:`memory_engine.mcp`) serves
+the same definitions, plus ``list_memories`` and ``forget_memory`` (:func:`run_list_memories`,
+:func:`run_forget_memory`).
 """
 
 from __future__ import annotations
