@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 
 SERVER_NAME = "memory-engine"
 
+#: The tools that change data: refused (READ_ONLY_KEY) to a read-only key, and not listed for it.
+WRITE_TOOLS = frozenset({"write_memory", "forget_memory"})
+
 #: The argument every tool takes when the connection names no agent.
 AGENT_ID_PROPERTY = {"type": "string", "description": "The id of the agent you act as (agt_…)."}
 
@@ -133,6 +136,8 @@ def _validated(serializer_class: type, arguments: dict[str, Any]) -> Any:
 def run_tool(connection: Connection, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
     """Run one tool call; ``{"content": text, ...}`` with what the REST endpoint answers besides.
     Raises MemoryEngineError (or DRF's ValidationError from the shared serializers)."""
+    if name in WRITE_TOOLS and connection.key.read_only:
+        raise ReadOnlyKey()
     definitions = {d["name"]: d for d in tool_definitions(connection)}
     if name not in definitions:
         raise ValidationFailed(f"No tool named {name!r} on this connection.", details={"tool": name})
@@ -156,8 +161,6 @@ def run_tool(connection: Connection, name: str, arguments: dict[str, Any] | None
         content, memories = run_list_memories(agent, arguments, access_tags=key_access_tags(connection.key, SEARCH),
                                               **pins)
         return {"content": content, "memory_ids": [m.pk for m in memories]}
-    if connection.key.read_only:
-        raise ReadOnlyKey()
     if name == "forget_memory":
         content, assertion = run_forget_memory(agent, arguments, principal=connection.principal,
                                                access_tags=key_access_tags(connection.key, FORGET), **pins)

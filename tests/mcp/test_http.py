@@ -120,3 +120,14 @@ def test_the_endpoint_answers_under_wsgi_too(setup: Setup) -> None:
                                                   "MCP-Protocol-Version": "2025-06-18"})
     assert response.status_code == 200, response.content
     assert {tool["name"] for tool in response.json()["result"]["tools"]} >= {"search_knowledge", "list_memories"}
+
+
+def test_a_read_only_key_lists_and_runs_only_the_reading_tools(setup: Setup, live_url: str) -> None:
+    from ..factories import make_key
+
+    key = make_key(setup.project, read_only=True)
+    tools, (write, listed) = anyio.run(_session, f"{live_url}/mcp/?agent={setup.agent.pk}", key, [
+        ("write_memory", {"content": "Nothing to see."}), ("list_memories", {})])
+    assert {tool.name for tool in tools.tools} == {"search_knowledge", "open_memory", "list_memories"}
+    assert _error_code(write) == "READ_ONLY_KEY"
+    assert not listed.is_error
