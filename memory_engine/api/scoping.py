@@ -79,8 +79,7 @@ def request_owner(request: Any) -> str | None:
 
 def access_tags(request: Any, action: str | None) -> list[str] | None:
     """The grant tags ``action`` reaches for this request (None: any action), computed once per
-    request; None when the caller is not restricted. Wildcard patterns are matched against the
-    tags the project's documents and stores carry."""
+    request; None when the caller is not restricted."""
     grants = request_grants(request)
     if grants is None:
         return None
@@ -88,6 +87,12 @@ def access_tags(request: Any, action: str | None) -> list[str] | None:
     if action not in cache:
         cache[action] = grant_tags(grants, action, request_project(request))
     return cache[action]
+
+
+def key_access_tags(key: ApiKey, action: str | None) -> list[str] | None:
+    """As :func:`access_tags`, for a key outside a request (the MCP server)."""
+    grants = key_grants(key)
+    return None if grants is None else grant_tags(grants, action, key.project)
 
 
 def visible(queryset: QuerySet[M], request: Any, action: str | None = "search", *,

@@ -1,0 +1,214 @@
+"""One MCP connection: an API key, optionally pinned to an agent, a subject and a facet.
+
+The tool list is rendered from the project's memory schema by :mod:`memory_engine.tools` (the
+same definitions as ``GET /agents/{id}/tools``) and each call runs through the same validation
+and services as the REST tool endpoints, as mechanism ``tool`` with the key as principal. A
+:class:`~memory_engine.exceptions.MemoryEngineError` becomes an MCP tool error whose text and
+structured content are the REST error body (``{"code", "message", "details"}``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+from rest_framework import exceptions as drf_exceptions
+
+from memory_engine.access import FORGET, SEARCH
+from memory_engine.api.agents import SearchToolRequestSerializer, WriteMemoryToolSerializer
+from memory_engine.api.authentication import api_key_from_raw
+from memory_engine.api.exceptions import drf_error_code
+from memory_engine.api.scoping import key_access_tags, project_object_or_404
+from memory_engine.conf import engine_settings
+from memory_engine.exceptions import (
+    AgentNotFound,
+    AuthenticationFailed,
+    MemoryEngineError,
+    ReadOnlyKey,
+    ValidationFailed,
+)
+from memory_engine.facets import validate_facet
+from memory_engine.models import Agent, ApiKey
+from memory_engine.services.agent_tools import agent_write_memory
+from memory_engine.services.memory_schema import memory_schema_of
+from memory_engine.subjects import validate_subject
+from memory_engine.tools import (
+    FORGET_MEMORY,
+    LIST_MEMORIES,
+    OPEN_MEMORY,
+    run_forget_memory,
+    run_list_memories,
+    run_open_memory,
+    run_search_knowledge,
+    search_knowledge_definition,
+    write_memory_definition,
+)
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+
+SERVER_NAME = "memory-engine"
+
+#: The tools that change data: refused (READ_ONLY_KEY) to a read-only key, and not listed for it.
+WRITE_TOOLS = frozenset({"write_memory", "forget_memory"})
+
+#: The argument every tool takes when the connection names no agent.
+AGENT_ID_PROPERTY = {"type": "string", "description": "The id of the agent you act as (agt_…)."}
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Who is calling: the key (its project, grants, read-only flag) and what the host pinned.
+    The model cannot change a pinned ``agent``, ``subject`` or ``facet``: they are not tool
+    arguments when pinned, and an argument the schema does not name is refused."""
+
+    key: ApiKey
+    agent: Agent | None = None
+    subject: str | None = None
+    facet: str | None = None
+
+    @property
+    def principal(self) -> str:
+        return f"key:{self.key.pk}"
+
+
+def connect(raw_key: str, *, agent_id: str | None = None, subject: str | None = None,
+            facet: str | None = None) -> Connection:
+    """The connection of ``raw_key``: 401 AUTHENTICATION_FAILED for a bad key, 404
+    AGENT_NOT_FOUND for an agent of another project, 400 for an invalid subject or facet."""
+    try:
+        key = api_key_from_raw(raw_key)
+    except drf_exceptions.AuthenticationFailed as exc:
+        raise AuthenticationFailed(str(exc.detail)) from None
+    agent = None
+    if agent_id:
+        agent = project_object_or_404(Agent.objects.filter(project_id=key.project_id).select_related(
+            "project", "write_memory_store"), agent_id, error=AgentNotFound, field="agent_id")
+    return Connection(key=key, agent=agent, subject=validate_subject(subject or None, allow_none=True),
+                      facet=validate_facet(facet or None))
+
+
+def _writable(connection: Connection) -> bool:
+    if connection.key.read_only:
+        return False
+    agent = connection.agent
+    return agent is None or bool(agent.write_memory_store_id) or connection.subject is not None
+
+
+def tool_definitions(connection: Connection) -> list[dict[str, Any]]:
+    """The connection's tools in the neutral ``{name, description, parameters}`` shape.
+
+    Write tools only for a read-write key whose agent can write; the model's ``facet`` argument
+    is gone when the host pinned one; ``agent_id`` is a required argument when it did not pin an
+    agent."""
+    kinds = memory_schema_of(connection.key.project)["kinds"]
+    definitions = [search_knowledge_definition(kinds), OPEN_MEMORY, LIST_MEMORIES]
+    if _writable(connection):
+        definitions += [write_memory_definition(kinds, default_confidence=engine_settings.DEFAULT_CONFIDENCE),
+                        FORGET_MEMORY]
+    rendered = []
+    for definition in definitions:
+        parameters = json.loads(json.dumps(definition["parameters"]))
+        if connection.facet is not None:
+            parameters["properties"].pop("facet", None)
+        if connection.agent is None:
+            parameters["properties"] = {"agent_id": AGENT_ID_PROPERTY, **parameters["properties"]}
+            parameters["required"] = ["agent_id", *parameters.get("required", [])]
+        rendered.append({**definition, "parameters": parameters})
+    return rendered
+
+
+def _agent(connection: Connection, arguments: dict[str, Any]) -> Agent:
+    if connection.agent is not None:
+        return connection.agent
+    return project_object_or_404(Agent.objects.filter(project_id=connection.key.project_id).select_related(
+        "project", "write_memory_store"), arguments.pop("agent_id", None), error=AgentNotFound, field="agent_id")
+
+
+def _validated(serializer_class: type, arguments: dict[str, Any]) -> Any:
+    serializer = serializer_class(data=arguments)
+    serializer.is_valid(raise_exception=True)
+    return serializer
+
+
+def run_tool(connection: Connection, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    """Run one tool call; ``{"content": text, ...}`` with what the REST endpoint answers besides.
+    Raises MemoryEngineError (or DRF's ValidationError from the shared serializers)."""
+    if name in WRITE_TOOLS and connection.key.read_only:
+        raise ReadOnlyKey()
+    definitions = {d["name"]: d for d in tool_definitions(connection)}
+    if name not in definitions:
+        raise ValidationFailed(f"No tool named {name!r} on this connection.", details={"tool": name})
+    arguments = dict(arguments or {})
+    unknown = sorted(set(arguments) - set(definitions[name]["parameters"]["properties"]))
+    if unknown:
+        raise ValidationFailed(f"Unknown argument(s) for {name}: {', '.join(unknown)}.",
+                               details={"fields": unknown})
+    agent = _agent(connection, arguments)
+    pins: dict[str, Any] = {"subject": connection.subject, "facet": connection.facet}
+    if name == "search_knowledge":
+        data = _validated(SearchToolRequestSerializer, arguments).validated_data
+        content, result = run_search_knowledge(agent, dict(data), access_tags=key_access_tags(connection.key, SEARCH),
+                                               **pins)
+        return {"content": content, "knowledge": result.as_dict()}
+    if name == "open_memory":
+        content, memory = run_open_memory(agent, arguments, access_tags=key_access_tags(connection.key, SEARCH),
+                                          **pins)
+        return {"content": content, "memory_id": memory.pk}
+    if name == "list_memories":
+        content, memories = run_list_memories(agent, arguments, access_tags=key_access_tags(connection.key, SEARCH),
+                                              **pins)
+        return {"content": content, "memory_ids": [m.pk for m in memories]}
+    if name == "forget_memory":
+        content, assertion = run_forget_memory(agent, arguments, principal=connection.principal,
+                                               access_tags=key_access_tags(connection.key, FORGET), **pins)
+        return {"content": content, "memory_id": arguments["id"].strip(), "assertion_id": assertion.pk}
+    serializer = _validated(WriteMemoryToolSerializer, arguments)
+    result = agent_write_memory(agent=agent, content=serializer.validated_data["content"],
+                                **serializer.write_kwargs(), subject=connection.subject,
+                                pinned_facet=connection.facet, principal=connection.principal)
+    return {"content": f"Remembered ({result.action}): memory {result.memory.pk}.", "action": result.action,
+            "memory_id": result.memory.pk, "assertion_id": result.assertion.pk,
+            "superseded_memory_id": result.replaced.pk if result.replaced else None}
+
+
+def error_body(exc: Exception) -> dict[str, Any] | None:
+    """The REST error body of ``exc``; None for an error that is a bug (the SDK reports it)."""
+    if isinstance(exc, MemoryEngineError):
+        return exc.as_dict()
+    if isinstance(exc, drf_exceptions.APIException):
+        details = {"fields": exc.detail} if isinstance(exc, drf_exceptions.ValidationError) else {}
+        return {"code": drf_error_code(exc), "message": "Invalid tool arguments.", "details": details}
+    return None
+
+
+def build_server(connection: Connection) -> Server:
+    """An MCP low-level server for ``connection``. Its handlers run the ORM work in Django's
+    thread for synchronous code (``sync_to_async``)."""
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        definitions = await sync_to_async(tool_definitions)(connection)
+        return types.ListToolsResult(tools=[
+            types.Tool(name=d["name"], description=d["description"], input_schema=d["parameters"])
+            for d in definitions])
+
+    def call(name: str, arguments: dict[str, Any] | None) -> tuple[bool, dict[str, Any]]:
+        try:
+            return False, run_tool(connection, name, arguments)
+        except Exception as exc:
+            body = error_body(exc)
+            if body is None:
+                raise
+            return True, body
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        is_error, body = await sync_to_async(call)(params.name, params.arguments)
+        text = json.dumps(body) if is_error else body["content"]
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                    structured_content=body, is_error=is_error)
+
+    return Server(SERVER_NAME, on_list_tools=list_tools, on_call_tool=call_tool)
