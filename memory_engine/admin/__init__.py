@@ -4,4 +4,15 @@
 # Importing the modules registers their ModelAdmins: memories and stores, tenancy (projects,
 # API keys), rules and generations, agents, documents and ingestion rules, transform configs and
 # replay runs, memory schemas, retention, webhooks, evidence links.
-from . import agents, documents, links, memories, memory_schema, replay, retention, rules, tenancy, webhooks  # noqa: F401
+from . import (  # noqa: F401
+    agents,
+    documents,
+    links,
+    memories,
+    memory_schema,
+    replay,
+    retention,
+    rules,
+    tenancy,
+    webhooks,
+)
