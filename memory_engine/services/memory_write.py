@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DataError, connection, transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings, reloads_with_settings
@@ -44,7 +44,7 @@ from memory_engine.instruction_guard import first_instruction, record_block
 from memory_engine.models import Agent, Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemoryStore
 from memory_engine.models.memories import LIVE_MEMORY_SQL, Kind, Mechanism, Outcome, SourceType, Tier
 from memory_engine.models.retention import RetentionClass
-from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
+from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider, refresh_embedding_provider
 from memory_engine.text import contains_nul
 
 from .judge import get_judge
@@ -494,6 +494,31 @@ def _resolve_content(store: MemoryStore, text: str, digest: str,
     return _content_row(row[:6]), bool(row[6])
 
 
+#: What a content insert meets when the embedding model was switched after the text was embedded.
+MODEL_SWITCH_ERRORS = ("dimensions, not", "different vector dimensions", "different halfvec dimensions")
+
+
+def _resolve_content_switch_safe(store: MemoryStore, text: str, digest: str, vector: list[float] | None,
+                                 notes: dict[str, Any]) -> tuple[MemoryContent, bool]:
+    """:func:`_resolve_content`, embedding once more with the model now active when the embedding
+    model was switched between the embedder call and the insert (docs/embeddings.md); when that
+    call fails too, the memory is stored without a vector (``notes``), as for any embedder failure."""
+    if vector is None:
+        return _resolve_content(store, text, digest, vector)
+    try:
+        with transaction.atomic():
+            return _resolve_content(store, text, digest, vector)
+    except DataError as exc:
+        if not any(reason in str(exc) for reason in MODEL_SWITCH_ERRORS):
+            raise
+    logger.info("the embedding model changed during a write; embedding the text again")
+    refresh_embedding_provider()
+    vector, failure = embed_best_effort(text)
+    if failure:
+        notes["embedding"] = failure
+    return _resolve_content(store, text, digest, vector)
+
+
 def _content_row(row: Any) -> MemoryContent:
     """A content row from CONTENT_FIELDS' values, its vector deferred (it stays in PostgreSQL)."""
     # from_db expects values in the model's field order
@@ -690,7 +715,7 @@ def memory_write(
     with transaction.atomic():
         lock_store_for_write(store.pk)
         now = timezone.now()
-        content_row, has_vector = _resolve_content(store, text, digest, vector)
+        content_row, has_vector = _resolve_content_switch_safe(store, text, digest, vector, notes)
         decision, neighbours = _decide(store=store, content_row=content_row, has_vector=has_vector, text=text,
                                        about=about, facet=facet, thresholds=(dup_t, sup_t), judge=judge,
                                        notes=notes)

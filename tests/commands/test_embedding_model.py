@@ -213,3 +213,27 @@ def test_a_transform_config_names_only_the_active_model(models: Any) -> None:
     assert (config.embedding_provider, config.embedding_model) == (HASHING, "test-hashing-256")
     with pytest.raises(EmbeddingModelNotActive):
         transform_config_create(project=project, name="old", embedding_model="all-MiniLM-L6-v2")
+
+
+def test_a_write_embedded_by_the_previous_model_is_embedded_again(models: Any) -> None:
+    """A write whose text was embedded just before the switch committed lands with the new model
+    (the insert meets the new column's dimension, the funnel embeds once more)."""
+    import memory_engine.providers.embeddings as embeddings
+
+    _project, store, _document = corpus(count=3)
+    stale, stale_active = get_embedding_provider(), embeddings._active
+    model = embedding_model_register(name="small")
+    embedding_model_build(model=model, batch_size=8)
+    embedding_model_switch(model=model, batch_size=8)
+    # This process has not looked at the registry since: its cached provider is the old model.
+    with embeddings._lock:
+        embeddings._provider, embeddings._active = stale, stale_active
+        embeddings._checked_at = time.monotonic() + 3600
+    assert get_embedding_provider().model_name == "all-MiniLM-L6-v2"
+
+    result = write(store, "Written by a process that had not seen the switch yet.")
+
+    content = MemoryContent.objects.get(text="Written by a process that had not seen the switch yet.")
+    assert content.embedding_model == "test-hashing-256" and content.embedding is not None
+    assert len(content.embedding) == 256 and result is not None
+    assert get_embedding_provider().model_name == "test-hashing-256"
