@@ -43,7 +43,7 @@ RESOURCE_KINDS = {
     "agents": "agent", "documents": "document", "generations": "generation", "ingestion-rules": "ingestion_rule",
     "memories": "memory", "memory-assertions": "assertion", "memory-stores": "store", "rules": "memory_rule",
     "erasure-receipts": "erasure_receipt", "transform-configs": "transform_config", "replay-runs": "replay_run",
-    "webhooks": "webhook",
+    "webhooks": "webhook", "links": "link",
 }
 #: Named path and query parameters.
 PARAM_KINDS = {
@@ -142,6 +142,9 @@ BODIES: dict[str, Body] = {
         lambda w, tag: {"memory_store_id": w.first("store"), "content": f"Fact {tag} is new."},
         {"memory_store_id": "store"}, not_ids=("conversation_id",),
     ),
+    "v1_links_create": Body(lambda w, tag: {"kind": "contradicts", "source_id": w.ids["memory"][1],
+                                            "target_id": w.first("memory")},
+                            {"source_id": "memory", "target_id": "memory"}),
     "v1_webhooks_create": Body(lambda w, tag: {"url": f"http://127.0.0.1:9/hook-{tag}", "event_kinds": ["memory"]}),
     "v1_transform_configs_create": Body(lambda w, tag: {"name": f"config-{tag}", "search": {"rrf_k": 5}}),
     "v1_memory_schema_update": Body(lambda w, tag: {"kinds": ["fact", f"kind_{tag}"]}),

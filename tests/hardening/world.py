@@ -14,6 +14,7 @@ from memory_engine.services.documents.replay import replay_run, transform_config
 from memory_engine.services.erasure import subject_erase
 from memory_engine.services.generations import record_generation
 from memory_engine.services.ingestion_rules import ingestion_rule_save
+from memory_engine.services.links import evidence_link_create, link_end
 from memory_engine.services.memory_write import memory_write
 from memory_engine.services.rules import memory_rule_create
 from memory_engine.services.stores import subject_store_get_or_create
@@ -90,6 +91,10 @@ def build_world(label: str, *, project: Project | None = None, external_ref: str
     webhook = webhook_create(project=project, url=f"http://127.0.0.1:9/hook-{marker}", principal=principal)
     assert replay.status == "completed", replay.error
     stores = [store, store2, subject_store]
+    linked = list(Memory.objects.filter(store=store).order_by("created_at").values_list("pk", flat=True)[:2])
+    link = evidence_link_create(project=project, kind="supports", created_by=principal,
+                                source=link_end(project=project, end_id=linked[0], field="source_id"),
+                                target=link_end(project=project, end_id=linked[1], field="target_id"))
     ids = {
         "project": [project.pk],
         "store": [store.pk, store2.pk, subject_store.pk],
@@ -109,6 +114,7 @@ def build_world(label: str, *, project: Project | None = None, external_ref: str
         "transform_config": [config.pk],
         "replay_run": [replay.pk],
         "webhook": [webhook.pk],
+        "link": [link.pk],
         "content": list(Memory.objects.filter(store__in=stores).values_list("content_id", flat=True)),
     }
     assert first.action == "created"
@@ -121,6 +127,7 @@ def counts(world: World) -> dict[str, int]:
     from memory_engine.models import (
         Agent,
         Document,
+        EvidenceLink,
         Generation,
         IngestionRule,
         MemoryRule,
@@ -147,6 +154,7 @@ def counts(world: World) -> dict[str, int]:
         "transform_configs": TransformConfig.objects.filter(project=project).count(),
         "promoted_replay_runs": ReplayRun.objects.filter(project=project, status="promoted").count(),
         "webhooks": WebhookSubscription.objects.filter(project=project).count(),
+        "links": EvidenceLink.objects.filter(project=project).count(),
     }
 
 
