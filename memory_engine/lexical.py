@@ -36,7 +36,17 @@ INDEXES = {
     "memory_engine_memorycontent": ("me_content_text_bm25", "me_content_text_gin"),
     "memory_engine_chunk": ("me_chunk_text_bm25", "me_chunk_text_gin"),
 }
-BM25_INDEXES = tuple(bm25 for bm25, _gin in INDEXES.values())
+#: A staged generation's chunks (docs/documents.md, replay) have a bm25 index of their own, and the
+#: live chunks' index leaves them out: BM25 statistics (document count, lengths, term frequencies)
+#: are per index, so staging a corpus never moves a live score.
+STAGED_CHUNK_BM25 = "me_chunk_staged_text_bm25"
+#: bm25 index -> (table, the rows it holds: a predicate on the chunk's generation, or None)
+BM25_PARTS: dict[str, tuple[str, str | None]] = {
+    "me_content_text_bm25": ("memory_engine_memorycontent", None),
+    "me_chunk_text_bm25": ("memory_engine_chunk", "generation_id IS NULL"),
+    STAGED_CHUNK_BM25: ("memory_engine_chunk", "generation_id IS NOT NULL"),
+}
+BM25_INDEXES = tuple(BM25_PARTS)
 GIN_INDEXES = tuple(gin for _bm25, gin in INDEXES.values())
 #: One row per bm25 index: when it was last rebuilt, for which server start, how long it took.
 STATE_TABLE = "memory_engine_lexical_index_state"
@@ -174,11 +184,11 @@ def rebuild_bm25_indexes(names: list[str] | tuple[str, ...], *, server_started: 
     seconds: dict[str, float] = {}
     with connection.cursor() as cursor:
         for name in names:
-            table = next(t for t, (bm25, _gin) in INDEXES.items() if bm25 == name)
+            table, predicate = BM25_PARTS[name]
             began = time.perf_counter()
             cursor.execute(f'REINDEX INDEX "{name}"')
             seconds[name] = time.perf_counter() - began
-            cursor.execute(f"SELECT count(*) FROM {table}")  # noqa: S608 (constant names)
+            cursor.execute(f"SELECT count(*) FROM {table} WHERE {predicate or 'true'}")  # noqa: S608 (constant names)
             rows = cursor.fetchone()[0]
             cursor.execute(
                 f"""INSERT INTO {STATE_TABLE} (index_name, server_started, rebuilt_at, seconds, rows)
@@ -241,20 +251,36 @@ def build_lexical_indexes(*, config: str | None = None, backend: str | None = No
         cursor.execute("SELECT %s::regconfig", [config])  # an unknown config fails here, clearly
         if backend is None:
             backend = BM25 if try_create_extension(cursor, using) else TSVECTOR
-        for table, (bm25, gin) in INDEXES.items():
-            cursor.execute(f'DROP INDEX IF EXISTS "{bm25}"')
-            cursor.execute(f'DROP INDEX IF EXISTS "{gin}"')
-            if backend == BM25:
+        for name in BM25_INDEXES + GIN_INDEXES:
+            cursor.execute(f'DROP INDEX IF EXISTS "{name}"')
+        built: list[str] = []
+        if backend == BM25:
+            staged = _has_generations(cursor)  # before migration 0008 chunks have no generation
+            for name, (table, predicate) in BM25_PARTS.items():
+                if predicate and not staged:
+                    if name == STAGED_CHUNK_BM25:
+                        continue
+                    predicate = None
                 # pg_textsearch 1.0 refuses expression indexes: index the plain column.
-                cursor.execute(f"CREATE INDEX \"{bm25}\" ON {table} USING bm25 (text) WITH (text_config = '{config}')")
-            else:
+                where = f" WHERE {predicate}" if predicate else ""
+                cursor.execute(f"CREATE INDEX \"{name}\" ON {table} USING bm25 (text) "
+                               f"WITH (text_config = '{config}'){where}")
+                built.append(name)
+        else:
+            for table, (_bm25, gin) in INDEXES.items():
                 cursor.execute(f'CREATE INDEX "{gin}" ON {table} USING gin ({tsvector_expression(config)})')
         cursor.execute(f"DELETE FROM {STATE_TABLE}")
-        if backend == BM25:
+        if built:
             cursor.execute(f"INSERT INTO {STATE_TABLE} (index_name, server_started) "
-                           f"SELECT unnest(%s::text[]), pg_postmaster_start_time()", [list(BM25_INDEXES)])
+                           f"SELECT unnest(%s::text[]), pg_postmaster_start_time()", [built])
         cursor.execute(f"ANALYZE {', '.join(INDEXES)}")
     return backend
+
+
+def _has_generations(cursor: Any) -> bool:
+    cursor.execute("SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+                   "AND table_name = 'memory_engine_chunk' AND column_name = 'generation_id')")
+    return bool(cursor.fetchone()[0])
 
 
 def drop_lexical_indexes(using: str = DEFAULT_DB_ALIAS) -> None:

@@ -13,7 +13,7 @@ constants, and the validated text search config are inlined.
 
 from __future__ import annotations
 
-from memory_engine.lexical import BM25, INDEXES, TSVECTOR, tsvector_expression
+from memory_engine.lexical import BM25, INDEXES, STAGED_CHUNK_BM25, TSVECTOR, tsvector_expression
 from memory_engine.models import Chunk, Document, DocumentVersion, Memory, MemoryContent, MemoryStore
 from memory_engine.models.memories import LIVE_MEMORY_SQL, Tier
 
@@ -85,9 +85,11 @@ def document_where(scope: Scope) -> str:
     return where
 
 
-def _bm25_score(source: str) -> str:
-    """The pg_textsearch score of ``x.text`` (negative BM25: lower is better)."""
-    return f"(x.text <@> to_bm25query(%(qtext)s, '{BM25_INDEX[source]}'))"
+def _bm25_score(source: str, scope: Scope) -> str:
+    """The pg_textsearch score of ``x.text`` (negative BM25: lower is better), with the statistics
+    of the index holding the rows searched: a staged generation's chunks have their own."""
+    index = STAGED_CHUNK_BM25 if source == DOCUMENT and scope.generation_id is not None else BM25_INDEX[source]
+    return f"(x.text <@> to_bm25query(%(qtext)s, '{index}'))"
 
 
 def _fallback_term_ctes(config: str) -> list[str]:
@@ -155,7 +157,7 @@ def _lexical_ctes(source: str, scope: Scope, *, with_vector: bool, backend: str,
     short = SHORT[source]
     dist = "x.embedding <=> %(qvec)s::vector" if with_vector else "NULL::float8"
     if backend == BM25:
-        score = _bm25_score(source)
+        score = _bm25_score(source, scope)
         pk, body = _source_body(source, scope, f"{score} < 0")
         return [f"{short}_lex AS (SELECT {pk} AS id, -{score} AS lex, {dist} AS dist {body} "
                 f"ORDER BY {score} LIMIT %(lex_k)s)"]
