@@ -10,7 +10,8 @@ The store is filled with synthetic rows (random unit vectors, generated in SQL) 
 setup takes seconds instead of an hour of embedding; the measured writes are real
 sentences embedded by the default model.
 
-    python bench/write.py [--data DIR] [--memories 100000] [--writes 300]
+    python bench/write.py [--data DIR] [--memories 100000] [--writes 300] [--statements] [--recall]
+    python bench/write.py --build-grid   # the content index's m / ef_construction, on their own
 """
 
 from __future__ import annotations
@@ -151,6 +152,108 @@ def shortlist_recall(store_id: str, texts: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
+BUILD_GRID = ((16, 64), (16, 32), (8, 64), (8, 32))
+
+
+def build_grid(store_id: str, texts: list[str]) -> list[dict[str, Any]]:
+    """The memory-content index rebuilt with each (m, ef_construction): its build time, the time
+    of inserting a real vector into it (one INSERT of a content row, the funnel's HNSW cost), and
+    the dedup shortlist's top-1 / top-10 against the exact order at the funnel's ef_search.
+
+    ``texts`` come in STS pairs: the first of each of the first 150 pairs is stored as a real
+    memory, the second is the lookup (its near match, when STS scored the pair high, is then in
+    the store, as for a restatement); 150 further texts are the inserts. The last setting of the
+    grid stays built: run this mode on its own."""
+    from django.db import connection, transaction
+
+    from memory_engine.conf import engine_settings
+    from memory_engine.db import vector_literal
+    from memory_engine.models.memories import LIVE_MEMORY_SQL
+    from memory_engine.providers.embeddings import get_embedding_provider
+
+    vectors = [vector_literal(v) for v in get_embedding_provider().embed_documents(texts)]
+    stored, queries, inserts = vectors[0:300:2], vectors[1:300:2], vectors[300:450]
+    with connection.cursor() as cursor:
+        for i, vector in enumerate(stored):
+            cursor.execute(
+                "INSERT INTO memory_engine_memorycontent"
+                " (id, store_id, content_hash, text, embedding, embedding_model, created_at)"
+                " VALUES (%(id)s, %(store)s, md5(%(id)s), %(text)s, %(vector)s::vector, 'all-MiniLM-L6-v2', now());"
+                " INSERT INTO memory_engine_memory (id, store_id, content_id, tags, metadata, source_type, created_at,"
+                " kind, title, summary, confidence, evidence_count, retention_class)"
+                " VALUES ('mem_real' || %(i)s, %(store)s, %(id)s, '{}', '{}', 'manual', now(), 'fact', '', '', 0.7, 1,"
+                " 'durable')",
+                {"id": f"mc_real{i:09d}", "i": i, "store": store_id, "text": texts[2 * i], "vector": vector},
+            )
+
+    def shortlist(cursor: Any, vector: str, order: str) -> list[str]:
+        cursor.execute(
+            f"""SELECT m.id FROM memory_engine_memorycontent c JOIN memory_engine_memory m ON m.content_id = c.id
+            WHERE c.store_id = %(store)s AND m.store_id = %(store)s AND {LIVE_MEMORY_SQL}
+              AND m.facet IS NULL AND c.embedding IS NOT NULL
+            ORDER BY {order} LIMIT 10""",
+            {"store": store_id, "q": vector},
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+    rows: list[dict[str, Any]] = []
+    with connection.cursor() as cursor:
+        exact = [shortlist(cursor, v, "(c.embedding <=> %(q)s::vector) + 0") for v in queries]
+        cursor.execute(
+            "SELECT count(*) FILTER (WHERE c.id LIKE 'mc_real%%') FROM unnest(%s::vector[]) AS q(v),"
+            " LATERAL (SELECT id FROM memory_engine_memorycontent WHERE store_id = %s AND embedding IS NOT NULL"
+            " ORDER BY (embedding <=> q.v) + 0 LIMIT 1) c",
+            [queries, store_id],
+        )
+        real_top1 = cursor.fetchone()[0]
+        for m, ef_construction in BUILD_GRID:
+            print(f"building m={m} ef_construction={ef_construction} ...", file=sys.stderr)
+            cursor.execute("DROP INDEX IF EXISTS me_content_embedding_hnsw")
+            cursor.execute("SET maintenance_work_mem = '1GB'")
+            t0 = time.perf_counter()
+            cursor.execute(
+                "CREATE INDEX me_content_embedding_hnsw ON memory_engine_memorycontent "
+                f"USING hnsw (embedding vector_cosine_ops) WITH (m = {m}, ef_construction = {ef_construction})"
+            )
+            build = time.perf_counter() - t0
+            cursor.execute("ANALYZE memory_engine_memorycontent")
+            found, lookups = [], []
+            for vector in queries:
+                with transaction.atomic():
+                    cursor.execute("SELECT set_config('hnsw.ef_search', %s::text, true),"
+                                   " set_config('hnsw.iterative_scan', %s, true),"
+                                   " set_config('hnsw.max_scan_tuples', %s::text, true)",
+                                   [engine_settings.HNSW_EF_SEARCH, engine_settings.HNSW_ITERATIVE_SCAN,
+                                    engine_settings.HNSW_MAX_SCAN_TUPLES])
+                    t0 = time.perf_counter()
+                    found.append(shortlist(cursor, vector, "c.embedding <=> %(q)s::vector"))
+                    lookups.append(time.perf_counter() - t0)
+            insert_times = []
+            with transaction.atomic():
+                for i, vector in enumerate(inserts):
+                    t0 = time.perf_counter()
+                    cursor.execute(
+                        "INSERT INTO memory_engine_memorycontent"
+                        " (id, store_id, content_hash, text, embedding, embedding_model, created_at)"
+                        " VALUES (%s, %s, md5(%s), 'grid', %s::vector, 'all-MiniLM-L6-v2', now())",
+                        [f"mc_grid{i:09d}", store_id, f"grid{i}", vector],
+                    )
+                    insert_times.append(time.perf_counter() - t0)
+                transaction.set_rollback(True)
+            pairs = list(zip(found, exact, strict=True))
+            insert, lookup = summary_ms(insert_times), summary_ms(lookups)
+            rows.append({
+                "m": m, "ef_construction": ef_construction, "build_s": round(build, 1),
+                "queries_whose_nearest_is_real": real_top1,
+                "top1": round(sum(1 for got, want in pairs if got[:1] == want[:1]) / len(pairs), 4),
+                "top10": round(sum(len(set(g) & set(w)) for g, w in pairs) / sum(len(w) for _, w in pairs), 4),
+                "insert_p50_ms": insert["p50_ms"], "insert_p95_ms": insert["p95_ms"],
+                "insert_mean_ms": insert["mean_ms"], "lookup_p50_ms": lookup["p50_ms"],
+                "lookup_p95_ms": lookup["p95_ms"],
+            })
+    return rows
+
+
 class StatementLog:
     """Per-statement wall time (sent to received) of the writes it watches, grouped by the
     statement's opening words."""
@@ -210,6 +313,9 @@ def main() -> None:
     parser.add_argument("--recall", action="store_true",
                         help="also measure the dedup shortlist's HNSW top-1 against an exact scan per ef_search "
                              "(and a halfvec expression index, built in the bench database only)")
+    parser.add_argument("--build-grid", action="store_true",
+                        help="only compare the memory-content index's (m, ef_construction) settings: build time, "
+                             "insert time of a real vector, the shortlist's top-1 against an exact scan")
     parser.add_argument("--statements", action="store_true",
                         help="also time every SQL statement of the new writes and the restatements")
     args = parse_args(parser)
@@ -217,6 +323,7 @@ def main() -> None:
     from django.conf import settings
     from django.test import override_settings
 
+    from memory_engine.conf import engine_settings
     from memory_engine.models import Project
     from memory_engine.services.keys import api_key_create
     from memory_engine.services.memory_write import memory_write
@@ -236,6 +343,19 @@ def main() -> None:
         texts = sentences(args.data, args.writes * 2)
         new_texts, api_texts = texts[: args.writes], texts[args.writes:]
         memory_write(store=store, content="warm-up sentence for the model", principal="bench")
+        if args.build_grid:
+            grid = build_grid(store.pk, texts[:450])
+            project_delete(project=project)
+            print(f"\nmemory-content index settings, one store of {args.memories:,} memories; "
+                  f"150 lookups at ef_search {engine_settings.HNSW_EF_SEARCH} "
+                  f"({grid[0]['queries_whose_nearest_is_real']} with a real sentence nearest), 150 inserts")
+            print_table(["m", "ef_construction", "build s", "top-1 = exact", "top-10 overlap", "insert p50 ms",
+                         "insert p95 ms", "insert mean ms", "lookup p50 ms", "lookup p95 ms"],
+                        [[r["m"], r["ef_construction"], r["build_s"], f"{r['top1']:.1%}", f"{r['top10']:.1%}",
+                          r["insert_p50_ms"], r["insert_p95_ms"], r["insert_mean_ms"], r["lookup_p50_ms"],
+                          r["lookup_p95_ms"]] for r in grid])
+            write_results("write_build_grid", {"memories_in_store": args.memories, "grid": grid})
+            return
 
         # 1. funnel time per new write = total - embedder time
         funnel, totals, embeds = [], [], []
