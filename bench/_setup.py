@@ -13,8 +13,12 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
-from datetime import datetime, timezone
+import time
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +96,33 @@ def use_lexical_backend(backend: str) -> None:
             build_lexical_indexes(backend=wanted)
 
 
+def start_server(db_name: str, port: int, **env: str) -> subprocess.Popen[bytes]:
+    """``manage.py runserver`` on 127.0.0.1:``port`` against the bench database, once it answers.
+
+    DEBUG off (with the checkout's secret key), no rate limit, warnings only; ``env`` adds to or
+    overrides the server's environment (e.g. ``CONN_MAX_AGE="0"``)."""
+    from example_project.secret_key import checkout_secret_key
+
+    environment = dict(os.environ, MEMORY_ENGINE_DB_NAME=db_name, MEMORY_ENGINE_RATE="1000000/min",
+                       DJANGO_DEBUG="false", MEMORY_ENGINE_LOG_LEVEL="WARNING", **env)
+    environment.setdefault("DJANGO_SECRET_KEY", checkout_secret_key(ROOT / ".secret_key"))  # DEBUG off needs a key
+    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "runserver", "--noreload",
+                             f"127.0.0.1:{port}"], cwd=ROOT, env=environment, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/", timeout=1)
+        except urllib.error.HTTPError:
+            return proc
+        except OSError:
+            time.sleep(0.5)
+            continue
+        return proc
+    proc.kill()
+    raise SystemExit("runserver did not start")
+
+
 def percentile(values: list[float], pct: float) -> float:
     if not values:
         return float("nan")
@@ -125,7 +156,7 @@ def write_results(name: str, data: dict[str, Any]) -> Path:
     path = RESULTS / f"{name}.json"
     payload = {
         "benchmark": name,
-        "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         **data,
     }

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _setup import ROOT, parse_args, percentile, print_table, setup_django, write_results  # noqa: E402
+import _setup  # noqa: E402
+from _setup import parse_args, percentile, print_table, setup_django, write_results  # noqa: E402
 from eval_retrieval import recall_at, turn_text  # noqa: E402
 
 DB_NAME = "bench_peers"
@@ -86,26 +87,7 @@ def filler(data: Path, count: int) -> list[str]:
 
 def start_server() -> subprocess.Popen[bytes]:
     # CONN_MAX_AGE=0: runserver opens a thread per request, and kept connections would pile up
-    env = dict(os.environ, MEMORY_ENGINE_DB_NAME=DB_NAME, MEMORY_ENGINE_RATE="1000000/min", CONN_MAX_AGE="0",
-               DJANGO_DEBUG="false", MEMORY_ENGINE_LOG_LEVEL="WARNING")
-    from example_project.secret_key import checkout_secret_key
-
-    env.setdefault("DJANGO_SECRET_KEY", checkout_secret_key(ROOT / ".secret_key"))  # DEBUG off needs a real key
-    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "runserver", "--noreload",
-                             f"127.0.0.1:{PORT}"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/api/v1/", timeout=1)
-        except urllib.error.HTTPError:
-            return proc
-        except OSError:
-            time.sleep(0.5)
-            continue
-        return proc
-    proc.kill()
-    raise SystemExit("runserver did not start")
+    return _setup.start_server(DB_NAME, PORT, CONN_MAX_AGE="0")
 
 
 class Engine:

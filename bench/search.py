@@ -63,6 +63,7 @@ PORT = 8765
 
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+import _setup  # noqa: E402
 from _setup import parse_args, print_table, use_lexical_backend  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
@@ -423,26 +424,7 @@ def print_stages(rows: int, report: dict[str, Any]) -> None:
 
 
 def start_server(db_name: str) -> subprocess.Popen:
-    env = dict(os.environ, MEMORY_ENGINE_DB_NAME=db_name, MEMORY_ENGINE_RATE="1000000/min",
-               DJANGO_DEBUG="false", MEMORY_ENGINE_LOG_LEVEL="WARNING")
-    from example_project.secret_key import checkout_secret_key
-
-    env.setdefault("DJANGO_SECRET_KEY", checkout_secret_key(ROOT / ".secret_key"))  # DEBUG off needs a real key
-    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "runserver", "--noreload",
-                             f"127.0.0.1:{PORT}"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/api/v1/", timeout=1)
-        except urllib.error.HTTPError:
-            return proc
-        except OSError:
-            time.sleep(0.5)
-            continue
-        return proc
-    proc.kill()
-    raise SystemExit("runserver did not start")
+    return _setup.start_server(db_name, PORT)
 
 
 def end_to_end(key: str, stores: list[Any], queries: list[str], concurrency: int) -> dict[str, Any]:
