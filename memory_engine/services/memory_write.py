@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DataError, connection, transaction
-from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings, reloads_with_settings
@@ -639,39 +638,6 @@ def _potential_duplicates(neighbours: list[tuple[str, float]], *, exclude: set[s
             if memory_id not in exclude and low <= similarity < supersede_threshold][:MAX_POTENTIAL_DUPLICATES]
 
 
-def _insert_sql(instance: Any) -> tuple[str, list[Any]]:
-    """The INSERT Django's ``save()`` would send for a new instance (its id set in Python)."""
-    query = InsertQuery(type(instance))
-    query.insert_values(instance._meta.concrete_fields, [instance])
-    [(sql, params)] = query.get_compiler(connection=connection).as_sql()
-    return sql, list(params)
-
-
-def _store_write(assertion: MemoryAssertion, *, created: Memory | None, retired: Memory | None) -> None:
-    """Insert the created memory, retire the superseded one and insert the assertion in one
-    statement (data-modifying CTEs: each part runs once, whatever the final part reads).
-
-    The memory insert and the retiring update are plain ``save()``/``update()`` SQL; the foreign
-    keys between the rows are checked at commit (Django declares them deferrable).
-    """
-    parts: list[tuple[str, list[Any]]] = []
-    if created is not None:
-        parts.append(_insert_sql(created))
-    if retired is not None:
-        parts.append(("UPDATE memory_engine_memory SET invalidated_at = %s, superseded_by_id = %s WHERE id = %s",
-                      [retired.invalidated_at, retired.superseded_by_id, retired.pk]))
-    sql, params = _insert_sql(assertion)
-    if parts:
-        ctes = ", ".join(f"write_{index} AS ({part})" for index, (part, _) in enumerate(parts))
-        sql = f"WITH {ctes} {sql}"
-        params = [value for _, values in parts for value in values] + params
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-    for instance in (created, assertion):
-        if instance is not None:
-            instance._state.adding, instance._state.db = False, connection.alias
-
-
 def memory_write(
     *,
     store: MemoryStore,
@@ -779,7 +745,7 @@ def memory_write(
                 kind = kind if kind is not None else replaced.kind
                 title = title if title is not None else replaced.title
                 summary = summary if summary is not None else replaced.summary
-            memory = Memory(
+            memory = Memory.objects.create(
                 store=store,
                 content=content_row,
                 tags=tags,
@@ -799,6 +765,7 @@ def memory_write(
                 retention_class=retention_class,
             )
             if replaced is not None:
+                Memory.objects.filter(pk=replaced.pk).update(invalidated_at=now, superseded_by=memory)
                 replaced.invalidated_at, replaced.superseded_by = now, memory
         kept_or_retired = [match.pk] if match is not None and action != Outcome.CREATED else []
         potential = _potential_duplicates(neighbours, exclude={memory.pk, *kept_or_retired},
@@ -812,7 +779,7 @@ def memory_write(
         if potential:
             details["potential_duplicates"] = potential
         details["thresholds"] = {"duplicate": dup_t, "supersede": sup_t}
-        assertion = MemoryAssertion(
+        assertion = MemoryAssertion.objects.create(
             store=store,
             memory=memory,
             replaced_memory=replaced,
@@ -826,7 +793,6 @@ def memory_write(
             generation_id=generation_id,
             rule_id=rule_id,
         )
-        _store_write(assertion, created=memory if action != Outcome.SKIPPED else None, retired=replaced)
     rounded = None if similarity is None else round(similarity, 4)
     logger.info(
         "memory write outcome=%s reason=%s store=%s memory=%s assertion=%s similarity=%s mechanism=%s",
