@@ -90,10 +90,19 @@ def test_migrate_rebuilds_stale_indexes():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_processes_rebuild_once(caplog):
+def test_concurrent_processes_rebuild_once():
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE {STATE_TABLE} SET server_started = '2000-01-01'")
-    caplog.set_level(logging.INFO, logger="memory_engine.lexical")
+    # The rebuild log, read by a handler of its own: an earlier test in this process (a server
+    # configuring logging) may have disabled the logger or stopped it propagating to caplog's.
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append  # type: ignore[method-assign]
+    lexical_logger = logging.getLogger("memory_engine.lexical")
+    saved = (lexical_logger.level, lexical_logger.disabled)
+    lexical_logger.setLevel(logging.INFO)
+    lexical_logger.disabled = False
+    lexical_logger.addHandler(handler)
     barrier = threading.Barrier(4)
     errors: list[BaseException] = []
 
@@ -111,8 +120,11 @@ def test_concurrent_processes_rebuild_once(caplog):
         thread.start()
     for thread in threads:
         thread.join(60)
+    lexical_logger.removeHandler(handler)
+    lexical_logger.setLevel(saved[0])
+    lexical_logger.disabled = saved[1]
     assert errors == []
-    rebuilt = [r.getMessage() for r in caplog.records if r.getMessage().startswith("rebuilt lexical index")]
+    rebuilt = [r.getMessage() for r in records if r.getMessage().startswith("rebuilt lexical index")]
     assert len(rebuilt) == len(BM25_INDEXES), rebuilt
     assert lexical_status().stale == []
 
