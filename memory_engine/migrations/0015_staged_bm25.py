@@ -14,9 +14,11 @@ def split(apps, schema_editor):
     with schema_editor.connection.cursor() as cursor:
         cursor.execute(
             "SELECT substring(o FROM '^text_config=(.*)$') FROM pg_class c, unnest(c.reloptions) o "
-            "WHERE c.relname = 'me_chunk_text_bm25' AND c.relnamespace = current_schema()::regnamespace "
+            "WHERE c.relname = 'me_content_text_bm25' AND c.relnamespace = current_schema()::regnamespace "
             "AND o LIKE 'text_config=%%'")
         row = cursor.fetchone()
+    # The memory contents' index tells the backend and its config: the chunks' may be gone (going
+    # back past 0008 drops generation_id and, with it, the partial indexes on chunks).
     if row is not None:  # the bm25 backend: rebuild with the same text search config
         build_lexical_indexes(config=row[0], backend=BM25, using=schema_editor.connection.alias)
 
