@@ -31,6 +31,20 @@ import _setup  # noqa: E402
 from _setup import parse_args, print_table, setup_django, summary_ms, write_results  # noqa: E402
 
 
+def shortlist(cursor: Any, store_id: str, vector: str, order: str) -> list[str]:
+    """The dedup lookup's ten nearest live memories of ``store_id`` (``order``: HNSW or exact)."""
+    from memory_engine.models.memories import LIVE_MEMORY_SQL
+
+    cursor.execute(
+        f"""SELECT m.id FROM memory_engine_memorycontent c JOIN memory_engine_memory m ON m.content_id = c.id
+        WHERE c.store_id = %(store)s AND m.store_id = %(store)s AND {LIVE_MEMORY_SQL}
+          AND m.facet IS NULL AND c.embedding IS NOT NULL
+        ORDER BY {order} LIMIT 10""",
+        {"store": store_id, "q": vector},
+    )
+    return [row[0] for row in cursor.fetchall()]
+
+
 def sentences(data: Path, count: int) -> list[str]:
     seen, out = set(), []
     with open(data / "paraphrase" / "sts-train.csv", encoding="utf-8") as handle:
@@ -98,25 +112,14 @@ def shortlist_recall(store_id: str, texts: list[str]) -> list[dict[str, Any]]:
 
     from memory_engine.conf import embedding_dimensions, engine_settings
     from memory_engine.db import vector_literal
-    from memory_engine.models.memories import LIVE_MEMORY_SQL
     from memory_engine.providers.embeddings import get_embedding_provider
 
     dims = embedding_dimensions()
     vectors = [vector_literal(v) for v in get_embedding_provider().embed_documents(texts)]
 
-    def shortlist(cursor: Any, vector: str, order: str) -> list[str]:
-        cursor.execute(
-            f"""SELECT m.id FROM memory_engine_memorycontent c JOIN memory_engine_memory m ON m.content_id = c.id
-            WHERE c.store_id = %(store)s AND m.store_id = %(store)s AND {LIVE_MEMORY_SQL}
-              AND m.facet IS NULL AND c.embedding IS NOT NULL
-            ORDER BY {order} LIMIT 10""",
-            {"store": store_id, "q": vector},
-        )
-        return [row[0] for row in cursor.fetchall()]
-
     rows: list[dict[str, Any]] = []
     with connection.cursor() as cursor:
-        exact = [shortlist(cursor, v, "(c.embedding <=> %(q)s::vector) + 0") for v in vectors]
+        exact = [shortlist(cursor, store_id, v, "(c.embedding <=> %(q)s::vector) + 0") for v in vectors]
 
         def measure(index: str, order: str, grid: tuple[int, ...]) -> None:
             for ef in grid:
@@ -128,7 +131,7 @@ def shortlist_recall(store_id: str, texts: list[str]) -> list[dict[str, Any]]:
                                        " set_config('hnsw.max_scan_tuples', %s::text, true)",
                                        [ef, engine_settings.HNSW_ITERATIVE_SCAN, engine_settings.HNSW_MAX_SCAN_TUPLES])
                         t0 = time.perf_counter()
-                        found.append(shortlist(cursor, vector, order))
+                        found.append(shortlist(cursor, store_id, vector, order))
                         times.append(time.perf_counter() - t0)
                 pairs = list(zip(found, exact, strict=True))
                 top1 = sum(1 for got, want in pairs if got[:1] == want[:1]) / len(pairs)
@@ -168,7 +171,6 @@ def build_grid(store_id: str, texts: list[str]) -> list[dict[str, Any]]:
 
     from memory_engine.conf import engine_settings
     from memory_engine.db import vector_literal
-    from memory_engine.models.memories import LIVE_MEMORY_SQL
     from memory_engine.providers.embeddings import get_embedding_provider
 
     vectors = [vector_literal(v) for v in get_embedding_provider().embed_documents(texts)]
@@ -186,19 +188,9 @@ def build_grid(store_id: str, texts: list[str]) -> list[dict[str, Any]]:
                 {"id": f"mc_real{i:09d}", "i": i, "store": store_id, "text": texts[2 * i], "vector": vector},
             )
 
-    def shortlist(cursor: Any, vector: str, order: str) -> list[str]:
-        cursor.execute(
-            f"""SELECT m.id FROM memory_engine_memorycontent c JOIN memory_engine_memory m ON m.content_id = c.id
-            WHERE c.store_id = %(store)s AND m.store_id = %(store)s AND {LIVE_MEMORY_SQL}
-              AND m.facet IS NULL AND c.embedding IS NOT NULL
-            ORDER BY {order} LIMIT 10""",
-            {"store": store_id, "q": vector},
-        )
-        return [row[0] for row in cursor.fetchall()]
-
     rows: list[dict[str, Any]] = []
     with connection.cursor() as cursor:
-        exact = [shortlist(cursor, v, "(c.embedding <=> %(q)s::vector) + 0") for v in queries]
+        exact = [shortlist(cursor, store_id, v, "(c.embedding <=> %(q)s::vector) + 0") for v in queries]
         cursor.execute(
             "SELECT count(*) FILTER (WHERE c.id LIKE 'mc_real%%') FROM unnest(%s::vector[]) AS q(v),"
             " LATERAL (SELECT id FROM memory_engine_memorycontent WHERE store_id = %s AND embedding IS NOT NULL"
@@ -226,7 +218,7 @@ def build_grid(store_id: str, texts: list[str]) -> list[dict[str, Any]]:
                                    [engine_settings.HNSW_EF_SEARCH, engine_settings.HNSW_ITERATIVE_SCAN,
                                     engine_settings.HNSW_MAX_SCAN_TUPLES])
                     t0 = time.perf_counter()
-                    found.append(shortlist(cursor, vector, "c.embedding <=> %(q)s::vector"))
+                    found.append(shortlist(cursor, store_id, vector, "c.embedding <=> %(q)s::vector"))
                     lookups.append(time.perf_counter() - t0)
             insert_times = []
             with transaction.atomic():
