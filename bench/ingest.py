@@ -75,8 +75,10 @@ def run_pdf(path: Path, project: Any, provider: Any, batch: int, rounds: int,
     name = path.name
     data = path.read_bytes()
     runs = {extractor: {"extract": [], "raw": [], "pipeline": [], "pages": 0, "chunks": 0} for extractor in extractors}
-    for _ in range(rounds):  # interleaved, so both (and every extractor) see the same machine load
-        for extractor, times in runs.items():
+    for round_ in range(rounds):  # interleaved, so both (and every extractor) see the same machine load
+        order = list(runs) if round_ % 2 == 0 else list(reversed(runs))  # alternate which goes first
+        for extractor in order:
+            times = runs[extractor]
             use_pdf_extractor(extractor)
             started = time.perf_counter()
             pages = extract_pages(data, "application/pdf", pdf_extractor=extractor)
