@@ -49,7 +49,7 @@ MODES = {"lexical": ("lexical",), "vector": ("vector",), "hybrid": ("vector", "l
 
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from _setup import parse_args, use_lexical_backend  # noqa: E402
+from _setup import parse_args, print_table, use_lexical_backend, write_results  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
 os.environ.setdefault("MEMORY_ENGINE_LOG_LEVEL", "WARNING")
@@ -438,6 +438,69 @@ def eval_locomo(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> 
     return out
 
 
+# --------------------------------------------------------------------------- halfvec
+
+
+def halfvec_check(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> dict[str, Any]:
+    """The vector channel's exact ranking with vectors stored in single precision (``vector``)
+    and in half precision (``halfvec``: each value rounded to float16, as pgvector stores it):
+    SciFact queries over the whole corpus, LoCoMo questions over their conversation's turns.
+    No database: the ranking is the exact cosine order either way, so what differs is precision."""
+    import numpy as np
+
+    def unit(rows: Any) -> Any:
+        rows = np.asarray(rows, dtype=np.float32)
+        return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+
+    def rank_both(docs: Any, queries: Any, k: int) -> tuple[Any, Any, float]:
+        full = unit(queries) @ unit(docs).T
+        half = unit(np.asarray(queries, dtype=np.float16)) @ unit(np.asarray(docs, dtype=np.float16)).T
+        top = np.argsort(-full, axis=1, kind="stable")[:, :k]
+        top_half = np.argsort(-half, axis=1, kind="stable")[:, :k]
+        return top, top_half, float(np.abs(full - half).max())
+
+    out: dict[str, Any] = {}
+    if not args.skip_scifact:
+        root = args.data / "scifact"
+        qrels = read_qrels(Path(args.qrels))
+        queries = {q["_id"]: q["text"] for q in read_jsonl(root / "queries.jsonl") if q["_id"] in qrels}
+        query_ids = sorted(queries)[: args.limit_queries or None]
+        corpus = read_jsonl(root / "corpus.jsonl")
+        doc_ids = [d["_id"] for d in corpus]
+        vectors = corpus_vectors([f"{d['title']}\n\n{d['text']}" for d in corpus], provider)
+        top, top_half, delta = rank_both(vectors, provider.embed_documents([queries[q] for q in query_ids]), 10)
+        rows = {"vector": top, "halfvec": top_half}
+        out["scifact"] = {
+            "queries": len(query_ids), "documents": len(corpus), "max_cosine_change": delta,
+            "same_top10": round(float(np.mean([list(a) == list(b) for a, b in zip(top, top_half, strict=True)])), 4),
+            **{f"{name} ndcg@10": round(mean([ndcg_at([doc_ids[i] for i in ranked], qrels[q], 10)
+                                            for q, ranked in zip(query_ids, found, strict=True)]), 4)
+               for name, found in rows.items()},
+        }
+    if not args.skip_locomo:
+        conversations = json.loads((args.data / "locomo" / "locomo-dev.json").read_text())
+        recalls: dict[str, list[float]] = {"vector": [], "halfvec": []}
+        same, deltas = [], []
+        for conv in conversations:
+            c = conv["conversation"]
+            turns = [turn for key in c if key.startswith("session_") and isinstance(c[key], list) for turn in c[key]]
+            questions = [(qa["question"], {e.strip() for item in qa.get("evidence", [])
+                                           for e in item.replace(",", ";").split(";") if e.strip()})
+                         for qa in conv["qa"] if qa.get("category") in (1, 2, 3, 4)]
+            questions = [(q, evidence) for q, evidence in questions if evidence]
+            top, top_half, delta = rank_both(provider.embed_documents([turn_text(t) for t in turns]),
+                                             provider.embed_documents([q for q, _ in questions]), 10)
+            deltas.append(delta)
+            for (_, evidence), a, b in zip(questions, top, top_half, strict=True):
+                same.append(list(a) == list(b))
+                for name, ranked in (("vector", a), ("halfvec", b)):
+                    recalls[name].append(recall_at([turns[i]["dia_id"] for i in ranked], evidence, 10))
+        out["locomo"] = {"questions": len(same), "max_cosine_change": max(deltas),
+                         "same_top10": round(mean([float(x) for x in same]), 4),
+                         **{f"{name} recall@10": round(mean(values), 4) for name, values in recalls.items()}}
+    return out
+
+
 # --------------------------------------------------------------------------- evidence
 
 
@@ -547,6 +610,9 @@ def main() -> None:
                         help="SciFact: search this staged generation (a replay run id, `completed` or `demoted`) "
                              "instead of loading the corpus (--db: the database holding it); its documents' paths "
                              "must end in the SciFact ids, e.g. /scifact/<id>")
+    parser.add_argument("--halfvec", action="store_true",
+                        help="only compare the vector channel's exact ranking in single and half precision "
+                             "(no database writes)")
     parser.add_argument("--db", default=DB_NAME)
     parser.add_argument("--out", default="")
     args = parse_args(parser)
@@ -565,6 +631,14 @@ def main() -> None:
     from memory_engine.conf import engine_settings
 
     provider = install_cached_provider()
+    if args.halfvec:
+        report = halfvec_check(args, provider)
+        provider.save()
+        for corpus, figures in report.items():
+            print(f"\n{corpus}: vector channel, exact ranking, single vs half precision")
+            print_table(["measure", "value"], [[key, value] for key, value in figures.items()])
+        write_results("eval_retrieval_halfvec", report)
+        return
     variants: dict[str, dict[str, Any]] = {}
     for spec in args.variant:
         label, _, assignments = spec.partition(":")

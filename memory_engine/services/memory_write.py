@@ -300,8 +300,10 @@ class Candidates:
     about: tuple[Memory, float | None] | None = None
     #: the oldest live memory of the facet holding exactly this content row
     same_text: Memory | None = None
-    #: nearest live memories of the facet: [(memory, cosine)], best first
-    neighbours: list[tuple[Memory, float]] = field(default_factory=list)
+    #: nearest live memories of the facet: [(memory id, cosine)], best first
+    neighbours: list[tuple[str, float]] = field(default_factory=list)
+    #: the first of ``neighbours`` as a model instance (the only one a decision reads)
+    nearest: Memory | None = None
 
 
 def _cosine(value: Any) -> float | None:
@@ -351,31 +353,53 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
         branches.append(f"""(SELECT 'near', 1 - (c.embedding <=> {query}), {columns} FROM {joined}
             WHERE c.store_id = %(store)s AND {scope} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
             ORDER BY {order} LIMIT %(limit)s)""")
-    rows = Memory.objects.raw(
-        "\nUNION ALL\n".join(branches),
-        {"content": content_id, "store": store.pk, "facet": facet, "limit": limit, "now": timezone.now(),
-         "about_kind": about.kind if about else None, "about_key": about.key if about else None},
-    )
-    found = Candidates()
-    near: list[tuple[Memory, float]] = []
-    for memory in rows:
-        # the statement's extra columns arrive as attributes: taken off the memory again
-        extra = {name: vars(memory).pop(name) for name in
-                 ("role", "cosine", "content_hash", "content_text", "content_model", "content_created_at")}
-        memory.content = _content_row(
-            [memory.content_id, memory.store_id, extra["content_hash"], extra["content_text"],
-             extra["content_model"], extra["content_created_at"]],
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "\nUNION ALL\n".join(branches),
+            {"content": content_id, "store": store.pk, "facet": facet, "limit": limit, "now": timezone.now(),
+             "about_kind": about.kind if about else None, "about_key": about.key if about else None},
         )
-        cosine = _cosine(extra["cosine"])
-        if extra["role"] == "about":
-            found.about = (memory, cosine)
-        elif extra["role"] == "same":
-            found.same_text = memory
+        names = [column.name for column in cursor.description]
+        rows = cursor.fetchall()
+    found = Candidates()
+    near: list[tuple[float, Any]] = []
+    for row in rows:
+        role, cosine = row[0], _cosine(row[1])
+        if role == "about":
+            found.about = (_candidate(names, row), cosine)
+        elif role == "same":
+            found.same_text = _candidate(names, row)
         elif cosine is not None:
-            near.append((memory, cosine))
+            near.append((cosine, row))
     # sorted again because a relaxed iterative scan may return its rows slightly out of order
-    found.neighbours = sorted(near, key=lambda pair: pair[1], reverse=True)
+    near.sort(key=lambda pair: pair[0], reverse=True)
+    memory_id = names.index("id")
+    found.neighbours = [(row[memory_id], cosine) for cosine, row in near]
+    if near:
+        found.nearest = _candidate(names, near[0][1])
     return found
+
+
+#: Memory's fields by column (a row of ``m.*`` to Memory.from_db).
+_MEMORY_FIELDS = {f.column: f for f in Memory._meta.concrete_fields}
+
+
+def _candidate(names: list[str], row: tuple[Any, ...]) -> Memory:
+    """A memory from one row of dedup_candidates (``role, cosine, m.*, content columns``), its
+    values converted as a query would (JSON from text), with its content row attached."""
+    values = dict(zip(names, row, strict=True))
+    # from_db expects values in the model's field order, not the table's column order
+    fields = [f for f in _MEMORY_FIELDS.values() if f.column in values]
+    memory = Memory.from_db(
+        connection.alias, [f.attname for f in fields],
+        [f.from_db_value(values[f.column], None, connection) if hasattr(f, "from_db_value") else values[f.column]
+         for f in fields],
+    )
+    memory.content = _content_row(
+        [memory.content_id, memory.store_id, values["content_hash"], values["content_text"],
+         values["content_model"], values["content_created_at"]],
+    )
+    return memory
 
 
 def nearest_live_memories(store: MemoryStore, content_id: str, *, facet: str | None,
@@ -386,8 +410,7 @@ def nearest_live_memories(store: MemoryStore, content_id: str, *, facet: str | N
     if not _use_exact_scan_cached(store.pk):
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT {HNSW_SETTINGS_SQL}", _hnsw_settings())
-    found = dedup_candidates(store, content_id, facet=facet, about=None, neighbours=True, limit=limit)
-    return [(memory.pk, cosine) for memory, cosine in found.neighbours]
+    return dedup_candidates(store, content_id, facet=facet, about=None, neighbours=True, limit=limit).neighbours
 
 
 def _use_exact_scan_cached(store_id: str) -> bool:
@@ -550,7 +573,7 @@ def _decide(*, store: MemoryStore, content_row: MemoryContent, has_vector: bool,
     """
     dup_t, sup_t = thresholds
     found = dedup_candidates(store, content_row.pk, facet=facet, about=about, neighbours=has_vector)
-    neighbours = [(memory.pk, cosine) for memory, cosine in found.neighbours]
+    neighbours = found.neighbours
     if about is not None and found.about is not None:
         about_match, about_cosine = found.about
         if about_match.content_id == content_row.pk:
@@ -561,11 +584,11 @@ def _decide(*, store: MemoryStore, content_row: MemoryContent, has_vector: bool,
     if not has_vector:
         notes.setdefault("embedding", "missing")
         return Decision(), neighbours
-    if not neighbours:
+    if found.nearest is None:
         return Decision(), neighbours
     # Not re-filtered on liveness: the statement that found it already was (and Python's clock
     # is not PostgreSQL's transaction clock).
-    match, similarity = found.neighbours[0]
+    match, similarity = found.nearest, neighbours[0][1]
     decision = Decision(match=match, similarity=similarity)
     if about is not None and match.about_key is not None:
         # the match is explicitly about something else: a different fact
