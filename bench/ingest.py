@@ -21,10 +21,11 @@ Raw and pipeline runs are interleaved (PDF rounds; SciFact: per abstract, and pe
 50) so that other load on the machine hits both alike.
 
 Pages/s and chunks/s of both, and pipeline / raw. Runs on its own database
-(``bench_ingest``) and a temporary MEDIA_ROOT.
+(``bench_ingest``) and a temporary MEDIA_ROOT. ``--pdf-extractor pypdf,pdfium`` runs the
+PDFs once per PDF_EXTRACTOR value, interleaved in each round (a row per extractor).
 
     python bench/ingest.py [--data DIR] [--docs 1000] [--rounds 3] [--block 50] [--skip-scifact] [--skip-pdfs]
-        [--strategy STRATEGY] [--baseline REF]
+                           [--pdf-extractor pypdf[,pdfium]] [--strategy STRATEGY] [--baseline REF]
 """
 
 from __future__ import annotations
@@ -68,29 +69,48 @@ def embed_raw(provider: Any, texts: list[str], batch: int) -> float:
     return time.perf_counter() - started
 
 
-def run_pdf(path: Path, project: Any, provider: Any, batch: int, rounds: int) -> dict[str, Any]:
+def use_pdf_extractor(extractor: str) -> None:
+    """Set PDF_EXTRACTOR without dropping the other caches (the loaded embedder stays)."""
+    from django.conf import settings
+
+    from memory_engine.conf import engine_settings
+
+    settings.MEMORY_ENGINE = {**(getattr(settings, "MEMORY_ENGINE", None) or {}), "PDF_EXTRACTOR": extractor}
+    engine_settings.reload()
+
+
+def run_pdf(path: Path, project: Any, provider: Any, batch: int, rounds: int,
+            extractors: list[str]) -> list[dict[str, Any]]:
     from memory_engine.extraction import extract_pages
     from memory_engine.services.documents import Upload, document_create, document_delete, document_ingest
 
     name = path.name
     data = path.read_bytes()
-    extract, raw, pipeline = [], [], []
-    for _ in range(rounds):  # interleaved, so both see the same machine load
-        started = time.perf_counter()
-        pages = extract_pages(data, "application/pdf")
-        extract.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        document = document_create(project=project, upload=Upload(data, filename=name), path=f"/bench/{name}",
-                                   enqueue=False)
-        document = document_ingest(document_id=document.pk)
-        pipeline.append(time.perf_counter() - started)
-        assert document.status == "ready" and document.unembedded_chunks == 0, document.error
-        # raw: exactly the chunk texts the pipeline made (its chunking: pages cut by token count)
-        texts = list(document.chunks.order_by("chunk_index").values_list("text", flat=True))
-        raw.append(embed_raw(provider, texts, batch))
-        document_delete(document=document)
-    return _row(name, pages=len(pages), chunks=len(texts), raw_s=statistics.median(raw),
-                pipeline_s=statistics.median(pipeline), extract_s=statistics.median(extract))
+    runs = {extractor: {"extract": [], "raw": [], "pipeline": [], "pages": 0, "chunks": 0} for extractor in extractors}
+    for round_ in range(rounds):  # interleaved, so both (and every extractor) see the same machine load
+        order = list(runs) if round_ % 2 == 0 else list(reversed(runs))  # alternate which goes first
+        for extractor in order:
+            times = runs[extractor]
+            use_pdf_extractor(extractor)
+            started = time.perf_counter()
+            pages = extract_pages(data, "application/pdf", pdf_extractor=extractor)
+            times["extract"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            document = document_create(project=project, upload=Upload(data, filename=name), path=f"/bench/{name}",
+                                       enqueue=False)
+            document = document_ingest(document_id=document.pk)
+            times["pipeline"].append(time.perf_counter() - started)
+            assert document.status == "ready" and document.unembedded_chunks == 0, document.error
+            # raw: exactly the chunk texts the pipeline made (its chunking: pages cut by token count)
+            texts = list(document.chunks.order_by("chunk_index").values_list("text", flat=True))
+            times["raw"].append(embed_raw(provider, texts, batch))
+            times["pages"], times["chunks"] = len(pages), len(texts)
+            document_delete(document=document)
+    use_pdf_extractor(extractors[0])
+    return [_row(f"{name} [{extractor}]" if len(extractors) > 1 else name, pages=times["pages"],
+                 chunks=times["chunks"], raw_s=statistics.median(times["raw"]),
+                 pipeline_s=statistics.median(times["pipeline"]), extract_s=statistics.median(times["extract"]))
+            for extractor, times in runs.items()]
 
 
 def baseline_ingest_many(ref: str) -> Callable[..., Any]:
@@ -262,11 +282,14 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=50, help="SciFact abstracts per interleaved block.")
     parser.add_argument("--skip-scifact", action="store_true")
     parser.add_argument("--skip-pdfs", action="store_true")
+    parser.add_argument("--pdf-extractor", default="pypdf", metavar="NAMES",
+                        help="PDF_EXTRACTOR values to run the PDFs with, comma-separated (e.g. pypdf,pdfium)")
     parser.add_argument("--strategy", help="SciFact chunk strategy (default: the text default; whole = one "
                                            "chunk per abstract)")
     parser.add_argument("--baseline", metavar="REF",
                         help="also run the SciFact bulk blocks through document_ingest_many as of git REF")
     args = parse_args(parser)
+    extractors = [name.strip() for name in args.pdf_extractor.split(",") if name.strip()]
 
     media = tempfile.mkdtemp(prefix="bench-ingest-media-")
     os.environ["MEDIA_ROOT"] = media
@@ -286,7 +309,7 @@ def main() -> None:
     try:
         if not args.skip_pdfs:
             for name in PDFS:
-                rows.append(run_pdf(args.data / "pdfs" / name, project, provider, batch, args.rounds))
+                rows.extend(run_pdf(args.data / "pdfs" / name, project, provider, batch, args.rounds, extractors))
         if not args.skip_scifact:
             scifact, database = run_scifact(args.data, args.docs, project, provider, batch, args.block,
                                             args.baseline, args.strategy)
@@ -310,6 +333,7 @@ def main() -> None:
                     [[name, *(d.get(key, "-") for key in ("statements", "sql_ms", "chunk_insert_ms", "commit_ms",
                                                           "embed_ms", "wall_ms"))] for name, d in database.items()])
     write_results("ingest", {"embedder": provider.model_name, "batch_size": batch, "rounds": args.rounds,
+                             "pdf_extractors": extractors,
                              "block": args.block, "baseline": args.baseline, "strategy": args.strategy,
                              "load_average": os.getloadavg(),
                              "rows": rows, "database_per_document": database})

@@ -33,16 +33,111 @@ from _setup import parse_args, print_table, setup_django, summary_ms, write_resu
 
 def shortlist(cursor: Any, store_id: str, vector: str, order: str) -> list[str]:
     """The dedup lookup's ten nearest live memories of ``store_id`` (``order``: HNSW or exact)."""
+    return [memory_id for memory_id, _ in shortlist_scored(cursor, store_id, vector, order)]
+
+
+def shortlist_scored(cursor: Any, store_id: str, vector: str, order: str) -> list[tuple[str, float]]:
+    """:func:`shortlist` with each memory's cosine to ``vector``."""
     from memory_engine.models.memories import LIVE_MEMORY_SQL
 
     cursor.execute(
-        f"""SELECT m.id FROM memory_engine_memorycontent c JOIN memory_engine_memory m ON m.content_id = c.id
+        f"""SELECT m.id, 1 - (c.embedding <=> %(q)s::vector)
+        FROM memory_engine_memorycontent c JOIN memory_engine_memory m ON m.content_id = c.id
         WHERE c.store_id = %(store)s AND m.store_id = %(store)s AND {LIVE_MEMORY_SQL}
           AND m.facet IS NULL AND c.embedding IS NOT NULL
         ORDER BY {order} LIMIT 10""",
         {"store": store_id, "q": vector},
     )
-    return [row[0] for row in cursor.fetchall()]
+    return [(row[0], float(row[1])) for row in cursor.fetchall()]
+
+
+def restatement_pairs(data: Path, count: int, exclude: set[str]) -> list[tuple[str, str]]:
+    """``count`` STS pairs scored 3 or more (the same fact in other words), none in ``exclude``:
+    the first of each goes into the store, the second is a lookup whose near match is there."""
+    pairs = []
+    with open(data / "paraphrase" / "sts-train.csv", encoding="utf-8") as handle:
+        for row in reversed(list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))):
+            first, second = (" ".join(text.split()) for text in row[5:7])
+            if float(row[4]) >= 3.0 and first != second and not {first, second} & exclude and len(first) > 20:
+                pairs.append((first, second))
+                exclude = exclude | {first, second}
+            if len(pairs) == count:
+                break
+    return pairs
+
+
+def fill_texts(data: Path, count: int, exclude: set[str], first: list[str]) -> list[str]:
+    """``count`` distinct real texts, none of them in ``exclude``: ``first``, then SciFact titles,
+    claims and abstract sentences, STS sentences, LoCoMo turns and questions, then two consecutive
+    abstract sentences as one text (a longer memory) until there are enough."""
+    import json
+    import re
+
+    seen = set(exclude)
+    out: list[str] = []
+
+    def take(text: str) -> None:
+        text = " ".join(text.split())
+        if len(text) > 20 and text not in seen:
+            seen.add(text)
+            out.append(text)
+
+    for text in first:
+        take(text)
+    abstracts = [json.loads(line) for line in (data / "scifact" / "corpus.jsonl").read_text("utf-8").splitlines()]
+    sentences_of = [re.split(r"(?<=[.!?])\s+", doc["text"]) for doc in abstracts]
+    for doc, parts in zip(abstracts, sentences_of, strict=True):
+        take(doc["title"])
+        for part in parts:
+            take(part)
+    for line in (data / "scifact" / "queries.jsonl").read_text("utf-8").splitlines():
+        take(json.loads(line)["text"])
+    for name in ("sts-train.csv", "sts-dev.csv"):
+        with open(data / "paraphrase" / name, encoding="utf-8") as handle:
+            for row in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE):
+                for text in row[5:7]:
+                    take(text)
+    for conversation in json.loads((data / "locomo" / "locomo-dev.json").read_text()):
+        for key, turns in conversation["conversation"].items():
+            if key.startswith("session_") and isinstance(turns, list):
+                for turn in turns:
+                    take(f"{turn['speaker']}: {turn.get('text', '')}")
+        for qa in conversation["qa"]:
+            take(qa["question"])
+    for parts in sentences_of:
+        for first, second in zip(parts, parts[1:], strict=False):
+            if len(out) >= count:
+                return out
+            take(f"{first} {second}")
+    if len(out) < count:
+        raise SystemExit(f"the data has {len(out):,} distinct texts for the fill; ask for fewer --memories")
+    return out[:count]
+
+
+def fill_vectors(texts: list[str]) -> Any:
+    """The default model's vectors of ``texts`` (float32 array), cached under bench/results/cache."""
+    import hashlib
+
+    import numpy as np
+
+    from memory_engine.providers.embeddings import get_embedding_provider
+
+    provider = get_embedding_provider()
+    key = hashlib.sha1("\n".join(texts).encode()).hexdigest()[:16]
+    cache = _setup.RESULTS / "cache" / f"write-fill-{provider.model_name}-{provider.dimensions}-{key}.npy"
+    if cache.exists():
+        return np.load(cache)
+    vectors = np.zeros((len(texts), provider.dimensions), dtype=np.float32)
+    started, step = time.perf_counter(), 256
+    for i in range(0, len(texts), step):
+        vectors[i:i + step] = provider.embed_documents(texts[i:i + step])
+        done = min(i + step, len(texts))
+        rate = done / (time.perf_counter() - started)
+        print(f"\rembedding the fill: {done:,}/{len(texts):,} ({rate:.0f}/s)", end="", file=sys.stderr)
+    print(file=sys.stderr)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    np.save(cache, vectors)
+    return vectors
 
 
 def sentences(data: Path, count: int) -> list[str]:
@@ -58,30 +153,44 @@ def sentences(data: Path, count: int) -> list[str]:
     return out
 
 
-def fill_store(store_id: str, count: int) -> float:
-    """Insert ``count`` synthetic memories (random vectors; cosine needs no normalisation) and
-    rebuild the HNSW index."""
+def fill_store(store_id: str, count: int, texts: list[str] | None = None, vectors: Any = None) -> float:
+    """Insert ``count`` memories and rebuild the HNSW index: synthetic ones (random vectors; cosine
+    needs no normalisation), or ``texts`` with their real ``vectors``."""
     from django.db import connection
 
     from memory_engine.conf import embedding_dimensions
+    from memory_engine.db import vector_literal
 
     dims = embedding_dimensions()
     started = time.perf_counter()
     with connection.cursor() as cursor:
         cursor.execute("DROP INDEX IF EXISTS me_content_embedding_hnsw")
-        cursor.execute(
-            f"""
-            INSERT INTO memory_engine_memorycontent
-                (id, store_id, content_hash, text, embedding, embedding_model, created_at)
-            SELECT 'mc_bench' || lpad(i::text, 9, '0'), %s, md5('bench' || i),
-                   'Synthetic fact number ' || i || ' about '
-                       || (ARRAY['billing','infra','people','travel'])[1 + i %% 4],
-                   (SELECT array_agg(random() - 0.5)::vector FROM generate_series(1, {dims}) WHERE i > 0),
-                   'all-MiniLM-L6-v2', now()
-            FROM generate_series(1, %s) AS i
-            """,
-            [store_id, count],
-        )
+        if texts is None:
+            cursor.execute(
+                f"""
+                INSERT INTO memory_engine_memorycontent
+                    (id, store_id, content_hash, text, embedding, embedding_model, created_at)
+                SELECT 'mc_bench' || lpad(i::text, 9, '0'), %s, md5('bench' || i),
+                       'Synthetic fact number ' || i || ' about '
+                           || (ARRAY['billing','infra','people','travel'])[1 + i %% 4],
+                       (SELECT array_agg(random() - 0.5)::vector FROM generate_series(1, {dims}) WHERE i > 0),
+                       'all-MiniLM-L6-v2', now()
+                FROM generate_series(1, %s) AS i
+                """,
+                [store_id, count],
+            )
+        else:
+            step = 2000
+            for i in range(0, len(texts), step):
+                cursor.execute(
+                    """INSERT INTO memory_engine_memorycontent
+                        (id, store_id, content_hash, text, embedding, embedding_model, created_at)
+                    SELECT 'mc_bench' || lpad((%s + n)::text, 9, '0'), %s,
+                           encode(sha256(convert_to(t, 'UTF8')), 'hex'), t, v::vector,
+                           'all-MiniLM-L6-v2', now()
+                    FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS u(t, v, n)""",
+                    [i, store_id, texts[i:i + step], [vector_literal(v) for v in vectors[i:i + step].tolist()]],
+                )
         cursor.execute(
             """
             INSERT INTO memory_engine_memory (id, store_id, content_id, tags, metadata, source_type, created_at,
@@ -117,9 +226,16 @@ def shortlist_recall(store_id: str, texts: list[str]) -> list[dict[str, Any]]:
     dims = embedding_dimensions()
     vectors = [vector_literal(v) for v in get_embedding_provider().embed_documents(texts)]
 
+    # the lowest cosine that can change a decision or what the write reports (the judge's floor,
+    # the potential duplicates' floor, the supersede threshold)
+    floor = min(engine_settings.JUDGE_FLOOR, engine_settings.SURFACE_DUPLICATES_ABOVE,
+                engine_settings.SUPERSEDE_THRESHOLD)
     rows: list[dict[str, Any]] = []
     with connection.cursor() as cursor:
-        exact = [shortlist(cursor, store_id, v, "(c.embedding <=> %(q)s::vector) + 0") for v in vectors]
+        exact_scored = [shortlist_scored(cursor, store_id, v, "(c.embedding <=> %(q)s::vector) + 0") for v in vectors]
+        exact = [[memory_id for memory_id, _ in scored] for scored in exact_scored]
+        near = [{memory_id for memory_id, cosine in scored if cosine >= floor} for scored in exact_scored]
+        near_top1 = [scored[0][0] if scored and scored[0][1] >= floor else None for scored in exact_scored]
 
         def measure(index: str, order: str, grid: tuple[int, ...]) -> None:
             for ef in grid:
@@ -136,8 +252,12 @@ def shortlist_recall(store_id: str, texts: list[str]) -> list[dict[str, Any]]:
                 pairs = list(zip(found, exact, strict=True))
                 top1 = sum(1 for got, want in pairs if got[:1] == want[:1]) / len(pairs)
                 top10 = sum(len(set(got) & set(want)) for got, want in pairs) / sum(len(want) for _, want in pairs)
+                near_found = sum(len(set(got) & want) for got, want in zip(found, near, strict=True))
+                near_first = sum(1 for got, want in zip(found, near_top1, strict=True) if want and got[:1] == [want])
                 timing = summary_ms(times)
                 rows.append({"index": index, "ef_search": ef, "top1": round(top1, 4), "top10": round(top10, 4),
+                             "near_floor": floor, "near_total": sum(map(len, near)), "near_found": near_found,
+                             "near_top1_total": sum(1 for want in near_top1 if want), "near_top1_found": near_first,
                              "p50_ms": timing["p50_ms"], "p95_ms": timing["p95_ms"]})
 
         measure("vector", "c.embedding <=> %(q)s::vector", EF_SEARCH_GRID)
@@ -308,6 +428,10 @@ def main() -> None:
     parser.add_argument("--build-grid", action="store_true",
                         help="only compare the memory-content index's (m, ef_construction) settings: build time, "
                              "insert time of a real vector, the shortlist's top-1 against an exact scan")
+    parser.add_argument("--fill", choices=("real", "random"), default="real",
+                        help="real: real texts with their vectors (SciFact, STS, LoCoMo; embedded once and cached "
+                             "under bench/results/cache); random: synthetic rows with random vectors (seconds to "
+                             "set up, but random 384-d vectors are the HNSW graph's hardest case)")
     parser.add_argument("--statements", action="store_true",
                         help="also time every SQL statement of the new writes and the restatements")
     args = parse_args(parser)
@@ -330,10 +454,19 @@ def main() -> None:
         from memory_engine.models import MemoryStore
 
         store = MemoryStore.objects.create(project=project, name="big")
-        print(f"filling one store with {args.memories:,} synthetic memories ...", file=sys.stderr)
-        fill_seconds = fill_store(store.pk, args.memories)
         texts = sentences(args.data, args.writes * 2)
         new_texts, api_texts = texts[: args.writes], texts[args.writes:]
+        lookups = api_texts
+        if args.fill == "real":
+            pairs = restatement_pairs(args.data, 300, set(texts))
+            fill = fill_texts(args.data, args.memories, set(texts) | {b for _, b in pairs}, [a for a, _ in pairs])
+            vectors = fill_vectors(fill)
+            lookups = [b for _, b in pairs]
+            print(f"filling one store with {args.memories:,} real memories ...", file=sys.stderr)
+            fill_seconds = fill_store(store.pk, args.memories, fill, vectors)
+        else:
+            print(f"filling one store with {args.memories:,} synthetic memories ...", file=sys.stderr)
+            fill_seconds = fill_store(store.pk, args.memories)
         memory_write(store=store, content="warm-up sentence for the model", principal="bench")
         if args.build_grid:
             grid = build_grid(store.pk, texts[:450])
@@ -378,7 +511,7 @@ def main() -> None:
         hash_hit_rate = len(new_texts) / (time.perf_counter() - started)
         assert not _setup.EMBED_SECONDS, "hash hits must not call the embedder"
 
-        recall = shortlist_recall(store.pk, api_texts) if args.recall else None
+        recall = shortlist_recall(store.pk, lookups) if args.recall else None
 
         # 3. end-to-end over HTTP (WSGI server on 127.0.0.1, real embedder)
         import httpx
@@ -399,7 +532,7 @@ def main() -> None:
     api = summary_ms(api_times)
     hits = summary_ms(hit_times)
     ratio = sum(funnel) / sum(totals)
-    print(f"\nwrite funnel, one store of {args.memories:,} memories ({args.writes} new writes, "
+    print(f"\nwrite funnel, one store of {args.memories:,} {args.fill} memories ({args.writes} new writes, "
           f"setup {fill_seconds:.0f} s); actions {actions}")
     print_table(
         ["measure", "p50 ms", "p95 ms", "p99 ms", "mean ms"],
@@ -415,14 +548,19 @@ def main() -> None:
         new_log.report("new writes", len(new_texts))
         hit_log.report("restatements", len(new_texts))
     if recall:
-        print("\ndedup shortlist (limit 10) against an exact scan, queries: the API phase's sentences")
-        print_table(["index", "ef_search", "top-1 = exact", "top-10 overlap", "p50 ms", "p95 ms"],
-                    [[r["index"], r["ef_search"], f"{r['top1']:.1%}", f"{r['top10']:.1%}", r["p50_ms"], r["p95_ms"]]
-                     for r in recall])
+        queries = ("restatements of stored texts (STS pairs scored >= 3)" if args.fill == "real"
+                   else "the API phase's sentences")
+        print(f"\ndedup shortlist (limit 10) against an exact scan, {len(lookups)} queries: {queries}; "
+              f"near = cosine >= {recall[0]['near_floor']}")
+        print_table(["index", "ef_search", "top-1 = exact", "top-10 overlap", "near found", "near top-1 found",
+                     "p50 ms", "p95 ms"],
+                    [[r["index"], r["ef_search"], f"{r['top1']:.1%}", f"{r['top10']:.1%}",
+                      f"{r['near_found']}/{r['near_total']}", f"{r['near_top1_found']}/{r['near_top1_total']}",
+                      r["p50_ms"], r["p95_ms"]] for r in recall])
     print(f"\nhash-hit writes per second (one client): {hash_hit_rate:.0f}")
     print(f"funnel time / service total: {ratio:.1%}  (the rest is the embedder)")
     write_results("write", {
-        "memories_in_store": args.memories, "writes": args.writes, "actions": actions,
+        "memories_in_store": args.memories, "fill": args.fill, "writes": args.writes, "actions": actions,
         "funnel_own_time": f, "embedder": e, "service_total": t, "hash_hit": hits,
         "hash_hit_writes_per_second": round(hash_hit_rate, 1), "api_write": api,
         "funnel_over_total": round(ratio, 4), "shortlist_recall": recall, "setup_seconds": round(fill_seconds, 1),

@@ -7,6 +7,7 @@ memory_engine.E004  EMBEDDING names a model or dimension the registry never swit
 memory_engine.E005  the active embedding model is named by no setting (EMBEDDING or EMBEDDING_MODELS)
 memory_engine.E006  DEBUG is off and SECRET_KEY is a known default or guessable
 memory_engine.E007  pgvector is older than 0.8 (no iterative index scans)
+memory_engine.E008  PDF_EXTRACTOR is "pdfium" but the pypdfium2 package is not installed
 memory_engine.E010  the lexical indexes were built with another text search config than the setting
 memory_engine.E020  a MEMORY_ENGINE value does not fit its declared type (memory_engine.conf.TYPES)
 
@@ -26,6 +27,7 @@ memory_engine.W020  MEMORY_ENGINE (or its EMBEDDING / LLM dict) has a key that i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from importlib.util import find_spec
 from typing import Any
 
 from django.apps import apps
@@ -53,6 +55,18 @@ def check_engine_settings(app_configs: Any = None, **kwargs: Any) -> list[Error 
             id="memory_engine.W020",
         ))
     return messages
+
+
+@register()
+def check_pdf_extractor(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """E008 when PDF_EXTRACTOR names pdfium and the pypdfium2 package is missing."""
+    if not _settings_readable() or engine_settings.PDF_EXTRACTOR != "pdfium" or find_spec("pypdfium2"):
+        return []
+    return [Error(
+        'PDF_EXTRACTOR is "pdfium" but the pypdfium2 package is not installed: every PDF would fail.',
+        hint="pip install 'django-memory-engine[pdfium]', or set PDF_EXTRACTOR to \"pypdf\" (the default).",
+        id="memory_engine.E008",
+    )]
 
 
 def _settings_readable() -> bool:

@@ -108,6 +108,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_TITLE_CHARS": 500,
     "SYNC_INGESTION_MAX_BYTES": 2 * 1024 * 1024,
     "MAX_PDF_PAGES": 2000,
+    # The PDF text library: "pypdf" (pure Python) or "pdfium" (the pdfium extra: faster, C).
+    "PDF_EXTRACTOR": "pypdf",
     "EMBEDDING_BATCH_SIZE": 32,
     # Chunking (docs/documents.md). `recursive` (text, Markdown) and `page` (a page longer
     # than this is cut like `recursive`) count chunk_size and chunk_overlap in the embedder's
@@ -319,6 +321,7 @@ TYPES: dict[str, Coerce] = {
     "MAX_TITLE_CHARS": integer,
     "SYNC_INGESTION_MAX_BYTES": integer,
     "MAX_PDF_PAGES": integer,
+    "PDF_EXTRACTOR": one_of("pypdf", "pdfium"),
     "EMBEDDING_BATCH_SIZE": integer,
     "CHUNK_SIZE_TOKENS": integer,
     "CHUNK_OVERLAP_TOKENS": integer,

@@ -4,7 +4,9 @@ Every PDF must end in a known outcome: pages with text, or one specific Extracti
 code. The suite's own PDFs (``tests/pdfs.py``) cover each outcome; the real-world PDFs of
 the optional corpus (``@pytest.mark.corpus``) are checked the same way when it is present,
 and a new file there fails ``test_every_corpus_pdf_has_an_expected_outcome`` until it is
-classified here.
+classified here. Every behaviour a user relies on runs on both PDF extractors (the
+``extractor`` fixture: pypdf and pdfium, the PDF_EXTRACTOR setting); tests of pypdf's own
+failure modes (its exceptions, its logger) run on pypdf only.
 """
 
 from __future__ import annotations
@@ -14,17 +16,19 @@ import json
 import logging
 import random
 import struct
+import threading
 import zlib
 from dataclasses import dataclass
 
 import pytest
 from pypdf import PageObject, PdfReader
 from pypdf.errors import DependencyError, LimitReachedError, PdfReadError, PdfStreamError
+from pypdfium2 import PdfiumError
 
 from memory_engine import extraction
 from memory_engine.chunking import Page
 from memory_engine.exceptions import EmptyFile, PDFDamaged
-from memory_engine.extraction import ExtractionError, extract_pages, sniff_content_type
+from memory_engine.extraction import PDF_EXTRACTORS, ExtractionError, extract_pages, iter_pages, sniff_content_type
 from tests.conftest import finishes_within
 from tests.corpus import corpus, corpus_path
 from tests.pdfs import (
@@ -119,6 +123,12 @@ CORPUS_EXPECTED: dict[str, Text | Fails] = {
 EXPECTED = {**SAMPLE_EXPECTED, **CORPUS_EXPECTED}
 
 
+@pytest.fixture(params=PDF_EXTRACTORS)
+def extractor(request) -> str:
+    """Each PDF extractor in turn (the PDF_EXTRACTOR setting)."""
+    return request.param
+
+
 def manifest() -> dict[str, dict]:
     """The corpus's own record of each PDF (page counts as pypdf saw them)."""
     path = corpus_path("pdfs", "pdf-manifest.json")
@@ -137,8 +147,9 @@ def assert_outcome(run, expected: Text | Fails, *, budget: float) -> list[Page] 
     assert [page.number for page in pages] == list(range(1, expected.pages + 1))
     with_text = tuple(page.number for page in pages if page.text.strip())
     assert with_text == (expected.text_pages or tuple(range(1, expected.pages + 1)))
-    assert expected.contains in "\n".join(page.text for page in pages)
-    assert all(isinstance(page, Page) and "\x00" not in page.text for page in pages)
+    # Spacing differs between extractors (pypdf keeps a layout's runs of spaces).
+    assert " ".join(expected.contains.split()) in " ".join("\n".join(page.text for page in pages).split())
+    assert all(isinstance(page, Page) and "\x00" not in page.text and "\ufffe" not in page.text for page in pages)
     return pages
 
 
@@ -160,14 +171,14 @@ def test_every_corpus_pdf_has_an_expected_outcome():
 
 
 @pytest.mark.parametrize("name", pdf_params(sorted(EXPECTED)))
-def test_pdf_outcome(name):
+def test_pdf_outcome(name, extractor):
     data = read_pdf(name)
     expected = EXPECTED[name]
 
     def run() -> list[Page]:
         content_type = sniff_content_type(data, filename=name, declared=PDF)
         assert content_type == PDF
-        return extract_pages(data, content_type, password=PASSWORDS.get(name))
+        return extract_pages(data, content_type, password=PASSWORDS.get(name), pdf_extractor=extractor)
 
     pages = assert_outcome(run, expected, budget=120)
     pages_pypdf = manifest().get(name, {}).get("pages_pypdf") if name in CORPUS_EXPECTED else None
@@ -176,9 +187,9 @@ def test_pdf_outcome(name):
 
 
 @pytest.mark.parametrize("name", pdf_params(sorted(PASSWORDS)))
-def test_encrypted_pdf_without_password(name):
+def test_encrypted_pdf_without_password(name, extractor):
     with pytest.raises(ExtractionError) as info:
-        extract_pages(read_pdf(name), PDF)
+        extract_pages(read_pdf(name), PDF, pdf_extractor=extractor)
     assert info.value.code == "PDF_ENCRYPTED"
     assert info.value.details == {"reason": "password_required"}
     assert "`password`" in info.value.message
@@ -186,9 +197,9 @@ def test_encrypted_pdf_without_password(name):
 
 @pytest.mark.parametrize("name", pdf_params(sorted(PASSWORDS)))
 @pytest.mark.parametrize("password", ["wrong", "", "OPENPASSWORD"])
-def test_encrypted_pdf_with_wrong_password(name, password):
+def test_encrypted_pdf_with_wrong_password(name, password, extractor):
     with pytest.raises(ExtractionError) as info:
-        extract_pages(read_pdf(name), PDF, password=password)
+        extract_pages(read_pdf(name), PDF, password=password, pdf_extractor=extractor)
     assert info.value.code == "PDF_ENCRYPTED"
     # A blank password field counts as no password.
     assert info.value.details == {"reason": "wrong_password" if password else "password_required"}
@@ -196,19 +207,27 @@ def test_encrypted_pdf_with_wrong_password(name, password):
 
 
 @pytest.mark.parametrize("name", pdf_params(sorted(PASSWORDS)))
-def test_encrypted_pdf_with_password(name):
+def test_encrypted_pdf_with_password(name, extractor):
     expected = EXPECTED[name]
-    assert_outcome(lambda: extract_pages(read_pdf(name), PDF, password=PASSWORDS[name]), expected, budget=120)
+    assert_outcome(lambda: extract_pages(read_pdf(name), PDF, password=PASSWORDS[name], pdf_extractor=extractor),
+                   expected, budget=120)
 
 
-def test_owner_password_only_opens_without_a_password():
+def test_owner_password_only_opens_without_a_password(extractor):
     assert PdfReader(io.BytesIO(read_pdf("owner-password-only.pdf"))).is_encrypted
-    assert extract_pages(read_pdf("owner-password-only.pdf"), PDF) == [Page(MINIMAL_TEXT, 1)]
+    assert extract_pages(read_pdf("owner-password-only.pdf"), PDF, pdf_extractor=extractor) == [Page(MINIMAL_TEXT, 1)]
+
+
+def test_owner_password_only_with_a_wrong_password(extractor):
+    with pytest.raises(ExtractionError) as info:
+        extract_pages(read_pdf("owner-password-only.pdf"), PDF, password="wrong", pdf_extractor=extractor)
+    assert info.value.code == "PDF_ENCRYPTED"
+    assert info.value.details == {"reason": "wrong_password"}
 
 
 @pytest.mark.parametrize("name", pdf_params(sorted(SAMPLE_AES | AES_ENCRYPTED)))
-def test_aes_pdfs_decrypt_with_cryptography(name):
-    pages = extract_pages(read_pdf(name), PDF, password=PASSWORDS[name])
+def test_aes_pdfs_decrypt_with_cryptography(name, extractor):
+    pages = extract_pages(read_pdf(name), PDF, password=PASSWORDS[name], pdf_extractor=extractor)
     assert pages[0].text.strip()
 
 
@@ -216,10 +235,10 @@ def test_aes_pdfs_decrypt_with_cryptography(name):
     "broken-page-tree.pdf", "not-a-pdf.pdf", "wrong-xref-offsets.pdf",
     "sf-unreadablemetadata.pdf", "ocrmypdf-invalid.pdf", "pypdf-issue-297.pdf",
 ]))
-def test_damaged_pdfs_finish_quickly(name):
+def test_damaged_pdfs_finish_quickly(name, extractor):
     try:
         with finishes_within(30):
-            extract_pages(read_pdf(name), PDF)
+            extract_pages(read_pdf(name), PDF, pdf_extractor=extractor)
     except ExtractionError as error:
         assert error.code == "PDF_DAMAGED"
         assert error.details["error"]  # pypdf's own message, for the operator
@@ -230,12 +249,13 @@ def test_damaged_pdfs_finish_quickly(name):
     ("broken-page-tree.pdf", "not-a-pdf.pdf"),
     pytest.param("sf-unreadablemetadata.pdf", "ocrmypdf-invalid.pdf", marks=corpus),
 ])
-def test_damaged_pdf_details_carry_the_pypdf_message(page_tree, not_a_pdf):
+def test_damaged_pdf_details_carry_the_pypdf_message(page_tree, not_a_pdf, extractor):
+    # pdfium refuses both files; the pypdf path then names the damage, for either extractor.
     with pytest.raises(ExtractionError) as info:
-        extract_pages(read_pdf(page_tree), PDF)
+        extract_pages(read_pdf(page_tree), PDF, pdf_extractor=extractor)
     assert "Invalid object in /Pages" in info.value.details["error"]
     with pytest.raises(ExtractionError) as info:
-        extract_pages(read_pdf(not_a_pdf), PDF)
+        extract_pages(read_pdf(not_a_pdf), PDF, pdf_extractor=extractor)
     assert info.value.details == {"stage": "open", "error": "PdfReadError: startxref not found"}
 
 
@@ -243,9 +263,9 @@ def test_damaged_pdf_details_carry_the_pypdf_message(page_tree, not_a_pdf):
     "scanned.pdf", "scanned-three-pages.pdf",
     "ocrmypdf-c02-22-scanned.pdf", "ocrmypdf-linn-scanned.pdf", "ocrmypdf-skew-scanned.pdf",
 ]))
-def test_scans_without_text_layer_ask_for_an_ocr_rule(name):
+def test_scans_without_text_layer_ask_for_an_ocr_rule(name, extractor):
     with pytest.raises(ExtractionError) as info:
-        extract_pages(read_pdf(name), PDF)
+        extract_pages(read_pdf(name), PDF, pdf_extractor=extractor)
     assert info.value.code == "NO_TEXT_LAYER"
     assert info.value.details == {"pages": EXPECTED[name].details["pages"], "failed_pages": 0}
     assert "OCR" in info.value.message
@@ -253,25 +273,25 @@ def test_scans_without_text_layer_ask_for_an_ocr_rule(name):
 
 
 @pytest.mark.parametrize("name", pdf_params(["ocr-layer.pdf", "pypdf-Seige_of_Vicksburg_Sample_OCR.pdf"]))
-def test_scan_with_ocr_text_layer_has_text_on_every_page(name):
-    pages = extract_pages(read_pdf(name), PDF)
+def test_scan_with_ocr_text_layer_has_text_on_every_page(name, extractor):
+    pages = extract_pages(read_pdf(name), PDF, pdf_extractor=extractor)
     assert [page.number for page in pages] == list(range(1, EXPECTED[name].pages + 1))
     assert all(len(page.text) > 1000 for page in pages)
 
 
 @pytest.mark.parametrize("name", pdf_params(sorted(ZERO_BYTES)))
-def test_empty_pdf_file(name):
+def test_empty_pdf_file(name, extractor):
     assert read_pdf(name) == b""
     with pytest.raises(ExtractionError) as info:
-        extract_pages(read_pdf(name), PDF)
+        extract_pages(read_pdf(name), PDF, pdf_extractor=extractor)
     assert info.value.code == "EMPTY_FILE"
 
 
 # --- synthetic PDFs ----------------------------------------------------------------
 
 
-def test_pages_are_numbered_from_one_and_blank_pages_are_kept():
-    pages = extract_pages(build_pdf(["first page", "", "third (with) \\ symbols"]), PDF)
+def test_pages_are_numbered_from_one_and_blank_pages_are_kept(extractor):
+    pages = extract_pages(build_pdf(["first page", "", "third (with) \\ symbols"]), PDF, pdf_extractor=extractor)
     assert pages == [
         Page("first page", 1),
         Page("", 2),
@@ -279,45 +299,59 @@ def test_pages_are_numbered_from_one_and_blank_pages_are_kept():
     ]
 
 
-def test_nul_characters_are_stripped_from_pdf_text():
+def test_nul_characters_are_stripped_from_pdf_text(extractor):
     data = build_pdf(["a\x00b"])
     assert PdfReader(io.BytesIO(data)).pages[0].extract_text() == "a\x00b"
-    assert extract_pages(data, PDF) == [Page("ab", 1)]
+    assert extract_pages(data, PDF, pdf_extractor=extractor) == [Page("ab", 1)]
 
 
-def test_blank_pages_only_is_no_text_layer():
+def test_pdfium_line_breaks_are_newlines():
+    [page] = extract_pages(build_pdf(["one\ntwo\nthree"]), PDF, pdf_extractor="pdfium")
+    assert page.text == "one\ntwo\nthree"
+
+
+@corpus
+def test_pdfium_hyphen_at_a_line_end_is_written_as_pypdf_writes_it():
+    data = read_pdf("pypdf-Seige_of_Vicksburg_Sample_OCR.pdf")
+    for extractor in PDF_EXTRACTORS:
+        text = "".join(page.text for page in extract_pages(data, PDF, pdf_extractor=extractor))
+        assert "conspicuous and dan-\ngerous" in text.replace(" \n", "\n")
+
+
+def test_blank_pages_only_is_no_text_layer(extractor):
     with pytest.raises(ExtractionError) as info:
-        extract_pages(build_pdf(["", "", ""]), PDF)
+        extract_pages(build_pdf(["", "", ""]), PDF, pdf_extractor=extractor)
     assert info.value.code == "NO_TEXT_LAYER"
     assert info.value.details == {"pages": 3, "failed_pages": 0}
 
 
-def test_pdf_without_pages_is_empty():
+def test_pdf_without_pages_is_empty(extractor):
     with pytest.raises(ExtractionError) as info:
-        extract_pages(build_pdf([]), PDF)
+        extract_pages(build_pdf([]), PDF, pdf_extractor=extractor)
     assert info.value.code == "EMPTY_FILE"
     assert info.value.details == {"pages": 0}
 
 
-def test_too_many_pages_is_rejected_before_extracting(monkeypatch):
-    def must_not_run(self, *args, **kwargs):
+def test_too_many_pages_is_rejected_before_extracting(monkeypatch, extractor):
+    def must_not_run(*args, **kwargs):
         raise AssertionError("text extracted from a PDF over the page limit")
 
     data = build_pdf([f"page {n}" for n in range(1, 31)])
     monkeypatch.setattr(PageObject, "extract_text", must_not_run)
+    monkeypatch.setattr(extraction, "_pdfium_page_text", must_not_run)
     with pytest.raises(ExtractionError) as info:
-        extract_pages(data, PDF, max_pages=10)
+        extract_pages(data, PDF, max_pages=10, pdf_extractor=extractor)
     assert info.value.code == "PDF_TOO_LARGE"
     assert info.value.details == {"pages": 30, "max_pages": 10}
 
 
-def test_page_limit_is_inclusive():
-    pages = extract_pages(build_pdf([f"page {n}" for n in range(1, 11)]), PDF, max_pages=10)
+def test_page_limit_is_inclusive(extractor):
+    pages = extract_pages(build_pdf([f"page {n}" for n in range(1, 11)]), PDF, max_pages=10, pdf_extractor=extractor)
     assert [page.text for page in pages] == [f"page {n}" for n in range(1, 11)]
 
 
-def test_a_claimed_page_count_is_not_trusted():
-    pages = extract_pages(build_pdf(["a", "b", "c"], count=9_999_999), PDF, max_pages=10)
+def test_a_claimed_page_count_is_not_trusted(extractor):
+    pages = extract_pages(build_pdf(["a", "b", "c"], count=9_999_999), PDF, max_pages=10, pdf_extractor=extractor)
     assert [page.number for page in pages] == [1, 2, 3]
 
 
@@ -344,26 +378,56 @@ def failing_on(marker: str, exception: BaseException):
     return extract_text
 
 
-def test_a_page_that_fails_is_left_out(monkeypatch):
-    monkeypatch.setattr(PageObject, "extract_text", failing_on("boom", PdfStreamError("broken stream")))
-    pages = extract_pages(build_pdf(["one", "boom", "three"]), PDF)
+def pdfium_failing_on(marker: str, exception: BaseException):
+    original = extraction._pdfium_page_text
+
+    def page_text(document, index):
+        text = original(document, index)
+        if marker in text:
+            raise exception
+        return text
+
+    return page_text
+
+
+# What each extractor raises when a page cannot be read.
+PAGE_FAILURES = {"pypdf": KeyError("/Font"), "pdfium": PdfiumError("Failed to load page.")}
+
+
+@pytest.fixture
+def fail_pages_with(monkeypatch, extractor):
+    """Make pages whose text holds a marker fail in ``extractor``; returns the exception raised."""
+    def patch(marker: str) -> BaseException:
+        failure = PAGE_FAILURES[extractor]
+        if extractor == "pdfium":
+            monkeypatch.setattr(extraction, "_pdfium_page_text", pdfium_failing_on(marker, failure))
+        else:
+            monkeypatch.setattr(PageObject, "extract_text", failing_on(marker, failure))
+        return failure
+
+    return patch
+
+
+def test_a_page_that_fails_is_left_out(fail_pages_with, extractor):
+    fail_pages_with("boom")
+    pages = extract_pages(build_pdf(["one", "boom", "three"]), PDF, pdf_extractor=extractor)
     assert pages == [Page("one", 1), Page("three", 3)]
 
 
-def test_every_page_failing_is_damaged(monkeypatch):
-    monkeypatch.setattr(PageObject, "extract_text", failing_on("boom", KeyError("/Font")))
+def test_every_page_failing_is_damaged(fail_pages_with, extractor):
+    failure = fail_pages_with("boom")
     with pytest.raises(ExtractionError) as info:
-        extract_pages(build_pdf(["boom 1", "boom 2"]), PDF)
+        extract_pages(build_pdf(["boom 1", "boom 2"]), PDF, pdf_extractor=extractor)
     assert info.value.code == "PDF_DAMAGED"
     assert info.value.details == {
-        "stage": "extract_text", "error": "KeyError: '/Font'", "pages": 2, "failed_pages": 2,
+        "stage": "extract_text", "error": f"{type(failure).__name__}: {failure}", "pages": 2, "failed_pages": 2,
     }
 
 
-def test_failed_and_blank_pages_only_is_no_text_layer(monkeypatch):
-    monkeypatch.setattr(PageObject, "extract_text", failing_on("boom", ValueError("bad")))
+def test_failed_and_blank_pages_only_is_no_text_layer(fail_pages_with, extractor):
+    fail_pages_with("boom")
     with pytest.raises(ExtractionError) as info:
-        extract_pages(build_pdf(["boom", ""]), PDF)
+        extract_pages(build_pdf(["boom", ""]), PDF, pdf_extractor=extractor)
     assert info.value.code == "NO_TEXT_LAYER"
     assert info.value.details == {"pages": 2, "failed_pages": 1}
 
@@ -430,16 +494,16 @@ def test_missing_aes_support_while_extracting(monkeypatch):
     assert info.value.details["reason"] == "decryption_unavailable"
 
 
-def test_not_a_pdf_declared_as_pdf_is_damaged():
+def test_not_a_pdf_declared_as_pdf_is_damaged(extractor):
     with pytest.raises(ExtractionError) as info:
-        extract_pages(b"this is not a PDF at all", PDF)
+        extract_pages(b"this is not a PDF at all", PDF, pdf_extractor=extractor)
     assert info.value.code == "PDF_DAMAGED"
 
 
-def test_leading_junk_before_the_header_is_recovered():
+def test_leading_junk_before_the_header_is_recovered(extractor):
     data = b"x" * 500 + read_pdf("minimal.pdf")
     assert sniff_content_type(data) == PDF
-    pages = extract_pages(data, PDF)
+    pages = extract_pages(data, PDF, pdf_extractor=extractor)
     assert "Lorem ipsum" in pages[0].text
 
 
@@ -447,7 +511,7 @@ def test_leading_junk_before_the_header_is_recovered():
     "minimal.pdf", "four-pages.pdf", "encrypted-rc4.pdf",
     "sf-minimal-document.pdf", "sf-pdflatex-4-pages.pdf", "plumber-password-example.pdf",
 ]))
-def test_corrupted_pdfs_end_in_pages_or_a_known_error_quickly(name):
+def test_corrupted_pdfs_end_in_pages_or_a_known_error_quickly(name, extractor):
     rng = random.Random(name)
     original = read_pdf(name)
     variants = [original[:rng.randrange(1, len(original))] for _ in range(8)]
@@ -459,11 +523,54 @@ def test_corrupted_pdfs_end_in_pages_or_a_known_error_quickly(name):
     for data in variants:
         try:
             with finishes_within(30):
-                pages = extract_pages(data, PDF, password=PASSWORDS.get(name))
+                pages = extract_pages(data, PDF, password=PASSWORDS.get(name), pdf_extractor=extractor)
         except ExtractionError as error:
             assert error.code in {"PDF_DAMAGED", "PDF_ENCRYPTED", "NO_TEXT_LAYER", "PDF_TOO_LARGE", "EMPTY_FILE"}
         else:
             assert all(isinstance(page, Page) and page.number for page in pages)
+
+
+def test_pdfium_reads_pages_in_several_threads_at_once():
+    """pdfium is not thread-safe; its calls take turns on a lock, so concurrent extractions
+    (the pipeline's reader threads, several workers' threads) all get their own pages."""
+    files = [build_pdf([f"document {n} page {p}" for p in range(1, 9)]) for n in range(6)]
+    expected = [extract_pages(data, PDF, pdf_extractor="pdfium") for data in files]
+    results: dict[int, list[Page]] = {}
+    errors: list[BaseException] = []
+
+    def read(n: int) -> None:
+        try:
+            for _ in range(5):
+                results[n] = extract_pages(files[n], PDF, pdf_extractor="pdfium")
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read, args=(n,)) for n in range(len(files))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors
+    assert [results[n] for n in range(len(files))] == expected
+
+
+def test_a_pdfium_reader_stopped_halfway_does_not_block_others():
+    pages = iter_pages(build_pdf(["one", "two", "three"]), PDF, pdf_extractor="pdfium")
+    assert next(pages) == Page("one", 1)
+    with finishes_within(10):  # the lock is not held between pages
+        assert extract_pages(read_pdf("minimal.pdf"), PDF, pdf_extractor="pdfium") == [Page(MINIMAL_TEXT, 1)]
+    pages.close()  # closes the document
+
+
+def test_pdfium_without_its_package_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "pypdfium2", None)
+    with pytest.raises(RuntimeError, match=r"pypdfium2 package is not installed.*\[pdfium\]"):
+        extract_pages(read_pdf("minimal.pdf"), PDF, pdf_extractor="pdfium")
+
+
+def test_an_unknown_pdf_extractor_is_a_programming_error():
+    with pytest.raises(ValueError, match="unknown PDF extractor"):
+        extract_pages(read_pdf("minimal.pdf"), PDF, pdf_extractor="poppler")
 
 
 def test_pypdf_warnings_are_silenced_and_the_logger_level_restored(caplog):

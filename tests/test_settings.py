@@ -13,7 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from memory_engine.checks import check_engine_settings
+from memory_engine.checks import check_engine_settings, check_pdf_extractor
 from memory_engine.conf import (
     DEFAULT_DIMENSIONS,
     DEFAULTS,
@@ -180,3 +180,19 @@ def test_provider_aliases_resolve_in_one_cached_place_that_follows_the_settings(
     assert resolve_provider.cache_info().currsize == 0  # dropped with the settings
     provider = get_embedding_provider()
     assert type(provider).__name__ == "HashingEmbeddingProvider" and provider.dimensions == 16
+
+
+def test_pdfium_without_its_package_is_check_e008(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    configure(settings, PDF_EXTRACTOR="pdfium")
+    assert check_pdf_extractor() == []  # installed with the dev extra
+    monkeypatch.setattr("memory_engine.checks.find_spec", lambda name: None)
+    errors = check_pdf_extractor()
+    assert ids(errors) == ["memory_engine.E008"] and "pypdfium2" in errors[0].msg
+    configure(settings, PDF_EXTRACTOR="pypdf")
+    assert check_pdf_extractor() == []
+
+
+def test_an_unknown_pdf_extractor_is_e020(settings: Any) -> None:
+    configure(settings, PDF_EXTRACTOR="poppler")
+    assert ids(check_engine_settings()) == ["memory_engine.E020"]
+    assert check_pdf_extractor() == []  # steps aside until E020 is fixed

@@ -264,7 +264,8 @@ def _prepare(document: Document, run: str) -> list[ChunkSpec] | None:
                     streamed = _stream_pdf_pages(document, run, data)
                 else:
                     pages = extract_pages(data, document.content_type, password=open_password(document),
-                                          max_pages=engine_settings.MAX_PDF_PAGES)
+                                          max_pages=engine_settings.MAX_PDF_PAGES,
+                                          pdf_extractor=engine_settings.PDF_EXTRACTOR)
             except CONVERTER_FALLBACK_ERRORS as exc:
                 if rule is None:
                     raise
@@ -364,13 +365,15 @@ def _stream_pdf_pages(document: Document, run: str,
     """Read pages in a helper thread and embed them as they arrive (``page`` strategy only).
 
     pypdf is pure Python and holds the GIL; the embedder spends its time in native code
-    without it, so reading page n+1 overlaps embedding page n. Each embedder call takes
+    without it, so reading page n+1 overlaps embedding page n. (pdfium, PDF_EXTRACTOR, runs
+    without the GIL and serializes its calls on a lock of its own: extraction.py.) Each embedder call takes
     every page read so far (up to EMBEDDING_BATCH_SIZE). The chunks are exactly those of
     ``chunk_pages(pages, strategy="page", ...)`` (a page is chunked on its own, long ones
     cut recursively). Raises ExtractionError like extract_pages.
     """
     pages = iter_pages(data, document.content_type, password=open_password(document),
-                       max_pages=engine_settings.MAX_PDF_PAGES)
+                       max_pages=engine_settings.MAX_PDF_PAGES,
+                       pdf_extractor=engine_settings.PDF_EXTRACTOR)
     arrivals: queue.Queue[Any] = queue.Queue()
 
     def read() -> None:

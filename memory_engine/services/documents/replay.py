@@ -188,7 +188,8 @@ def _chunk_options(config: TransformConfig, document: Document, content_type: st
 
 def _derive(config: TransformConfig, document: Document, raw: RawCapture) -> list[ChunkSpec]:
     pages: list[Page] = extract_pages(bytes(raw.data), raw.content_type, password=open_password(document),
-                                      max_pages=engine_settings.MAX_PDF_PAGES)
+                                      max_pages=engine_settings.MAX_PDF_PAGES,
+                                      pdf_extractor=engine_settings.PDF_EXTRACTOR)
     cap = config.max_chunks_per_document or engine_settings.MAX_CHUNKS_PER_DOCUMENT
     specs: list[ChunkSpec] = []
     for spec in iter_chunks(pages, **_chunk_options(config, document, raw.content_type)):
