@@ -225,3 +225,30 @@ def test_a_document_reingested_during_the_batch_is_left_to_its_new_run(project, 
     assert not Chunk.objects.filter(document=moved).exists()
     ON_BATCH.remove(reingest_once)
     assert document_ingest_many(document_ids=[moved.pk])[0].status == "ready"
+
+
+def test_documents_waiting_behind_a_long_one_keep_their_heartbeat(project, calls, engine):
+    import time
+
+    engine(INGESTION_HEARTBEAT_TIMEOUT=0.4)  # renewed every 0.1 s while they wait
+    large = document_create_text(project=project, content="".join(f"Block {i}: " + "lorem " * 60 + "\n\n"
+                                                                  for i in range(6)),
+                                 path="/notes/large.txt", chunk_strategy="size", chunk_size=300, chunk_overlap=0,
+                                 enqueue=False)
+    small = small_documents(project, WORDS[:2])
+    heartbeats = []
+
+    def watch(texts):
+        heartbeats.append(Document.objects.get(pk=small[1].pk).heartbeat_at)
+        if any("lorem" in text for text in texts):
+            time.sleep(0.15)
+
+    ON_BATCH.append(watch)
+    ingested = document_ingest_many(document_ids=[large.pk, small[0].pk, small[1].pk])
+    ON_BATCH.remove(watch)
+
+    assert all(document.status == "ready" for document in ingested)
+    # Claimed with the large one, the small one waited behind it (one call per batch of 4 chunks,
+    # 0.15 s each) and had its heartbeat renewed before its own embedder call.
+    assert len(heartbeats) >= 3 and heartbeats[0] == heartbeats[1]
+    assert (heartbeats[-1] - heartbeats[0]).total_seconds() >= 0.25
