@@ -3,33 +3,45 @@
 For the two largest shared PDFs and 1,000 SciFact abstracts (one text document each):
 
 * raw:      the default embedder alone on exactly the chunk texts the pipeline produces,
-            in batches of EMBEDDING_BATCH_SIZE (and, for SciFact, per document as the
-            pipeline calls it);
+            in batches of EMBEDDING_BATCH_SIZE (for SciFact: the chunks of a block of
+            documents, as the bulk path calls it, and each document's own, as the
+            one-document pipeline calls it; ``--strategy whole`` makes one chunk per abstract);
 * pipeline: bytes -> document_create -> document_ingest (store the file, read it back,
             extract, chunk, embed in batches, swap the chunks in, mark ready), inline;
 * bulk:     SciFact only: a block of abstracts created, then ``document_ingest_many`` (the
             embedder sees batches of EMBEDDING_BATCH_SIZE across documents).
 
-Raw and pipeline runs are interleaved (PDF rounds; SciFact: per abstract, and batched raw
-per block of 50) so that other load on the machine hits both alike.
+With ``--baseline REF`` the bulk block also runs through ``document_ingest_many`` as it was
+at git REF (the documents package's pipeline modules loaded from that commit beside today's),
+interleaved with today's, and both bulk paths report their database time per document
+(every SQL statement and commit, the chunk INSERT -- which also updates the chunks' HNSW
+and bm25 indexes -- on its own line).
+
+Raw and pipeline runs are interleaved (PDF rounds; SciFact: per abstract, and per block of
+50) so that other load on the machine hits both alike.
 
 Pages/s and chunks/s of both, and pipeline / raw. Runs on its own database
 (``bench_ingest``) and a temporary MEDIA_ROOT. ``--pdf-extractor pypdf,pdfium`` runs the
 PDFs once per PDF_EXTRACTOR value, interleaved in each round (a row per extractor).
 
     python bench/ingest.py [--data DIR] [--docs 1000] [--rounds 3] [--block 50] [--skip-scifact] [--skip-pdfs]
-                           [--pdf-extractor pypdf[,pdfium]]
+                           [--pdf-extractor pypdf[,pdfium]] [--strategy STRATEGY] [--baseline REF]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import types
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -101,40 +113,153 @@ def run_pdf(path: Path, project: Any, provider: Any, batch: int, rounds: int,
             for extractor, times in runs.items()]
 
 
-def run_scifact(data: Path, limit: int, project: Any, provider: Any, batch: int, block: int) -> list[dict[str, Any]]:
-    """Blocks of ``block`` abstracts: raw batched over the block, per abstract the raw call and
-    the one-document pipeline back to back, then the block again through the bulk pipeline
-    (``document_ingest_many``), so slow phases of a shared machine hit all alike."""
+def baseline_ingest_many(ref: str) -> Callable[..., Any]:
+    """``document_ingest_many`` as it was at git ``ref``: the documents package's pipeline modules
+    of that commit, loaded under another package name beside today's (bench only)."""
+    import memory_engine.services.documents as current
+
+    alias = f"{current.__name__}._baseline"
+    package = types.ModuleType(alias)
+    package.__path__ = []
+    sys.modules[alias] = package
+    root = Path(__file__).resolve().parents[1]
+    for name in ("chunk_settings", "grants", "runs", "pipeline"):  # dependencies first
+        source = subprocess.run(["git", "show", f"{ref}:memory_engine/services/documents/{name}.py"], cwd=root,
+                                check=True, capture_output=True, text=True).stdout
+        spec = importlib.util.spec_from_loader(f"{alias}.{name}", loader=None)
+        assert spec is not None
+        module = importlib.util.module_from_spec(spec)
+        module.__package__ = alias
+        sys.modules[spec.name] = module
+        exec(compile(source, f"{ref}:{name}.py", "exec"), module.__dict__)  # noqa: S102  (our own history)
+    return sys.modules[f"{alias}.pipeline"].document_ingest_many
+
+
+class DatabaseClock:
+    """Time spent in SQL statements, commits and embedder calls while watching (the chunk
+    INSERT on its own)."""
+
+    def __init__(self, provider: Any) -> None:
+        self.provider = provider
+        self.statements = 0
+        self.sql_s = self.chunk_insert_s = self.commit_s = self.embed_s = 0.0
+
+    def _record(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            elapsed = time.perf_counter() - started
+            self.statements += 1
+            self.sql_s += elapsed
+            if sql.startswith('INSERT INTO "memory_engine_chunk"'):
+                self.chunk_insert_s += elapsed
+
+    @contextmanager
+    def watch(self) -> Iterator[None]:
+        from django.db import connection
+
+        commit = connection.commit
+
+        def timed_commit() -> None:
+            started = time.perf_counter()
+            commit()
+            self.commit_s += time.perf_counter() - started
+
+        embed = self.provider.embed_documents
+
+        def timed_embed(texts: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return embed(texts)
+            finally:
+                self.embed_s += time.perf_counter() - started
+
+        connection.commit = timed_commit  # type: ignore[method-assign]
+        self.provider.embed_documents = timed_embed
+        try:
+            with connection.execute_wrapper(self._record):
+                yield
+        finally:
+            del connection.commit
+            del self.provider.embed_documents
+
+    def per_document(self, documents: int) -> dict[str, float]:
+        return {"statements": round(self.statements / documents, 2),
+                "sql_ms": round(self.sql_s / documents * 1000, 2),
+                "chunk_insert_ms": round(self.chunk_insert_s / documents * 1000, 2),
+                "commit_ms": round(self.commit_s / documents * 1000, 2),
+                "embed_ms": round(self.embed_s / documents * 1000, 2)}
+
+
+def run_scifact(data: Path, limit: int, project: Any, provider: Any, batch: int, block: int,
+                baseline: str | None = None,
+                strategy: str | None = None) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
+    """Blocks of ``block`` abstracts: per abstract the one-document pipeline, then the raw
+    embedder on the chunk texts it stored (its calls); then the block through the bulk pipeline
+    (``document_ingest_many``) -- and through the ``baseline`` one when given, in alternating
+    order -- and the raw embedder on the block's chunk texts in batches (the bulk path's calls),
+    so slow phases of a shared machine hit all alike. Also the bulk paths' time per document."""
+    from memory_engine.models import Chunk
     from memory_engine.services.documents import document_create_text, document_ingest, document_ingest_many
 
+    def chunk_texts(document_ids: list[str]) -> list[str]:
+        rows = Chunk.objects.filter(document_id__in=document_ids).values_list("document_id", "chunk_index", "text")
+        order = {document_id: position for position, document_id in enumerate(document_ids)}
+        return [text for _, _, text in sorted(rows, key=lambda row: (order[row[0]], row[1]))]
+
     texts = scifact_texts(data, limit)
-    raw_batched = raw_single = pipeline = bulk = 0.0
+    options = {"chunk_strategy": strategy} if strategy else {}
+    variants: dict[str, Callable[..., Any]] = {"bulk": document_ingest_many}
+    if baseline:
+        variants[f"bulk at {baseline}"] = baseline_ingest_many(baseline)
+    clocks = {name: DatabaseClock(provider) for name in variants}
+    creating = DatabaseClock(provider)
+    bulk_s = dict.fromkeys(variants, 0.0)
+    create_s = 0.0
+    raw_batched = raw_single = pipeline = 0.0
+    chunks = 0
     for first in range(0, len(texts), block):
         part = texts[first:first + block]
-        raw_batched += embed_raw(provider, part, batch)
         for index, text in enumerate(part, start=first):
-            raw_single += embed_raw(provider, [text], 1)  # the call the one-document pipeline makes
             started = time.perf_counter()
             document = document_create_text(project=project, content=text, path=f"/scifact/{index}.txt",
-                                            enqueue=False)
+                                            enqueue=False, **options)
             document = document_ingest(document_id=document.pk)
             pipeline += time.perf_counter() - started
             assert document.status == "ready" and document.unembedded_chunks == 0, document.error
-        started = time.perf_counter()
-        ids = [document_create_text(project=project, content=text, path=f"/scifact-bulk/{index}.txt",
-                                    enqueue=False).pk for index, text in enumerate(part, start=first)]
-        documents = document_ingest_many(document_ids=ids)
-        bulk += time.perf_counter() - started
-        assert all(d is not None and d.status == "ready" and d.unembedded_chunks == 0 for d in documents)
-    label = f"SciFact x{limit} (1 chunk/doc)"
-    return [
-        _row(f"{label}, one by one, vs raw batch {batch}", pages=limit, chunks=limit, raw_s=raw_batched,
+            raw_single += embed_raw(provider, chunk_texts([document.pk]), batch)  # the one-document calls
+        order = list(variants) if (first // block) % 2 == 0 else list(reversed(variants))
+        block_ids: list[str] = []
+        for name in order:
+            started = time.perf_counter()
+            with creating.watch():
+                ids = [document_create_text(project=project, content=text, path=f"/{name}/{index}.txt",
+                                            enqueue=False, **options).pk
+                       for index, text in enumerate(part, start=first)]
+            created = time.perf_counter()
+            with clocks[name].watch():
+                documents = variants[name](document_ids=ids)
+            bulk_s[name] += time.perf_counter() - started
+            create_s += created - started
+            assert all(d is not None and d.status == "ready" and d.unembedded_chunks == 0 for d in documents)
+            block_ids = ids
+        block_texts = chunk_texts(block_ids)
+        chunks += len(block_texts)
+        raw_batched += embed_raw(provider, block_texts, batch)  # the bulk path's calls
+    label = f"SciFact x{limit} ({strategy or 'default'} chunking)"
+    rows = [
+        _row(f"{label}, one by one, vs raw per document", pages=limit, chunks=chunks, raw_s=raw_single,
              pipeline_s=pipeline),
-        _row(f"{label}, one by one, vs raw per document", pages=limit, chunks=limit, raw_s=raw_single,
-             pipeline_s=pipeline),
-        _row(f"{label}, bulk (blocks of {block}), vs raw batch {batch}", pages=limit, chunks=limit,
-             raw_s=raw_batched, pipeline_s=bulk),
     ]
+    rows += [_row(f"{label}, {name} (blocks of {block}), vs raw batch {batch}", pages=limit, chunks=chunks,
+                  raw_s=raw_batched, pipeline_s=bulk_s[name]) for name in variants]
+    database = {f"{name}: ingest": {**clock.per_document(limit), "wall_ms": round(
+        (bulk_s[name] - create_s / len(variants)) / limit * 1000, 2)} for name, clock in clocks.items()}
+    database["raw batched (for comparison)"] = {"embed_ms": round(raw_batched / limit * 1000, 2)}
+    database["create (document_create_text)"] = {**creating.per_document(limit * len(variants)),
+                                                 "wall_ms": round(create_s / (limit * len(variants)) * 1000, 2)}
+    return rows, database
 
 
 def _row(name: str, *, pages: int, chunks: int, raw_s: float, pipeline_s: float,
@@ -159,6 +284,10 @@ def main() -> None:
     parser.add_argument("--skip-pdfs", action="store_true")
     parser.add_argument("--pdf-extractor", default="pypdf", metavar="NAMES",
                         help="PDF_EXTRACTOR values to run the PDFs with, comma-separated (e.g. pypdf,pdfium)")
+    parser.add_argument("--strategy", help="SciFact chunk strategy (default: the text default; whole = one "
+                                           "chunk per abstract)")
+    parser.add_argument("--baseline", metavar="REF",
+                        help="also run the SciFact bulk blocks through document_ingest_many as of git REF")
     args = parse_args(parser)
     extractors = [name.strip() for name in args.pdf_extractor.split(",") if name.strip()]
 
@@ -176,12 +305,15 @@ def main() -> None:
     Project.objects.filter(name="bench-ingest").delete()
     project = Project.objects.create(name="bench-ingest")
     rows: list[dict[str, Any]] = []
+    database: dict[str, dict[str, float]] = {}
     try:
         if not args.skip_pdfs:
             for name in PDFS:
                 rows.extend(run_pdf(args.data / "pdfs" / name, project, provider, batch, args.rounds, extractors))
         if not args.skip_scifact:
-            rows.extend(run_scifact(args.data, args.docs, project, provider, batch, args.block))
+            scifact, database = run_scifact(args.data, args.docs, project, provider, batch, args.block,
+                                            args.baseline, args.strategy)
+            rows.extend(scifact)
     finally:
         project_delete(project=project)
 
@@ -194,9 +326,17 @@ def main() -> None:
           r["pipeline_s"], r["pipeline_pages_per_s"], r["pipeline_chunks_per_s"], r["raw_chunks_per_s"],
           f"{r['pipeline_over_raw']:.1%}"] for r in rows],
     )
+    if database:
+        print("\nper SciFact document: statements, SQL (of which the chunk INSERT), commits, embedder "
+              "calls, wall time (ingest: bulk minus the mean create time)\n")
+        print_table(["path", "statements", "SQL ms", "chunk INSERT ms", "commit ms", "embed ms", "wall ms"],
+                    [[name, *(d.get(key, "-") for key in ("statements", "sql_ms", "chunk_insert_ms", "commit_ms",
+                                                          "embed_ms", "wall_ms"))] for name, d in database.items()])
     write_results("ingest", {"embedder": provider.model_name, "batch_size": batch, "rounds": args.rounds,
                              "pdf_extractors": extractors,
-                             "block": args.block, "load_average": os.getloadavg(), "rows": rows})
+                             "block": args.block, "baseline": args.baseline, "strategy": args.strategy,
+                             "load_average": os.getloadavg(),
+                             "rows": rows, "database_per_document": database})
 
 
 if __name__ == "__main__":

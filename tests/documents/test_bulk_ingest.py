@@ -122,3 +122,133 @@ def test_the_reingest_command_shares_embedder_calls(project, calls):
     assert calls == [4, 4, 3], out.getvalue()
     assert f"{len(WORDS)} document(s): {len(WORDS)} ready." in out.getvalue()
     assert all(d.status == "ready" and d.unembedded_chunks == 0 for d in Document.objects.filter(project=project))
+
+
+@pytest.fixture
+def chunk_insert_refused(db):
+    """A real PostgreSQL trigger that refuses to store a chunk whose text contains "poison"."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("""
+            CREATE FUNCTION test_refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.text LIKE '%poison%' THEN RAISE EXCEPTION 'chunk refused by the test trigger'; END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER test_refuse_poison BEFORE INSERT ON memory_engine_chunk
+                FOR EACH ROW EXECUTE FUNCTION test_refuse_poison();
+        """)
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TRIGGER IF EXISTS test_refuse_poison ON memory_engine_chunk; "
+                       "DROP FUNCTION IF EXISTS test_refuse_poison();")
+
+
+def test_a_batch_lands_in_shared_statements_with_its_rows(project, hashing_embedder):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from memory_engine.models import DocumentVersion
+
+    words = [f"{word}{n}" for n in range(2) for word in WORDS]  # 22 one-chunk documents, one batch of 32
+    documents = small_documents(project, words)
+    with CaptureQueriesContext(connection) as queries:
+        ingested = document_ingest_many(document_ids=[document.pk for document in documents])
+
+    # The per-document claim, swap and activation are shared by the batch (they were ~9
+    # statements a document): fewer statements than documents.
+    assert len(queries) < len(documents), [query["sql"][:80] for query in queries]
+    for document in ingested:
+        assert document.status == "ready" and document.attempts == 1 and document.error is None
+        assert document.total_chunks == document.indexed_chunks == 1 and document.unembedded_chunks == 0
+        assert "run" not in document.converter_state and document.heartbeat_at == document.ingested_at
+        version = DocumentVersion.objects.get(document=document)
+        assert version.status == "active" and version.activated_at is not None
+        assert document.active_version_id == version.pk
+        chunk = Chunk.objects.get(document=document)
+        assert chunk.version_id == version.pk and chunk.embedding is not None and chunk.chunk_index == 0
+
+    # Again (a re-ingest of the whole batch): the chunks are replaced, the versions stay.
+    for document in ingested:
+        document_reingest(document=document, enqueue=False)
+    again = document_ingest_many(document_ids=[document.pk for document in documents])
+    assert all(d.status == "ready" and d.attempts == 1 for d in again)
+    assert Chunk.objects.filter(document__in=documents).count() == len(documents)
+    assert DocumentVersion.objects.filter(document__in=documents, status="active").count() == len(documents)
+    assert all(d.active_version_id == a.active_version_id for d, a in zip(ingested, again, strict=True))
+
+
+def test_a_document_the_database_refuses_fails_alone_and_is_retryable(project, hashing_embedder,
+                                                                        chunk_insert_refused):
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.db import connection
+
+    documents = small_documents(project)
+    poisoned = document_create_text(project=project, content="A short note about poison ivy.",
+                                    path="/notes/poison.txt", enqueue=False)
+    ids = [document.pk for document in documents]
+    ids.insert(5, poisoned.pk)
+    ingested = {document.pk: document for document in document_ingest_many(document_ids=ids)}
+
+    failed = ingested[poisoned.pk]
+    assert failed.status == "failed" and failed.error["code"] == "INGESTION_ERROR"
+    assert "refused by the test trigger" in failed.error["details"]["error"]
+    assert not failed.chunks.exists() and failed.versions.get().status == "failed"
+    assert all(ingested[document.pk].status == "ready" for document in documents)
+    assert Chunk.objects.filter(document__in=documents).count() == len(documents)
+
+    with connection.cursor() as cursor:  # the database takes it again: re-ingesting the failed ones lands it
+        cursor.execute("DROP TRIGGER test_refuse_poison ON memory_engine_chunk")
+    out = StringIO()
+    call_command("memory_engine_reingest", "--status", "failed", stdout=out, stderr=StringIO())
+    assert "1 document(s): 1 ready." in out.getvalue(), out.getvalue()
+    again = Document.objects.get(pk=poisoned.pk)
+    assert again.status == "ready" and again.error is None and again.chunks.count() == 1
+    assert again.active_version.status == "active"
+
+
+def test_a_document_reingested_during_the_batch_is_left_to_its_new_run(project, calls):
+    documents = small_documents(project, WORDS[:4])
+    moved = documents[2]
+
+    def reingest_once(texts):
+        if Document.objects.get(pk=moved.pk).status == "processing":
+            document_reingest(document=Document.objects.get(pk=moved.pk), enqueue=False)
+
+    ON_BATCH.append(reingest_once)
+    ingested = document_ingest_many(document_ids=[document.pk for document in documents])
+
+    assert [d.status for d in ingested] == ["ready", "ready", "pending", "ready"]
+    assert not Chunk.objects.filter(document=moved).exists()
+    ON_BATCH.remove(reingest_once)
+    assert document_ingest_many(document_ids=[moved.pk])[0].status == "ready"
+
+
+def test_documents_waiting_behind_a_long_one_keep_their_heartbeat(project, calls, engine):
+    import time
+
+    engine(INGESTION_HEARTBEAT_TIMEOUT=0.4)  # renewed every 0.1 s while they wait
+    large = document_create_text(project=project, content="".join(f"Block {i}: " + "lorem " * 60 + "\n\n"
+                                                                  for i in range(6)),
+                                 path="/notes/large.txt", chunk_strategy="size", chunk_size=300, chunk_overlap=0,
+                                 enqueue=False)
+    small = small_documents(project, WORDS[:2])
+    heartbeats = []
+
+    def watch(texts):
+        heartbeats.append(Document.objects.get(pk=small[1].pk).heartbeat_at)
+        if any("lorem" in text for text in texts):
+            time.sleep(0.15)
+
+    ON_BATCH.append(watch)
+    ingested = document_ingest_many(document_ids=[large.pk, small[0].pk, small[1].pk])
+    ON_BATCH.remove(watch)
+
+    assert all(document.status == "ready" for document in ingested)
+    # Claimed with the large one, the small one waited behind it (one call per batch of 4 chunks,
+    # 0.15 s each) and had its heartbeat renewed before its own embedder call.
+    assert len(heartbeats) >= 3 and heartbeats[0] == heartbeats[1]
+    assert (heartbeats[-1] - heartbeats[0]).total_seconds() >= 0.25

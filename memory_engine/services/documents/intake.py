@@ -259,7 +259,7 @@ def document_capture(
                 document.file.storage.delete(document.file.name)
                 raise PathTaken(details={"path": document.path}) from None
             raw = raw_capture_store(document=document, data=data, content_type=content_type,
-                                    parameters=parameters)
+                                    parameters=parameters, first=True)
             version = _new_version(document, number=1, raw=raw, lineage=lineage)
             outcome = CaptureStatus.CREATED
         else:
@@ -282,15 +282,16 @@ def document_capture(
 
 
 def raw_capture_store(*, document: Document, data: bytes, content_type: str,
-                      parameters: dict[str, Any]) -> RawCapture:
+                      parameters: dict[str, Any], first: bool = False) -> RawCapture:
     """The document's raw capture of ``data`` with ``parameters``: the stored row when the same
-    payload was captured before (rows are append-only; nothing here updates one)."""
+    payload was captured before (rows are append-only; nothing here updates one). ``first``: the
+    document was created in this transaction, so there is nothing stored to look for."""
     digest = hashlib.sha256()
     digest.update(json.dumps(parameters, sort_keys=True, default=str).encode())
     digest.update(b"\0")
     digest.update(data)
     payload_sha256 = digest.hexdigest()
-    stored = RawCapture.objects.filter(document=document, payload_sha256=payload_sha256).first()
+    stored = None if first else RawCapture.objects.filter(document=document, payload_sha256=payload_sha256).first()
     if stored is not None:
         return stored
     return RawCapture.objects.create(

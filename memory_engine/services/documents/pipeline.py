@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -13,6 +15,7 @@ from typing import Any
 
 import numpy as np
 from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from memory_engine.chunking import ChunkSpec, Page, TokenCounter, estimate_tokens, iter_chunks
@@ -37,7 +40,7 @@ from memory_engine.providers.embeddings import EmbeddingError, get_embedding_pro
 
 from .chunk_settings import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from .grants import download_grant, new_callback, open_password
-from .runs import Superseded, beat, fail_ingestion, ingested_version, owned, persistent_state
+from .runs import Superseded, beat, fail_ingestion, ingested_versions, owned, owned_many, persistent_state
 
 logger = logging.getLogger("memory_engine.documents")
 
@@ -59,41 +62,88 @@ def document_ingest(*, document_id: str) -> Document | None:
 
 
 def document_ingest_many(*, document_ids: Sequence[str]) -> list[Document | None]:
-    """Ingest several documents, the embedder seeing full batches across them.
+    """Ingest several documents, the embedder and the database seeing them in batches.
 
-    Each document is claimed, extracted and chunked in turn; the chunks of a document that
-    fits in one batch wait in a shared queue, and every embedder call takes the next
-    EMBEDDING_BATCH_SIZE waiting chunks whichever documents they come from, so many small
-    documents cost ceil(chunks / batch) calls instead of one call each. A document is
-    swapped in, in its own transaction, as soon as its last chunk has a vector. A document
+    Documents are claimed EMBEDDING_BATCH_SIZE at a time (one transaction for the group,
+    which shares one run token), then extracted and chunked in turn; the chunks of a
+    document that fits in one batch wait in a shared queue, and every embedder call takes
+    the next EMBEDDING_BATCH_SIZE waiting chunks whichever documents they come from, so many
+    small documents cost ceil(chunks / batch) calls instead of one call each. The documents
+    whose last chunk has a vector are swapped in together, in one transaction. A document
     with more chunks than a batch (or a streamed PDF) is embedded on its own, with its
-    progress beats, as before. Failures stay per document: an extraction or swap error
-    fails that document only, and a shared embedder call that fails is retried document by
-    document, so only the document it fails on keeps chunks without vectors (counted in
-    ``unembedded_chunks``, as for any failed batch). Returns the documents as they stand
-    afterwards, in the order given (None for one that no longer exists).
+    progress beats, as before. Failures stay per document: an extraction error fails that
+    document only; a shared swap that fails is retried document by document, so only the
+    document it fails on is recorded as failed; and a shared embedder call that fails is
+    retried document by document, so only the document it fails on keeps chunks without
+    vectors (counted in ``unembedded_chunks``, as for any failed batch). Returns the
+    documents as they stand afterwards, in the order given (None for one that no longer
+    exists).
     """
     shared = _SharedBatches()
-    for document_id in document_ids:
-        claimed = _claim(document_id)
-        if claimed is None:
-            continue
-        document, run = claimed
-        waiting: _Waiting | None = None
-        with _failure_recorded(document_id, run):
-            specs = _prepare(document, run)
-            if specs is None:
-                continue  # streamed and swapped, or waiting for a pending converter
-            if shared.provider is None or len(specs) > shared.batch_size:
-                vectors, model = _embed(document.pk, run, specs)
-                _swap(document, run, specs, vectors, model)
-            else:
-                waiting = _Waiting(document, run, specs)
-        if waiting is not None:
-            _swap_embedded(shared.add(waiting), shared.model)
-    _swap_embedded(shared.flush(), shared.model)
+    claims = _Claims()
+    for start in range(0, len(document_ids), shared.batch_size):
+        for document, run in claims.claim(document_ids[start:start + shared.batch_size]):
+            claims.keep_alive()
+            alone: _Embedded | None = None
+            queued: _Embedded | None = None
+            with _failure_recorded(document.pk, run):
+                specs = _prepare(document, run)
+                if specs is None:
+                    continue  # streamed and swapped, or waiting for a pending converter
+                if shared.provider is None or len(specs) > shared.batch_size:
+                    vectors, model = _embed(document.pk, run, specs)
+                    alone = _Embedded(document, run, specs, vectors, model)
+                else:
+                    queued = _Embedded(document, run, specs, model=shared.model)
+            if alone is not None:
+                _swap_many([alone])
+            if queued is not None:
+                _swap_many(shared.add(queued))
+    _swap_many(shared.flush())
     found = Document.objects.in_bulk(list(document_ids))
     return [found.get(document_id) for document_id in document_ids]
+
+
+class _Claims:
+    """Claims documents a group at a time and keeps the heartbeat of those still processing alive."""
+
+    def __init__(self) -> None:
+        self.groups: list[tuple[str, list[str]]] = []  # (run, document ids) of the last groups claimed
+        self.beaten = time.monotonic()  # the oldest heartbeat of those groups is no older than this
+
+    def claim(self, document_ids: Sequence[str]) -> list[tuple[Document, str]]:
+        """Claim the pending ones among ``document_ids`` (one transaction); ``(document, run)`` each.
+
+        ready/failed ones are left alone; processing ones belong to another run (the sweep
+        hands stalled ones back as pending).
+        """
+        run = uuid.uuid4().hex
+        now = timezone.now()
+        with transaction.atomic():
+            found = Document.objects.select_for_update().filter(pk__in=list(document_ids),
+                                                                status=DocumentStatus.PENDING).in_bulk()
+            documents = [found[document_id] for document_id in dict.fromkeys(document_ids) if document_id in found]
+            for document in documents:
+                state = dict(document.converter_state or {})
+                if state.get("delivered_pages") is None:  # pages delivered by the callback continue an attempt
+                    document.attempts += 1
+                state["run"] = run
+                document.converter_state = state
+                document.status = DocumentStatus.PROCESSING
+                document.heartbeat_at = document.updated_at = now
+                document.error = None
+            _update_alike(documents, ["converter_state", "status", "attempts", "heartbeat_at", "error", "updated_at"])
+        self.groups = [*self.groups[-2:], (run, [document.pk for document in documents])]
+        return [(document, run) for document in documents]
+
+    def keep_alive(self) -> None:
+        """Beat the documents of the last groups still processing when their heartbeat grows old
+        (a long document may keep the others of its group waiting; one statement)."""
+        if time.monotonic() - self.beaten < engine_settings.INGESTION_HEARTBEAT_TIMEOUT / 4:
+            return
+        owned_many({document_id: run for run, ids in self.groups for document_id in ids}).update(
+            heartbeat_at=timezone.now())
+        self.beaten = time.monotonic()
 
 
 @contextmanager
@@ -116,13 +166,15 @@ def _failure_recorded(document_id: str, run: str) -> Iterator[None]:
 
 
 @dataclass
-class _Waiting:
-    """A claimed document whose chunks wait for the shared embedder calls."""
+class _Embedded:
+    """A claimed document and its chunks, with their vectors once embedded (the shared queue
+    fills them in)."""
 
     document: Document
     run: str
     specs: list[ChunkSpec]
     vectors: list[Vector | None] = field(default_factory=list)
+    model: str = ""
     crash: Exception | None = None  # an embedder crash on this document alone, raised at its swap
 
 
@@ -133,28 +185,28 @@ class _SharedBatches:
         self.provider = get_embedding_provider()
         self.model = self.provider.model_name if self.provider is not None else ""
         self.batch_size = _batch_size()
-        self.waiting: list[_Waiting] = []
+        self.waiting: list[_Embedded] = []
         self.queued = 0  # chunks waiting without a vector
 
-    def add(self, item: _Waiting) -> list[_Waiting]:
+    def add(self, item: _Embedded) -> list[_Embedded]:
         """Queue a document's chunks; the documents whose chunks all have vectors now."""
         self.waiting.append(item)
         self.queued += len(item.specs)
-        done: list[_Waiting] = []
+        done: list[_Embedded] = []
         while self.queued >= self.batch_size:
             done.extend(self._embed_next(self.batch_size))
         return done
 
-    def flush(self) -> list[_Waiting]:
+    def flush(self) -> list[_Embedded]:
         """Embed what is left (one call of fewer than a batch); every queued document."""
-        done: list[_Waiting] = []
+        done: list[_Embedded] = []
         while self.queued:
             done.extend(self._embed_next(self.queued))
         return done
 
-    def _embed_next(self, count: int) -> list[_Waiting]:
+    def _embed_next(self, count: int) -> list[_Embedded]:
         assert self.provider is not None
-        slices: list[tuple[_Waiting, list[ChunkSpec]]] = []
+        slices: list[tuple[_Embedded, list[ChunkSpec]]] = []
         wanted = count
         for item in self.waiting:
             if wanted == 0:
@@ -180,7 +232,7 @@ class _SharedBatches:
         self.waiting = self.waiting[len(done):]  # FIFO: the finished ones are the first ones
         return done
 
-    def _embed_alone(self, item: _Waiting, part: list[ChunkSpec]) -> list[Vector | None]:
+    def _embed_alone(self, item: _Embedded, part: list[ChunkSpec]) -> list[Vector | None]:
         assert self.provider is not None
         try:
             embedded: list[Vector | None] = [*_compact(self.provider.embed_documents([spec.text for spec in part]))]
@@ -193,36 +245,6 @@ class _SharedBatches:
         except Exception as exc:  # noqa: BLE001  (fails this document at its swap)
             item.crash = exc
         return [None] * len(part)
-
-
-def _swap_embedded(done: list[_Waiting], model: str) -> None:
-    for item in done:
-        with _failure_recorded(item.document.pk, item.run):
-            if item.crash is not None:
-                raise item.crash
-            _swap(item.document, item.run, item.specs, item.vectors, model)
-
-
-def _claim(document_id: str) -> tuple[Document, str] | None:
-    with transaction.atomic():
-        document = Document.objects.select_for_update().filter(pk=document_id).first()
-        if document is None or document.status != DocumentStatus.PENDING:
-            # ready/failed: nothing to do; processing: another run owns it (the sweep
-            # hands stalled ones back as pending).
-            return None
-        state = dict(document.converter_state or {})
-        run = uuid.uuid4().hex
-        resumed = state.get("delivered_pages") is not None
-        state["run"] = run
-        document.converter_state = state
-        document.status = DocumentStatus.PROCESSING
-        if not resumed:  # pages arriving through the callback continue the same attempt
-            document.attempts += 1
-        document.heartbeat_at = timezone.now()
-        document.error = None
-        document.save(update_fields=["converter_state", "status", "attempts", "heartbeat_at", "error",
-                                     "updated_at"])
-        return document, run
 
 
 def _prepare(document: Document, run: str) -> list[ChunkSpec] | None:
@@ -249,7 +271,7 @@ def _prepare(document: Document, run: str) -> list[ChunkSpec] | None:
                     raise
                 native_error = exc
         if streamed is not None:
-            _swap(document, run, *streamed)
+            _swap_many([_Embedded(document, run, *streamed)])
             return None
         skip_native = rule is not None and rule.native_extraction == IngestionRule.NativeExtraction.SKIP
         if rule is not None and (native_error is not None or skip_native):
@@ -491,39 +513,92 @@ def _embed_batches(document_id: str, run: str, batches: Iterable[tuple[list[Chun
     return specs, vectors, provider.model_name
 
 
-def _swap(document: Document, run: str, specs: list[ChunkSpec], vectors: list[Vector | None],
-          model: str) -> None:
-    """One transaction: document ready, old chunks out, new chunks in.
+def _swap_many(items: list[_Embedded]) -> None:
+    """Swap embedded documents in together; when that fails, one by one, so that a document
+    that cannot be swapped fails alone (recorded on it) and the others land."""
+    if len(items) > 1:
+        try:
+            _swap(items)
+            return
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception:  # noqa: BLE001  (each document is swapped again alone; its own error is recorded)
+            logger.warning("shared swap failed; swapping document by document", exc_info=True)
+    for item in items:
+        with _failure_recorded(item.document.pk, item.run):
+            _swap([item])
 
-    The fenced UPDATE comes first: it checks the claim and holds the row lock until the
-    commit, so a re-ingest or the sweep cannot interleave with the swap.
+
+def _swap(items: list[_Embedded]) -> None:
+    """One transaction: the documents ready, their old chunks out, their new chunks in.
+
+    The documents still owned by their runs are locked first (the others were re-ingested,
+    deleted or handed back by the sweep meanwhile: superseded, left alone); the locks hold
+    until the commit, so a re-ingest or the sweep cannot interleave with the swap. A
+    document whose embedder call crashed raises that crash here.
     """
+    for item in items:
+        if item.crash is not None:
+            raise item.crash
     now = timezone.now()
     with transaction.atomic():
-        claimed = owned(document.pk, run).update(
-            status=DocumentStatus.READY, error=None, total_chunks=len(specs), indexed_chunks=len(specs),
-            unembedded_chunks=sum(vector is None for vector in vectors), ingested_at=now, heartbeat_at=now,
-            converter_state=persistent_state(document.converter_state), updated_at=now,
-        )
-        if not claimed:
-            raise Superseded()
-        version = ingested_version(document.pk)
+        locked = set(owned_many({item.document.pk: item.run for item in items}).select_for_update()
+                     .values_list("pk", flat=True))
+        for item in items:
+            if item.document.pk not in locked:
+                logger.info("ingestion run superseded", extra={"document_id": item.document.pk, "run": item.run})
+        items = [item for item in items if item.document.pk in locked]
+        if not items:
+            return
+        ids = [item.document.pk for item in items]
+        versions = ingested_versions(ids)
+        documents = []
+        for item in items:
+            document = item.document
+            document.status, document.error = DocumentStatus.READY, None
+            document.total_chunks = document.indexed_chunks = len(item.specs)
+            document.unembedded_chunks = sum(vector is None for vector in item.vectors)
+            document.ingested_at = document.heartbeat_at = document.updated_at = now
+            document.converter_state = persistent_state(document.converter_state)
+            documents.append(document)
+        _update_alike(documents, ["status", "error", "total_chunks", "indexed_chunks", "unembedded_chunks",
+                                  "ingested_at", "heartbeat_at", "converter_state", "updated_at"])
         # The live version's chunks give way to the new version's (a superseded version keeps
         # its row and raw capture, not its chunks): search sees the old version or the new one.
         # Staged generations' chunks (``generation`` set) are not the live version's: they stay.
-        Chunk.objects.filter(document_id=document.pk, generation__isnull=True).delete()
+        Chunk.objects.filter(document_id__in=ids, generation__isnull=True).delete()
         Chunk.objects.bulk_create(
             [
-                Chunk(document_id=document.pk, version=version, chunk_index=spec.chunk_index, page=spec.page,
-                      text=spec.text, embedding=vector, embedding_model=model if vector is not None else "")
-                for spec, vector in zip(specs, vectors, strict=True)
+                Chunk(document_id=item.document.pk, version=versions.get(item.document.pk),
+                      chunk_index=spec.chunk_index, page=spec.page, text=spec.text, embedding=vector,
+                      embedding_model=item.model if vector is not None else "")
+                for item in items for spec, vector in zip(item.specs, item.vectors, strict=True)
             ],
             batch_size=500,
         )
-        if version is not None and version.status == DocumentVersion.Status.PENDING:
-            DocumentVersion.objects.filter(document_id=document.pk, status=DocumentVersion.Status.ACTIVE).update(
+        activated = {version.document_id: version for version in versions.values()
+                     if version.status == DocumentVersion.Status.PENDING}
+        if activated:
+            DocumentVersion.objects.filter(document_id__in=list(activated),
+                                           status=DocumentVersion.Status.ACTIVE).update(
                 status=DocumentVersion.Status.SUPERSEDED)
-            DocumentVersion.objects.filter(pk=version.pk).update(status=DocumentVersion.Status.ACTIVE,
-                                                                 activated_at=now, error=None)
-            Document.objects.filter(pk=document.pk).update(active_version=version)
+            DocumentVersion.objects.filter(pk__in=[version.pk for version in activated.values()]).update(
+                status=DocumentVersion.Status.ACTIVE, activated_at=now, error=None)
+            # Each of these documents now has exactly one active version: the one just activated.
+            Document.objects.filter(pk__in=list(activated)).update(active_version=Subquery(
+                DocumentVersion.objects.filter(document_id=OuterRef("pk"), status=DocumentVersion.Status.ACTIVE)
+                .values("pk")[:1]))
+            for item in items:
+                item.document.active_version = activated.get(item.document.pk, item.document.active_version)
 
+
+def _update_alike(documents: list[Document], fields: list[str]) -> None:
+    """Write ``fields`` of ``documents`` with one UPDATE per distinct set of values (documents of
+    one batch mostly end alike: usually one statement, at worst one per document)."""
+    alike: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for document in documents:
+        values = {name: getattr(document, name) for name in fields}
+        key = json.dumps(values, sort_keys=True, default=str)
+        alike.setdefault(key, (values, []))[1].append(document.pk)
+    for values, document_ids in alike.values():
+        Document.objects.filter(pk__in=document_ids).update(**values)

@@ -1,17 +1,21 @@
 """The run token that fences every write of an ingestion after its claim.
 
-:func:`document_ingest <memory_engine.services.documents.pipeline.document_ingest>` claims a
-pending document with a fresh ``run`` token; every later write goes through :func:`owned`,
-so a worker presumed dead (and replaced by the sweep) or a run superseded by a re-ingest can
-no longer touch the document.
+:func:`document_ingest_many <memory_engine.services.documents.pipeline.document_ingest_many>`
+claims pending documents with a fresh ``run`` token (one per group of documents claimed
+together); every later write goes through :func:`owned` or :func:`owned_many`, so a worker
+presumed dead (and replaced by the sweep) or a run superseded by a re-ingest can no longer
+touch the document.
 """
 
 from __future__ import annotations
 
 import logging
+import operator
+from functools import reduce
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from memory_engine.exceptions import MemoryEngineError
@@ -42,13 +46,38 @@ def persistent_state(state: dict[str, Any] | None) -> dict[str, Any]:
     return {key: value for key, value in (state or {}).items() if key in PERSISTENT_STATE}
 
 
-def ingested_version(document_id: str) -> DocumentVersion | None:
-    """The version an ingestion of the document derives chunks for: the newest pending one
-    (a new capture), else the active one (a re-ingest). None only for a document whose
-    versions were lost (its chunks then belong to no version)."""
-    versions = DocumentVersion.objects.filter(document_id=document_id)
-    return (versions.filter(status=DocumentVersion.Status.PENDING).order_by("-number").first()
-            or versions.filter(status=DocumentVersion.Status.ACTIVE).first())
+def owned_many(runs: dict[str, str]) -> Any:
+    """:func:`owned` for several documents at once: ``runs`` maps each document to its run."""
+    by_run: dict[str, list[str]] = {}
+    for document_id, run in runs.items():
+        by_run.setdefault(run, []).append(document_id)
+    fences = [Q(pk__in=document_ids, converter_state__run=run) for run, document_ids in by_run.items()]
+    if not fences:
+        return Document.objects.none()
+    return Document.objects.filter(reduce(operator.or_, fences), status=DocumentStatus.PROCESSING)
+
+
+def ingested_versions(document_ids: list[str]) -> dict[str, DocumentVersion]:
+    """The version an ingestion of each document derives chunks for: the newest pending one
+    (a new capture), else the active one (a re-ingest); one query for all. A document whose
+    versions were lost is missing (its chunks then belong to no version)."""
+    chosen: dict[str, DocumentVersion] = {}
+    versions = DocumentVersion.objects.filter(
+        document_id__in=document_ids,
+        status__in=[DocumentVersion.Status.PENDING, DocumentVersion.Status.ACTIVE])
+    for version in versions:
+        current = chosen.get(version.document_id)
+        if current is None or _ingested_before(current, version):
+            chosen[version.document_id] = version
+    return chosen
+
+
+def _ingested_before(current: DocumentVersion, other: DocumentVersion) -> bool:
+    """Whether ``other`` wins over ``current``: pending over active, then the newer pending."""
+    pending = DocumentVersion.Status.PENDING
+    if (current.status == pending) != (other.status == pending):
+        return other.status == pending
+    return other.number > current.number
 
 
 def fail_ingestion(document_id: str, run: str | None, error: MemoryEngineError) -> bool:
