@@ -123,6 +123,12 @@ DEFAULTS: dict[str, Any] = {
     "MAX_CHUNKS_PER_DOCUMENT": 20000,
     "INGESTION_HEARTBEAT_TIMEOUT": 300,
     "INGESTION_MAX_ATTEMPTS": 3,
+    # A worker's ingestion task of a small document (at most INGESTION_GROUP_MAX_BYTES) also
+    # ingests other small documents of its project that wait for a worker, up to
+    # INGESTION_GROUP_DOCUMENTS in all, so the embedder and the database see them in batches
+    # (1: one document per task).
+    "INGESTION_GROUP_DOCUMENTS": 32,
+    "INGESTION_GROUP_MAX_BYTES": 64 * 1024,
     # How often the scheduled sweep looks for stalled ingestions (django-q2 Schedule).
     "INGESTION_SWEEP_MINUTES": 1,
     # Pending converters: how long the signed callback URL stays valid; file_delivery=download_url:
@@ -329,6 +335,8 @@ TYPES: dict[str, Coerce] = {
     "MAX_CHUNKS_PER_DOCUMENT": integer,
     "INGESTION_HEARTBEAT_TIMEOUT": number,
     "INGESTION_MAX_ATTEMPTS": integer,
+    "INGESTION_GROUP_DOCUMENTS": integer,
+    "INGESTION_GROUP_MAX_BYTES": integer,
     "INGESTION_SWEEP_MINUTES": integer,
     "CONVERTER_CALLBACK_TTL": number,
     "DOWNLOAD_URL_TTL": number,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory_engine.services.documents import document_ingest, document_sweep
+from memory_engine.services.documents import document_ingest_group, document_sweep
 from memory_engine.services.memory_lifecycle import memory_sweep
 from memory_engine.services.retention import document_retention_sweep
 from memory_engine.services.rules import memory_rule_fire, rule_firing_sweep
@@ -27,8 +27,9 @@ def rule_firing_sweep_task() -> dict[str, int]:
 
 
 def document_ingest_task(document_id: str) -> str | None:
-    """Ingest one document; returns its final status (for the django-q2 task log)."""
-    document = document_ingest(document_id=document_id)
+    """Ingest one document, and with it other small documents of its project waiting for a
+    worker (document_ingest_group); returns the document's final status (for the task log)."""
+    document = document_ingest_group(document_id=document_id)
     return document.status if document is not None else None
 
 

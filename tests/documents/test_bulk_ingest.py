@@ -252,3 +252,48 @@ def test_documents_waiting_behind_a_long_one_keep_their_heartbeat(project, calls
     # 0.15 s each) and had its heartbeat renewed before its own embedder call.
     assert len(heartbeats) >= 3 and heartbeats[0] == heartbeats[1]
     assert (heartbeats[-1] - heartbeats[0]).total_seconds() >= 0.25
+
+
+def test_a_worker_task_takes_the_small_documents_waiting_in_its_project(project, other_project, calls, engine):
+    """The ingestion task of one small document ingests the other small pending documents of its
+    project with it (embedder batches shared); other projects' and large documents wait for
+    their own tasks, whose later run finds their documents ready and does nothing."""
+    from memory_engine.tasks import document_ingest_task
+
+    engine(EMBEDDING_BATCH_SIZE=4, INGESTION_GROUP_DOCUMENTS=6, INGESTION_GROUP_MAX_BYTES=200)
+    documents = small_documents(project, WORDS[:7])
+    elsewhere = small_documents(other_project, ["elsewhere"])[0]
+    large = document_create_text(project=project, content="A long note. " * 40, path="/notes/large.txt",
+                                 enqueue=False)
+    calls.clear()
+
+    assert document_ingest_task(documents[2].pk) == "ready"
+
+    status = dict(Document.objects.values_list("pk", "status"))
+    taken = [documents[2], *[d for d in documents if d is not documents[2]][:5]]  # itself, then the oldest
+    assert [status[d.pk] for d in taken] == ["ready"] * 6
+    assert status[documents[6].pk] == "pending"  # beyond INGESTION_GROUP_DOCUMENTS
+    assert status[elsewhere.pk] == "pending" and status[large.pk] == "pending"
+    assert calls == [4, 2]  # six one-chunk documents in two embedder calls, not six
+
+    # their own queued tasks come later: nothing ingested twice; a task still takes what waits
+    calls.clear()
+    assert document_ingest_task(documents[0].pk) == "ready"
+    assert Document.objects.get(pk=documents[0].pk).attempts == 1
+    assert Document.objects.get(pk=documents[6].pk).status == "ready" and calls == [1]
+    calls.clear()
+    assert document_ingest_task(large.pk) == "ready" and calls == [1]  # a large document goes alone
+    assert Document.objects.get(pk=elsewhere.pk).status == "pending"
+    assert Chunk.objects.filter(document__in=documents).count() == 7
+
+
+def test_one_document_per_task_when_grouping_is_off(project, calls, engine):
+    from memory_engine.tasks import document_ingest_task
+
+    engine(EMBEDDING_BATCH_SIZE=4, INGESTION_GROUP_DOCUMENTS=1)
+    documents = small_documents(project, WORDS[:3])
+    calls.clear()
+    assert document_ingest_task(documents[0].pk) == "ready"
+    assert list(Document.objects.filter(pk__in=[d.pk for d in documents]).order_by("created_at")
+                .values_list("status", flat=True)) == ["ready", "pending", "pending"]
+    assert calls == [1]

@@ -32,3 +32,20 @@ def test_queued_update_goes_live_through_the_worker(qcluster, client):
     hits = client.post("/api/v1/knowledge/search", {"query": "how do new hires get their laptop",
                                                      "document_paths": ["/"]}, format="json").json()["results"]
     assert hits and "courier" in hits[0]["text"] and all("IT desk" not in hit["text"] for hit in hits)
+
+
+def test_one_worker_task_ingests_the_small_documents_waiting_with_it(qcluster, project):
+    """Documents created without a task of their own are picked up by the next ingestion task
+    of their project (document_ingest_group), in the real worker with the default embedder."""
+    from memory_engine.models import Document
+    from memory_engine.queue import enqueue_document_ingest
+    from memory_engine.services.documents import document_create_text
+
+    notes = [document_create_text(project=project, content=f"Note {n}: the {word} room is booked on Fridays.",
+                                  path=f"/rooms/{word}.txt", enqueue=False)
+             for n, word in enumerate(["amber", "basalt", "cobalt", "dune", "eider"])]
+    enqueue_document_ingest(notes[-1].pk)  # one task, for the newest
+    wait_for(lambda: Document.objects.filter(pk__in=[n.pk for n in notes], status="ready").count() == 5,
+             timeout=120)
+    assert all(c.embedding is not None for c in Chunk.objects.filter(document__in=notes))
+    assert set(Document.objects.filter(pk__in=[n.pk for n in notes]).values_list("attempts", flat=True)) == {1}

@@ -64,7 +64,7 @@ from .intake import (
     project_document_bytes,
     stored_files_delete_on_commit,
 )
-from .pipeline import CONVERTER_FALLBACK_ERRORS, document_ingest, document_ingest_many
+from .pipeline import CONVERTER_FALLBACK_ERRORS, document_ingest, document_ingest_group, document_ingest_many
 from .runs import PERSISTENT_STATE
 from .sweep import document_sweep
 
@@ -92,6 +92,7 @@ __all__ = [
     "document_delete",
     "document_for_download",
     "document_ingest",
+    "document_ingest_group",
     "document_ingest_many",
     "document_ingest_or_enqueue",
     "document_reingest",

@@ -61,6 +61,29 @@ def document_ingest(*, document_id: str) -> Document | None:
     return document_ingest_many(document_ids=[document_id])[0]
 
 
+def document_ingest_group(*, document_id: str) -> Document | None:
+    """:func:`document_ingest`, taking along other documents that wait for a worker: when the
+    document is small (``size_bytes`` at most INGESTION_GROUP_MAX_BYTES), up to
+    INGESTION_GROUP_DOCUMENTS − 1 other small pending documents of its project, oldest first,
+    go through the same :func:`document_ingest_many` call (the worker's ingestion task).
+
+    Their own queued tasks then find them claimed or ready and do nothing; two workers
+    never ingest a document twice (the claim is a locked status change). Returns the
+    document itself as it stands afterwards (None when it no longer exists).
+    """
+    group = max(1, engine_settings.INGESTION_GROUP_DOCUMENTS)
+    limit = engine_settings.INGESTION_GROUP_MAX_BYTES
+    document = Document.objects.filter(pk=document_id).only("project_id", "size_bytes").first()
+    others: list[str] = []
+    if document is not None and group > 1 and document.size_bytes <= limit:
+        others = list(
+            Document.objects.filter(project_id=document.project_id, status=DocumentStatus.PENDING,
+                                    size_bytes__lte=limit)
+            .exclude(pk=document_id).order_by("created_at", "id").values_list("pk", flat=True)[: group - 1]
+        )
+    return document_ingest_many(document_ids=[document_id, *others])[0]
+
+
 def document_ingest_many(*, document_ids: Sequence[str]) -> list[Document | None]:
     """Ingest several documents, the embedder and the database seeing them in batches.
 
