@@ -9,7 +9,9 @@ For the two largest shared PDFs and 1,000 SciFact abstracts (one text document e
 * pipeline: bytes -> document_create -> document_ingest (store the file, read it back,
             extract, chunk, embed in batches, swap the chunks in, mark ready), inline;
 * bulk:     SciFact only: a block of abstracts created, then ``document_ingest_many`` (the
-            embedder sees batches of EMBEDDING_BATCH_SIZE across documents).
+            embedder sees batches of EMBEDDING_BATCH_SIZE across documents);
+* worker tasks: the same block as one worker runs its queued tasks (``document_ingest_task``
+            per document, in order; a task takes the small documents waiting along).
 
 With ``--baseline REF`` the bulk block also runs through ``document_ingest_many`` as it was
 at git REF (the documents package's pipeline modules loaded from that commit beside today's),
@@ -192,6 +194,18 @@ class DatabaseClock:
                 "embed_ms": round(self.embed_s / documents * 1000, 2)}
 
 
+def worker_tasks(*, document_ids: list[str]) -> list[Any]:
+    """The block as one worker runs its queued tasks: ``document_ingest_task`` per document, in
+    order (each task takes the small documents still waiting along: document_ingest_group)."""
+    from memory_engine.models import Document
+    from memory_engine.tasks import document_ingest_task
+
+    for document_id in document_ids:
+        document_ingest_task(document_id)
+    found = Document.objects.in_bulk(document_ids)
+    return [found.get(document_id) for document_id in document_ids]
+
+
 def run_scifact(data: Path, limit: int, project: Any, provider: Any, batch: int, block: int,
                 baseline: str | None = None,
                 strategy: str | None = None) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
@@ -210,7 +224,7 @@ def run_scifact(data: Path, limit: int, project: Any, provider: Any, batch: int,
 
     texts = scifact_texts(data, limit)
     options = {"chunk_strategy": strategy} if strategy else {}
-    variants: dict[str, Callable[..., Any]] = {"bulk": document_ingest_many}
+    variants: dict[str, Callable[..., Any]] = {"bulk": document_ingest_many, "worker tasks": worker_tasks}
     if baseline:
         variants[f"bulk at {baseline}"] = baseline_ingest_many(baseline)
     clocks = {name: DatabaseClock(provider) for name in variants}
