@@ -153,7 +153,27 @@ def sentences(data: Path, count: int) -> list[str]:
     return out
 
 
-def fill_store(store_id: str, count: int, texts: list[str] | None = None, vectors: Any = None) -> float:
+def use_storage(storage: str) -> None:
+    """Put the bench database's vector columns (memory contents and chunks) and the active
+    registry row in ``storage`` (vector or halfvec), as switching to a model registered with that
+    STORAGE would (docs/embeddings.md); their HNSW indexes are built again by fill_store."""
+    from django.db import connection
+
+    from memory_engine.conf import embedding_dimensions
+
+    dims = embedding_dimensions()
+    with connection.cursor() as cursor:
+        for table, prefix in (("memory_engine_memorycontent", "content"), ("memory_engine_chunk", "chunk")):
+            cursor.execute(f"DROP INDEX IF EXISTS me_{prefix}_embedding_hnsw")
+            cursor.execute(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE {storage}({dims}) "
+                           f"USING embedding::{storage}({dims})")
+            cursor.execute(f"CREATE INDEX me_{prefix}_embedding_hnsw ON {table} USING hnsw "
+                           f"(embedding {storage}_cosine_ops) WITH (m = 16, ef_construction = 64)")
+        cursor.execute("UPDATE memory_engine_embeddingmodel SET storage = %s WHERE state = 'active'", [storage])
+
+
+def fill_store(store_id: str, count: int, texts: list[str] | None = None, vectors: Any = None,
+               storage: str = "vector") -> float:
     """Insert ``count`` memories and rebuild the HNSW index: synthetic ones (random vectors; cosine
     needs no normalisation), or ``texts`` with their real ``vectors``."""
     from django.db import connection
@@ -204,7 +224,7 @@ def fill_store(store_id: str, count: int, texts: list[str] | None = None, vector
         cursor.execute("SET maintenance_work_mem = '1GB'")
         cursor.execute(
             "CREATE INDEX me_content_embedding_hnsw ON memory_engine_memorycontent "
-            "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+            f"USING hnsw (embedding {storage}_cosine_ops) WITH (m = 16, ef_construction = 64)"
         )
         cursor.execute("ANALYZE memory_engine_memorycontent; ANALYZE memory_engine_memory")
     return time.perf_counter() - started
@@ -432,6 +452,9 @@ def main() -> None:
                         help="real: real texts with their vectors (SciFact, STS, LoCoMo; embedded once and cached "
                              "under bench/results/cache); random: synthetic rows with random vectors (seconds to "
                              "set up, but random 384-d vectors are the HNSW graph's hardest case)")
+    parser.add_argument("--storage", choices=("vector", "halfvec"), default="vector",
+                        help="the vector columns' type in the bench database (halfvec: what a model registered "
+                             "with STORAGE 'halfvec' gets)")
     parser.add_argument("--statements", action="store_true",
                         help="also time every SQL statement of the new writes and the restatements")
     args = parse_args(parser)
@@ -454,6 +477,7 @@ def main() -> None:
         from memory_engine.models import MemoryStore
 
         store = MemoryStore.objects.create(project=project, name="big")
+        use_storage(args.storage)
         texts = sentences(args.data, args.writes * 2)
         new_texts, api_texts = texts[: args.writes], texts[args.writes:]
         lookups = api_texts
@@ -463,10 +487,10 @@ def main() -> None:
             vectors = fill_vectors(fill)
             lookups = [b for _, b in pairs]
             print(f"filling one store with {args.memories:,} real memories ...", file=sys.stderr)
-            fill_seconds = fill_store(store.pk, args.memories, fill, vectors)
+            fill_seconds = fill_store(store.pk, args.memories, fill, vectors, storage=args.storage)
         else:
             print(f"filling one store with {args.memories:,} synthetic memories ...", file=sys.stderr)
-            fill_seconds = fill_store(store.pk, args.memories)
+            fill_seconds = fill_store(store.pk, args.memories, storage=args.storage)
         memory_write(store=store, content="warm-up sentence for the model", principal="bench")
         if args.build_grid:
             grid = build_grid(store.pk, texts[:450])
@@ -532,7 +556,8 @@ def main() -> None:
     api = summary_ms(api_times)
     hits = summary_ms(hit_times)
     ratio = sum(funnel) / sum(totals)
-    print(f"\nwrite funnel, one store of {args.memories:,} {args.fill} memories ({args.writes} new writes, "
+    print(f"\nwrite funnel, one store of {args.memories:,} {args.fill} memories in {args.storage} "
+          f"({args.writes} new writes, "
           f"setup {fill_seconds:.0f} s); actions {actions}")
     print_table(
         ["measure", "p50 ms", "p95 ms", "p99 ms", "mean ms"],
@@ -560,7 +585,8 @@ def main() -> None:
     print(f"\nhash-hit writes per second (one client): {hash_hit_rate:.0f}")
     print(f"funnel time / service total: {ratio:.1%}  (the rest is the embedder)")
     write_results("write", {
-        "memories_in_store": args.memories, "fill": args.fill, "writes": args.writes, "actions": actions,
+        "memories_in_store": args.memories, "fill": args.fill, "storage": args.storage, "writes": args.writes,
+        "actions": actions,
         "funnel_own_time": f, "embedder": e, "service_total": t, "hash_hit": hits,
         "hash_hit_writes_per_second": round(hash_hit_rate, 1), "api_write": api,
         "funnel_over_total": round(ratio, 4), "shortlist_recall": recall, "setup_seconds": round(fill_seconds, 1),

@@ -286,6 +286,9 @@ EMBEDDING_TYPES: dict[str, Coerce] = {
     "MODEL": optional(text),
     "DIMENSIONS": dimensions,
     "OPTIONS": optional(mapping, none={}),
+    # An EMBEDDING_MODELS entry's column type (read by `register`): "vector" or "halfvec"; by
+    # default vector up to 2,000 dimensions, halfvec above (docs/embeddings.md).
+    "STORAGE": optional(one_of("vector", "halfvec")),
 }
 LLM_TYPES: dict[str, Coerce] = {
     "BASE_URL": text, "API_KEY": text, "MODEL": text, "TIMEOUT": number, "RETRIES": integer,

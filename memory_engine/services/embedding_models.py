@@ -67,12 +67,14 @@ class SwitchReport:
     previous: str = ""
 
 
-def storage_for(dimensions: int) -> str:
-    """``vector`` up to 2,000 dimensions, ``halfvec`` up to 4,000; EmbeddingDimensionsTooLarge above."""
-    for storage, limit in STORAGE_LIMITS.items():
-        if dimensions <= limit:
-            return storage
-    raise EmbeddingDimensionsTooLarge(details={"dimensions": dimensions, "limits": dict(STORAGE_LIMITS)})
+def storage_for(dimensions: int, *, storage: str | None = None) -> str:
+    """``storage`` when given (an EMBEDDING_MODELS entry's STORAGE), else ``vector`` up to 2,000
+    dimensions and ``halfvec`` up to 4,000; EmbeddingDimensionsTooLarge past the type's limit."""
+    for candidate, limit in STORAGE_LIMITS.items():
+        if dimensions <= limit and storage in (None, candidate):
+            return candidate
+    raise EmbeddingDimensionsTooLarge(details={"dimensions": dimensions, "limits": dict(STORAGE_LIMITS),
+                                               **({"storage": storage} if storage else {})})
 
 
 def _column_type(cursor: Any, table: str, column: str) -> tuple[str, int] | None:
@@ -139,10 +141,10 @@ def embedding_model_register(*, name: str, registered_by: str = "") -> Embedding
         dimensions = len(provider.embed_documents(["embedding dimension probe"])[0])
     except EmbeddingError as exc:
         raise EmbeddingProbeFailed(details={"name": name, "error": str(exc)[:500]}) from exc
-    storage = storage_for(dimensions)
+    storage = storage_for(dimensions, storage=config.get("STORAGE") if config else None)
     current = active_model()
-    if (current.model, current.dimensions) == (provider.model_name, dimensions):
-        raise EmbeddingModelState(f"{provider.model_name} ({dimensions}) is the active model already.",
+    if (current.model, current.dimensions, current.storage) == (provider.model_name, dimensions, storage):
+        raise EmbeddingModelState(f"{provider.model_name} ({dimensions}, {storage}) is the active model already.",
                                   details={"name": name, "state": current.state})
     pending = next_model()
     if pending is not None:

@@ -29,6 +29,7 @@ from memory_engine.services.embedding_models import (
     embedding_model_switch,
     storage_for,
 )
+from memory_engine.services.memory_write import memory_write
 from tests.conftest import use_embedder
 from tests.factories import MemoryStoreFactory, ProjectFactory
 from tests.search.helpers import make_document, write
@@ -63,6 +64,8 @@ def models(transactional_db: Any, settings: Any) -> Any:
         "small": SMALL,
         "wide": {**SMALL, "MODEL": "test-hashing-2500", "DIMENSIONS": 2500},
         "huge": {**SMALL, "MODEL": "test-hashing-4500", "DIMENSIONS": 4500},
+        "half": {"PROVIDER": HASHING, "MODEL": "all-MiniLM-L6-v2", "DIMENSIONS": 384, "STORAGE": "halfvec"},
+        "wide-vector": {**SMALL, "MODEL": "test-hashing-2500", "DIMENSIONS": 2500, "STORAGE": "vector"},
     }}
     EmbeddingModel.objects.all().delete()
     active_model()  # the first use registers EMBEDDING as the active model
@@ -237,3 +240,32 @@ def test_a_write_embedded_by_the_previous_model_is_embedded_again(models: Any) -
     assert content.embedding_model == "test-hashing-256" and content.embedding is not None
     assert len(content.embedding) == 256 and result is not None
     assert get_embedding_provider().model_name == "test-hashing-256"
+
+
+def test_the_same_model_moves_to_halfvec_storage(models: Any) -> None:
+    """STORAGE: "halfvec" halves a model's vectors without changing the model: registered,
+    built and switched like any model, then writes dedup and searches answer from halfvec."""
+    project, store, _document = corpus(6)
+    with pytest.raises(EmbeddingDimensionsTooLarge) as too_large:
+        embedding_model_register(name="wide-vector")
+    assert too_large.value.details["storage"] == "vector"
+
+    half = embedding_model_register(name="half")
+    assert (half.model, half.dimensions, half.storage) == ("all-MiniLM-L6-v2", 384, "halfvec")
+    embedding_model_build(model=half)
+    embedding_model_switch(model=half)
+    assert column("memory_engine_memorycontent") == column("memory_engine_chunk") == ("halfvec", 384)
+    assert active_model().name == "half"
+    # EMBEDDING names the same model and dimensions: no error, and the columns agree with the registry
+    assert [e.id for e in _database_errors()] == []
+    with pytest.raises(EmbeddingModelState):
+        embedding_model_register(name="half")  # the active model already
+
+    # other words' case, the same hashed vector: a duplicate found through the halfvec shortlist
+    again = memory_write(store=store, content="FACT NUMBER 3: the deploy window 3 opens on day 3.", principal="t")
+    assert (again.action, again.decision_reason) == ("skipped", "duplicate") and again.similarity > 0.999
+    fresh = memory_write(store=store, content="The staging cluster is rebuilt every Sunday night.", principal="t")
+    assert fresh.action == "created"
+    assert MemoryContent.objects.get(pk=fresh.memory.content_id).embedding is not None
+    hits = knowledge_search(project=project, query="restart worker 3", limit=3).results
+    assert hits and "degraded" not in str(knowledge_search(project=project, query="deploy window").degraded)
