@@ -31,7 +31,7 @@ import logging
 import struct
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -320,22 +320,33 @@ def _iter_pdf(data: bytes, *, password: str | None, max_pages: int) -> Iterator[
             raise _damaged(TypeError(f"page count is {page_count!r}"), stage="page_tree")
         _check_page_count(page_count, max_pages=max_pages)
 
-        extracted = 0
-        with_text = 0
-        failures: list[tuple[int, BaseException]] = []
-        for index in range(page_count):
+        def read(index: int) -> str | None:
             try:
-                text = reader.pages[index].extract_text()
+                text: str | None = reader.pages[index].extract_text()
             except DependencyError as exc:
                 raise _crypto_missing(exc) from exc
-            except _PYPDF_FAILURES as exc:
-                failures.append((index + 1, exc))
-                continue
-            page = Page(text=clean_text(text or ""), number=index + 1)
-            extracted += 1
-            with_text += bool(page.text.strip())
-            yield page
+            return text
 
+        yield from _read_pages(page_count, read, failed=_PYPDF_FAILURES)
+
+
+def _read_pages(page_count: int, read: Callable[[int], str | None], *,
+                failed: tuple[type[BaseException], ...]) -> Iterator[Page]:
+    """Pages ``0 .. page_count - 1`` through ``read``, numbered from 1; a page whose read raises
+    one of ``failed`` is left out (logged at the end); then the whole-file outcomes."""
+    extracted = 0
+    with_text = 0
+    failures: list[tuple[int, BaseException]] = []
+    for index in range(page_count):
+        try:
+            text = read(index)
+        except failed as exc:
+            failures.append((index + 1, exc))
+            continue
+        page = Page(text=clean_text(text or ""), number=index + 1)
+        extracted += 1
+        with_text += bool(page.text.strip())
+        yield page
     _after_last_page(page_count=page_count, extracted=extracted, with_text=with_text, failures=failures)
 
 
@@ -414,24 +425,15 @@ def _iter_pdfium(data: bytes, *, password: str | None, max_pages: int) -> Iterat
         with _PDFIUM_LOCK:
             page_count = len(document)
         _check_page_count(page_count, max_pages=max_pages)
-        extracted = 0
-        with_text = 0
-        failures: list[tuple[int, BaseException]] = []
-        for index in range(page_count):
-            try:
-                with _PDFIUM_LOCK:
-                    text = _pdfium_page_text(document, index)
-            except pdfium.PdfiumError as exc:
-                failures.append((index + 1, exc))
-                continue
-            page = Page(text=clean_text(text), number=index + 1)
-            extracted += 1
-            with_text += bool(page.text.strip())
-            yield page
+
+        def read(index: int) -> str:
+            with _PDFIUM_LOCK:
+                return _pdfium_page_text(document, index)
+
+        yield from _read_pages(page_count, read, failed=(pdfium.PdfiumError,))
     finally:
         with _PDFIUM_LOCK:
             document.close()
-    _after_last_page(page_count=page_count, extracted=extracted, with_text=with_text, failures=failures)
 
 
 def _decrypt(reader: PdfReader, password: str | None) -> None:
