@@ -458,6 +458,8 @@ def main() -> None:
     parser.add_argument("--statements", action="store_true",
                         help="also time every SQL statement of the new writes and the restatements")
     args = parse_args(parser)
+    if args.storage != "vector" and (args.recall or args.build_grid):
+        parser.error("--recall and --build-grid compare against the vector column: run them with --storage vector")
     setup_django("bench_write")
     from django.conf import settings
     from django.test import override_settings
