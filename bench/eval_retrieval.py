@@ -354,6 +354,11 @@ def turn_text(turn: dict[str, Any]) -> str:
     return f"{turn['speaker']}: {turn['text']}"
 
 
+def evidence_of(qa: dict[str, Any]) -> set[str]:
+    """A LoCoMo question's evidence turn ids (``"D3:12; D3:14"`` and ``"D3:12, D3:14"`` both split)."""
+    return {e.strip() for item in qa.get("evidence", []) for e in item.replace(",", ";").split(";") if e.strip()}
+
+
 def load_locomo(conversations: list[dict[str, Any]], provider: CachedEmbeddingProvider) -> dict[str, Any]:
     """One store per conversation, every turn a memory through the funnel."""
     from memory_engine.models import Memory, MemoryStore, Project
@@ -406,8 +411,7 @@ def eval_locomo(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> 
     for conv in conversations:
         for qa in conv["qa"]:
             if qa.get("category") in (1, 2, 3, 4):
-                evidence = {e.strip() for item in qa.get("evidence", []) for e in item.replace(",", ";").split(";")
-                            if e.strip()}
+                evidence = evidence_of(qa)
                 if evidence:
                     questions.append((conv["sample_id"], qa["question"], int(qa["category"]), evidence))
     questions = questions[: args.limit_queries or None]
@@ -484,9 +488,7 @@ def halfvec_check(args: argparse.Namespace, provider: CachedEmbeddingProvider) -
         for conv in conversations:
             c = conv["conversation"]
             turns = [turn for key in c if key.startswith("session_") and isinstance(c[key], list) for turn in c[key]]
-            questions = [(qa["question"], {e.strip() for item in qa.get("evidence", [])
-                                           for e in item.replace(",", ";").split(";") if e.strip()})
-                         for qa in conv["qa"] if qa.get("category") in (1, 2, 3, 4)]
+            questions = [(qa["question"], evidence_of(qa)) for qa in conv["qa"] if qa.get("category") in (1, 2, 3, 4)]
             questions = [(q, evidence) for q, evidence in questions if evidence]
             top, top_half, delta = rank_both(provider.embed_documents([turn_text(t) for t in turns]),
                                              provider.embed_documents([q for q, _ in questions]), 10)

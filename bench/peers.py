@@ -43,7 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _setup  # noqa: E402
 from _setup import parse_args, percentile, print_table, setup_django, write_results  # noqa: E402
-from eval_retrieval import recall_at, turn_text  # noqa: E402
+from eval_retrieval import evidence_of, recall_at, turn_text  # noqa: E402
 
 DB_NAME = "bench_peers"
 PORT = 8771
@@ -61,8 +61,7 @@ def locomo(data: Path, limit: int) -> tuple[list[tuple[str, str, str]], list[tup
                           key=lambda k: int(k.split("_")[1])):
             turns.extend((conv["sample_id"], turn["dia_id"], turn_text(turn)) for turn in c[key] or [])
         for qa in conv["qa"]:
-            evidence = {e.strip() for item in qa.get("evidence", []) for e in item.replace(",", ";").split(";")
-                        if e.strip()}
+            evidence = evidence_of(qa)
             if qa.get("category") in (1, 2, 3, 4) and evidence:
                 questions.append((conv["sample_id"], qa["question"], evidence))
     return turns, questions
