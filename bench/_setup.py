@@ -99,12 +99,15 @@ def use_lexical_backend(backend: str) -> None:
 def start_server(db_name: str, port: int, **env: str) -> subprocess.Popen[bytes]:
     """``manage.py runserver`` on 127.0.0.1:``port`` against the bench database, once it answers.
 
-    DEBUG off (with the checkout's secret key), no rate limit, warnings only; ``env`` adds to or
-    overrides the server's environment (e.g. ``CONN_MAX_AGE="0"``)."""
+    DEBUG off (with the checkout's secret key), no rate limit, warnings only, and the database
+    connections in a pool of 10 as ``make run`` serves (runserver handles each request in a
+    thread of its own: without a pool each request would open a PostgreSQL connection, and the
+    bench would time that); ``env`` adds to or overrides the server's environment."""
     from example_project.secret_key import checkout_secret_key
 
     environment = dict(os.environ, MEMORY_ENGINE_DB_NAME=db_name, MEMORY_ENGINE_RATE="1000000/min",
-                       DJANGO_DEBUG="false", MEMORY_ENGINE_LOG_LEVEL="WARNING", **env)
+                       DJANGO_DEBUG="false", MEMORY_ENGINE_LOG_LEVEL="WARNING")
+    environment.update({"DB_POOL_MAX_SIZE": "10", **env})
     environment.setdefault("DJANGO_SECRET_KEY", checkout_secret_key(ROOT / ".secret_key"))  # DEBUG off needs a key
     proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "runserver", "--noreload",
                              f"127.0.0.1:{port}"], cwd=ROOT, env=environment, stdout=subprocess.DEVNULL,

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -82,11 +81,6 @@ def filler(data: Path, count: int) -> list[str]:
                     if len(texts) == count:
                         return texts
     return texts
-
-
-def start_server() -> subprocess.Popen[bytes]:
-    # CONN_MAX_AGE=0: runserver opens a thread per request, and kept connections would pile up
-    return _setup.start_server(DB_NAME, PORT, CONN_MAX_AGE="0")
 
 
 class Engine:
@@ -232,7 +226,7 @@ def main() -> None:
     stores = {group: MemoryStore.objects.create(project=project, name=f"peers-{group}").pk
               for group in dict.fromkeys(group for group, _, _ in writes)}
     history = Path(tempfile.mkdtemp(prefix="bench-peers-"))
-    server = start_server()
+    server = _setup.start_server(DB_NAME, PORT)
     rows: list[dict[str, Any]] = []
     try:
         systems: list[Any] = []

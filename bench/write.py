@@ -421,19 +421,18 @@ class StatementLog:
 
 
 def serve_wsgi() -> tuple[str, Any]:
-    from socketserver import ThreadingMixIn
+    """The example project's WSGI application on 127.0.0.1, one request at a time on one kept
+    database connection, as a sync worker (gunicorn's default) serves it. A thread per request
+    would open a PostgreSQL connection per request and time that instead of the write."""
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
     from django.core.wsgi import get_wsgi_application
-
-    class Server(ThreadingMixIn, WSGIServer):
-        daemon_threads = True
 
     class Quiet(WSGIRequestHandler):
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = make_server("127.0.0.1", 0, get_wsgi_application(), server_class=Server, handler_class=Quiet)
+    server = make_server("127.0.0.1", 0, get_wsgi_application(), server_class=WSGIServer, handler_class=Quiet)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{server.server_port}", server
 
