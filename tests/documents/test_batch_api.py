@@ -7,11 +7,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from memory_engine.models import Document, DocumentVersion, RawCapture
 
-from .conftest import pdf_file
+from .conftest import PNG, pdf_file
 
 BATCH = "/api/v1/documents/batch"
 SEARCH = "/api/v1/knowledge/search"
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 NOTES = [
     ("kestrel", "The kestrel hovers over the meadow before it drops onto a vole."),
     ("juniper", "Juniper berries flavour gin; the shrub grows on dry chalk slopes."),
@@ -53,7 +52,8 @@ def test_wait_ingests_them_and_they_are_searchable(client):
 
 @pytest.mark.usefixtures("hashing_embedder")
 def test_multipart_files_with_their_paths(client):
-    files = [pdf_file("minimal.pdf"), SimpleUploadedFile("a.md", b"# A\n\nSome markdown.", content_type="text/markdown")]
+    markdown = SimpleUploadedFile("a.md", b"# A\n\nSome markdown.", content_type="text/markdown")
+    files = [pdf_file("minimal.pdf"), markdown]
     response = client.post(BATCH, {"file": files, "path": ["/x/min.pdf", "/x/a.md"], "wait": "true",
                                    "metadata": '{"batch": 1}'}, format="multipart")
     assert response.status_code == 201, response.json()

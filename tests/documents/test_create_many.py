@@ -21,9 +21,10 @@ from memory_engine.services.documents import (
 )
 from tests.pdfs import read_pdf
 
+from .conftest import PNG
+
 pytestmark = pytest.mark.usefixtures("hashing_embedder")
 
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 LINEAGE = Lineage(provenance=DocumentVersion.Provenance.STATED, captured_by="key-1",
                   captured_by_kind=DocumentVersion.CapturedByKind.AGENT)
 

@@ -234,8 +234,7 @@ def document_capture(
                 raise PathTaken(details={"path": document.path}) from None
             raw = raw_capture_store(document=document, data=data, content_type=content_type,
                                     parameters=parameters, first=True)
-            version = _version_row(document, number=1, raw=raw, lineage=lineage)
-            version.save(force_insert=True)
+            version = _new_version(document, number=1, raw=raw, lineage=lineage)
             outcome = CaptureStatus.CREATED
         else:
             document = existing
@@ -368,6 +367,12 @@ def _current_version(document: Document) -> DocumentVersion | None:
     return pending or document.active_version
 
 
+def _new_version(document: Document, *, number: int, raw: RawCapture, lineage: Lineage) -> DocumentVersion:
+    version = _version_row(document, number=number, raw=raw, lineage=lineage)
+    version.save(force_insert=True)
+    return version
+
+
 def _version_row(document: Document, *, number: int, raw: RawCapture, lineage: Lineage) -> DocumentVersion:
     """The document's version ``number`` made from ``raw`` (pending, not saved)."""
     return DocumentVersion(
@@ -414,9 +419,7 @@ def _update(document: Document, *, upload: Upload, data: bytes, raw: RawCapture,
     document.forgotten_at, document.forget_reason = None, ""  # new content ends a tombstone
     document.save()
     number = (document.versions.aggregate(top=Max("number"))["top"] or 0) + 1
-    version = _version_row(document, number=number, raw=raw, lineage=lineage)
-    version.save(force_insert=True)
-    return version
+    return _new_version(document, number=number, raw=raw, lineage=lineage)
 
 
 def _make_pending(document: Document, *, rule: IngestionRule | None, requested: dict[str, Any],
