@@ -549,7 +549,10 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
     def batch(self, request: Request) -> Response:
         self.project  # noqa: B018  (resolve the project before reading the uploads)
         multipart = request.content_type.startswith("multipart/")
-        items = request.FILES.getlist("file") if multipart else request.data.get("documents")
+        if multipart:
+            items = request.FILES.getlist("file")
+        else:  # a body that is no object is the serializer's 400
+            items = request.data.get("documents") if isinstance(request.data, dict) else None
         limit = engine_settings.MAX_BATCH_DOCUMENTS
         if isinstance(items, list) and len(items) > limit:
             raise BatchTooLarge(f"The batch holds {len(items)} documents; the limit is {limit} "

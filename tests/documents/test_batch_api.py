@@ -126,7 +126,7 @@ def test_more_than_max_batch_documents_is_413(client, project, engine):
     assert_nothing_created(project)
 
 
-@pytest.mark.parametrize("body", [{}, {"documents": []}, {"documents": "text"}])
+@pytest.mark.parametrize("body", [{}, {"documents": []}, {"documents": "text"}, [{"content": "a list"}]])
 def test_no_documents_is_400(client, body):
     response = client.post(BATCH, body, format="json")
     assert response.status_code == 400 and response.json()["code"] == "VALIDATION_ERROR"
