@@ -8,10 +8,12 @@ For the two largest shared PDFs and 1,000 SciFact abstracts (one text document e
             one-document pipeline calls it; ``--strategy whole`` makes one chunk per abstract);
 * pipeline: bytes -> document_create -> document_ingest (store the file, read it back,
             extract, chunk, embed in batches, swap the chunks in, mark ready), inline;
-* bulk:     SciFact only: a block of abstracts created, then ``document_ingest_many`` (the
-            embedder sees batches of EMBEDDING_BATCH_SIZE across documents);
-* worker tasks: the same block as one worker runs its queued tasks (``document_ingest_task``
-            per document, in order; a task takes the small documents waiting along).
+* bulk:     SciFact only: a block of abstracts created as one batch (``document_create_many``,
+            as ``POST /documents/batch``), then ``document_ingest_many`` (the embedder sees
+            batches of EMBEDDING_BATCH_SIZE across documents);
+* worker tasks: the same block uploaded one by one (``document_create_text`` each) and run as
+            one worker runs their queued tasks (``document_ingest_task`` per document, in
+            order; a task takes the small documents waiting along).
 
 With ``--baseline REF`` the bulk block also runs through ``document_ingest_many`` as it was
 at git REF (the documents package's pipeline modules loaded from that commit beside today's),
@@ -215,7 +217,13 @@ def run_scifact(data: Path, limit: int, project: Any, provider: Any, batch: int,
     order -- and the raw embedder on the block's chunk texts in batches (the bulk path's calls),
     so slow phases of a shared machine hit all alike. Also the bulk paths' time per document."""
     from memory_engine.models import Chunk
-    from memory_engine.services.documents import document_create_text, document_ingest, document_ingest_many
+    from memory_engine.services.documents import (
+        NewDocument,
+        document_create_many,
+        document_create_text,
+        document_ingest,
+        document_ingest_many,
+    )
 
     def chunk_texts(document_ids: list[str]) -> list[str]:
         rows = Chunk.objects.filter(document_id__in=document_ids).values_list("document_id", "chunk_index", "text")
@@ -224,13 +232,28 @@ def run_scifact(data: Path, limit: int, project: Any, provider: Any, batch: int,
 
     texts = scifact_texts(data, limit)
     options = {"chunk_strategy": strategy} if strategy else {}
+
+    def create_many(name: str, first: int, part: list[str]) -> list[str]:
+        """The block as one batch (POST /documents/batch): document_create_many."""
+        return [document.pk for document in document_create_many(project=project, enqueue=False, documents=[
+            NewDocument(content=text, path=f"/{name}/{index}.txt", **options)
+            for index, text in enumerate(part, start=first)])]
+
+    def create_one_by_one(name: str, first: int, part: list[str]) -> list[str]:
+        """The block as separate uploads (POST /documents each): document_create_text."""
+        return [document_create_text(project=project, content=text, path=f"/{name}/{index}.txt",
+                                     enqueue=False, **options).pk for index, text in enumerate(part, start=first)]
+
     variants: dict[str, Callable[..., Any]] = {"bulk": document_ingest_many, "worker tasks": worker_tasks}
+    creators: dict[str, Callable[..., list[str]]] = {"bulk": create_many, "worker tasks": create_one_by_one}
     if baseline:
         variants[f"bulk at {baseline}"] = baseline_ingest_many(baseline)
+        creators[f"bulk at {baseline}"] = create_many
     clocks = {name: DatabaseClock(provider) for name in variants}
-    creating = DatabaseClock(provider)
+    creating = {creator: DatabaseClock(provider) for creator in (create_many, create_one_by_one)}
+    created_documents = dict.fromkeys(creating, 0)
     bulk_s = dict.fromkeys(variants, 0.0)
-    create_s = 0.0
+    create_s = dict.fromkeys(variants, 0.0)
     raw_batched = raw_single = pipeline = 0.0
     chunks = 0
     for first in range(0, len(texts), block):
@@ -246,16 +269,16 @@ def run_scifact(data: Path, limit: int, project: Any, provider: Any, batch: int,
         order = list(variants) if (first // block) % 2 == 0 else list(reversed(variants))
         block_ids: list[str] = []
         for name in order:
+            creator = creators[name]
             started = time.perf_counter()
-            with creating.watch():
-                ids = [document_create_text(project=project, content=text, path=f"/{name}/{index}.txt",
-                                            enqueue=False, **options).pk
-                       for index, text in enumerate(part, start=first)]
+            with creating[creator].watch():
+                ids = creator(name, first, part)
             created = time.perf_counter()
+            created_documents[creator] += len(ids)
             with clocks[name].watch():
                 documents = variants[name](document_ids=ids)
             bulk_s[name] += time.perf_counter() - started
-            create_s += created - started
+            create_s[name] += created - started
             assert all(d is not None and d.status == "ready" and d.unembedded_chunks == 0 for d in documents)
             block_ids = ids
         block_texts = chunk_texts(block_ids)
@@ -266,13 +289,19 @@ def run_scifact(data: Path, limit: int, project: Any, provider: Any, batch: int,
         _row(f"{label}, one by one, vs raw per document", pages=limit, chunks=chunks, raw_s=raw_single,
              pipeline_s=pipeline),
     ]
-    rows += [_row(f"{label}, {name} (blocks of {block}), vs raw batch {batch}", pages=limit, chunks=chunks,
-                  raw_s=raw_batched, pipeline_s=bulk_s[name]) for name in variants]
+    created_by = {"bulk": "batch", "worker tasks": "one by one"}
+    rows += [_row(f"{label}, {name} (blocks of {block}, created {created_by.get(name, 'batch')}), vs raw batch "
+                  f"{batch}", pages=limit, chunks=chunks, raw_s=raw_batched, pipeline_s=bulk_s[name])
+             for name in variants]
     database = {f"{name}: ingest": {**clock.per_document(limit), "wall_ms": round(
-        (bulk_s[name] - create_s / len(variants)) / limit * 1000, 2)} for name, clock in clocks.items()}
+        (bulk_s[name] - create_s[name]) / limit * 1000, 2)} for name, clock in clocks.items()}
     database["raw batched (for comparison)"] = {"embed_ms": round(raw_batched / limit * 1000, 2)}
-    database["create (document_create_text)"] = {**creating.per_document(limit * len(variants)),
-                                                 "wall_ms": round(create_s / (limit * len(variants)) * 1000, 2)}
+    for creator, clock in creating.items():
+        count = created_documents[creator]
+        seconds = sum(create_s[name] for name in variants if creators[name] is creator)
+        service = "document_create_many" if creator is create_many else "document_create_text"
+        database[f"create ({service})"] = {
+            **clock.per_document(count), "wall_ms": round(seconds / count * 1000, 2)}
     return rows, database
 
 

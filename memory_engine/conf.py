@@ -107,6 +107,8 @@ DEFAULTS: dict[str, Any] = {
     # A document's title (the column holds 500; a larger value is capped there).
     "MAX_TITLE_CHARS": 500,
     "SYNC_INGESTION_MAX_BYTES": 2 * 1024 * 1024,
+    # Documents per POST /api/v1/documents/batch (413 BATCH_TOO_LARGE over it).
+    "MAX_BATCH_DOCUMENTS": 100,
     "MAX_PDF_PAGES": 2000,
     # The PDF text library: "pypdf" (pure Python) or "pdfium" (the pdfium extra: faster, C).
     "PDF_EXTRACTOR": "pypdf",
@@ -329,6 +331,7 @@ TYPES: dict[str, Coerce] = {
     "MAX_UPLOAD_BYTES": integer,
     "MAX_TITLE_CHARS": integer,
     "SYNC_INGESTION_MAX_BYTES": integer,
+    "MAX_BATCH_DOCUMENTS": integer,
     "MAX_PDF_PAGES": integer,
     "PDF_EXTRACTOR": one_of("pypdf", "pdfium"),
     "EMBEDDING_BATCH_SIZE": integer,

@@ -10,6 +10,7 @@ an import cycle (services -> queue, tasks -> services).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -18,6 +19,7 @@ from django.db import DEFAULT_DB_ALIAS, transaction
 from memory_engine.conf import engine_settings
 
 __all__ = [
+    "INGEST_MANY_TASK",
     "INGEST_TASK",
     "MEMORY_SWEEP_SCHEDULE_NAME",
     "MEMORY_SWEEP_TASK",
@@ -30,11 +32,13 @@ __all__ = [
     "WEBHOOKS_TASK",
     "enqueue_document_ingest",
     "enqueue_document_ingest_on_commit",
+    "enqueue_documents_ingest_on_commit",
     "enqueue_memory_rule_fire",
     "ensure_schedules",
 ]
 
 INGEST_TASK = "memory_engine.tasks.document_ingest_task"
+INGEST_MANY_TASK = "memory_engine.tasks.documents_ingest_task"
 SWEEP_TASK = "memory_engine.tasks.document_sweep_task"
 SWEEP_SCHEDULE_NAME = "memory_engine: ingestion sweep"
 RULE_FIRE_TASK = "memory_engine.tasks.memory_rule_fire_task"
@@ -63,6 +67,22 @@ def enqueue_document_ingest(document_id: str) -> None:
 def enqueue_document_ingest_on_commit(document_id: str) -> None:
     """Queue the ingestion of one document once the current transaction commits."""
     transaction.on_commit(partial(enqueue_document_ingest, document_id))
+
+
+def enqueue_documents_ingest(groups: Sequence[Sequence[str]]) -> None:
+    """Queue one task per group of document ids now: a group's documents share the embedder's
+    batches (``document_ingest_many``); a group of one is the one-document task."""
+    for group in groups:
+        if len(group) == 1:
+            enqueue_document_ingest(group[0])
+        elif group:
+            _async_task(INGEST_MANY_TASK, list(group), task_name=f"ingest {group[0]} and {len(group) - 1} more",
+                        group="memory_engine.ingest")
+
+
+def enqueue_documents_ingest_on_commit(groups: Sequence[Sequence[str]]) -> None:
+    """Queue the ingestion of new documents, a task per group, once the transaction commits."""
+    transaction.on_commit(partial(enqueue_documents_ingest, [list(group) for group in groups]))
 
 
 def enqueue_memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool = False) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory_engine.services.documents import document_ingest_group, document_sweep
+from memory_engine.services.documents import document_ingest_group, document_ingest_many, document_sweep
 from memory_engine.services.memory_lifecycle import memory_sweep
 from memory_engine.services.retention import document_retention_sweep
 from memory_engine.services.rules import memory_rule_fire, rule_firing_sweep
@@ -31,6 +31,13 @@ def document_ingest_task(document_id: str) -> str | None:
     worker (document_ingest_group); returns the document's final status (for the task log)."""
     document = document_ingest_group(document_id=document_id)
     return document.status if document is not None else None
+
+
+def documents_ingest_task(document_ids: list[str]) -> list[str | None]:
+    """Ingest documents created together (document_create_many) in one document_ingest_many
+    call; returns their final statuses (for the task log)."""
+    return [document.status if document is not None else None
+            for document in document_ingest_many(document_ids=document_ids)]
 
 
 def document_sweep_task() -> dict[str, int]:

@@ -26,15 +26,19 @@ from rest_framework.views import APIView
 from memory_engine.access import ADD, FORGET, PURGE
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import (
+    BatchTooLarge,
     DocumentNotForgotten,
     DocumentVersionNotFound,
+    EmptyFile,
     ExternalRefInvalid,
     FileTooLarge,
     LegalHold,
+    PathInvalid,
     PathTaken,
     QuotaExceeded,
     TitleTooLong,
     UnsupportedContentType,
+    ValidationFailed,
 )
 from memory_engine.models import ApiKey, Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import ChunkStrategy
@@ -46,6 +50,7 @@ from memory_engine.services.documents import (
     Capture,
     CaptureStatus,
     Lineage,
+    NewDocument,
     Upload,
     converter_callback,
     document_capture,
@@ -55,6 +60,7 @@ from memory_engine.services.documents import (
     document_for_download,
     document_ingest_or_enqueue,
     document_reingest,
+    documents_create_or_enqueue,
 )
 from memory_engine.services.ingestion_rules import FIELDS as RULE_FIELDS
 from memory_engine.services.ingestion_rules import ingestion_rule_save
@@ -191,6 +197,39 @@ class DocumentTextSerializer(IdentitySerializer):
     path = PathField(required=False)
     share = ShareSerializer(required=False, help_text="A new document: keys of your project that get access "
                                                       "(docs/security.md).")
+
+
+class BatchTextSerializer(serializers.Serializer):
+    """One text document of a batch."""
+
+    content = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    content_type = serializers.ChoiceField(choices=["text/plain", "text/markdown"], required=False)
+    path = PathField(required=False, help_text="Default: /<slug of the title>-<random>.txt.")
+    title = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
+                                  help_text="At most MAX_TITLE_CHARS (400 TITLE_TOO_LONG).")
+    tags = JSONObjectField(required=False)
+    metadata = JSONObjectField(required=False)
+
+
+class DocumentBatchSerializer(LineageSerializer):
+    """Many text documents (JSON); the chunk settings, lineage and ``wait`` apply to all."""
+
+    title = None  # type: ignore[assignment]  # per document
+    tags = None  # type: ignore[assignment]
+    metadata = None  # type: ignore[assignment]
+    documents = BatchTextSerializer(many=True, allow_empty=False,
+                                    help_text="At most MAX_BATCH_DOCUMENTS (413 BATCH_TOO_LARGE).")
+
+
+class DocumentBatchUploadSerializer(LineageSerializer):
+    """Many files (multipart: one ``file`` part each); ``tags``, ``metadata``, the chunk settings,
+    lineage and ``wait`` apply to all."""
+
+    title = None  # type: ignore[assignment]  # from the file name
+    file = serializers.ListField(child=serializers.FileField(allow_empty_file=True), allow_empty=False,
+                                 help_text="One part per document; at most MAX_BATCH_DOCUMENTS.")
+    path = serializers.ListField(child=PathField(), required=False,
+                                 help_text="One per file, in the same order. Default: /<original filename>.")
 
 
 class ByRefCaptureSerializer(LineageSerializer):
@@ -413,6 +452,18 @@ CREATED = {
     **CAPTURE_ERRORS,
     **ERRORS,
 }
+class DocumentBatchCreatedSerializer(serializers.Serializer):
+    documents = DocumentSerializer(many=True, help_text="In the order sent.")
+
+
+BATCH_CREATED = {
+    202: OpenApiResponse(DocumentBatchCreatedSerializer, description="Created; their ingestion runs in a worker"),
+    201: OpenApiResponse(DocumentBatchCreatedSerializer,
+                         description="wait=true: created and ingested inline (each ready or failed)"),
+    **error_responses(PathTaken, FileTooLarge, BatchTooLarge, UnsupportedContentType, QuotaExceeded, TitleTooLong,
+                      EmptyFile, PathInvalid),
+    **ERRORS,
+}
 CAPTURED = {
     202: OpenApiResponse(CaptureSerializer, description="created or updated; ingestion runs in a worker"),
     201: OpenApiResponse(CaptureSerializer, description="wait=true: created or updated, ingested inline"),
@@ -485,6 +536,52 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
             **_capture_args(request, self.project, data),
         )
         return _captured_document(capture, ran_inline=inline, request=request)
+
+    @extend_schema(
+        request={"application/json": DocumentBatchSerializer, "multipart/form-data": DocumentBatchUploadSerializer},
+        responses=BATCH_CREATED, operation_id="documents_batch",
+        description="Many small documents in one request, all or none: JSON `documents` (texts) or multipart "
+                    "`file` parts (files). An error names the refused document in `details.index`; nothing is "
+                    "created then. With `wait=true` (and the batch at most SYNC_INGESTION_MAX_BYTES) they are "
+                    "ingested together before the answer.")
+    @action(detail=False, methods=["post"], url_path="batch", filterset_class=None, pagination_class=None,
+            parser_classes=[SafeJSONParser, MultiPartParser, FormParser])
+    def batch(self, request: Request) -> Response:
+        self.project  # noqa: B018  (resolve the project before reading the uploads)
+        multipart = request.content_type.startswith("multipart/")
+        if multipart:
+            items = request.FILES.getlist("file")
+        else:  # a body that is no object is the serializer's 400
+            items = request.data.get("documents") if isinstance(request.data, dict) else None
+        limit = engine_settings.MAX_BATCH_DOCUMENTS
+        if isinstance(items, list) and len(items) > limit:
+            raise BatchTooLarge(f"The batch holds {len(items)} documents; the limit is {limit} "
+                                "(MAX_BATCH_DOCUMENTS).", details={"documents": len(items), "max_documents": limit})
+        serializer = (DocumentBatchUploadSerializer if multipart else DocumentBatchSerializer)(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        if multipart:
+            files, paths = data["file"], data.get("path")
+            if paths is not None and len(paths) != len(files):
+                raise ValidationFailed("Send one `path` per `file`, in the same order (or none).",
+                                       details={"files": len(files), "paths": len(paths)})
+            documents = [NewDocument(upload=Upload(file.read(), filename=file.name or "",
+                                                   declared_content_type=file.content_type),
+                                     path=paths[index] if paths else None, tags=data.get("tags"),
+                                     metadata=data.get("metadata"), **_chunk_args(data))
+                         for index, file in enumerate(files)]
+            size = sum(len(document.upload.data) for document in documents if document.upload is not None)
+        else:
+            documents = [NewDocument(content=item["content"], content_type=item.get("content_type"),
+                                     path=item.get("path"), title=item.get("title", ""), tags=item.get("tags"),
+                                     metadata=item.get("metadata"), **_chunk_args(data))
+                         for item in data["documents"]]
+            size = sum(len(item["content"].encode()) for item in data["documents"])
+        created, inline = documents_create_or_enqueue(
+            wait=data["wait"], size_bytes=size, project=self.project, documents=documents,
+            lineage=_lineage(request, self.project, data), base_url=_base_url(request), owner=request_owner(request))
+        code = status.HTTP_201_CREATED if inline else status.HTTP_202_ACCEPTED
+        return Response({"documents": DocumentSerializer(created, many=True).data}, status=code)
 
     @extend_schema(
         request={"application/json": ByRefCaptureSerializer, "multipart/form-data": ByRefCaptureSerializer},

@@ -459,6 +459,11 @@ class FileTooLarge(RequestTooLarge):
     default_message = "The file is larger than MAX_UPLOAD_BYTES."
 
 
+class BatchTooLarge(RequestTooLarge):
+    code = "BATCH_TOO_LARGE"
+    default_message = "The batch holds more documents than MAX_BATCH_DOCUMENTS; send it in smaller batches."
+
+
 class UnsupportedMediaType(MemoryEngineError):
     code = "UNSUPPORTED_MEDIA_TYPE"
     status_code = 415

@@ -11,6 +11,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from tests.pdfs import read_pdf
 
+#: The start of a PNG: a type with no native extractor (415 without a rule).
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+
 
 @pytest.fixture(autouse=True)
 def media_root(settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

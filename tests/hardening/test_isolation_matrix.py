@@ -120,6 +120,8 @@ BODIES: dict[str, Body] = {
                         "path": f"/up/{tag}.txt"},
         format="multipart",
     ),
+    "documents_batch": Body(lambda w, tag: {"documents": [{"content": f"batch {tag}", "path": f"/batch/{tag}.txt"}],
+                                            "wait": True}),
     "documents_reingest": Body(lambda w, tag: {"wait": True}),
     "documents_capture_by_ref": Body(lambda w, tag: {"content": f"captured {tag}", "wait": True}),
     "v1_documents_converter_callback_create": Body(lambda w, tag: {"pages": ["x"]}),

@@ -26,7 +26,7 @@ again is a ``noop``, new content a new pending version whose swap makes it the a
 (the previous one ``superseded``, its chunks gone). Every capture stores its raw input once
 (``RawCapture``, append-only) in the transaction that writes the version derived from it.
 
-Modules: :mod:`.intake` (capture, create, re-ingest, delete), :mod:`.chunk_settings`,
+Modules: :mod:`.intake` (capture, create one or many, re-ingest, delete), :mod:`.chunk_settings`,
 :mod:`.pipeline` (claim -> pages -> chunks -> embeddings -> swap; :func:`document_ingest_many`
 shares embedder batches across documents), :mod:`.runs` (the run
 token's fence and the failure record), :mod:`.grants` (sealed password, signed URLs),
@@ -48,15 +48,17 @@ from .chunk_settings import (
     resolve_chunking,
 )
 from .grants import CALLBACK_SALT, DOWNLOAD_SALT, document_for_download, download_grant
-from .inline import document_capture_or_enqueue, document_ingest_or_enqueue
+from .inline import document_capture_or_enqueue, document_ingest_or_enqueue, documents_create_or_enqueue
 from .intake import (
     Capture,
     CaptureStatus,
     Lineage,
+    NewDocument,
     Upload,
     document_capture,
     document_capture_text,
     document_create,
+    document_create_many,
     document_create_text,
     document_delete,
     document_reingest,
@@ -80,6 +82,7 @@ __all__ = [
     "Capture",
     "CaptureStatus",
     "Lineage",
+    "NewDocument",
     "Upload",
     "chunking_label",
     "converter_callback",
@@ -88,6 +91,7 @@ __all__ = [
     "document_capture_or_enqueue",
     "document_capture_text",
     "document_create",
+    "document_create_many",
     "document_create_text",
     "document_delete",
     "document_for_download",
@@ -97,6 +101,7 @@ __all__ = [
     "document_ingest_or_enqueue",
     "document_reingest",
     "document_sweep",
+    "documents_create_or_enqueue",
     "download_grant",
     "normalize_path",
     "project_document_bytes",

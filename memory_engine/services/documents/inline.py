@@ -8,8 +8,8 @@ from typing import Any
 from memory_engine.conf import engine_settings
 from memory_engine.models import Document
 
-from .intake import Capture, CaptureStatus
-from .pipeline import document_ingest
+from .intake import Capture, CaptureStatus, document_create_many
+from .pipeline import document_ingest, document_ingest_many
 
 
 def document_ingest_or_enqueue(start: Callable[..., Document], /, *, wait: bool, size_bytes: int | None,
@@ -46,3 +46,15 @@ def document_capture_or_enqueue(start: Callable[..., Capture], /, *, wait: bool,
         capture.document = document_ingest(document_id=capture.document.pk) or capture.document
         capture.version.refresh_from_db()
     return capture, inline
+
+
+def documents_create_or_enqueue(*, wait: bool, size_bytes: int, **arguments: Any) -> tuple[list[Document], bool]:
+    """:func:`document_create_many` with the ``wait`` rule of :func:`document_ingest_or_enqueue`
+    (``size_bytes``: the batch's total): inline, the documents go through one
+    :func:`document_ingest_many` call, so they share the embedder's batches."""
+    inline = bool(wait) and size_bytes <= engine_settings.SYNC_INGESTION_MAX_BYTES
+    documents = document_create_many(enqueue=not inline, **arguments)
+    if inline:
+        ingested = document_ingest_many(document_ids=[document.pk for document in documents])
+        documents = [after or before for after, before in zip(ingested, documents, strict=True)]
+    return documents, inline

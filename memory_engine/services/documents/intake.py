@@ -6,6 +6,8 @@ import hashlib
 import json
 import secrets
 import unicodedata
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -18,12 +20,14 @@ from django.db.models import Max, Sum
 from django.utils import timezone
 from django.utils.text import slugify
 
+from memory_engine.access import owner_tag
 from memory_engine.conf import engine_settings
 from memory_engine.db import allow_ledger_erasure, lock_project_documents
 from memory_engine.exceptions import (
     EmptyFile,
     ExternalRefInvalid,
     FileTooLarge,
+    MemoryEngineError,
     PathInvalid,
     PathTaken,
     QuotaExceeded,
@@ -35,7 +39,7 @@ from memory_engine.extraction import NATIVE_CONTENT_TYPES, sniff_content_type
 from memory_engine.models import Document, DocumentVersion, IngestionRule, Project, RawCapture
 from memory_engine.models.documents import DocumentStatus
 from memory_engine.models.retention import RetentionClass
-from memory_engine.queue import enqueue_document_ingest_on_commit
+from memory_engine.queue import enqueue_document_ingest_on_commit, enqueue_documents_ingest_on_commit
 
 from ..ingestion_rules import rule_for_content_type
 from ..legal_hold import check_legal_hold
@@ -202,30 +206,12 @@ def document_capture(
     CHUNK_SETTINGS_INVALID (400).
     """
     data = upload.data
-    if len(data) > engine_settings.MAX_UPLOAD_BYTES:
-        raise FileTooLarge(
-            f"The file has {len(data)} bytes, more than MAX_UPLOAD_BYTES ({engine_settings.MAX_UPLOAD_BYTES}).",
-            details={"bytes": len(data), "max_bytes": engine_settings.MAX_UPLOAD_BYTES},
-        )
-    check_identity(source, external_ref)
-    check_title(title)
-    content_type = sniff_content_type(data, filename=upload.filename, declared=upload.declared_content_type)
-    rule = rule_for_content_type(project=project, content_type=content_type)
-    if rule is None and content_type not in NATIVE_CONTENT_TYPES:
-        raise UnsupportedContentType(
-            f"{content_type} has no built-in extractor and no ingestion rule matches it; add an "
-            f"ingestion rule for {content_type} with a converter.",
-            details={"content_type": content_type},
-        )
-    requested = chunk_request(chunk_strategy, chunk_size, chunk_overlap)
-    strategy, size, overlap = resolve_chunking(requested=requested, rule=rule, content_type=content_type)
+    checked = _check_upload(project=project, upload=upload, source=source, external_ref=external_ref, title=title,
+                            chunking=(chunk_strategy, chunk_size, chunk_overlap))
+    content_type, rule, requested = checked.content_type, checked.rule, checked.requested
     lineage = lineage or Lineage()
-    content_sha256 = hashlib.sha256(data).hexdigest()
-    parameters = {
-        "source": source, "external_ref": external_ref, "path": path, "title": title, "filename": upload.filename,
-        "declared_content_type": upload.declared_content_type, "content_type": content_type,
-        "tags": tags, "metadata": metadata, "chunk_request": requested,
-    }
+    parameters = _capture_parameters(upload, checked, source=source, external_ref=external_ref, path=path,
+                                     title=title, tags=tags, metadata=metadata)
     with transaction.atomic():
         lock_project_documents(project.pk)
         existing = None
@@ -233,21 +219,9 @@ def document_capture(
             existing = (Document.objects.select_for_update()
                         .filter(project=project, source=source, external_ref=external_ref).first())
         if existing is None:
-            document = Document(
-                project=project, title=title or "", content_type=content_type,
-                original_filename=upload.filename[:500], size_bytes=len(data), sha256=content_sha256,
-                tags=tags or {}, metadata=metadata or {}, chunk_strategy=strategy, chunk_size=size,
-                chunk_overlap=overlap, ingestion_rule=rule, status=DocumentStatus.PENDING,
-                source=source, external_ref=external_ref, last_seen_at=timezone.now(),
-                converter_state={"chunk_request": requested, "base_url": base_url,
-                                 "password": seal_password(password)},
-            )
-            if path:
-                document.path = normalize_path(path)
-            elif external_ref is not None:
-                document.path = normalize_path(f"/{source}/{external_ref}")
-            else:
-                document.path = _default_path(upload.filename, document.pk)
+            document = _new_document(project, upload, checked, source=source, external_ref=external_ref, path=path,
+                                     title=title, tags=tags, metadata=metadata, password=password,
+                                     base_url=base_url)
             if Document.objects.filter(project=project, path=document.path).exists():
                 raise PathTaken(details={"path": document.path})
             _check_quota(project, len(data))
@@ -267,12 +241,12 @@ def document_capture(
             raw = raw_capture_store(document=document, data=data, content_type=content_type,
                                     parameters=parameters)
             current = _current_version(document)
-            if current is not None and current.sha256 == content_sha256:
+            if current is not None and current.sha256 == checked.sha256:
                 Document.objects.filter(pk=document.pk).update(last_seen_at=timezone.now())
                 document.refresh_from_db()
                 return Capture(document=document, version=current, status=CaptureStatus.NOOP, raw_capture=raw)
             version = _update(document, upload=upload, data=data, raw=raw, content_type=content_type,
-                              rule=rule, requested=requested, chunking=(strategy, size, overlap), path=path,
+                              rule=rule, requested=requested, chunking=checked.chunking, path=path,
                               title=title, tags=tags, metadata=metadata, password=password,
                               base_url=base_url, lineage=lineage)
             outcome = CaptureStatus.UPDATED
@@ -281,21 +255,104 @@ def document_capture(
     return Capture(document=document, version=version, status=outcome, raw_capture=raw)
 
 
+@dataclass
+class _Checked:
+    """An upload that passed the checks: its sniffed type and what it is ingested with."""
+
+    content_type: str
+    rule: IngestionRule | None
+    requested: dict[str, Any]
+    chunking: tuple[str, int | None, int | None]
+    sha256: str
+
+
+def _check_upload(*, project: Project, upload: Upload, source: str, external_ref: str | None, title: str,
+                  chunking: tuple[str | None, int | None, int | None],
+                  rules: dict[str, IngestionRule | None] | None = None) -> _Checked:
+    """Every check of a capture that needs no lock: size, identity, title, content type (a rule
+    or a native extractor), chunk settings. ``rules``: the rule found for each content type so
+    far (a batch looks each type up once)."""
+    data = upload.data
+    if len(data) > engine_settings.MAX_UPLOAD_BYTES:
+        raise FileTooLarge(
+            f"The file has {len(data)} bytes, more than MAX_UPLOAD_BYTES ({engine_settings.MAX_UPLOAD_BYTES}).",
+            details={"bytes": len(data), "max_bytes": engine_settings.MAX_UPLOAD_BYTES},
+        )
+    check_identity(source, external_ref)
+    check_title(title)
+    content_type = sniff_content_type(data, filename=upload.filename, declared=upload.declared_content_type)
+    rules = {} if rules is None else rules
+    if content_type not in rules:
+        rules[content_type] = rule_for_content_type(project=project, content_type=content_type)
+    rule = rules[content_type]
+    if rule is None and content_type not in NATIVE_CONTENT_TYPES:
+        raise UnsupportedContentType(
+            f"{content_type} has no built-in extractor and no ingestion rule matches it; add an "
+            f"ingestion rule for {content_type} with a converter.",
+            details={"content_type": content_type},
+        )
+    requested = chunk_request(*chunking)
+    return _Checked(content_type=content_type, rule=rule, requested=requested,
+                    chunking=resolve_chunking(requested=requested, rule=rule, content_type=content_type),
+                    sha256=hashlib.sha256(data).hexdigest())
+
+
+def _capture_parameters(upload: Upload, checked: _Checked, *, source: str, external_ref: str | None,
+                        path: str | None, title: str, tags: dict[str, Any] | None,
+                        metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """The request's parameters as its raw capture records them."""
+    return {
+        "source": source, "external_ref": external_ref, "path": path, "title": title, "filename": upload.filename,
+        "declared_content_type": upload.declared_content_type, "content_type": checked.content_type,
+        "tags": tags, "metadata": metadata, "chunk_request": checked.requested,
+    }
+
+
+def _new_document(project: Project, upload: Upload, checked: _Checked, *, source: str, external_ref: str | None,
+                  path: str | None, title: str, tags: dict[str, Any] | None, metadata: dict[str, Any] | None,
+                  password: str | None, base_url: str, access_tags: list[str] | None = None) -> Document:
+    """A new pending document (not saved, no file yet) at its normalized path (PATH_INVALID)."""
+    strategy, size, overlap = checked.chunking
+    document = Document(
+        project=project, title=title or "", content_type=checked.content_type,
+        original_filename=upload.filename[:500], size_bytes=len(upload.data), sha256=checked.sha256,
+        tags=tags or {}, metadata=metadata or {}, chunk_strategy=strategy, chunk_size=size,
+        chunk_overlap=overlap, ingestion_rule=checked.rule, status=DocumentStatus.PENDING,
+        source=source, external_ref=external_ref, last_seen_at=timezone.now(),
+        converter_state={"chunk_request": checked.requested, "base_url": base_url,
+                         "password": seal_password(password)},
+        access_tags=access_tags or [],
+    )
+    if path:
+        document.path = normalize_path(path)
+    elif external_ref is not None:
+        document.path = normalize_path(f"/{source}/{external_ref}")
+    else:
+        document.path = _default_path(upload.filename, document.pk)
+    return document
+
+
 def raw_capture_store(*, document: Document, data: bytes, content_type: str,
                       parameters: dict[str, Any], first: bool = False) -> RawCapture:
     """The document's raw capture of ``data`` with ``parameters``: the stored row when the same
     payload was captured before (rows are append-only; nothing here updates one). ``first``: the
     document was created in this transaction, so there is nothing stored to look for."""
+    row = _raw_capture_row(document=document, data=data, content_type=content_type, parameters=parameters)
+    stored = None if first else RawCapture.objects.filter(document=document, payload_sha256=row.payload_sha256).first()
+    if stored is not None:
+        return stored
+    row.save(force_insert=True)
+    return row
+
+
+def _raw_capture_row(*, document: Document, data: bytes, content_type: str, parameters: dict[str, Any]) -> RawCapture:
+    """The raw capture of ``data`` with ``parameters`` (not saved)."""
     digest = hashlib.sha256()
     digest.update(json.dumps(parameters, sort_keys=True, default=str).encode())
     digest.update(b"\0")
     digest.update(data)
-    payload_sha256 = digest.hexdigest()
-    stored = None if first else RawCapture.objects.filter(document=document, payload_sha256=payload_sha256).first()
-    if stored is not None:
-        return stored
-    return RawCapture.objects.create(
-        project_id=document.project_id, document=document, payload_sha256=payload_sha256,
+    return RawCapture(
+        project_id=document.project_id, document=document, payload_sha256=digest.hexdigest(),
         content_sha256=hashlib.sha256(data).hexdigest(), data=data, content_type=content_type,
         parameters=parameters)
 
@@ -311,7 +368,14 @@ def _current_version(document: Document) -> DocumentVersion | None:
 
 
 def _new_version(document: Document, *, number: int, raw: RawCapture, lineage: Lineage) -> DocumentVersion:
-    return DocumentVersion.objects.create(
+    version = _version_row(document, number=number, raw=raw, lineage=lineage)
+    version.save(force_insert=True)
+    return version
+
+
+def _version_row(document: Document, *, number: int, raw: RawCapture, lineage: Lineage) -> DocumentVersion:
+    """The document's version ``number`` made from ``raw`` (pending, not saved)."""
+    return DocumentVersion(
         document=document, number=number, sha256=document.sha256, size_bytes=document.size_bytes,
         content_type=document.content_type, title=document.title, status=DocumentVersion.Status.PENDING,
         provenance=lineage.provenance, source_class=lineage.source_class, occurred_at=lineage.occurred_at,
@@ -395,6 +459,16 @@ def document_capture_text(*, project: Project, content: str, content_type: str |
                           path: str | None = None, title: str = "", external_ref: str | None = None,
                           **arguments: Any) -> Capture:
     """:func:`document_capture` of a text or Markdown ``content`` (EMPTY_FILE when blank)."""
+    upload, path = _text_upload(content, content_type=content_type, path=path, title=title,
+                                external_ref=external_ref)
+    return document_capture(project=project, upload=upload, path=path, title=title, external_ref=external_ref,
+                            **arguments)
+
+
+def _text_upload(content: str, *, content_type: str | None, path: str | None, title: str,
+                 external_ref: str | None) -> tuple[Upload, str | None]:
+    """A text or Markdown ``content`` as an upload, and its path (a fresh one when there is no
+    path and no ``external_ref``); EMPTY_FILE when blank, VALIDATION_ERROR for another type."""
     if not isinstance(content, str) or not content.strip():
         raise EmptyFile("`content` is empty; send the text to index.")
     declared = content_type or ("text/markdown" if (path or "").lower().endswith((".md", ".markdown"))
@@ -406,10 +480,117 @@ def document_capture_text(*, project: Project, content: str, content_type: str |
     filename = (path or "").rsplit("/", 1)[-1] or f"{_slug(title) or 'text'}{suffix}"
     if path is None and external_ref is None:
         path = f"/{_slug(title) or 'text'}-{secrets.token_hex(4)}{suffix}"
-    return document_capture(
-        project=project, upload=Upload(content.encode("utf-8"), filename=filename, declared_content_type=declared),
-        path=path, title=title, external_ref=external_ref, **arguments,
-    )
+    return Upload(content.encode("utf-8"), filename=filename, declared_content_type=declared), path
+
+
+@dataclass
+class NewDocument:
+    """One document of :func:`document_create_many`: a file (``upload``) or a text (``content``,
+    as :func:`document_create_text` takes it, with its ``content_type``), and what
+    :func:`document_create` takes besides."""
+
+    upload: Upload | None = None
+    content: str | None = None
+    content_type: str | None = None
+    path: str | None = None
+    title: str = ""
+    tags: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    chunk_strategy: str | None = None
+    chunk_size: int | None = None
+    chunk_overlap: int | None = None
+
+
+@contextmanager
+def _item(index: int) -> Iterator[None]:
+    """An error raised for one document of a batch names it: ``details["index"]``."""
+    try:
+        yield
+    except MemoryEngineError as error:
+        error.details = {**error.details, "index": index}
+        raise
+
+
+def document_create_many(*, project: Project, documents: Sequence[NewDocument], lineage: Lineage | None = None,
+                         base_url: str = "", owner: str | None = None, enqueue: bool = True) -> list[Document]:
+    """Create many documents at once, all or none: the rows :func:`document_create` (or
+    :func:`document_create_text`) makes for each, in one transaction and a few statements.
+
+    Every document is checked first as :func:`document_capture` checks one (the same errors;
+    ``details["index"]`` names the document refused); then, under the project's documents
+    lock: PATH_TAKEN for a path taken or given twice in the batch, QUOTA_EXCEEDED for the
+    total, the files stored, the documents, raw captures and first versions inserted in bulk.
+    A refusal leaves no row and no stored file. ``owner``: the creating key's owner tag on
+    every document (docs/security.md). The ingestion is queued on commit, the small documents
+    INGESTION_GROUP_DOCUMENTS to a task. Returns the documents in the order given.
+    """
+    lineage = lineage or Lineage()
+    tags = [owner_tag(owner)] if owner is not None else []
+    rules: dict[str, IngestionRule | None] = {}
+    made: list[tuple[Document, Upload, _Checked, dict[str, Any]]] = []
+    for index, item in enumerate(documents):
+        with _item(index):
+            if item.upload is not None and item.content is None:
+                upload, path = item.upload, item.path
+            elif item.content is not None and item.upload is None:
+                upload, path = _text_upload(item.content, content_type=item.content_type, path=item.path,
+                                            title=item.title, external_ref=None)
+            else:
+                raise ValidationFailed("Each document has either `upload` (a file) or `content` (a text).")
+            checked = _check_upload(project=project, upload=upload, source="upload", external_ref=None,
+                                    title=item.title, rules=rules,
+                                    chunking=(item.chunk_strategy, item.chunk_size, item.chunk_overlap))
+            document = _new_document(project, upload, checked, source="upload", external_ref=None, path=path,
+                                     title=item.title, tags=item.tags, metadata=item.metadata, password=None,
+                                     base_url=base_url, access_tags=tags)
+            parameters = _capture_parameters(upload, checked, source="upload", external_ref=None, path=path,
+                                             title=item.title, tags=item.tags, metadata=item.metadata)
+            made.append((document, upload, checked, parameters))
+    if not made:
+        return []
+    with transaction.atomic():
+        lock_project_documents(project.pk)
+        paths: dict[str, int] = {}
+        for index, (document, *_) in enumerate(made):
+            if document.path in paths:
+                raise PathTaken(f"The path {document.path} is given twice in this batch "
+                                f"(documents {paths[document.path]} and {index}).",
+                                details={"path": document.path, "index": index})
+            paths[document.path] = index
+        taken = set(Document.objects.filter(project=project, path__in=list(paths)).values_list("path", flat=True))
+        for index, (document, *_) in enumerate(made):
+            if document.path in taken:
+                raise PathTaken(details={"path": document.path, "index": index})
+        _check_quota(project, sum(len(upload.data) for _, upload, _, _ in made))
+        created = [document for document, *_ in made]
+        try:
+            for document, upload, checked, _ in made:
+                _store_file(document, upload, checked.content_type)
+            Document.objects.bulk_create(created)
+            raws = RawCapture.objects.bulk_create([
+                _raw_capture_row(document=document, data=upload.data, content_type=checked.content_type,
+                                 parameters=parameters) for document, upload, checked, parameters in made])
+            DocumentVersion.objects.bulk_create([_version_row(document, number=1, raw=raw, lineage=lineage)
+                                                 for document, raw in zip(created, raws, strict=True)])
+        except BaseException:
+            storage = Document._meta.get_field("file").storage
+            for document in created:
+                if document.file.name:
+                    storage.delete(document.file.name)
+            raise
+        if enqueue:
+            enqueue_documents_ingest_on_commit(_ingestion_groups(created))
+    return created
+
+
+def _ingestion_groups(documents: list[Document]) -> list[list[str]]:
+    """The worker tasks of new documents: INGESTION_GROUP_DOCUMENTS small ones (at most
+    INGESTION_GROUP_MAX_BYTES) to a task, as a worker's task would take them along
+    (:func:`document_ingest_group`); a larger one alone."""
+    size = max(1, engine_settings.INGESTION_GROUP_DOCUMENTS)
+    small = [d.pk for d in documents if d.size_bytes <= engine_settings.INGESTION_GROUP_MAX_BYTES]
+    large = [[d.pk] for d in documents if d.size_bytes > engine_settings.INGESTION_GROUP_MAX_BYTES]
+    return [small[start:start + size] for start in range(0, len(small), size)] + large
 
 
 def _slug(text: str) -> str:
