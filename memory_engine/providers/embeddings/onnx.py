@@ -65,6 +65,8 @@ def _encode_batch(tokenizer: Any, texts: list[str], *, add_special_tokens: bool 
 
 #: Texts whose token offsets a thread keeps for counting their parts (see count_tokens).
 _RECENT_TEXTS = 4
+#: Longer texts are not kept (the chunker counts at most 16 characters a token of chunk_size).
+_RECENT_MAX_CHARS = 1 << 16
 #: Where a part may begin or end for its count to come from offsets: the whitespace BERT's
 #: normalizer and pre-tokenizer split on (not Python's str.isspace: U+001C..U+001F are
 #: control characters to BERT, dropped from inside a word, not spaces between words).
@@ -187,7 +189,8 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
                 encodings = counter.encode_batch([texts[i] for i in missing], add_special_tokens=False)
                 for i, encoding in zip(missing, encodings, strict=True):
                     counts[i] = len(encoding.ids)
-                    recent.appendleft(_Tokenized(texts[i], [start for start, _ in encoding.offsets]))
+                    if len(texts[i]) <= _RECENT_MAX_CHARS:
+                        recent.appendleft(_Tokenized(texts[i], [start for start, _ in encoding.offsets]))
             return [count or 0 for count in counts]
         except Exception as exc:  # tokenizers errors of any kind
             raise EmbeddingError(f"{self.model_name} tokenizer failed: {exc}") from exc
