@@ -409,6 +409,9 @@ def _stream_pdf_pages(document: Document, run: str,
         try:
             for page in pages:
                 if stop.is_set():
+                    close = getattr(pages, "close", None)  # the extractor's document, closed now
+                    if close is not None:
+                        close()
                     return
                 specs = _chunks_within_cap(document, [page], first_index=made, **options)
                 made += len(specs)
