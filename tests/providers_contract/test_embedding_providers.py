@@ -133,6 +133,74 @@ class TestOnnxProvider(EmbeddingProviderContract):
         # the order really is the caller's: no two of these texts share a vector
         assert len({tuple(np.round(row, 4)) for row in alone}) == len(texts)
 
+    def test_counts_from_offsets_equal_tokenizing_each_text_and_chunks_do_not_move(self):
+        """count_tokens counts a part of a recently tokenized text from that text's token offsets;
+        on varied texts (accents, CJK, Arabic, Greek, emoji, control characters, no-break spaces,
+        words past WordPiece's 100 characters, blank runs) every count the chunker asks for equals
+        tokenizing that text alone, so every strategy cuts exactly the chunks it cut before."""
+        from tokenizers import Tokenizer
+
+        from memory_engine.chunking import Page, chunk_pages
+        from memory_engine.providers.embeddings.onnx import default_tokenizer_path
+
+        plain = Tokenizer.from_file(str(default_tokenizer_path()))
+        plain.no_truncation()
+        plain.no_padding()
+
+        def reference(texts):
+            return [len(e.ids) for e in plain.encode_batch(list(texts), add_special_tokens=False)]
+
+        provider = OnnxEmbeddingProvider(dimensions=384)
+        asked: list[str] = []
+
+        def counted(texts):
+            asked.extend(texts)
+            return provider.count_tokens(texts)
+
+        sentences = [
+            "Mitochondria are the site of oxidative phosphorylation. They make ATP!",
+            "Élodie a réservé l'hôtel à Zürich; naïve café façade, résumé.",
+            "東京は日本の首都です。人口は約千四百万人です。大阪は二番目に大きい都市です！",
+            "الذكاء الاصطناعي يغير العالم. هذا نص عربي للاختبار؟",
+            "ΟΔΥΣΣΕΥΣ και ΣΟΦΟΣ. Ἀθῆναι εἶναι πόλις… Δοκιμή τελικού σίγμα.",
+            "Emoji 😀🎉 and flags 🇫🇷 in a line — with dashes – and “quotes” (yes).",
+            "control\x1ccharacters\x1f inside\u200bwords and no\u00a0break\u00a0spaces here.",
+            "https://example.com/" + "a1b2c3" * 30 + " is a long URL; " + "x" * 150 + " too.",
+            "# Heading\n\n- item one\n- item two\n\n\n\n\n   \t\nTail paragraph\r\nwith CRLF.",
+        ]
+        texts = [
+            "\n\n".join(sentences),
+            " ".join(sentences * 3),
+            "\n".join(sentences[2:4] * 6),
+            ("word " * 300).strip(),
+            "\u00a0 leading no-break space. " + sentences[1] * 5,
+        ]
+        for strategy in ("recursive", "page"):
+            for size, overlap in ((200, 40), (24, 6)):
+                pages = [Page(text, number) for number, text in enumerate(texts, 1)]
+                provider._recent = threading.local()  # nothing kept from an earlier round
+                asked.clear()
+                ours = chunk_pages(pages, strategy=strategy, chunk_size=size, chunk_overlap=overlap,
+                                   count_tokens=counted)
+                assert provider.count_tokens(asked) == reference(asked)
+                assert [provider.count_tokens([text])[0] for text in asked] == reference(asked)  # one by one
+                theirs = chunk_pages(pages, strategy=strategy, chunk_size=size, chunk_overlap=overlap,
+                                     count_tokens=reference)
+                assert ours == theirs and len(ours) > 1
+
+    def test_vectors_do_not_depend_on_the_tokenizer_call(self):
+        """embed_documents tokenizes without character offsets (encode_batch_fast): the same ids,
+        so the same vectors as with the offsets-computing call."""
+        import numpy as np
+
+        texts = ["Paris", "Élodie a réservé l'hôtel.", "東京は日本の首都です。", "word " * 400, "", "😀 ok"]
+        fast = np.array(_reference.embed_documents(texts))
+        _reference._load()
+        slow = _reference._tokenizer.encode_batch(texts)
+        assert [e.ids for e in _reference._tokenizer.encode_batch_fast(texts)] == [e.ids for e in slow]
+        alone = np.array([_reference.embed_documents([text])[0] for text in texts])
+        np.testing.assert_array_equal(fast[[0, 1, 2, 3, 5]], alone[[0, 1, 2, 3, 5]])
+
     def test_sub_batches_respect_the_padded_token_budget(self):
         provider = OnnxEmbeddingProvider(dimensions=384, options={"TOKEN_BUDGET": 100, "BATCH_SIZE": 4})
         lengths = [90, 5, 30, 6, 7, 8, 9, 200, 31]

@@ -385,40 +385,54 @@ _END_OF_PAGES = object()
 
 def _stream_pdf_pages(document: Document, run: str,
                       data: bytes) -> tuple[list[ChunkSpec], list[Vector | None], str]:
-    """Read pages in a helper thread and embed them as they arrive (``page`` strategy only).
+    """Read and chunk pages in a helper thread and embed them as they arrive (``page`` strategy only).
 
-    pypdf is pure Python and holds the GIL; the embedder spends its time in native code
-    without it, so reading page n+1 overlaps embedding page n. (pdfium, PDF_EXTRACTOR, runs
-    without the GIL and serializes its calls on a lock of its own: extraction.py.) Each embedder call takes
-    every page read so far (up to EMBEDDING_BATCH_SIZE). The chunks are exactly those of
-    ``chunk_pages(pages, strategy="page", ...)`` (a page is chunked on its own, long ones
-    cut recursively). Raises ExtractionError like extract_pages.
+    pypdf is pure Python and holds the GIL, and so does most of the chunker; the embedder
+    spends its time in native code without it, so reading and chunking page n+1 overlaps
+    embedding page n. (pdfium, PDF_EXTRACTOR, runs without the GIL and serializes its calls
+    on a lock of its own: extraction.py; the tokenizer that counts a chunk's tokens releases
+    it too.) Each embedder call takes the chunks of every page read so far (up to
+    EMBEDDING_BATCH_SIZE pages). The chunks are exactly those of ``chunk_pages(pages,
+    strategy="page", ...)``: that strategy chunks a page on its own (long ones cut
+    recursively), so page by page gives the same chunks. Raises ExtractionError like
+    extract_pages, and TOO_MANY_CHUNKS past MAX_CHUNKS_PER_DOCUMENT.
     """
     pages = iter_pages(data, document.content_type, password=open_password(document),
                        max_pages=engine_settings.MAX_PDF_PAGES,
                        pdf_extractor=engine_settings.PDF_EXTRACTOR)
+    options = _chunk_options(document)
     arrivals: queue.Queue[Any] = queue.Queue()
+    stop = threading.Event()  # the run ended early (a failure, superseded): read no further
 
     def read() -> None:
+        made = 0
         try:
             for page in pages:
-                arrivals.put(page)
+                if stop.is_set():
+                    close = getattr(pages, "close", None)  # the extractor's document, closed now
+                    if close is not None:
+                        close()
+                    return
+                specs = _chunks_within_cap(document, [page], first_index=made, **options)
+                made += len(specs)
+                arrivals.put(specs)
             arrivals.put(_END_OF_PAGES)
         except BaseException as exc:  # noqa: BLE001  (re-raised in the ingesting thread)
             arrivals.put(exc)
 
     threading.Thread(target=read, name=f"extract:{document.pk}", daemon=True).start()
-    specs, vectors, model = _embed_batches(document.pk, run, _arrived_batches(document, arrivals))
+    try:
+        specs, vectors, model = _embed_batches(document.pk, run, _arrived_batches(arrivals))
+    finally:
+        stop.set()
     if not specs:
         raise NoText("No text was found in the document (every page is empty).")
     return specs, vectors, model
 
 
-def _arrived_batches(document: Document, arrivals: queue.Queue[Any]) -> Iterator[tuple[list[ChunkSpec], bool]]:
-    """``(chunks, last)`` from the pages read so far, each time at least one page has arrived."""
+def _arrived_batches(arrivals: queue.Queue[Any]) -> Iterator[tuple[list[ChunkSpec], bool]]:
+    """``(chunks, last)`` of the pages read and chunked so far, each time at least one page has arrived."""
     batch_size = _batch_size()
-    options = _chunk_options(document)
-    made = 0
     finished = False
     while not finished:
         arrived = [arrivals.get()]
@@ -427,17 +441,15 @@ def _arrived_batches(document: Document, arrivals: queue.Queue[Any]) -> Iterator
                 arrived.append(arrivals.get_nowait())
             except queue.Empty:
                 break
-        batch_pages: list[Page] = []
+        batch: list[ChunkSpec] = []
         for item in arrived:
             if item is _END_OF_PAGES:
                 finished = True
             elif isinstance(item, BaseException):
                 raise item
             else:
-                batch_pages.append(item)
-        batch = _chunks_within_cap(document, batch_pages, first_index=made, **options)
+                batch.extend(item)
         if batch:
-            made += len(batch)
             yield batch, finished
 
 
