@@ -37,9 +37,21 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         srv.cleanup()
 
 
-def _start(srv: Any) -> None:
-    with srv._lock:
-        srv.ensure_postgres_running()
+def _start(srv: Any, attempts: int = 3) -> None:
+    """Start the server again; on a loaded machine pg_ctl's start can fail while the killed
+    server's resources are still being released, so it is tried again after a pause. The
+    last failure is raised with the server's log."""
+    for attempt in range(1, attempts + 1):
+        try:
+            with srv._lock:
+                srv.ensure_postgres_running()
+            return
+        except subprocess.CalledProcessError:
+            if attempt == attempts:
+                log = Path(srv.pgdata) / "log"
+                raise AssertionError("the server did not start again:\n"
+                                     + (log.read_text()[-3000:] if log.exists() else "(no log)")) from None
+            time.sleep(2 * attempt)
 
 
 def _kill(srv: Any) -> None:
