@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from memory_engine.chunking import ChunkSpec, Page, TokenCounter, estimate_tokens, iter_chunks
 from memory_engine.conf import engine_settings
-from memory_engine.db import copy_insert
+from memory_engine.db import insert_rows
 from memory_engine.exceptions import (
     ConverterEmpty,
     ExtractionError,
@@ -603,7 +603,7 @@ def _swap(items: list[_Embedded]) -> None:
         # its row and raw capture, not its chunks): search sees the old version or the new one.
         # Staged generations' chunks (``generation`` set) are not the live version's: they stay.
         Chunk.objects.filter(document_id__in=ids, generation__isnull=True).delete()
-        copy_insert([
+        insert_rows([
             Chunk(document_id=item.document.pk, version=versions.get(item.document.pk),
                   chunk_index=spec.chunk_index, page=spec.page, text=spec.text, embedding=vector,
                   embedding_model=item.model if vector is not None else "")
