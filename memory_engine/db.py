@@ -66,7 +66,7 @@ def allow_ledger_erasure() -> None:
         cursor.execute("SET LOCAL memory_engine.ledger_erasure = 'on'")
 
 
-def insert_rows(objs: Sequence[models.Model]) -> None:
+def insert_rows(objs: Sequence[models.Model], *, batch_size: int = 500) -> None:
     """Insert ``objs``, new instances of one model, with one ``INSERT ... SELECT FROM unnest``
     of one array per column, bound server-side in binary: the rows ``bulk_create`` writes
     (field defaults and ``pre_save`` values included, generated columns left to the database)
@@ -78,8 +78,13 @@ def insert_rows(objs: Sequence[models.Model]) -> None:
     Django's (``DataError`` for a vector of the wrong dimension, as from bulk_create). Not a
     ``COPY``: a binary COPY into the chunk table (PostgreSQL's multi-insert) was followed by
     ``missing chunk number 0 for toast value`` errors on later inserts in the test suite.
+    One statement per ``batch_size`` rows, as bulk_create's ``batch_size``.
     """
     if not objs:
+        return
+    if len(objs) > batch_size:
+        for start in range(0, len(objs), batch_size):
+            insert_rows(objs[start:start + batch_size], batch_size=batch_size)
         return
     meta = objs[0]._meta
     fields = [field for field in meta.concrete_fields if not field.generated]

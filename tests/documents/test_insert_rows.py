@@ -40,7 +40,7 @@ def test_copy_writes_the_rows_bulk_create_writes(project: Any) -> None:
     copied, inserted = two_documents(project)
     rng = np.random.default_rng(7)
     vectors = [rng.standard_normal(384).astype(np.float32), None, list(rng.standard_normal(384))]
-    insert_rows(chunks_of(copied, vectors))
+    insert_rows(chunks_of(copied, vectors), batch_size=2)  # two statements
     Chunk.objects.bulk_create(chunks_of(inserted, vectors))
 
     assert rows(copied) == rows(inserted) and len(rows(copied)) == 3
