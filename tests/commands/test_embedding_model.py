@@ -269,3 +269,39 @@ def test_the_same_model_moves_to_halfvec_storage(models: Any) -> None:
     assert MemoryContent.objects.get(pk=fresh.memory.content_id).embedding is not None
     hits = knowledge_search(project=project, query="restart worker 3", limit=3).results
     assert hits and "degraded" not in str(knowledge_search(project=project, query="deploy window").degraded)
+
+
+def test_documents_ingested_after_a_move_to_halfvec_land_and_are_found(models: Any) -> None:
+    """The swap's insert casts its float4 slices to halfvec when the column is halfvec: the same values as
+    an INSERT of the vector's text, and the new chunks are searchable."""
+    import numpy as np
+
+    from memory_engine.db import insert_rows
+    from memory_engine.services.documents import document_create_text, document_ingest
+
+    project, _store, _document = corpus(3)
+    half = embedding_model_register(name="half")
+    embedding_model_build(model=half)
+    embedding_model_switch(model=half)
+    assert column("memory_engine_chunk") == ("halfvec", 384)
+
+    document = document_create_text(project=project, content="The quartermaster counts the lanterns at dusk.",
+                                    path="/lanterns.txt", enqueue=False)
+    ingested = document_ingest(document_id=document.pk)
+    assert ingested is not None and ingested.status == "ready" and ingested.unembedded_chunks == 0
+    hits = knowledge_search(project=project, query="quartermaster lanterns", channels=("vector",)).results
+    assert document.pk in {hit.document_id for hit in hits}
+
+    vector = np.random.default_rng(3).standard_normal(384).astype(np.float32)
+    copied, inserted = (make_document(project, f"/{name}.txt", [], embed=False) for name in ("copied", "inserted"))
+    insert_rows([Chunk(document=copied, chunk_index=0, text="x", embedding=vector, embedding_model="m"),
+                 Chunk(document=copied, chunk_index=1, text="y", embedding=None)])
+    Chunk.objects.bulk_create([Chunk(document=inserted, chunk_index=0, text="x", embedding=vector,
+                                     embedding_model="m"),
+                               Chunk(document=inserted, chunk_index=1, text="y", embedding=None)])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT document_id, embedding::text FROM memory_engine_chunk WHERE document_id IN (%s, %s) "
+                       "ORDER BY chunk_index", [copied.pk, inserted.pk])
+        stored = cursor.fetchall()
+    by_document = {pk: [text for owner, text in stored if owner == pk] for pk in (copied.pk, inserted.pk)}
+    assert by_document[copied.pk] == by_document[inserted.pk] and by_document[copied.pk][1] is None

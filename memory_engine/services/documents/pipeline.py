@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from memory_engine.chunking import ChunkSpec, Page, TokenCounter, estimate_tokens, iter_chunks
 from memory_engine.conf import engine_settings
+from memory_engine.db import insert_rows
 from memory_engine.exceptions import (
     ConverterEmpty,
     ExtractionError,
@@ -602,15 +603,12 @@ def _swap(items: list[_Embedded]) -> None:
         # its row and raw capture, not its chunks): search sees the old version or the new one.
         # Staged generations' chunks (``generation`` set) are not the live version's: they stay.
         Chunk.objects.filter(document_id__in=ids, generation__isnull=True).delete()
-        Chunk.objects.bulk_create(
-            [
-                Chunk(document_id=item.document.pk, version=versions.get(item.document.pk),
-                      chunk_index=spec.chunk_index, page=spec.page, text=spec.text, embedding=vector,
-                      embedding_model=item.model if vector is not None else "")
-                for item in items for spec, vector in zip(item.specs, item.vectors, strict=True)
-            ],
-            batch_size=500,
-        )
+        insert_rows([
+            Chunk(document_id=item.document.pk, version=versions.get(item.document.pk),
+                  chunk_index=spec.chunk_index, page=spec.page, text=spec.text, embedding=vector,
+                  embedding_model=item.model if vector is not None else "")
+            for item in items for spec, vector in zip(item.specs, item.vectors, strict=True)
+        ])
         activated = {version.document_id: version for version in versions.values()
                      if version.status == DocumentVersion.Status.PENDING}
         if activated:
