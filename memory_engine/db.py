@@ -126,6 +126,7 @@ def insert_rows(objs: Sequence[models.Model], *, batch_size: int = 500) -> None:
     connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.adapters.register_dumper(_Float4Array, _Float4ArrayDumper)
-        cursor.execute(sql, [*select_params, *array_params], binary=True)
+        # never a prepared statement: it would break behind a transaction-pooling PgBouncer
+        cursor.execute(sql, [*select_params, *array_params], binary=True, prepare=False)
     for obj in objs:
         obj._state.adding, obj._state.db = False, connection.alias
