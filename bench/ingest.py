@@ -162,38 +162,28 @@ class DatabaseClock:
             if sql.startswith('INSERT INTO "memory_engine_chunk"'):
                 self.chunk_insert_s += elapsed
 
+    def _timed(self, function: Callable[..., Any], total: str) -> Callable[..., Any]:
+        """``function``, adding the seconds of each call to the attribute ``total``."""
+
+        def timed(*args: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return function(*args)
+            finally:
+                setattr(self, total, getattr(self, total) + time.perf_counter() - started)
+
+        return timed
+
     @contextmanager
     def watch(self) -> Iterator[None]:
         from django.db import connection
 
-        commit = connection.commit
-
-        def timed_commit() -> None:
-            started = time.perf_counter()
-            commit()
-            self.commit_s += time.perf_counter() - started
-
-        embed = self.provider.embed_documents
-
-        def timed_embed(texts: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return embed(texts)
-            finally:
-                self.embed_s += time.perf_counter() - started
-
-        connection.commit = timed_commit  # type: ignore[method-assign]
-        self.provider.embed_documents = timed_embed
+        connection.commit = self._timed(connection.commit, "commit_s")  # type: ignore[method-assign]
+        self.provider.embed_documents = self._timed(self.provider.embed_documents, "embed_s")
         patched = {}
         if self.pipeline is not None:
             swap, insert_rows = self.pipeline._swap, getattr(self.pipeline, "insert_rows", None)
-
-            def timed_swap(items: Any) -> Any:
-                started = time.perf_counter()
-                try:
-                    return swap(items)
-                finally:
-                    self.swap_s += time.perf_counter() - started
+            timed_swap = self._timed(swap, "swap_s")
 
             def timed_insert_rows(objs: Any) -> Any:
                 started, nested = time.perf_counter(), self.sql_s
