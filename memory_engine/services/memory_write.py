@@ -350,8 +350,13 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
         with connection.cursor() as cursor:
             exact = _use_exact_scan(cursor, store.pk)
         order = f"(c.embedding <=> {query}) + 0" if exact else f"c.embedding <=> {query}"
+        # An exact scan reads the store's memories and each one's content row by its key. A filter
+        # on the content's store too would let the planner join the two by the store alone when its
+        # statistics have not seen the store yet (a new store in an analyzed table: estimated at one
+        # row), then compare every memory with every content row: quadratic in the store's size.
+        content_store = "" if exact else "c.store_id = %(store)s AND "
         branches.append(f"""(SELECT 'near', 1 - (c.embedding <=> {query}), {columns} FROM {joined}
-            WHERE c.store_id = %(store)s AND {scope} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
+            WHERE {content_store}{scope} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
             ORDER BY {order} LIMIT %(limit)s)""")
     with connection.cursor() as cursor:
         cursor.execute(

@@ -1,0 +1,98 @@
+"""A new store in an analyzed installation: write and search latency as the store grows.
+
+    python bench/new_store.py --data ../shared/data              # 40 stores x 2,000 memories
+    python bench/new_store.py --data ../shared/data --stores 10 --per-store 5000
+
+The installation's other stores (synthetic rows, random vectors) are written in SQL and
+analyzed; then one new store receives real sentences through the write funnel with no ANALYZE
+in between, as a new tenant's import does: autoanalyze waits for 10% of the table to change.
+PostgreSQL's statistics have never seen the new store, so its row estimates are the
+planner's guess. Prints write latency per block of writes, then search latency on the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _setup import parse_args, print_table, setup_django, summary_ms, write_results  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--stores", type=int, default=40, help="other stores in the installation")
+    parser.add_argument("--per-store", type=int, default=2000, help="memories in each other store")
+    parser.add_argument("--writes", type=int, default=1600, help="writes into the new store")
+    parser.add_argument("--block", type=int, default=400, help="writes per reported block")
+    parser.add_argument("--searches", type=int, default=5,
+                        help="searches per channel set (hybrid is slow on a new store: see docs/benchmarks.md)")
+    args = parse_args(parser)
+    setup_django("bench_new_store")
+    from django.db import connection
+    from write import sentences
+
+    from memory_engine.models import MemoryStore, Project
+    from memory_engine.selectors.search import knowledge_search
+    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.stores import project_delete
+
+    for old in Project.objects.filter(name__startswith="bench-new-store"):
+        project_delete(project=old)
+    installation = Project.objects.create(name="bench-new-store-others")
+    print(f"filling {args.stores} stores x {args.per_store:,} memories ...", file=sys.stderr)
+    with connection.cursor() as cursor:
+        for n in range(args.stores):
+            other = MemoryStore.objects.create(project=installation, name=f"s{n}")
+            cursor.execute(
+                f"""INSERT INTO memory_engine_memorycontent
+                        (id, store_id, content_hash, text, embedding, embedding_model, created_at)
+                    SELECT 'mc_bns{n}_' || i, %s, md5('bns{n}' || i), 'Synthetic fact ' || i,
+                           (SELECT array_agg(random() - 0.5)::vector FROM generate_series(1, 384) WHERE i > 0),
+                           'all-MiniLM-L6-v2', now()
+                    FROM generate_series(1, %s) i""",
+                [other.pk, args.per_store],
+            )
+            cursor.execute(
+                """INSERT INTO memory_engine_memory (id, store_id, content_id, tags, metadata, source_type,
+                        created_at, kind, title, summary, confidence, evidence_count, retention_class)
+                    SELECT 'mem_' || substr(id, 4), store_id, id, '{}', '{}', 'manual', now(),
+                           'fact', '', '', 0.7, 1, 'durable'
+                    FROM memory_engine_memorycontent WHERE store_id = %s""",
+                [other.pk],
+            )
+        cursor.execute("ANALYZE memory_engine_memorycontent; ANALYZE memory_engine_memory")
+    project = Project.objects.create(name="bench-new-store")
+    store = MemoryStore.objects.create(project=project, name="new")
+    texts = sentences(args.data, args.writes)
+    rows, blocks, times = [], [], []
+    for i, text in enumerate(texts, 1):
+        started = time.perf_counter()
+        memory_write(store=store, content=text, principal="bench")
+        times.append(time.perf_counter() - started)
+        if i % args.block == 0:
+            s = summary_ms(times[-args.block:])
+            blocks.append({"writes": i, **s})
+            rows.append([f"write (incl. embedder), writes {i - args.block + 1}-{i}", s["p50_ms"], s["p95_ms"]])
+            print(f"{i} writes", file=sys.stderr)
+    searches = {}
+    for name, channels in (("vector", ("vector",)), ("hybrid", ("vector", "lexical"))):
+        took = []
+        for text in texts[: args.searches]:
+            started = time.perf_counter()
+            knowledge_search(project=project, query=text[:60], memory_store_ids=[store.pk], channels=channels)
+            took.append(time.perf_counter() - started)
+        searches[name] = summary_ms(took)
+        rows.append([f"search, {name}", searches[name]["p50_ms"], searches[name]["p95_ms"]])
+    project_delete(project=project)
+    project_delete(project=installation)
+    print(f"\na new store among {args.stores} analyzed stores of {args.per_store:,} memories")
+    print_table(["measure", "p50 ms", "p95 ms"], rows)
+    write_results("new_store", {"stores": args.stores, "per_store": args.per_store, "writes": blocks,
+                                "searches": searches})
+
+
+if __name__ == "__main__":
+    main()
