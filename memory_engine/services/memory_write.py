@@ -332,7 +332,8 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
     # A scalar subquery is evaluated once, as a parameter, so the HNSW index can order by it
     # (a joined CTE column would force a full sort).
     query = "(SELECT embedding FROM memory_engine_memorycontent WHERE id = %(content)s)"
-    scope = "m.store_id = %(store)s AND m.facet IS NOT DISTINCT FROM %(facet)s"
+    facet_sql = "m.facet IS NOT DISTINCT FROM %(facet)s"
+    scope = f"m.store_id = %(store)s AND {facet_sql}"
     # The about and same-text matches are live by the application's clock (Memory.objects.live()),
     # the shortlist by the transaction's (LIVE_MEMORY_SQL), as they were when they were separate
     # statements.
@@ -350,13 +351,14 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
         with connection.cursor() as cursor:
             exact = _use_exact_scan(cursor, store.pk)
         order = f"(c.embedding <=> {query}) + 0" if exact else f"c.embedding <=> {query}"
-        # An exact scan reads the store's memories and each one's content row by its key. A filter
-        # on the content's store too would let the planner join the two by the store alone when its
-        # statistics have not seen the store yet (a new store in an analyzed table: estimated at one
-        # row), then compare every memory with every content row: quadratic in the store's size.
-        content_store = "" if exact else "c.store_id = %(store)s AND "
+        # The store filters one table, the other is read by key (a memory's content row is always
+        # in its store): an exact scan reads the store's memories, HNSW the store's content rows.
+        # Filtering both would let the planner join the two by the store alone when its statistics
+        # have not seen the store yet (a new store in an analyzed table: estimated at one row), then
+        # compare every memory with every content row: quadratic in the store's size.
+        near_scope = scope if exact else f"c.store_id = %(store)s AND {facet_sql}"
         branches.append(f"""(SELECT 'near', 1 - (c.embedding <=> {query}), {columns} FROM {joined}
-            WHERE {content_store}{scope} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
+            WHERE {near_scope} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
             ORDER BY {order} LIMIT %(limit)s)""")
     with connection.cursor() as cursor:
         cursor.execute(

@@ -31,7 +31,9 @@ re-scored with Okapi BM25). The answer names the backend (``lexical_backend``).
 
 Vector channel: a scope of at most ``SEARCH_EXACT_SCAN_MAX`` rows is ranked by an exact
 scan; a larger one by HNSW with pgvector 0.8's iterative index scan, which keeps
-scanning until k rows pass the scope filters, so a selective scope is never short.
+scanning until k rows pass the scope filters, so a selective scope is never short. In a
+scope that small, memories are read from their memory rows (content rows by key) and bm25
+scores them row by row: a plan that holds when the statistics have not seen a new store.
 
 After the fusion, ``boosts``: the authority prior (SEARCH_AUTHORITY_WEIGHT) and the bounded
 boosts (SEARCH_BOOSTS), clamped multipliers; then ``stages`` (each a plain function, measured

@@ -288,10 +288,10 @@ def _candidates(scope: Scope, query: str, qvec: list[float] | None, limit: int, 
     cap = engine_settings.SEARCH_EXACT_SCAN_MAX
     with transaction.atomic(), connection.cursor() as cursor:
         exact = {MEMORY: True, DOCUMENT: True}
-        if qvec is not None:
+        if qvec is not None or backend is not None:
             sizes = _scope_sizes(cursor, scope, cap + 1)
             exact = {source: sizes.get(source, 0) <= cap for source in exact}
-            if not all(exact.values()):
+            if qvec is not None and not all(exact.values()):
                 _set_hnsw_scan(cursor, vec_k)
 
         def run(lexical: str | None) -> list[CandidateRow]:
@@ -313,7 +313,7 @@ def _candidates(scope: Scope, query: str, qvec: list[float] | None, limit: int, 
 
 
 def _scope_sizes(cursor: Any, scope: Scope, cap: int) -> dict[str, int]:
-    """Rows each vector channel would rank (source -> count), counted up to ``cap``."""
+    """Rows each source's scope holds (source -> count), counted up to ``cap``."""
     sql = scope_sizes_sql(scope)
     if sql is None:
         return {}

@@ -43,10 +43,11 @@ HNSW_SCAN_SQL = (
 )
 
 
-def memory_where(scope: Scope) -> str:
+def memory_where(scope: Scope, stores: str = "m.store_id") -> str:
     """The scope filters of memories (``m``: the memory, ``s``: its store): live memories of the
-    scope's stores; with a facet, that facet's and the cross-cutting ones (no facet)."""
-    where = f"m.store_id = ANY(%(store_ids)s) AND {LIVE_MEMORY_SQL}"
+    scope's stores (``stores``: the column that says the store); with a facet, that facet's and
+    the cross-cutting ones (no facet)."""
+    where = f"{stores} = ANY(%(store_ids)s) AND {LIVE_MEMORY_SQL}"
     if scope.facet is not None:
         where += " AND (m.facet IS NULL OR m.facet = %(facet)s)"
     if scope.tags is not None:
@@ -113,6 +114,21 @@ def _fallback_term_ctes(config: str) -> list[str]:
     ]
 
 
+def _memory_scope(scope: Scope, exact: bool) -> str:
+    """The scope filters of a memory branch (``x``: the content row, ``m``: its memory), the
+    store filtered on one table only.
+
+    A memory's content row is always in its own store, so either table can say the store. A
+    large scope filters the content rows: the HNSW and bm25 scans of the content table filter
+    them as they go, and each row found reads its memories by key. A small scope (``exact``)
+    filters the memories, and each reads its content row by key. Filtering both would let the
+    planner join the two tables on the store alone, and for a store its statistics have not
+    seen yet (estimated at one row) it does: every memory compared with every content row,
+    quadratic in the store's size.
+    """
+    return memory_where(scope) if exact else memory_where(scope, stores="x.store_id")
+
+
 def _vector_cte(source: str, scope: Scope, exact: bool) -> str:
     """Top-k by cosine distance: through the HNSW index (iterative scan: it keeps going
     until k rows pass the scope), or (exact) a scan of the scope that computes each
@@ -123,7 +139,7 @@ def _vector_cte(source: str, scope: Scope, exact: bool) -> str:
         FROM {CONTENT} x
         JOIN {MEM} m ON m.content_id = x.id
         JOIN {STORE} s ON s.id = m.store_id
-        WHERE x.store_id = ANY(%(store_ids)s) AND x.embedding IS NOT NULL AND {memory_where(scope)}"""
+        WHERE x.embedding IS NOT NULL AND {_memory_scope(scope, exact)}"""
     else:
         inner = f"""
         SELECT x.id AS id, x.embedding <=> %(qvec)s::vector AS dist
@@ -135,34 +151,44 @@ def _vector_cte(source: str, scope: Scope, exact: bool) -> str:
     return f"{inner}\n        ORDER BY x.embedding <=> %(qvec)s::vector LIMIT %(vec_k)s"
 
 
-def _source_body(source: str, scope: Scope, match: str) -> tuple[str, str]:
-    """(primary key, FROM ... WHERE ...) of one source's lexical query, scope filters inside."""
+def _source_body(source: str, scope: Scope, match: str | None, exact: bool) -> tuple[str, str]:
+    """(primary key, FROM ... WHERE ...) of one source's lexical query, scope filters inside;
+    ``match`` (None: every row of the scope) selects the rows that match the query."""
+    match = f"{match} AND " if match else ""
     if source == MEMORY:
         return "m.id", f"""FROM {CONTENT} x
         JOIN {MEM} m ON m.content_id = x.id
         JOIN {STORE} s ON s.id = m.store_id
-        WHERE {match} AND x.store_id = ANY(%(store_ids)s) AND {memory_where(scope)}"""
+        WHERE {match}{_memory_scope(scope, exact)}"""
     return "x.id", f"""FROM {CHUNK} x
         JOIN {DOC} d ON d.id = x.document_id
-        WHERE {match} AND {document_where(scope)}"""
+        WHERE {match}{document_where(scope)}"""
 
 
-def _lexical_ctes(source: str, scope: Scope, *, with_vector: bool, backend: str, config: str) -> list[str]:
+def _lexical_ctes(source: str, scope: Scope, *, with_vector: bool, backend: str, config: str,
+                  exact: bool) -> list[str]:
     """The lexical top-k of one source (``{short}_lex``: id, lex, dist); higher lex is better.
 
     bm25: pg_textsearch's index scan in score order, the scope filtered inside the same
-    query, so LIMIT is met whenever enough rows match. tsvector: rows matching any term,
-    the top KNOWLEDGE_BM25_CANDIDATES by ts_rank_cd re-scored with Okapi BM25.
+    query, so LIMIT is met whenever enough rows match; a small scope of memories (``exact``)
+    is scored row by row instead, each score computed once (``OFFSET 0``, as for the
+    vector channel). tsvector: rows matching any term, the top KNOWLEDGE_BM25_CANDIDATES by
+    ts_rank_cd re-scored with Okapi BM25.
     """
     short = SHORT[source]
+    exact = exact and source == MEMORY
     dist = "x.embedding <=> %(qvec)s::vector" if with_vector else "NULL::float8"
     if backend == BM25:
         score = _bm25_score(source, scope)
-        pk, body = _source_body(source, scope, f"{score} < 0")
+        if exact:
+            pk, body = _source_body(source, scope, None, exact)
+            return [f"{short}_lex AS (SELECT id, lex, dist FROM (SELECT {pk} AS id, -{score} AS lex, "
+                    f"{dist} AS dist {body} OFFSET 0) e WHERE lex > 0 ORDER BY lex DESC, id LIMIT %(lex_k)s)"]
+        pk, body = _source_body(source, scope, f"{score} < 0", exact)
         return [f"{short}_lex AS (SELECT {pk} AS id, -{score} AS lex, {dist} AS dist {body} "
                 f"ORDER BY {score} LIMIT %(lex_k)s)"]
     tsv = tsvector_expression(config, "x.text")
-    pk, body = _source_body(source, scope, f"{tsv} @@ (SELECT q FROM tsq)")
+    pk, body = _source_body(source, scope, f"{tsv} @@ (SELECT q FROM tsq)", exact)
     return [
         f"{short}_pre AS (SELECT {pk} AS id, {tsv} AS v, {dist} AS dist {body} "
         f"ORDER BY ts_rank_cd({tsv}, (SELECT q FROM tsq), 1) DESC, {pk} LIMIT %(bm25_candidates)s)",
@@ -186,7 +212,9 @@ def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: 
     """One statement: up to four candidate lists, ranked per channel, with display fields.
 
     ``lexical`` is the backend (bm25 | tsvector) or None to leave the channel out; ``exact``
-    says per source whether the vector channel scans the scope instead of the HNSW index.
+    says per source whether its scope is small (at most SEARCH_EXACT_SCAN_MAX rows): the
+    vector channel then scans the scope instead of the HNSW index, and memories are read
+    from the scope's memory rows, their content rows by key (bm25: scored row by row).
     The columns are the fields of ``CandidateRow``; a memory's ``tier`` is its store's, or
     user_for_agent for a user-tier memory the actor's agent wrote (``%(actor_agent)s``).
     """
@@ -201,7 +229,8 @@ def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: 
             ctes.append(f"{short}_vec AS ({_vector_cte(source, scope, exact[source])})")
             vec_parts.append(f"SELECT '{source}'::text AS src, id, dist FROM {short}_vec")
         if lexical:
-            ctes.extend(_lexical_ctes(source, scope, with_vector=vector, backend=lexical, config=config))
+            ctes.extend(_lexical_ctes(source, scope, with_vector=vector, backend=lexical, config=config,
+                                      exact=exact[source]))
             lex_parts.append(f"SELECT '{source}'::text AS src, id, lex, dist FROM {short}_lex")
     parts = [f"SELECT src, id, dist, true AS v, NULL::float8 AS lex FROM ({p}) a" for p in vec_parts]
     parts += [f"SELECT src, id, dist, false AS v, lex FROM ({p}) b" for p in lex_parts]
@@ -230,7 +259,7 @@ def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: 
 
 
 def scope_sizes_sql(scope: Scope) -> str | None:
-    """Rows each vector channel would rank, counted up to ``%(cap)s`` (index-only scans); one
+    """Rows each source's scope holds, counted up to ``%(cap)s`` (index-only scans); one
     column per source, named after it. None when the scope has no source."""
     parts = []
     if scope.store_ids is not None:

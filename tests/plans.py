@@ -1,0 +1,56 @@
+"""Plan checks on tables whose statistics have not seen a new store: rows written in SQL (fast,
+no embedder), and what EXPLAIN ANALYZE says a statement really did."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import connection
+
+DIMS = 384
+
+
+def fill(store: Any, count: int, prefix: str, text: str = "Synthetic fact", *, vectors: bool = True) -> None:
+    """``count`` memories of ``store``, their texts ``text`` and a number, with random vectors or
+    (``vectors=False``) none: rows a rolled-back test leaves no trace of in the HNSW index, whose
+    entries outlive the transaction and would slow later tests' filtered scans."""
+    vector = f"(SELECT array_agg(random() - 0.5)::vector FROM generate_series(1, {DIMS}) WHERE i > 0)"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""INSERT INTO memory_engine_memorycontent
+                    (id, store_id, content_hash, text, embedding, embedding_model, created_at)
+                SELECT 'mc_{prefix}' || i, %s, md5('{prefix}' || i), %s || ' ' || i,
+                       {vector if vectors else "NULL::vector"},
+                       'all-MiniLM-L6-v2', now()
+                FROM generate_series(1, %s) i""",
+            [store.pk, text, count],
+        )
+        cursor.execute(
+            f"""INSERT INTO memory_engine_memory (id, store_id, content_id, tags, metadata, source_type,
+                    created_at, kind, title, summary, confidence, evidence_count, retention_class)
+                SELECT 'mem_{prefix}' || substr(id, {len(prefix) + 4}), store_id, id, '{{}}', '{{}}', 'manual',
+                       now(), 'fact', '', '', 0.7, 1, 'durable'
+                FROM memory_engine_memorycontent WHERE store_id = %s""",
+            [store.pk],
+        )
+
+
+def analyze_memory_tables() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memory_engine_memorycontent; ANALYZE memory_engine_memory")
+
+
+def explain_analyze(sql: str, params: Any = None) -> dict:
+    """The root plan node of ``sql``, run."""
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
+        plan = cursor.fetchone()[0]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    return plan[0]["Plan"]
+
+
+def rows_removed_by_join_filters(plan: dict) -> int:
+    """Rows the plan compared and threw away in join filters, over all its nodes."""
+    own = plan.get("Rows Removed by Join Filter", 0)
+    return own + sum(rows_removed_by_join_filters(child) for child in plan.get("Plans", []))
