@@ -40,6 +40,7 @@ def test_a_new_store_in_an_analyzed_table_is_read_by_key(project, settings, scan
     assert result.action == "created"
     sql, params = captured[0]
     plan = explain_analyze(sql, params)
-    # one table is filtered by store, the other read by key: nothing is compared and thrown away
-    assert rows_removed_by_join_filters(plan) < 200, json.dumps(plan, indent=1)[:4000]
+    # One table filtered by store, the other read by key. A join on the store alone throws away
+    # 200 x 199 / 2 = 19,900 rows; a linear plan at most a few per row.
+    assert rows_removed_by_join_filters(plan) < 1000, json.dumps(plan, indent=1)[:4000]
     assert len(result.potential_duplicates) <= 5

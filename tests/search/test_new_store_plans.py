@@ -28,7 +28,7 @@ pytestmark = pytest.mark.django_db
 def test_a_new_store_is_searched_in_linear_time(project, settings, channels, scope):
     if scope == "large":  # past the exact scan: HNSW and bm25 scans of the content rows
         settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "SEARCH_EXACT_SCAN_MAX": 50}
-    fill(MemoryStoreFactory(project=project), 3000, "old", "Synthetic fact about gravel deliveries", vectors=False)
+    fill(MemoryStoreFactory(project=project), 300, "old", "Synthetic fact about gravel deliveries", vectors=False)
     analyze_memory_tables()
     fresh = MemoryStoreFactory(project=project)
     fill(fresh, 150, "new", "Quarry invoices are signed by the site manager, memo")
@@ -42,8 +42,10 @@ def test_a_new_store_is_searched_in_linear_time(project, settings, channels, sco
         assert len([h for h in hits.results if h.ranks["lexical"] is not None]) >= 10 // len(channels)
     main = next(q["sql"] for q in reversed(ctx.captured_queries) if q["sql"].lstrip().startswith("WITH"))
     plan = explain_analyze(main)
-    # each memory's content row is read by its key: nothing compared and thrown away
-    assert rows_removed_by_join_filters(plan) < 150, json.dumps(plan, indent=1)[:4000]
+    # One table filtered by store, the other read by key. A join on the store alone throws away
+    # 150 x 149 / 2 = 11,175 rows; a linear plan at most a few per row (say, the rows of the small
+    # store table, when it is scanned instead of looked up).
+    assert rows_removed_by_join_filters(plan) < 1000, json.dumps(plan, indent=1)[:4000]
 
 
 def test_autovacuum_analyzes_the_memory_tables_every_500_changes():
