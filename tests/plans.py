@@ -54,3 +54,17 @@ def rows_removed_by_join_filters(plan: dict) -> int:
     """Rows the plan compared and threw away in join filters, over all its nodes."""
     own = plan.get("Rows Removed by Join Filter", 0)
     return own + sum(rows_removed_by_join_filters(child) for child in plan.get("Plans", []))
+
+
+def scans_by_store(plan: dict, relation: str) -> list[dict]:
+    """The plan's scans of ``relation`` that ran with a condition on its store."""
+    found = [plan] if (plan.get("Relation Name") == relation and plan.get("Actual Loops", 0)
+                       and "store_id" in plan.get("Index Cond", "") + plan.get("Filter", "")) else []
+    return found + [node for child in plan.get("Plans", []) for node in scans_by_store(child, relation)]
+
+
+def rows_removed_by_filters(plan: dict, relation: str) -> int:
+    """Rows the plan's scans of ``relation`` read and threw away in their filters."""
+    own = plan.get("Rows Removed by Filter", 0) * plan.get("Actual Loops", 0) \
+        if plan.get("Relation Name") == relation else 0
+    return own + sum(rows_removed_by_filters(child, relation) for child in plan.get("Plans", []))

@@ -86,7 +86,10 @@ class MemoryContent(EmbeddedText):
     """One row per distinct (normalised) text per store, holding its vector."""
 
     id = PublicIdField(prefix="mc")
-    store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="contents")
+    # No index of its own: the unique (store, content_hash) index serves lookups by store. With a
+    # second index on the store alone, the planner picked it for a lookup by (store, hash) when its
+    # statistics had not seen the store yet, and read every content row of the store.
+    store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="contents", db_index=False)
     content_hash = models.CharField(max_length=64)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -94,10 +97,7 @@ class MemoryContent(EmbeddedText):
         constraints = [
             models.UniqueConstraint(fields=["store", "content_hash"], name="me_content_unique_per_store")
         ]
-        indexes = [
-            *search_indexes("content"),
-            models.Index(fields=["store", "content_hash"], name="me_content_store_hash"),
-        ]
+        indexes = [*search_indexes("content")]
 
     def __str__(self) -> str:
         return self.text[:80]

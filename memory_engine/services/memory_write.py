@@ -320,56 +320,63 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
                      neighbours: bool, limit: int = NEIGHBOURS) -> Candidates:
     """The ``about`` match, the same-text memory and (``neighbours``) the top ``limit`` nearest,
     among the store's live memories of the same facet (no facet: only memories without one),
-    in one statement: three branches of a UNION ALL, each planned on its own.
+    in one statement: branches of a UNION ALL, each planned on its own.
 
     The query vector is read from the content row inside PostgreSQL, so no vector
-    travels over the wire. Small stores are scanned exactly (``+ 0`` keeps the planner
-    off the HNSW index, which could miss rows when other stores crowd it); large ones
-    use HNSW with the settings lock_store_for_write set (a raised ef_search and the
-    search's iterative scan), so the store, facet and liveness filters still fill the top
-    ``limit``.
+    travels over the wire. Small stores are scanned exactly (_exact_near_branches: the HNSW
+    index could miss rows when other stores crowd it); large ones use HNSW with the settings
+    lock_store_for_write set (a raised ef_search and the search's iterative scan), so the
+    store, facet and liveness filters still fill the top ``limit``.
     """
     # A scalar subquery is evaluated once, as a parameter, so the HNSW index can order by it
     # (a joined CTE column would force a full sort).
     query = "(SELECT embedding FROM memory_engine_memorycontent WHERE id = %(content)s)"
     facet_sql = "m.facet IS NOT DISTINCT FROM %(facet)s"
-    scope = f"m.store_id = %(store)s AND {facet_sql}"
     # The about and same-text matches are live by the application's clock (Memory.objects.live()),
     # the shortlist by the transaction's (LIVE_MEMORY_SQL), as they were when they were separate
     # statements.
-    live_now = f"{scope} AND m.invalidated_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)"
+    live_now = f"{facet_sql} AND m.invalidated_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)"
     columns = f"m.*, {CANDIDATE_CONTENT_SQL}"
     joined = "memory_engine_memory m JOIN memory_engine_memorycontent c ON c.id = m.content_id"
     branches = [
         f"""(SELECT 'about' AS role, 1 - (c.embedding <=> {query}) AS cosine, {columns} FROM {joined}
-            WHERE {live_now} AND m.about_kind = %(about_kind)s AND m.about_key = %(about_key)s
-            ORDER BY m.created_at, m.id LIMIT 1)""",
+            WHERE m.store_id = %(store)s AND {live_now} AND m.about_kind = %(about_kind)s
+            AND m.about_key = %(about_key)s ORDER BY m.created_at, m.id LIMIT 1)""",
+        # The content row is the store's: no store filter, which the planner could prefer to the
+        # content's index while its statistics have not seen the store (estimated at one row).
         f"""(SELECT 'same', NULL::float8, {columns} FROM {joined}
-            WHERE {live_now} AND m.content_id = %(content)s ORDER BY m.created_at, m.id LIMIT 1)""",
+            WHERE m.content_id = %(content)s AND {live_now} ORDER BY m.created_at, m.id LIMIT 1)""",
     ]
+    exact = False
     if neighbours:
         with connection.cursor() as cursor:
             exact = _use_exact_scan(cursor, store.pk)
-        order = f"(c.embedding <=> {query}) + 0" if exact else f"c.embedding <=> {query}"
-        # The store filters one table, the other is read by key (a memory's content row is always
-        # in its store): an exact scan reads the store's memories, HNSW the store's content rows.
-        # Filtering both would let the planner join the two by the store alone when its statistics
-        # have not seen the store yet (a new store in an analyzed table: estimated at one row), then
-        # compare every memory with every content row: quadratic in the store's size.
-        near_scope = scope if exact else f"c.store_id = %(store)s AND {facet_sql}"
-        branches.append(f"""(SELECT 'near', 1 - (c.embedding <=> {query}), {columns} FROM {joined}
-            WHERE {near_scope} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
-            ORDER BY {order} LIMIT %(limit)s)""")
+        if exact:
+            branches.extend(_exact_near_branches(columns, query, facet_sql))
+        else:
+            # HNSW: the store filters the content rows, which the index scan filters as it goes;
+            # memories are read by key (a memory's content row is always in its store). Filtering
+            # both tables would let the planner join the two by the store alone when its
+            # statistics have not seen the store yet (a new store in an analyzed table: estimated
+            # at one row), then compare every memory with every content row.
+            branches.append(f"""(SELECT 'near', 1 - (c.embedding <=> {query}), {columns} FROM {joined}
+                WHERE c.store_id = %(store)s AND {facet_sql} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
+                ORDER BY c.embedding <=> {query} LIMIT %(limit)s)""")
+    statement = "\nUNION ALL\n".join(branches)
+    if exact:
+        statement = f"{_nearest_contents_cte(query)}\n{statement}"
     with connection.cursor() as cursor:
         cursor.execute(
-            "\nUNION ALL\n".join(branches),
+            statement,
             {"content": content_id, "store": store.pk, "facet": facet, "limit": limit, "now": timezone.now(),
+             "contents": limit * NEAREST_CONTENTS_PER_NEIGHBOUR,
              "about_kind": about.kind if about else None, "about_key": about.key if about else None},
         )
         names = [column.name for column in cursor.description]
         rows = cursor.fetchall()
     found = Candidates()
     near: list[tuple[float, Any]] = []
+    scanned: list[tuple[float, Any]] = []
     for row in rows:
         role, cosine = row[0], _cosine(row[1])
         if role == "about":
@@ -377,7 +384,11 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
         elif role == "same":
             found.same_text = _candidate(names, row)
         elif cosine is not None:
-            near.append((cosine, row))
+            (scanned if role == "scan" else near).append((cosine, row))
+    if scanned:
+        # the nearest content rows held too few live memories of the facet: the scan of all the
+        # store's memories ran, and its rows include the others
+        near = scanned
     # sorted again because a relaxed iterative scan may return its rows slightly out of order
     near.sort(key=lambda pair: pair[0], reverse=True)
     memory_id = names.index("id")
@@ -385,6 +396,48 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
     if near:
         found.nearest = _candidate(names, near[0][1])
     return found
+
+
+#: An exact shortlist first reads this many times ``limit`` of the store's nearest content rows.
+NEAREST_CONTENTS_PER_NEIGHBOUR = 4
+
+
+def _nearest_contents_cte(query: str) -> str:
+    """The store's content rows nearest the query vector (``%(contents)s`` of them), each
+    distance computed once (dedup_candidates' exact shortlist)."""
+    return f"""WITH nearest_content AS MATERIALIZED (
+    SELECT id, embedding <=> {query} AS distance FROM memory_engine_memorycontent
+    WHERE store_id = %(store)s AND embedding IS NOT NULL ORDER BY distance LIMIT %(contents)s),
+near AS MATERIALIZED (
+    SELECT n.distance, m.id FROM nearest_content n JOIN memory_engine_memory m ON m.content_id = n.id
+    WHERE m.facet IS NOT DISTINCT FROM %(facet)s AND {LIVE_MEMORY_SQL} ORDER BY n.distance LIMIT %(limit)s)"""
+
+
+def _exact_near_branches(columns: str, query: str, facet_sql: str) -> list[str]:
+    """The exact shortlist of a small store (up to DEDUP_EXACT_SCAN_MAX content rows), as two
+    branches of dedup_candidates' statement; its ``WITH`` is _nearest_contents_cte.
+
+    ``near``: the live memories of the facet among the store's nearest content rows. The store
+    filters the content rows alone, read together (the new store's rows sit side by side in the
+    table) and each compared once; their memories are read by key. When those rows hold fewer
+    than ``limit`` such memories while the store has more content rows (a rare facet, many
+    retired memories), ``scan`` reads all the store's live memories of the facet and their content
+    rows by key, ordered by distance (``+ 0`` keeps the planner off the HNSW index): the answer
+    is the same, at a cost that grows with the store (one key read per memory).
+
+    Neither branch filters both tables by the store: on a store its statistics have not seen yet
+    (estimated at one row) the planner would join the two by the store alone and compare every
+    memory with every content row.
+    """
+    return [
+        f"""(SELECT 'near', 1 - n.distance, {columns} FROM near n JOIN memory_engine_memory m ON m.id = n.id
+            JOIN memory_engine_memorycontent c ON c.id = m.content_id)""",
+        f"""(SELECT 'scan', 1 - (c.embedding <=> {query}), {columns}
+            FROM memory_engine_memory m JOIN memory_engine_memorycontent c ON c.id = m.content_id
+            WHERE (SELECT count(*) FROM near) < %(limit)s AND (SELECT count(*) FROM nearest_content) = %(contents)s
+            AND m.store_id = %(store)s AND {facet_sql} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
+            ORDER BY (c.embedding <=> {query}) + 0 LIMIT %(limit)s)""",
+    ]
 
 
 #: Memory's fields by column (a row of ``m.*`` to Memory.from_db).
