@@ -404,9 +404,10 @@ NEAREST_CONTENTS_PER_NEIGHBOUR = 4
 
 def _nearest_contents_cte(query: str) -> str:
     """The store's content rows nearest the query vector (``%(contents)s`` of them), each
-    distance computed once (dedup_candidates' exact shortlist)."""
+    distance computed once (dedup_candidates' exact shortlist; ``+ 0`` keeps the planner off
+    the HNSW index, which could miss rows when other stores crowd it)."""
     return f"""WITH nearest_content AS MATERIALIZED (
-    SELECT id, embedding <=> {query} AS distance FROM memory_engine_memorycontent
+    SELECT id, (embedding <=> {query}) + 0 AS distance FROM memory_engine_memorycontent
     WHERE store_id = %(store)s AND embedding IS NOT NULL ORDER BY distance LIMIT %(contents)s),
 near AS MATERIALIZED (
     SELECT n.distance, m.id FROM nearest_content n JOIN memory_engine_memory m ON m.content_id = n.id

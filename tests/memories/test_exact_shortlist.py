@@ -70,13 +70,12 @@ def test_a_store_is_shortlisted_from_its_nearest_content_rows(project):
 def test_a_rare_facet_falls_back_to_all_the_stores_memories(project):
     store = MemoryStoreFactory(project=project)
     fill(store, 400, "sl")
-    with connection.cursor() as cursor:  # three memories in the facet, none among the nearest rows
-        cursor.execute("UPDATE memory_engine_memory SET facet = 'garden' WHERE id IN (%s, %s, %s)",
-                       ["mem_sl398", "mem_sl399", "mem_sl400"])
-    assert not {"mc_sl398", "mc_sl399", "mc_sl400"} & set(nearest_content(store, 4 * funnel.NEIGHBOURS))
+    farthest = nearest_content(store, 400)[-3:]  # three memories in the facet, far from the text
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE memory_engine_memory SET facet = 'garden' WHERE content_id = ANY(%s)", [farthest])
     ids, plan = shortlist(store, facet="garden")
     assert scans_by_store(plan, "memory_engine_memory")  # the scan ran
-    assert sorted(ids) == ["mem_sl398", "mem_sl399", "mem_sl400"]
+    assert sorted(ids) == sorted(f"mem_{content_id[3:]}" for content_id in farthest)
     assert ids == ranked(store, facet="garden")
     assert shortlist(store)[0] == ranked(store)  # the memories without a facet, as before
 
@@ -114,3 +113,25 @@ def test_a_content_row_shared_by_memories_of_two_facets(project):
         )
     assert shortlist(store)[0] == ranked(store)
     assert shortlist(store, facet="garden")[0] == ranked(store, facet="garden")
+
+
+def test_the_exact_shortlist_never_takes_the_hnsw_index(project):
+    """HNSW could miss rows of a store crowded out by other stores' rows: however cheap the
+    planner finds the index (sorting disabled here), the exact shortlist does not use it."""
+    store = MemoryStoreFactory(project=project)
+    fill(store, 50, "sl")
+    funnel._scan_mode_cache.clear()
+    captured: list[tuple[str, dict]] = []
+
+    def capture(execute, sql, params, many, context):
+        if "'near'" in sql:
+            captured.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        funnel.nearest_live_memories(store, QUERY, facet=None)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute("EXPLAIN " + captured[0][0], captured[0][1])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "me_content_embedding_hnsw" not in plan, plan
