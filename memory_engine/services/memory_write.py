@@ -323,7 +323,7 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
     in one statement: branches of a UNION ALL, each planned on its own.
 
     The query vector is read from the content row inside PostgreSQL, so no vector
-    travels over the wire. Small stores are scanned exactly (_exact_near_branches: the HNSW
+    travels over the wire. Small stores are scanned exactly (_exact_shortlist_ctes: the HNSW
     index could miss rows when other stores crowd it); large ones use HNSW with the settings
     lock_store_for_write set (a raised ef_search and the search's iterative scan), so the
     store, facet and liveness filters still fill the top ``limit``.
@@ -352,7 +352,7 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
         with connection.cursor() as cursor:
             exact = _use_exact_scan(cursor, store.pk)
         if exact:
-            branches.extend(_exact_near_branches(columns, query, facet_sql))
+            branches.extend(_exact_near_branches(columns))
         else:
             # HNSW: the store filters the content rows, which the index scan filters as it goes;
             # memories are read by key (a memory's content row is always in its store). Filtering
@@ -364,7 +364,7 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
                 ORDER BY c.embedding <=> {query} LIMIT %(limit)s)""")
     statement = "\nUNION ALL\n".join(branches)
     if exact:
-        statement = f"{_nearest_contents_cte(query)}\n{statement}"
+        statement = f"{_exact_shortlist_ctes(query, facet_sql)}\n{statement}"
     with connection.cursor() as cursor:
         cursor.execute(
             statement,
@@ -402,42 +402,45 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
 NEAREST_CONTENTS_PER_NEIGHBOUR = 4
 
 
-def _nearest_contents_cte(query: str) -> str:
-    """The store's content rows nearest the query vector (``%(contents)s`` of them), each
-    distance computed once (dedup_candidates' exact shortlist; ``+ 0`` keeps the planner off
-    the HNSW index, which could miss rows when other stores crowd it)."""
+def _exact_shortlist_ctes(query: str, facet_sql: str) -> str:
+    """The ``WITH`` of dedup_candidates' statement for the exact shortlist of a small store (up
+    to DEDUP_EXACT_SCAN_MAX content rows): (distance, memory id) rows, nearest first.
+
+    ``near``: the live memories of the facet held by the store's ``%(contents)s`` content rows
+    nearest the text (``nearest_content``). The store filters the content rows alone, each
+    compared once; their memories are read by key. ``scan``: all the store's live memories of
+    the facet, each reading its content row by key, the answer when the nearest rows hold fewer
+    than ``limit`` such memories while the store has more rows (a rare facet, many retired
+    memories); it costs one key read per memory, and _exact_near_branches reads it only then (a
+    CTE left unread is never run, so a parallel plan of it starts no worker).
+
+    ``+ 0`` keeps the planner off the HNSW index, which could miss rows when other stores crowd
+    it. Neither filters both tables by the store: on a store its statistics have not seen yet
+    (estimated at one row) the planner would join the two by the store alone and compare every
+    memory with every content row.
+    """
     return f"""WITH nearest_content AS MATERIALIZED (
     SELECT id, (embedding <=> {query}) + 0 AS distance FROM memory_engine_memorycontent
     WHERE store_id = %(store)s AND embedding IS NOT NULL ORDER BY distance LIMIT %(contents)s),
 near AS MATERIALIZED (
     SELECT n.distance, m.id FROM nearest_content n JOIN memory_engine_memory m ON m.content_id = n.id
-    WHERE m.facet IS NOT DISTINCT FROM %(facet)s AND {LIVE_MEMORY_SQL} ORDER BY n.distance LIMIT %(limit)s)"""
+    WHERE {facet_sql} AND {LIVE_MEMORY_SQL} ORDER BY n.distance LIMIT %(limit)s),
+scan AS MATERIALIZED (
+    SELECT (c.embedding <=> {query}) + 0 AS distance, m.id
+    FROM memory_engine_memory m JOIN memory_engine_memorycontent c ON c.id = m.content_id
+    WHERE m.store_id = %(store)s AND {facet_sql} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
+    ORDER BY distance LIMIT %(limit)s)"""
 
 
-def _exact_near_branches(columns: str, query: str, facet_sql: str) -> list[str]:
-    """The exact shortlist of a small store (up to DEDUP_EXACT_SCAN_MAX content rows), as two
-    branches of dedup_candidates' statement; its ``WITH`` is _nearest_contents_cte.
-
-    ``near``: the live memories of the facet among the store's nearest content rows. The store
-    filters the content rows alone, read together (the new store's rows sit side by side in the
-    table) and each compared once; their memories are read by key. When those rows hold fewer
-    than ``limit`` such memories while the store has more content rows (a rare facet, many
-    retired memories), ``scan`` reads all the store's live memories of the facet and their content
-    rows by key, ordered by distance (``+ 0`` keeps the planner off the HNSW index): the answer
-    is the same, at a cost that grows with the store (one key read per memory).
-
-    Neither branch filters both tables by the store: on a store its statistics have not seen yet
-    (estimated at one row) the planner would join the two by the store alone and compare every
-    memory with every content row.
-    """
+def _exact_near_branches(columns: str) -> list[str]:
+    """The exact shortlist's two branches of dedup_candidates' statement (_exact_shortlist_ctes):
+    ``near``, and ``scan`` only when ``near`` fell short; each memory row and its content's
+    columns read by key."""
+    rows = ("memory_engine_memory m ON m.id = n.id JOIN memory_engine_memorycontent c ON c.id = m.content_id")
     return [
-        f"""(SELECT 'near', 1 - n.distance, {columns} FROM near n JOIN memory_engine_memory m ON m.id = n.id
-            JOIN memory_engine_memorycontent c ON c.id = m.content_id)""",
-        f"""(SELECT 'scan', 1 - (c.embedding <=> {query}), {columns}
-            FROM memory_engine_memory m JOIN memory_engine_memorycontent c ON c.id = m.content_id
-            WHERE (SELECT count(*) FROM near) < %(limit)s AND (SELECT count(*) FROM nearest_content) = %(contents)s
-            AND m.store_id = %(store)s AND {facet_sql} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
-            ORDER BY (c.embedding <=> {query}) + 0 LIMIT %(limit)s)""",
+        f"(SELECT 'near', 1 - n.distance, {columns} FROM near n JOIN {rows})",
+        f"""(SELECT 'scan', 1 - n.distance, {columns} FROM scan n JOIN {rows}
+            WHERE (SELECT count(*) FROM near) < %(limit)s AND (SELECT count(*) FROM nearest_content) = %(contents)s)""",
     ]
 
 
