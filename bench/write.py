@@ -107,7 +107,7 @@ def fill_texts(data: Path, count: int, exclude: set[str], first: list[str]) -> l
     for parts in sentences_of:
         for first, second in zip(parts, parts[1:], strict=False):
             if len(out) >= count:
-                return out
+                return out[:count]
             take(f"{first} {second}")
     if len(out) < count:
         raise SystemExit(f"the data has {len(out):,} distinct texts for the fill; ask for fewer --memories")
