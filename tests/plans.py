@@ -4,6 +4,8 @@ no embedder), and what EXPLAIN ANALYZE says a statement really did."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import connection
@@ -34,6 +36,20 @@ def fill(store: Any, count: int, prefix: str, text: str = "Synthetic fact", *, v
                 FROM memory_engine_memorycontent WHERE store_id = %s""",
             [store.pk],
         )
+
+
+@contextmanager
+def statements_with(marker: str) -> Iterator[list[tuple[str, Any]]]:
+    """The statements (sql, params) run inside the block whose SQL contains ``marker``."""
+    found: list[tuple[str, Any]] = []
+
+    def capture(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if marker in sql:
+            found.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        yield found
 
 
 def analyze_memory_tables() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.db import connection
 
 from memory_engine.services.memory_write import memory_write
 from tests.factories import MemoryStoreFactory
@@ -20,6 +19,7 @@ from tests.plans import (
     rows_removed_by_filters,
     rows_removed_by_join_filters,
     scans_by_store,
+    statements_with,
 )
 
 pytestmark = pytest.mark.django_db
@@ -35,14 +35,7 @@ def test_a_new_store_in_an_analyzed_table_is_read_by_key(project, settings, scan
     fresh = MemoryStoreFactory(project=project)
     fill(fresh, 200, "new")
 
-    captured: list[tuple[str, dict]] = []
-
-    def capture(execute, sql, params, many, context):
-        if "'near'" in sql:
-            captured.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(capture):
+    with statements_with("'near'") as captured:
         result = memory_write(store=fresh, content="Our main database is hosted in Frankfurt", principal="test")
     assert result.action == "created"
     sql, params = captured[0]
@@ -66,14 +59,8 @@ def test_a_text_of_a_new_store_is_looked_up_by_store_and_hash(project):
     analyze_memory_tables()
     fresh = MemoryStoreFactory(project=project)
     fill(fresh, 200, "new")
-    captured: list[tuple[str, tuple]] = []
-
-    def capture(execute, sql, params, many, context):
-        if '"content_hash" =' in sql and "LIMIT 1" in sql:
-            captured.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(capture):
+    with statements_with('"content_hash" =') as captured:
         memory_write(store=fresh, content="Our main database is hosted in Frankfurt", principal="test")
-    plan = explain_analyze(*captured[0])
+    lookup = next(statement for statement in captured if "LIMIT 1" in statement[0])
+    plan = explain_analyze(*lookup)
     assert rows_removed_by_filters(plan, "memory_engine_memorycontent") == 0, json.dumps(plan, indent=1)[:3000]

@@ -12,7 +12,7 @@ from django.db import connection
 
 from memory_engine.services import memory_write as funnel
 from tests.factories import MemoryStoreFactory
-from tests.plans import explain_analyze, fill, scans_by_store
+from tests.plans import explain_analyze, fill, scans_by_store, statements_with
 
 pytestmark = pytest.mark.django_db
 
@@ -20,12 +20,13 @@ QUERY = "mc_sl1"  # the content row every case looks up from
 
 
 def ranked(store, facet=None, limit=funnel.NEIGHBOURS) -> list[str]:
-    """The ``limit`` live memories of the facet nearest QUERY's vector, by brute force."""
+    """The ``limit`` live memories of the facet nearest QUERY's vector, by brute force (``+ 0``:
+    not through the HNSW index, which earlier tests' rolled-back rows crowd)."""
     with connection.cursor() as cursor:
         cursor.execute(
             """SELECT m.id FROM memory_engine_memory m JOIN memory_engine_memorycontent c ON c.id = m.content_id
                WHERE m.store_id = %s AND m.facet IS NOT DISTINCT FROM %s AND m.invalidated_at IS NULL
-               ORDER BY c.embedding <=> (SELECT embedding FROM memory_engine_memorycontent WHERE id = %s), m.id
+               ORDER BY (c.embedding <=> (SELECT embedding FROM memory_engine_memorycontent WHERE id = %s)) + 0, m.id
                LIMIT %s""",
             [store.pk, facet, QUERY, limit],
         )
@@ -36,7 +37,7 @@ def nearest_content(store, count: int) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute(
             """SELECT id FROM memory_engine_memorycontent WHERE store_id = %s ORDER BY
-               embedding <=> (SELECT embedding FROM memory_engine_memorycontent WHERE id = %s) LIMIT %s""",
+               (embedding <=> (SELECT embedding FROM memory_engine_memorycontent WHERE id = %s)) + 0 LIMIT %s""",
             [store.pk, QUERY, count],
         )
         return [row[0] for row in cursor.fetchall()]
@@ -45,14 +46,7 @@ def nearest_content(store, count: int) -> list[str]:
 def shortlist(store, facet=None) -> tuple[list[str], dict]:
     """nearest_live_memories' ids, and the EXPLAIN ANALYZE of its statement."""
     funnel._scan_mode_cache.clear()
-    captured: list[tuple[str, dict]] = []
-
-    def capture(execute, sql, params, many, context):
-        if "'near'" in sql:
-            captured.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(capture):
+    with statements_with("'near'") as captured:
         found = funnel.nearest_live_memories(store, QUERY, facet=facet)
     assert ") + 0" in captured[0][0]  # the exact path
     return [memory_id for memory_id, _ in found], explain_analyze(*captured[0])
@@ -121,14 +115,7 @@ def test_the_exact_shortlist_never_takes_the_hnsw_index(project):
     store = MemoryStoreFactory(project=project)
     fill(store, 50, "sl")
     funnel._scan_mode_cache.clear()
-    captured: list[tuple[str, dict]] = []
-
-    def capture(execute, sql, params, many, context):
-        if "'near'" in sql:
-            captured.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(capture):
+    with statements_with("'near'") as captured:
         funnel.nearest_live_memories(store, QUERY, facet=None)
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_sort = off")
