@@ -25,16 +25,21 @@ from tests.plans import (
 pytestmark = pytest.mark.django_db
 
 
-@pytest.mark.parametrize("scan", ["exact", "hnsw"])
-def test_a_new_store_in_an_analyzed_table_is_read_by_key(project, settings, scan):
-    if scan == "hnsw":  # a store past the exact scan: the shortlist filters content rows by store
-        settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 50}
+@pytest.fixture
+def fresh(project):
+    """A store of 200 memories that the statistics have not seen, beside an analyzed one of 3,000."""
     big = MemoryStoreFactory(project=project)
     fill(big, 3000, "big", vectors=False)
     analyze_memory_tables()
-    fresh = MemoryStoreFactory(project=project)
-    fill(fresh, 200, "new")
+    store = MemoryStoreFactory(project=project)
+    fill(store, 200, "new")
+    return store
 
+
+@pytest.mark.parametrize("scan", ["exact", "hnsw"])
+def test_a_new_store_in_an_analyzed_table_is_read_by_key(fresh, settings, scan):
+    if scan == "hnsw":  # a store past the exact scan: the shortlist filters content rows by store
+        settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 50}
     with statements_with("'near'") as captured:
         result = memory_write(store=fresh, content="Our main database is hosted in Frankfurt", principal="test")
     assert result.action == "created"
@@ -49,16 +54,11 @@ def test_a_new_store_in_an_analyzed_table_is_read_by_key(project, settings, scan
     assert len(result.potential_duplicates) <= 5
 
 
-def test_a_text_of_a_new_store_is_looked_up_by_store_and_hash(project):
+def test_a_text_of_a_new_store_is_looked_up_by_store_and_hash(fresh):
     """Before embedding, the funnel asks whether the store already holds the text's vector. With
     an index on the store alone beside the unique (store, hash) one, the planner took the first for
     a store it estimated at one row, and read all the store's content rows (1.8 ms per write at
     5,000)."""
-    big = MemoryStoreFactory(project=project)
-    fill(big, 3000, "big", vectors=False)
-    analyze_memory_tables()
-    fresh = MemoryStoreFactory(project=project)
-    fill(fresh, 200, "new")
     with statements_with('"content_hash" =') as captured:
         memory_write(store=fresh, content="Our main database is hosted in Frankfurt", principal="test")
     lookup = next(statement for statement in captured if "LIMIT 1" in statement[0])
