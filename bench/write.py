@@ -173,9 +173,11 @@ def use_storage(storage: str) -> None:
 
 
 def fill_store(store_id: str, count: int, texts: list[str] | None = None, vectors: Any = None,
-               storage: str = "vector") -> float:
+               storage: str = "vector", *, prefix: str = "bench", build_index: bool = True) -> float:
     """Insert ``count`` memories and rebuild the HNSW index: synthetic ones (random vectors; cosine
-    needs no normalisation), or ``texts`` with their real ``vectors``."""
+    needs no normalisation), or ``texts`` with their real ``vectors``. Content ids are
+    ``mc_{prefix}`` and a number (a prefix per store when several are filled); ``build_index``
+    False leaves the index dropped, for a later call to build once over all the stores."""
     from django.db import connection
 
     from memory_engine.conf import embedding_dimensions
@@ -190,14 +192,14 @@ def fill_store(store_id: str, count: int, texts: list[str] | None = None, vector
                 f"""
                 INSERT INTO memory_engine_memorycontent
                     (id, store_id, content_hash, text, embedding, embedding_model, created_at)
-                SELECT 'mc_bench' || lpad(i::text, 9, '0'), %s, md5('bench' || i),
+                SELECT 'mc_' || %s || lpad(i::text, 9, '0'), %s, md5(%s || i),
                        'Synthetic fact number ' || i || ' about '
                            || (ARRAY['billing','infra','people','travel'])[1 + i %% 4],
                        (SELECT array_agg(random() - 0.5)::vector FROM generate_series(1, {dims}) WHERE i > 0),
                        'all-MiniLM-L6-v2', now()
                 FROM generate_series(1, %s) AS i
                 """,
-                [store_id, count],
+                [prefix, store_id, prefix, count],
             )
         else:
             step = 2000
@@ -205,29 +207,38 @@ def fill_store(store_id: str, count: int, texts: list[str] | None = None, vector
                 cursor.execute(
                     """INSERT INTO memory_engine_memorycontent
                         (id, store_id, content_hash, text, embedding, embedding_model, created_at)
-                    SELECT 'mc_bench' || lpad((%s + n)::text, 9, '0'), %s,
+                    SELECT 'mc_' || %s || lpad((%s + n)::text, 9, '0'), %s,
                            encode(sha256(convert_to(t, 'UTF8')), 'hex'), t, v::vector,
                            'all-MiniLM-L6-v2', now()
                     FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS u(t, v, n)""",
-                    [i, store_id, texts[i:i + step], [vector_literal(v) for v in vectors[i:i + step].tolist()]],
+                    [prefix, i, store_id, texts[i:i + step], [vector_literal(v) for v in vectors[i:i + step].tolist()]],
                 )
         cursor.execute(
             """
             INSERT INTO memory_engine_memory (id, store_id, content_id, tags, metadata, source_type, created_at,
                                              kind, title, summary, confidence, evidence_count, retention_class)
-            SELECT 'mem_bench' || substr(id, 9), store_id, id, '{}', '{}', 'manual', now(),
+            SELECT 'mem_' || substr(id, 4), store_id, id, '{}', '{}', 'manual', now(),
                    'fact', '', '', 0.7, 1, 'durable'
-            FROM memory_engine_memorycontent WHERE store_id = %s AND id LIKE 'mc_bench%%'
+            FROM memory_engine_memorycontent WHERE store_id = %s AND id LIKE 'mc_' || %s || '%%'
             """,
-            [store_id],
+            [store_id, prefix],
         )
+    if build_index:
+        build_content_index(storage)
+    return time.perf_counter() - started
+
+
+def build_content_index(storage: str = "vector") -> None:
+    """Build the memory contents' HNSW index (the schema's settings) and analyze both tables."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
         cursor.execute("SET maintenance_work_mem = '1GB'")
         cursor.execute(
             "CREATE INDEX me_content_embedding_hnsw ON memory_engine_memorycontent "
             f"USING hnsw (embedding {storage}_cosine_ops) WITH (m = 16, ef_construction = 64)"
         )
         cursor.execute("ANALYZE memory_engine_memorycontent; ANALYZE memory_engine_memory")
-    return time.perf_counter() - started
 
 
 EF_SEARCH_GRID = (10, 20, 40, 64, 100)
@@ -456,6 +467,8 @@ def main() -> None:
                              "with STORAGE 'halfvec' gets)")
     parser.add_argument("--statements", action="store_true",
                         help="also time every SQL statement of the new writes and the restatements")
+    parser.add_argument("--dedup-exact-scan-max", type=int, metavar="N",
+                        help="DEDUP_EXACT_SCAN_MAX for the run (default: the setting's)")
     args = parse_args(parser)
     if args.storage != "vector" and (args.recall or args.build_grid):
         parser.error("--recall and --build-grid compare against the vector column: run them with --storage vector")
@@ -471,6 +484,8 @@ def main() -> None:
 
     config = {**settings.MEMORY_ENGINE,
               "EMBEDDING": {**settings.MEMORY_ENGINE["EMBEDDING"], "PROVIDER": _setup.timing_provider_path()}}
+    if args.dedup_exact_scan_max is not None:
+        config["DEDUP_EXACT_SCAN_MAX"] = args.dedup_exact_scan_max
     with override_settings(MEMORY_ENGINE=config):
         for old in Project.objects.filter(name="bench-write"):
             project_delete(project=old)
@@ -557,8 +572,9 @@ def main() -> None:
     api = summary_ms(api_times)
     hits = summary_ms(hit_times)
     ratio = sum(funnel) / sum(totals)
+    exact_max = engine_settings.DEDUP_EXACT_SCAN_MAX if args.dedup_exact_scan_max is None else args.dedup_exact_scan_max
     print(f"\nwrite funnel, one store of {args.memories:,} {args.fill} memories in {args.storage} "
-          f"({args.writes} new writes, "
+          f"({args.writes} new writes, DEDUP_EXACT_SCAN_MAX {exact_max:,}, "
           f"setup {fill_seconds:.0f} s); actions {actions}")
     print_table(
         ["measure", "p50 ms", "p95 ms", "p99 ms", "mean ms"],
@@ -587,6 +603,7 @@ def main() -> None:
     print(f"funnel time / service total: {ratio:.1%}  (the rest is the embedder)")
     write_results("write", {
         "memories_in_store": args.memories, "fill": args.fill, "storage": args.storage, "writes": args.writes,
+        "dedup_exact_scan_max": exact_max,
         "actions": actions,
         "funnel_own_time": f, "embedder": e, "service_total": t, "hash_hit": hits,
         "hash_hit_writes_per_second": round(hash_hit_rate, 1), "api_write": api,

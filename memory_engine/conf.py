@@ -76,8 +76,9 @@ DEFAULTS: dict[str, Any] = {
     "JUDGE_FLOOR": 0.75,
     "JUDGE_TIMEOUT": 5.0,
     # Stores with at most this many contents are searched exactly for dedup; larger
-    # stores use the HNSW index (with HNSW_EF_SEARCH).
-    "DEDUP_EXACT_SCAN_MAX": 20000,
+    # stores use the HNSW index (iterative scan, HNSW_EF_SEARCH). Where the two cost about the
+    # same in tables of 40,000-100,000 rows (bench/scan_mode.py, docs/benchmarks.md).
+    "DEDUP_EXACT_SCAN_MAX": 5000,
     # Memory lifecycle (docs/memory.md). Recall: each tier's recency half-life in days (0: none;
     # a store's recency_half_life_days overrides it) and its precedence multiplier on the fused
     # score (biases across tiers; the order within a tier is kept).
