@@ -71,6 +71,8 @@ def main() -> None:
 
     from memory_engine.db import vector_literal
     from memory_engine.models import MemoryStore, Project
+    from memory_engine.services.memory_write import _scan_mode_cache as scan_mode_cache
+    from memory_engine.services.memory_write import _use_exact_scan as use_exact_scan
     from memory_engine.services.memory_write import dedup_candidates, lock_store_for_write
     from memory_engine.services.stores import project_delete
 
@@ -165,8 +167,11 @@ def main() -> None:
                             took[label].append(time.perf_counter() - started)
                         nearest[label][content_id] = found.neighbours[0] if found.neighbours else (None, None)
         exact = nearest["exact"]
+        scan_mode_cache.clear()
+        with connection.cursor() as cursor:
+            picked = "exact" if use_exact_scan(cursor, store.pk) else "HNSW"
         row: dict[str, Any] = {"memories": size, "share": round((size + len(ids)) / table_rows, 4),
-                               "exact": summary_ms(took["exact"]), "hnsw": {}}
+                               "settings_pick": picked, "exact": summary_ms(took["exact"]), "hnsw": {}}
         for label, overrides in modes[1:]:
             got = nearest[label]
             entry: dict[str, Any] = {"ef_search": overrides["HNSW_EF_SEARCH"], **summary_ms(took[label])}
@@ -179,8 +184,8 @@ def main() -> None:
                     "exact_top1_above_floor": sum(1 for c in mine if band(exact[c][1], cuts) > 0),
                 }
             row["hnsw"][label] = entry
-            rows.append([f"{size:,}", f"{row['share']:.1%}", row["exact"]["p50_ms"], row["exact"]["p95_ms"], label,
-                         entry["p50_ms"], entry["p95_ms"],
+            rows.append([f"{size:,}", f"{row['share']:.1%}", picked, row["exact"]["p50_ms"], row["exact"]["p95_ms"],
+                         label, entry["p50_ms"], entry["p95_ms"],
                          f"{entry['restatement']['top1_same']}/{entry['restatement']['lookups']}",
                          f"{entry['new']['top1_same']}/{entry['new']['lookups']}",
                          entry["restatement"]["band_changed"] + entry["new"]["band_changed"]])
@@ -189,8 +194,9 @@ def main() -> None:
         project_delete(project=project)
     print(f"\ndedup candidates statement, exact shortlist against HNSW; table of {table_rows:,} content rows, "
           f"{args.queries} lookups per store; decision bands at {cuts}")
-    print_table(["store memories", "share of table", "exact p50 ms", "exact p95 ms", "HNSW", "p50 ms", "p95 ms",
-                 "top-1 = exact, restatements", "top-1 = exact, new texts", "decision band changed"], rows)
+    print_table(["store memories", "share of table", "the settings pick", "exact p50 ms", "exact p95 ms", "HNSW",
+                 "p50 ms", "p95 ms", "top-1 = exact, restatements", "top-1 = exact, new texts",
+                 "decision band changed"], rows)
     write_results("scan_mode", {"sizes": sizes, "others": args.others, "table_rows": table_rows,
                                 "ef_search": args.ef_search,
                                 "queries": args.queries, "thresholds": cuts, "stores": results})

@@ -276,17 +276,34 @@ reloads_with_settings(_scan_mode_cache.clear)
 SCAN_MODE_TTL = 300.0
 
 
+#: A store of at most this many content rows is always scanned exactly (under
+#: DEDUP_EXACT_SCAN_MAX): about 3 ms at any share of the table in bench/scan_mode.py, and no
+#: faster with HNSW.
+EXACT_SCAN_ALWAYS = 2000
+
+
 def _use_exact_scan(cursor: Any, store_id: str) -> bool:
+    """Whether the store's dedup shortlist is an exact scan (else HNSW), by its content rows
+    (counted up to DEDUP_EXACT_SCAN_MAX + 1) and their share of the table (the planner's row
+    estimate; unknown before the table's first ANALYZE). The exact scan grows with the store; the
+    store-filtered HNSW scan grows as the store's share shrinks; and a store making up much of a
+    large table is scanned by reading the whole table (docs/benchmarks.md, "The exact shortlist's
+    limit")."""
     cached = _scan_mode_cache.get(store_id)
     now = time.monotonic()
     if cached and now - cached[1] < SCAN_MODE_TTL:
         return cached[0]
     exact_max = engine_settings.DEDUP_EXACT_SCAN_MAX
     cursor.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM memory_engine_memorycontent WHERE store_id = %s LIMIT %s) s",
+        "SELECT (SELECT count(*) FROM (SELECT 1 FROM memory_engine_memorycontent WHERE store_id = %s LIMIT %s) s),"
+        " (SELECT reltuples FROM pg_class WHERE oid = 'memory_engine_memorycontent'::regclass)",
         [store_id, exact_max + 1],
     )
-    exact = cursor.fetchone()[0] <= exact_max
+    rows, table_rows = cursor.fetchone()
+    exact = rows <= exact_max and (
+        rows <= EXACT_SCAN_ALWAYS or table_rows <= 0
+        or rows < engine_settings.DEDUP_EXACT_SCAN_MAX_SHARE * table_rows
+    )
     _scan_mode_cache[store_id] = (exact, now)
     return exact
 
