@@ -268,9 +268,10 @@ def lock_store_for_write(store_id: str) -> None:
         )
 
 
-# store id -> (use exact scan, monotonic time checked); stores only grow, so a stale
-# "exact" answer costs a little speed, never correctness. Dropped when DEDUP_EXACT_SCAN_MAX
-# (or any other setting) changes.
+# store id -> (use exact scan, monotonic time checked); an answer made stale by the store or
+# the table growing costs a little speed for up to SCAN_MODE_TTL, never correctness (an exact
+# scan is the reference, HNSW is what larger stores get anyway). Dropped when
+# DEDUP_EXACT_SCAN_MAX (or any other setting) changes.
 _scan_mode_cache: dict[str, tuple[bool, float]] = {}
 reloads_with_settings(_scan_mode_cache.clear)
 SCAN_MODE_TTL = 300.0
