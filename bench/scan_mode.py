@@ -34,6 +34,8 @@ from _setup import parse_args, print_table, setup_django, summary_ms, write_resu
 OTHER_STORES = 10
 #: restatement pairs and fill texts every run draws from (the default run's needs)
 POOL_PAIRS, POOL_TEXTS = 500, 98_000
+#: the length of the noise added to a copied text's vector when --others exceeds the data
+COPY_NOISE = 0.33
 
 
 def thresholds() -> list[float]:
@@ -49,11 +51,34 @@ def band(cosine: float | None, cuts: list[float]) -> int:
     return 0 if cosine is None else sum(1 for cut in cuts if cosine >= cut)
 
 
+def other_rows(texts: list[str], vectors: Any, count: int) -> tuple[list[str], Any]:
+    """``count`` rows for the other stores: ``texts`` with their vectors, and when the data has
+    fewer texts than that, the same texts again, each copy's vectors moved a little (cosine ~0.95
+    to the original, so the index holds neighbourhoods like real ones, not exact duplicates)."""
+    import numpy as np
+
+    if count <= len(texts):
+        return texts[:count], vectors[:count]
+    rng = np.random.default_rng(0)
+    out_texts: list[str] = []
+    parts = []
+    while len(out_texts) < count:
+        take = min(len(texts), count - len(out_texts))
+        part = np.array(vectors[:take], dtype=np.float32)
+        if out_texts:  # a copy
+            part += rng.normal(0.0, COPY_NOISE / np.sqrt(part.shape[1]), part.shape).astype(np.float32)
+            part /= np.linalg.norm(part, axis=1, keepdims=True)
+        out_texts += texts[:take]
+        parts.append(part)
+    return out_texts, np.vstack(parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000,2000,5000,10000,20000",
                         help="memories in each measured store, comma-separated")
-    parser.add_argument("--others", type=int, default=60_000, help="memories in ten other stores beside them")
+    parser.add_argument("--others", type=int, default=60_000,
+                        help="memories in ten other stores beside them (beyond the data's texts: copies of them)")
     parser.add_argument("--queries", type=int, default=200,
                         help="lookups per store: half restatements of a stored text, half new texts")
     parser.add_argument("--block", type=int, default=20, help="lookups per block of one mode")
@@ -92,8 +117,8 @@ def main() -> None:
     paired = {text for pair in pairs for text in pair}
     pairs = pairs[:needed_pairs]
     fresh_count = (args.queries - restated) * len(sizes)
-    fill_count = sum(sizes) - needed_pairs + args.others + fresh_count
-    texts = fill_texts(args.data, max(POOL_TEXTS, fill_count), paired, [])
+    fill_count = sum(sizes) - needed_pairs + fresh_count  # and the other stores' rows, from what is left
+    texts = fill_texts(args.data, max(POOL_TEXTS, fill_count + 1), paired, [])
     vectors = fill_vectors(texts)
     fresh, fresh_vectors = texts[-fresh_count:], vectors[-fresh_count:]
     lookups_all = [b for _, b in pairs] + fresh
@@ -133,10 +158,10 @@ def main() -> None:
                 )
                 ids.append((content_id, "restatement" if i < restated else "new"))
         stores.append((size, store, ids))
-    assert offset + args.others <= len(texts) - fresh_count, "the fill overlaps the new-text lookups"
-    others = texts[offset:offset + args.others]
-    other_vectors = vectors[offset:offset + args.others]
+    others, other_vectors = other_rows(texts[offset:len(texts) - fresh_count],
+                                       vectors[offset:len(texts) - fresh_count], args.others)
     per_other = -(-len(others) // OTHER_STORES) if others else 0
+    assert per_other <= len(texts) - fresh_count - offset, "another store would hold a text twice"
     for n in range(OTHER_STORES if others else 0):
         store = MemoryStore.objects.create(project=project, name=f"other-{n}")
         part = slice(n * per_other, (n + 1) * per_other)

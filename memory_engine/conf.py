@@ -75,12 +75,12 @@ DEFAULTS: dict[str, Any] = {
     # when the best match's cosine lies in [JUDGE_FLOOR, supersede threshold).
     "JUDGE_FLOOR": 0.75,
     "JUDGE_TIMEOUT": 5.0,
-    # Stores with at most this many contents are searched exactly for dedup, unless they hold
-    # DEDUP_EXACT_SCAN_MAX_SHARE or more of the content table (and over 2,000 contents); the
-    # others use the HNSW index (iterative scan, HNSW_EF_SEARCH). Where the two cost about the
-    # same (bench/scan_mode.py, docs/benchmarks.md, "The exact shortlist's limit").
-    "DEDUP_EXACT_SCAN_MAX": 5000,
-    "DEDUP_EXACT_SCAN_MAX_SHARE": 0.1,
+    # In a content table of 100,000 rows, stores with at most this many contents are searched
+    # exactly for dedup, larger ones through the HNSW index (iterative scan, HNSW_EF_SEARCH).
+    # The limit scales with the square root of the table's rows (400,000: twice this), never
+    # below 2,000: where the two cost about the same (bench/scan_mode.py, docs/benchmarks.md,
+    # "The exact shortlist's limit"). 0: always HNSW.
+    "DEDUP_EXACT_SCAN_MAX": 6000,
     # Memory lifecycle (docs/memory.md). Recall: each tier's recency half-life in days (0: none;
     # a store's recency_half_life_days overrides it) and its precedence multiplier on the fused
     # score (biases across tiers; the order within a tier is kept).
@@ -319,7 +319,6 @@ TYPES: dict[str, Coerce] = {
     "JUDGE_FLOOR": number,
     "JUDGE_TIMEOUT": number,
     "DEDUP_EXACT_SCAN_MAX": integer,
-    "DEDUP_EXACT_SCAN_MAX_SHARE": number,
     "TIER_HALF_LIFE_DAYS": section({"user": number, "agent": number, "institutional": number}),
     "TIER_PRECEDENCE": section({"user": number, "agent": number, "institutional": number}),
     "TRASH_DAYS": integer,

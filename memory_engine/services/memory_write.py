@@ -277,34 +277,42 @@ reloads_with_settings(_scan_mode_cache.clear)
 SCAN_MODE_TTL = 300.0
 
 
-#: A store of at most this many content rows is always scanned exactly (under
-#: DEDUP_EXACT_SCAN_MAX): about 3 ms at any share of the table in bench/scan_mode.py, and no
-#: faster with HNSW.
+#: The content table's rows at which a store's exact-scan limit is DEDUP_EXACT_SCAN_MAX.
+EXACT_SCAN_REFERENCE_ROWS = 100_000
+#: No table lowers the limit below this many content rows (nor DEDUP_EXACT_SCAN_MAX, if lower):
+#: under 3 ms at any share of the table in bench/scan_mode.py, and no faster with HNSW.
 EXACT_SCAN_ALWAYS = 2000
 
 
+def exact_scan_limit(table_rows: float) -> int:
+    """The most content rows a store may hold and still get the exact dedup shortlist, in a
+    content table of ``table_rows`` rows (0 or less: unknown, before its first ANALYZE).
+
+    DEDUP_EXACT_SCAN_MAX at EXACT_SCAN_REFERENCE_ROWS, scaled by the square root of the table's
+    size: the exact scan costs a time per row of the store, the store-filtered HNSW scan one that
+    grows as the store's share of the table shrinks, so the two cost the same where the store's
+    rows squared are proportional to the table's (docs/benchmarks.md, "The exact shortlist's
+    limit"). Never below EXACT_SCAN_ALWAYS."""
+    limit = engine_settings.DEDUP_EXACT_SCAN_MAX
+    if table_rows <= 0:
+        return limit
+    return max(min(EXACT_SCAN_ALWAYS, limit), round(limit * math.sqrt(table_rows / EXACT_SCAN_REFERENCE_ROWS)))
+
+
 def _use_exact_scan(cursor: Any, store_id: str) -> bool:
-    """Whether the store's dedup shortlist is an exact scan (else HNSW), by its content rows
-    (counted up to DEDUP_EXACT_SCAN_MAX + 1) and their share of the table (the planner's row
-    estimate; unknown before the table's first ANALYZE). The exact scan grows with the store; the
-    store-filtered HNSW scan grows as the store's share shrinks; and a store making up much of a
-    large table is scanned by reading the whole table (docs/benchmarks.md, "The exact shortlist's
-    limit")."""
+    """Whether the store's dedup shortlist is an exact scan (else HNSW): its content rows, counted
+    up to exact_scan_limit + 1 of the table's rows (the planner's estimate)."""
     cached = _scan_mode_cache.get(store_id)
     now = time.monotonic()
     if cached and now - cached[1] < SCAN_MODE_TTL:
         return cached[0]
-    exact_max = engine_settings.DEDUP_EXACT_SCAN_MAX
+    cursor.execute("SELECT reltuples FROM pg_class WHERE oid = 'memory_engine_memorycontent'::regclass")
+    limit = exact_scan_limit(cursor.fetchone()[0])
     cursor.execute(
-        "SELECT (SELECT count(*) FROM (SELECT 1 FROM memory_engine_memorycontent WHERE store_id = %s LIMIT %s) s),"
-        " (SELECT reltuples FROM pg_class WHERE oid = 'memory_engine_memorycontent'::regclass)",
-        [store_id, exact_max + 1],
+        "SELECT count(*) FROM (SELECT 1 FROM memory_engine_memorycontent WHERE store_id = %s LIMIT %s) s",
+        [store_id, limit + 1],
     )
-    rows, table_rows = cursor.fetchone()
-    exact = rows <= exact_max and (
-        rows <= EXACT_SCAN_ALWAYS or table_rows <= 0
-        or rows < engine_settings.DEDUP_EXACT_SCAN_MAX_SHARE * table_rows
-    )
+    exact = cursor.fetchone()[0] <= limit
     _scan_mode_cache[store_id] = (exact, now)
     return exact
 

@@ -1,6 +1,6 @@
-"""Which dedup shortlist a store gets: exact up to DEDUP_EXACT_SCAN_MAX content rows, unless the
-store is over EXACT_SCAN_ALWAYS rows and holds DEDUP_EXACT_SCAN_MAX_SHARE or more of the table,
-where an exact scan reads most of the table and the HNSW scan is at its cheapest."""
+"""Which dedup shortlist a store gets: the exact scan up to exact_scan_limit content rows, which
+is DEDUP_EXACT_SCAN_MAX in a table of 100,000 rows and scales with the square root of the
+table's rows (never below 2,000); HNSW above."""
 
 from __future__ import annotations
 
@@ -36,25 +36,39 @@ def large_store(project):
     return store
 
 
+@pytest.mark.parametrize(("table_rows", "limit"), [
+    (100_000, 6000),   # the setting, at the reference size
+    (400_000, 12000),  # four times the rows: twice the limit
+    (1_000_000, 18974),
+    (10_000, 2000),    # never below EXACT_SCAN_ALWAYS
+    (0, 6000),         # unknown (never analyzed): the setting
+    (-1, 6000),
+])
+def test_the_limit_scales_with_the_square_root_of_the_table(settings, table_rows, limit):
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 6000}
+    assert funnel.exact_scan_limit(table_rows) == limit
+
+
+def test_a_limit_of_zero_is_always_hnsw(settings):
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 0}
+    assert funnel.exact_scan_limit(1_000_000) == 0
+
+
 def test_a_store_that_is_most_of_the_table_takes_hnsw(large_store):
     analyze_memory_tables()
     assert not shortlist_is_exact(large_store)
 
 
-def test_the_same_store_beside_larger_ones_is_scanned_exactly(project, large_store, settings):
+def test_the_same_store_in_a_larger_table_is_scanned_exactly(project, large_store, settings):
     fill(MemoryStoreFactory(project=project), 12 * STORE_ROWS, "other", vectors=False)
-    analyze_memory_tables()  # the table's row estimate: the store is now under a tenth of it
+    analyze_memory_tables()  # the table's row estimate, ~27,000 rows: a limit of ~3,100 at 6,000
     assert shortlist_is_exact(large_store)
-    # over the cap, HNSW whatever the share
-    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": STORE_ROWS - 1}
+    # a lower setting puts the same store over the limit
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 3000}
     assert not shortlist_is_exact(large_store)
-    # a larger share setting keeps a store that is most of the table on the exact scan
-    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": STORE_ROWS,
-                              "DEDUP_EXACT_SCAN_MAX_SHARE": 1.0}
-    assert shortlist_is_exact(large_store)
 
 
-def test_small_stores_are_scanned_exactly_at_any_share(project):
+def test_small_stores_are_scanned_exactly_in_any_table(project):
     store = MemoryStoreFactory(project=project)
     fill(store, 300, "small", vectors=False)
     analyze_memory_tables()
