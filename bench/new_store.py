@@ -39,7 +39,8 @@ def main() -> None:
     parser.add_argument("--analyze-each-block", action="store_true",
                         help="ANALYZE the memory tables after each block of writes (statistics that know the store)")
     parser.add_argument("--dedup-exact-scan-max", type=int, metavar="N",
-                        help="the DEDUP_EXACT_SCAN_MAX setting for the run (default: the engine's)")
+                        help="DEDUP_EXACT_SCAN_MAX for the run: the exact dedup scan's limit in a table of "
+                             "100,000 content rows, scaled by the square root of the table (default: the setting's)")
     parser.add_argument("--searches", type=int, default=5,
                         help="searches per channel set")
     args = parse_args(parser)

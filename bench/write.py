@@ -468,7 +468,8 @@ def main() -> None:
     parser.add_argument("--statements", action="store_true",
                         help="also time every SQL statement of the new writes and the restatements")
     parser.add_argument("--dedup-exact-scan-max", type=int, metavar="N",
-                        help="DEDUP_EXACT_SCAN_MAX for the run (default: the setting's)")
+                        help="DEDUP_EXACT_SCAN_MAX for the run: the exact dedup scan's limit in a table of "
+                             "100,000 content rows, scaled by the square root of the table (default: the setting's)")
     args = parse_args(parser)
     if args.storage != "vector" and (args.recall or args.build_grid):
         parser.error("--recall and --build-grid compare against the vector column: run them with --storage vector")
