@@ -67,10 +67,14 @@ def broken_converter(*, data: bytes, content_type: str, filename: str, document:
 def sleepy_converter(*, data: bytes, content_type: str, filename: str, document: Any) -> list[str]:
     """Slow on the first attempt (so a test can kill the worker mid-ingest), fast afterwards.
 
-    Writes ``<marker>.attempt<N>`` when it starts, so the test knows the worker is inside it.
+    Writes ``<marker>.attempt<N>`` (the worker's pid) when it starts, so the test knows the
+    worker is inside it: written aside and renamed, so the file never exists empty for the test
+    that waits for it.
     """
     marker = Path(document.metadata["marker"])
-    Path(f"{marker}.attempt{document.attempts}").write_text(str(os.getpid()))
+    written = Path(f"{marker}.attempt{document.attempts}.part")
+    written.write_text(str(os.getpid()))
+    written.replace(f"{marker}.attempt{document.attempts}")
     if document.attempts == 1:
         time.sleep(float(document.metadata.get("sleep", 120)))
     return ["recovered text after the worker died", "and a second page"]
