@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import re
 import sys
 import threading
 import time
@@ -419,7 +420,8 @@ class StatementLog:
         try:
             return execute(sql, params, many, context)
         finally:
-            key = " ".join(sql.split())[:70]
+            # savepoints are named per transaction: one row for all of them
+            key = re.sub(r'"s\d+_x\d+"', '"…"', " ".join(sql.split()))[:70]
             self.times.setdefault(key, []).append(time.perf_counter() - started)
 
     def report(self, title: str, writes: int) -> None:

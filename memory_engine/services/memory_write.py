@@ -561,8 +561,15 @@ def _changed_details(old_text: str, new_text: str) -> list[dict[str, Any]]:
 
 def _prepare_vector(store: MemoryStore, text: str, digest: str) -> tuple[list[float] | None, dict[str, Any]]:
     """Embed the text unless its content row already holds a vector (outside any transaction)."""
-    if MemoryContent.objects.filter(store=store, content_hash=digest, embedding__isnull=False).exists():
-        return None, {}
+    with connection.cursor() as cursor:
+        # raw SQL: the ORM's exists() spent more time building the query than PostgreSQL answering it
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM memory_engine_memorycontent"
+            " WHERE store_id = %s AND content_hash = %s AND embedding IS NOT NULL)",
+            [store.pk, digest],
+        )
+        if cursor.fetchone()[0]:
+            return None, {}
     vector, failure = embed_best_effort(text)
     return vector, ({"embedding": failure} if failure else {})
 
@@ -611,25 +618,10 @@ def _resolve_content(store: MemoryStore, text: str, digest: str,
 MODEL_SWITCH_ERRORS = ("dimensions, not", "different vector dimensions", "different halfvec dimensions")
 
 
-def _resolve_content_switch_safe(store: MemoryStore, text: str, digest: str, vector: list[float] | None,
-                                 notes: dict[str, Any]) -> tuple[MemoryContent, bool]:
-    """:func:`_resolve_content`, embedding once more with the model now active when the embedding
-    model was switched between the embedder call and the insert (docs/embeddings.md); when that
-    call fails too, the memory is stored without a vector (``notes``), as for any embedder failure."""
-    if vector is None:
-        return _resolve_content(store, text, digest, vector)
-    try:
-        with transaction.atomic():
-            return _resolve_content(store, text, digest, vector)
-    except DataError as exc:
-        if not any(reason in str(exc) for reason in MODEL_SWITCH_ERRORS):
-            raise
-    logger.info("the embedding model changed during a write; embedding the text again")
-    refresh_embedding_provider()
-    vector, failure = embed_best_effort(text)
-    if failure:
-        notes["embedding"] = failure
-    return _resolve_content(store, text, digest, vector)
+def model_switched(exc: DataError) -> bool:
+    """Whether a content insert failed because the embedding model (its dimension) was switched
+    between the embedder call and the insert (docs/embeddings.md)."""
+    return any(reason in str(exc) for reason in MODEL_SWITCH_ERRORS)
 
 
 def _content_row(row: Any) -> MemoryContent:
@@ -820,17 +812,80 @@ def memory_write(
             details={"kind": kind or Kind.FACT, "require_about_for_kinds": required},
         )
     guard_instructions(store, text, tags, metadata, about.as_dict() if about else None, title, summary)
-    digest = content_hash(text)
     if judge is None and store.judge_enabled:
         judge = get_judge()
-    vector, notes = _prepare_vector(store, text, digest)
+    request = _Write(
+        text=text, digest=content_hash(text), tags=tags, metadata=metadata, source_type=source_type,
+        about=about, kind=kind, title=title, summary=summary, confidence=stated_confidence, facet=facet,
+        expires_at=expires_at, agent=agent, retention_class=retention_class, thresholds=(dup_t, sup_t),
+        judge=judge, principal=principal, mechanism=mechanism, generation_id=generation_id, rule_id=rule_id,
+    )
+    vector, notes = _prepare_vector(store, text, request.digest)
+    try:
+        result = _record(store, request, vector, notes)
+    except DataError as exc:
+        if vector is None or not model_switched(exc):
+            raise
+        # The embedding model was switched since the embedder call, and the write's transaction
+        # (a savepoint inside a caller's) rolled back: embed with the model now active, outside
+        # the lock as always, and write again; when that call fails too, without a vector.
+        logger.info("the embedding model changed during a write; embedding the text again")
+        refresh_embedding_provider()
+        vector, failure = embed_best_effort(text)
+        result = _record(store, request, vector, {"embedding": failure} if failure else {})
+    memory, rounded = result.memory, None if result.similarity is None else round(result.similarity, 4)
+    logger.info(
+        "memory write outcome=%s reason=%s store=%s memory=%s assertion=%s similarity=%s mechanism=%s",
+        result.action, result.decision_reason, store.pk, memory.pk, result.assertion.pk, rounded, mechanism,
+        extra={"outcome": result.action, "decision_reason": result.decision_reason, "store_id": store.pk,
+               "memory_id": memory.pk, "assertion_id": result.assertion.pk,
+               "replaced_memory_id": result.replaced.pk if result.replaced else None, "similarity": rounded,
+               "mechanism": str(mechanism), "generation_id": generation_id, "rule_id": rule_id,
+               "reinforced": result.reinforced, "potential_duplicates": len(result.potential_duplicates)},
+    )
+    return result
 
+
+@dataclass
+class _Write:
+    """One write's validated inputs (memory_write's arguments), for _record."""
+
+    text: str
+    digest: str
+    tags: dict[str, Any]
+    metadata: dict[str, Any]
+    source_type: str
+    about: About | None
+    kind: str | None
+    title: str | None
+    summary: str | None
+    confidence: float | None
+    facet: str | None
+    expires_at: datetime | None
+    agent: Agent | None
+    retention_class: str
+    thresholds: tuple[float, float]
+    judge: Any
+    principal: str
+    mechanism: str
+    generation_id: str | None
+    rule_id: str | None
+
+
+def _record(store: MemoryStore, request: _Write, vector: list[float] | None, notes: dict[str, Any]) -> WriteResult:
+    """memory_write's transaction: under the store lock, the content row, the decision, the
+    memory and its assertion. Raises DataError when ``vector`` no longer fits the content column
+    (model_switched) before anything is written; no savepoint guards that statement, since the
+    caller writes again in a new transaction."""
+    text, digest, about, facet = request.text, request.digest, request.about, request.facet
+    tags, metadata, kind, title, summary = request.tags, request.metadata, request.kind, request.title, request.summary
+    dup_t, sup_t = request.thresholds
     with transaction.atomic():
         lock_store_for_write(store.pk)
         now = timezone.now()
-        content_row, has_vector = _resolve_content_switch_safe(store, text, digest, vector, notes)
+        content_row, has_vector = _resolve_content(store, text, digest, vector)
         decision, neighbours = _decide(store=store, content_row=content_row, has_vector=has_vector, text=text,
-                                       about=about, facet=facet, thresholds=(dup_t, sup_t), judge=judge,
+                                       about=about, facet=facet, thresholds=(dup_t, sup_t), judge=request.judge,
                                        notes=notes)
         action, reason, match = decision.action, decision.reason, decision.match
         similarity, changes = decision.similarity, decision.changes
@@ -838,13 +893,13 @@ def memory_write(
         if action == Outcome.CREATED:
             check_memory_quota(store)
 
-        expiry = resolve_expiry(store, expires_at, now)
+        expiry = resolve_expiry(store, request.expires_at, now)
         replaced: Memory | None = None
         reinforced = False
         if action == Outcome.SKIPPED:
             memory = match
             assert memory is not None
-            reinforced = _reinforce(memory, store=store, content_row=content_row, confidence=stated_confidence,
+            reinforced = _reinforce(memory, store=store, content_row=content_row, confidence=request.confidence,
                                     expires_at=expiry, now=now, notes=notes)
             notes["reinforced"] = reinforced
         else:
@@ -863,19 +918,19 @@ def memory_write(
                 content=content_row,
                 tags=tags,
                 metadata=metadata,
-                source_type=source_type,
+                source_type=request.source_type,
                 about_kind=about.kind if about else None,
                 about_key=about.key if about else None,
                 kind=kind or Kind.FACT,
                 title=title or "",
                 summary=summary or "",
-                confidence=stated_confidence if stated_confidence is not None
+                confidence=request.confidence if request.confidence is not None
                 else engine_settings.DEFAULT_CONFIDENCE,
                 facet=facet,
-                agent=agent,
+                agent=request.agent,
                 expires_at=expiry,
                 created_at=now,
-                retention_class=retention_class,
+                retention_class=request.retention_class,
             )
             if replaced is not None:
                 Memory.objects.filter(pk=replaced.pk).update(invalidated_at=now, superseded_by=memory)
@@ -901,23 +956,13 @@ def memory_write(
             similarity=similarity,
             decision_reason=reason,
             details=details,
-            principal=principal,
-            mechanism=mechanism,
-            generation_id=generation_id,
-            rule_id=rule_id,
+            principal=request.principal,
+            mechanism=request.mechanism,
+            generation_id=request.generation_id,
+            rule_id=request.rule_id,
         )
-    rounded = None if similarity is None else round(similarity, 4)
-    logger.info(
-        "memory write outcome=%s reason=%s store=%s memory=%s assertion=%s similarity=%s mechanism=%s",
-        action, reason, store.pk, memory.pk, assertion.pk, rounded, mechanism,
-        extra={"outcome": str(action), "decision_reason": reason, "store_id": store.pk, "memory_id": memory.pk,
-               "assertion_id": assertion.pk, "replaced_memory_id": replaced.pk if replaced else None,
-               "similarity": rounded, "mechanism": str(mechanism), "generation_id": generation_id,
-               "rule_id": rule_id, "reinforced": reinforced, "potential_duplicates": len(potential)},
-    )
     return WriteResult(
         action=str(action), memory=memory, assertion=assertion, similarity=similarity,
         decision_reason=reason, changed_details=changes, replaced=replaced,
         potential_duplicates=potential, reinforced=reinforced,
     )
-

@@ -61,3 +61,14 @@ def test_a_supersede_takes_seven_statements(warm_store):
     result, sql = statements_of(warm_store, "Our main database is now hosted in Frankfurt and Paris")
     assert (result.action, result.replaced.pk) == ("superseded", first.memory.pk)
     assert len(sql) == 7, "\n".join(sql)
+
+
+def test_a_write_opens_no_savepoint_of_its_own(warm_store):
+    """The content upsert has no savepoint around it (two round trips per write): a model switch
+    between the embedder call and the insert rolls the write back whole and writes again
+    (tests/commands/test_embedding_model.py)."""
+    with CaptureQueriesContext(connection) as queries:
+        result = write(warm_store, DATABASE)
+    savepoints = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SAVEPOINT")]
+    assert result.action == "created"
+    assert len(savepoints) == 1, savepoints  # the write's transaction, nested in the test's
