@@ -271,6 +271,7 @@ class WriteMemoryToolView(ProjectScopedMixin, APIView):
     def post(self, request: Request, agent_id: str) -> Response:
         agent = project_object_or_404(Agent.objects.filter(project=self.project).select_related(
             "write_memory_store"), agent_id, error=AgentNotFound, field="agent_id")
+        agent.project = self.project  # the agent's own (the filter above), read again by the write
         serializer = WriteMemoryToolSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

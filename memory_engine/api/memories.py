@@ -448,6 +448,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         store = project_object_or_404(visible(MemoryStore.objects.filter(project=self.project), self.request, None),
                                       data["memory_store_id"], error=MemoryStoreNotFound, field="memory_store_id")
         require_grant(request, ADD, store.access_tags)
+        store.project = self.project  # the store's own (the filter above): the quota check reads it
         result = memory_write(
             store=store,
             content=data["content"],

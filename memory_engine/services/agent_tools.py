@@ -59,6 +59,8 @@ def agent_write_memory(
         )
     if grants is not None and not grants.allows(ADD, store.access_tags):
         raise GrantRequired(details={"action": ADD})
+    if type(agent).project.is_cached(agent):
+        store.project = agent.project  # the same project (checked above): the quota check reads it
     if generation_id:
         generation = Generation.objects.filter(pk=generation_id, project_id=agent.project_id).first()
         if generation is None:

@@ -72,3 +72,32 @@ def test_a_write_opens_no_savepoint_of_its_own(warm_store):
     savepoints = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SAVEPOINT")]
     assert result.action == "created"
     assert len(savepoints) == 1, savepoints  # the write's transaction, nested in the test's
+
+
+def project_reads(queries):
+    return [q["sql"] for q in queries.captured_queries if q["sql"].startswith('SELECT "memory_engine_project"')]
+
+
+def test_an_api_write_reads_its_project_once(client, store):
+    """The API's store comes with the request's project: the quota check of a created memory
+    reads no project row of its own (one round trip per API write)."""
+    assert client.post("/api/v1/memories", {"memory_store_id": store.pk, "content": "Warm-up fact"},
+                       format="json").status_code == 201
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post("/api/v1/memories", {"memory_store_id": store.pk, "content": DATABASE}, format="json")
+    assert response.status_code == 201 and response.json()["action"] == "created"
+    assert project_reads(queries) == []
+
+
+def test_an_agent_tool_write_reads_its_project_once(client, store):
+    """The same for the agent's write_memory tool: its agent and store come with the request's
+    project."""
+    from tests.factories import AgentFactory
+
+    agent = AgentFactory(project=store.project, write_memory_store=store)
+    url = f"/api/v1/agents/{agent.pk}/tools/write_memory"
+    assert client.post(url, {"content": "Warm-up fact"}, format="json").status_code == 201
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(url, {"content": DATABASE}, format="json")
+    assert response.status_code == 201 and response.json()["action"] == "created"
+    assert project_reads(queries) == []
