@@ -9,6 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memory_engine.services.memory_write import memory_write
+from tests.factories import AgentFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -92,8 +93,6 @@ def test_an_api_write_reads_its_project_once(client, store):
 def test_an_agent_tool_write_reads_its_project_once(client, store):
     """The same for the agent's write_memory tool: its agent and store come with the request's
     project."""
-    from tests.factories import AgentFactory
-
     agent = AgentFactory(project=store.project, write_memory_store=store)
     url = f"/api/v1/agents/{agent.pk}/tools/write_memory"
     assert client.post(url, {"content": "Warm-up fact"}, format="json").status_code == 201
