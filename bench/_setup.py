@@ -9,6 +9,7 @@ part of the repository: :func:`parse_args` gives every benchmark a ``--data DIR`
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -20,6 +21,7 @@ import urllib.error
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,6 +168,21 @@ def write_results(name: str, data: dict[str, Any]) -> Path:
     path.write_text(json.dumps(payload, indent=2))
     print(f"\nresults written to {path.relative_to(ROOT)}")
     return path
+
+
+def module_at(ref: str, path: str, name: str, package: str) -> ModuleType:
+    """The module at ``path`` (in the repository) as it was at git ``ref``, loaded as ``name``
+    beside today's, its relative imports resolved in ``package`` (a paired run's baseline)."""
+    root = Path(__file__).resolve().parents[1]
+    source = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=root, check=True, capture_output=True,
+                            text=True).stdout
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = package
+    sys.modules[name] = module
+    exec(compile(source, f"{ref}:{path}", "exec"), module.__dict__)  # noqa: S102  (our own history)
+    return module
 
 
 def timing_provider_path() -> str:

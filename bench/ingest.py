@@ -35,11 +35,9 @@ PDFs once per PDF_EXTRACTOR value, interleaved in each round (a row per extracto
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _setup import parse_args, print_table, setup_django, write_results  # noqa: E402
+from _setup import module_at, parse_args, print_table, setup_django, write_results  # noqa: E402
 
 PDFS = ["plumber-WARN-Report-2015-2016.pdf", "pypdf-GeoBase_NHNC1_Data_Model_UML_EN.pdf"]
 
@@ -126,16 +124,8 @@ def baseline_ingest_many(ref: str) -> Callable[..., Any]:
     package = types.ModuleType(alias)
     package.__path__ = []
     sys.modules[alias] = package
-    root = Path(__file__).resolve().parents[1]
     for name in ("chunk_settings", "grants", "runs", "pipeline"):  # dependencies first
-        source = subprocess.run(["git", "show", f"{ref}:memory_engine/services/documents/{name}.py"], cwd=root,
-                                check=True, capture_output=True, text=True).stdout
-        spec = importlib.util.spec_from_loader(f"{alias}.{name}", loader=None)
-        assert spec is not None
-        module = importlib.util.module_from_spec(spec)
-        module.__package__ = alias
-        sys.modules[spec.name] = module
-        exec(compile(source, f"{ref}:{name}.py", "exec"), module.__dict__)  # noqa: S102  (our own history)
+        module_at(ref, f"memory_engine/services/documents/{name}.py", f"{alias}.{name}", alias)
     return sys.modules[f"{alias}.pipeline"].document_ingest_many
 
 

@@ -6,11 +6,16 @@ Measures, in one run on one machine:
   * end-to-end API write latency over real HTTP with the default embedder, and the
     ratio funnel time / total.
 
+With ``--baseline REF`` the new writes and the restatements alternate, in blocks of ten (ABBA),
+between today's funnel and ``memory_write`` as it was at git REF (its module loaded beside
+today's), on the same store in the same run; each version gets half of ``--writes``.
+
 The store is filled with synthetic rows (random unit vectors, generated in SQL) so the
 setup takes seconds instead of an hour of embedding; the measured writes are real
 sentences embedded by the default model.
 
     python bench/write.py [--data DIR] [--memories 100000] [--writes 300] [--statements] [--recall]
+    python bench/write.py --baseline REF --writes 800   # paired with the funnel as it was at git REF
     python bench/write.py --build-grid   # the content index's m / ef_construction, on their own
 """
 
@@ -24,12 +29,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _setup  # noqa: E402
-from _setup import parse_args, print_table, setup_django, summary_ms, write_results  # noqa: E402
+from _setup import module_at, parse_args, print_table, setup_django, summary_ms, write_results  # noqa: E402
 
 
 def shortlist(cursor: Any, store_id: str, vector: str, order: str) -> list[str]:
@@ -433,6 +439,44 @@ class StatementLog:
                       f"{summary_ms(values)['p95_ms']:.3f}"] for key, values in rows])
 
 
+def pick(names: list[str], i: int) -> str:
+    """The version that makes write ``i`` of a paired run: blocks of ten in the order A B B A, so
+    that neither version always goes first; the only one when there is one."""
+    block = i // 10
+    return names[(block + block // 2) % len(names)]
+
+
+@dataclass
+class Paired:
+    """One funnel version's writes in a run: own time, embedder call and total per new write,
+    the restatements' times, the actions."""
+
+    funnel: list[float] = field(default_factory=list)
+    embeds: list[float] = field(default_factory=list)
+    totals: list[float] = field(default_factory=list)
+    hits: list[float] = field(default_factory=list)
+    actions: dict[str, int] = field(default_factory=dict)
+
+    def add_write(self, total: float, embed: float, action: str) -> None:
+        self.totals.append(total)
+        self.embeds.append(embed)
+        self.funnel.append(total - embed)
+        self.actions[action] = self.actions.get(action, 0) + 1
+
+    def as_dict(self) -> dict[str, Any]:
+        own, embed = summary_ms(self.funnel), summary_ms(self.embeds)
+        return {"writes": len(self.funnel), "funnel_own_time": own, "embedder": embed,
+                "own_over_embedder_p50": round(own["p50_ms"] / embed["p50_ms"], 3) if embed["p50_ms"] else None,
+                "hash_hit": summary_ms(self.hits), "actions": self.actions}
+
+    def table_row(self, name: str) -> list[Any]:
+        row = self.as_dict()
+        own, hits = row["funnel_own_time"], row["hash_hit"]
+        return [name, row["writes"], f"{own['p50_ms']} / {own['p95_ms']} / {own['mean_ms']}",
+                row["embedder"]["p50_ms"], f"{row['own_over_embedder_p50']}×", f"{hits['p50_ms']} / {hits['p95_ms']}",
+                " / ".join(f"{key} {value}" for key, value in sorted(self.actions.items()))]
+
+
 def serve_wsgi() -> tuple[str, Any]:
     """The example project's WSGI application on 127.0.0.1, one request at a time on one kept
     database connection, as a sync worker (gunicorn's default) serves it. A thread per request
@@ -472,6 +516,9 @@ def main() -> None:
     parser.add_argument("--dedup-exact-scan-max", type=int, metavar="N",
                         help="DEDUP_EXACT_SCAN_MAX for the run: the exact dedup scan's limit in a table of "
                              "100,000 content rows, scaled by the square root of the table (default: the setting's)")
+    parser.add_argument("--baseline", metavar="REF",
+                        help="alternate the writes, in blocks of ten, with the funnel as it was at git REF "
+                             "(a paired run: each version gets half of --writes)")
     args = parse_args(parser)
     if args.storage != "vector" and (args.recall or args.build_grid):
         parser.error("--recall and --build-grid compare against the vector column: run them with --storage vector")
@@ -526,33 +573,36 @@ def main() -> None:
             return
 
         # 1. funnel time per new write = total - embedder time
-        funnel, totals, embeds = [], [], []
-        actions: dict[str, int] = {}
+        funnels = {"today": memory_write}
+        if args.baseline:
+            funnels[args.baseline] = module_at(args.baseline, "memory_engine/services/memory_write.py",
+                                               "memory_engine.services._baseline_memory_write",
+                                               "memory_engine.services").memory_write
+            funnels[args.baseline](store=store, content="warm-up sentence for the baseline", principal="bench")
+        paired = {name: Paired() for name in funnels}
         new_log = StatementLog()
-        for text in new_texts:
+        for i, text in enumerate(new_texts):
+            name = pick(list(funnels), i)
             _setup.EMBED_SECONDS.clear()
             started = time.perf_counter()
-            with new_log.watch(args.statements):
-                result = memory_write(store=store, content=text, principal="bench")
-            total = time.perf_counter() - started
-            embed = sum(_setup.EMBED_SECONDS)
-            totals.append(total)
-            embeds.append(embed)
-            funnel.append(total - embed)
-            actions[result.action] = actions.get(result.action, 0) + 1
+            with new_log.watch(args.statements and name == "today"):
+                result = funnels[name](store=store, content=text, principal="bench")
+            paired[name].add_write(time.perf_counter() - started, sum(_setup.EMBED_SECONDS), result.action)
 
         # 2. hash hits: the same texts again -> skips, no embedder call
         _setup.EMBED_SECONDS.clear()
         started = time.perf_counter()
-        hit_times = []
         hit_log = StatementLog()
-        for text in new_texts:
+        for i, text in enumerate(new_texts):
+            name = pick(list(funnels), i)
             t0 = time.perf_counter()
-            with hit_log.watch(args.statements):
-                memory_write(store=store, content=text, principal="bench")
-            hit_times.append(time.perf_counter() - t0)
+            with hit_log.watch(args.statements and name == "today"):
+                funnels[name](store=store, content=text, principal="bench")
+            paired[name].hits.append(time.perf_counter() - t0)
         hash_hit_rate = len(new_texts) / (time.perf_counter() - started)
         assert not _setup.EMBED_SECONDS, "hash hits must not call the embedder"
+        today = paired["today"]
+        funnel, totals, embeds, hit_times, actions = today.funnel, today.totals, today.embeds, today.hits, today.actions
 
         recall = shortlist_recall(store.pk, lookups) if args.recall else None
 
@@ -589,9 +639,13 @@ def main() -> None:
             ["API write over HTTP", api["p50_ms"], api["p95_ms"], api["p99_ms"], api["mean_ms"]],
         ],
     )
+    if args.baseline:
+        print(f"\npaired with the funnel at {args.baseline} (blocks of ten, ABBA; p50 / p95 / mean ms)")
+        print_table(["funnel", "writes", "own time", "embedder p50", "own / embedder p50", "hash hit p50 / p95",
+                     "actions"], [row.table_row(name) for name, row in paired.items()])
     if args.statements:
-        new_log.report("new writes", len(new_texts))
-        hit_log.report("restatements", len(new_texts))
+        new_log.report("new writes", len(today.funnel))
+        hit_log.report("restatements", len(today.hits))
     if recall:
         queries = ("restatements of stored texts (STS pairs scored >= 3)" if args.fill == "real"
                    else "the API phase's sentences")
@@ -611,6 +665,7 @@ def main() -> None:
         "funnel_own_time": f, "embedder": e, "service_total": t, "hash_hit": hits,
         "hash_hit_writes_per_second": round(hash_hit_rate, 1), "api_write": api,
         "funnel_over_total": round(ratio, 4), "shortlist_recall": recall, "setup_seconds": round(fill_seconds, 1),
+        "paired": {name: row.as_dict() for name, row in paired.items()} if args.baseline else None,
     })
 
 
