@@ -173,8 +173,7 @@ def write_results(name: str, data: dict[str, Any]) -> Path:
 def module_at(ref: str, path: str, name: str, package: str) -> ModuleType:
     """The module at ``path`` (in the repository) as it was at git ``ref``, loaded as ``name``
     beside today's, its relative imports resolved in ``package`` (a paired run's baseline)."""
-    root = Path(__file__).resolve().parents[1]
-    source = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=root, check=True, capture_output=True,
+    source = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=ROOT, check=True, capture_output=True,
                             text=True).stdout
     spec = importlib.util.spec_from_loader(name, loader=None)
     assert spec is not None
