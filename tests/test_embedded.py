@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psutil
 import psycopg
 import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from memory_engine.embedded import embedded_database
+from memory_engine.embedded import (
+    EMBEDDED_SHARED_BUFFERS_MAX,
+    INITDB_SHARED_BUFFERS,
+    embedded_database,
+    release_embedded_servers,
+    shared_buffers_target,
+)
 
 
 def test_without_the_extra_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -32,3 +43,72 @@ def test_the_entry_reaches_postgresql_with_pgvector() -> None:
     with psycopg.connect(dbname=entry["NAME"], user=entry["USER"], host=entry["HOST"], port=entry["PORT"]) as conn:
         row = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'").fetchone()
     assert row is not None
+
+
+MB = 1024 * 1024
+
+
+def test_the_shared_buffers_target_is_a_quarter_of_memory_within_bounds() -> None:
+    assert shared_buffers_target(64 * 1024 * MB) == EMBEDDED_SHARED_BUFFERS_MAX == 1024 * MB
+    assert shared_buffers_target(2 * 1024 * MB) == 512 * MB
+    assert shared_buffers_target(1000 * MB + 12345) == 250 * MB  # whole megabytes
+    assert shared_buffers_target(256 * MB) == INITDB_SHARED_BUFFERS == 128 * MB  # never below initdb's
+
+
+def _shared_buffers(entry: dict[str, Any]) -> tuple[int, bool]:
+    with psycopg.connect(dbname=entry["NAME"], user=entry["USER"], host=entry["HOST"], port=entry["PORT"]) as conn:
+        row = conn.execute("SELECT setting::bigint * 8192, pending_restart FROM pg_settings"
+                           " WHERE name = 'shared_buffers'").fetchone()
+    assert row is not None
+    return int(row[0]), bool(row[1])
+
+
+def _postgres_running(data_dir: Path) -> bool:
+    return any(str(data_dir) in " ".join(p.info["cmdline"] or [])
+               for p in psutil.process_iter(["name", "cmdline"]) if p.info["name"] == "postgres")
+
+
+@pytest.fixture
+def fresh_data_dir(tmp_path: Path) -> Iterator[Path]:
+    data_dir = (tmp_path / "pgdata").resolve()
+    yield data_dir
+    release_embedded_servers(data_dir)
+    assert not _postgres_running(data_dir)
+
+
+def test_a_new_embedded_server_gets_its_shared_buffers_at_the_first_start(fresh_data_dir: Path) -> None:
+    """initdb's 128MB would not hold a store's HNSW graph: the first start sizes the buffers and,
+    holding the only handle, restarts the server; a size set with ALTER SYSTEM is kept."""
+    target = shared_buffers_target(psutil.virtual_memory().total)
+    entry = embedded_database(fresh_data_dir)
+    assert _shared_buffers(entry) == (target, False)
+
+    with psycopg.connect(dbname="postgres", user="postgres", host=entry["HOST"], autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET shared_buffers = '64MB'")
+    release_embedded_servers(fresh_data_dir)
+    assert not _postgres_running(fresh_data_dir)
+    assert _shared_buffers(embedded_database(fresh_data_dir)) == (64 * MB, False)
+
+
+def test_a_server_others_hold_gets_its_shared_buffers_at_the_next_start(fresh_data_dir: Path) -> None:
+    """Another live process started the server (pgserver alone, initdb's size) and holds it: the
+    size is set but the server is not restarted under it; the next start has it."""
+    target = shared_buffers_target(psutil.virtual_memory().total)
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time, pgserver; pgserver.get_server(sys.argv[1]); print('up', flush=True);"
+         " time.sleep(120)", str(fresh_data_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "up"
+        entry = embedded_database(fresh_data_dir)
+        deadline = time.monotonic() + 10
+        while _shared_buffers(entry) != (INITDB_SHARED_BUFFERS, True) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the configuration reload that shows the pending size is asynchronous
+        assert _shared_buffers(entry) == (INITDB_SHARED_BUFFERS, True)
+    finally:
+        other.kill()  # no exit hook: its pid stays in the handle file, dead
+        other.wait()
+    release_embedded_servers(fresh_data_dir)  # the dead pid is dropped: the last handle stops the server
+    assert not _postgres_running(fresh_data_dir)
+    assert _shared_buffers(embedded_database(fresh_data_dir)) == (target, False)
