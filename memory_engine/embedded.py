@@ -176,8 +176,32 @@ def release_embedded_servers(data_dir: str | os.PathLike[str] | None = None) -> 
     for path in paths:
         server = _HELD.pop(path, None)
         if server is not None:
+            close_django_connections(server.get_postmaster_info())
             prune_handle_pids(path)
             server.cleanup()  # pgserver: drops our pid; stops the server if it was the last one
+
+
+def close_django_connections(info: Any) -> None:
+    """Close this thread's Django connections to the embedded server (``info``: pgserver's
+    postmaster info) before it is let go.
+
+    PostgreSQL's fast shutdown waits for every backend to exit, and a backend that rolled back a
+    transaction that wrote to a bm25 index cannot be stopped by a signal with the pg_textsearch
+    1.0.0 of the embedded wheel (docs/operations.md, "A backend that ignores cancel and terminate"):
+    the server would wait a minute, then be killed and recover at its next start. A backend whose
+    client disconnects always exits.
+    """
+    from django.conf import settings
+
+    if not settings.configured:
+        return
+    from django.db import connections
+
+    server = (str(info.socket_dir) if info.socket_dir is not None else (info.hostname or ""), str(info.port or ""))
+    for connection in connections.all(initialized_only=True):
+        entry = connection.settings_dict
+        if connection.vendor == "postgresql" and (entry.get("HOST"), str(entry.get("PORT") or "")) == server:
+            connection.close()
 
 
 def prune_handle_pids(data_dir: str | os.PathLike[str]) -> list[int]:

@@ -112,3 +112,40 @@ def test_a_server_others_hold_gets_its_shared_buffers_at_the_next_start(fresh_da
     release_embedded_servers(fresh_data_dir)  # the dead pid is dropped: the last handle stops the server
     assert not _postgres_running(fresh_data_dir)
     assert _shared_buffers(embedded_database(fresh_data_dir)) == (target, False)
+
+
+ROLLED_BACK_BM25_WRITE = """
+import django
+django.setup()
+from django.db import connection, transaction
+with connection.cursor() as cursor:
+    cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_textsearch")
+    cursor.execute("CREATE TABLE notes (id int, body text)")
+    cursor.execute("CREATE INDEX notes_bm25 ON notes USING bm25 (body) WITH (text_config = 'english')")
+try:
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("INSERT INTO notes VALUES (1, 'a write that is rolled back')")
+        raise RuntimeError
+except RuntimeError:
+    pass
+print("rolled back", flush=True)
+"""
+
+
+def test_a_process_stops_its_server_after_a_rolled_back_bm25_write(tmp_path: Path) -> None:
+    """The embedded wheel's pg_textsearch 1.0.0 leaves a backend that rolled back a bm25 insert
+    deaf to signals, so the fast shutdown would wait for it a minute and then be killed: the
+    process closes its Django connections to the server before letting it go."""
+    data_dir = tmp_path / "pgdata"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "MEMORY_ENGINE_PGDATA": str(data_dir),
+           "DJANGO_SETTINGS_MODULE": "example_project.settings", "PYTHONPATH": str(Path(settings.BASE_DIR))}
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", ROLLED_BACK_BM25_WRITE], cwd=settings.BASE_DIR, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "rolled back"
+    assert "Failed to stop server" not in proc.stderr
+    assert time.monotonic() - started < 30  # the shutdown did not wait out pg_ctl's minute
+    assert not _postgres_running(data_dir.resolve())
+    assert "not properly shut down" not in (data_dir / "log").read_text()
