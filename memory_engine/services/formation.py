@@ -119,7 +119,7 @@ def _apply_store(store: MemoryStore, memories: list[dict[str, Any]], vectors: di
     declared_ids = set()
     for item in memories:
         digest = content_hash(item["content"])
-        content, _ = _resolve_content(store, item["content"], digest, vectors.get(digest))
+        content = _resolve_content(store, item["content"], digest, vectors.get(digest)).row
         memory = Memory.objects.filter(store=store, content=content, invalidated_at__isnull=True).first()
         action = "kept"
         if memory is None:

@@ -18,7 +18,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import DataError, connection, transaction
 from django.utils import timezone
@@ -343,10 +343,13 @@ CANDIDATE_CONTENT_SQL = ("c.content_hash AS content_hash, c.text AS content_text
 
 
 def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, about: About | None,
-                     neighbours: bool, limit: int = NEIGHBOURS) -> Candidates:
-    """The ``about`` match, the same-text memory and (``neighbours``) the top ``limit`` nearest,
-    among the store's live memories of the same facet (no facet: only memories without one),
-    in one statement: branches of a UNION ALL, each planned on its own.
+                     neighbours: bool, limit: int = NEIGHBOURS, new_content: bool = False) -> Candidates:
+    """The ``about`` match (when ``about`` is given), the same-text memory (unless the content
+    row is ``new_content``, which no memory holds yet) and (``neighbours``) the top ``limit``
+    nearest, among the store's live memories of the same facet (no facet: only memories without
+    one), in one statement: branches of a UNION ALL, each planned on its own. A branch that
+    cannot match is left out rather than sent: planning is most of what a small store's
+    statement costs (docs/benchmarks.md, "Planning the candidates statement").
 
     The query vector is read from the content row inside PostgreSQL, so no vector
     travels over the wire. Small stores are scanned exactly (_exact_shortlist_ctes: the HNSW
@@ -364,15 +367,18 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
     live_now = f"{facet_sql} AND m.invalidated_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)"
     columns = f"m.*, {CANDIDATE_CONTENT_SQL}"
     joined = "memory_engine_memory m JOIN memory_engine_memorycontent c ON c.id = m.content_id"
-    branches = [
-        f"""(SELECT 'about' AS role, 1 - (c.embedding <=> {query}) AS cosine, {columns} FROM {joined}
+    branches = []
+    if about is not None:
+        branches.append(
+            f"""(SELECT 'about' AS role, 1 - (c.embedding <=> {query}) AS cosine, {columns} FROM {joined}
             WHERE m.store_id = %(store)s AND {live_now} AND m.about_kind = %(about_kind)s
-            AND m.about_key = %(about_key)s ORDER BY m.created_at, m.id LIMIT 1)""",
+            AND m.about_key = %(about_key)s ORDER BY m.created_at, m.id LIMIT 1)""")
+    if not new_content:
         # The content row is the store's: no store filter, which the planner could prefer to the
         # content's index while its statistics have not seen the store (estimated at one row).
-        f"""(SELECT 'same', NULL::float8, {columns} FROM {joined}
-            WHERE m.content_id = %(content)s AND {live_now} ORDER BY m.created_at, m.id LIMIT 1)""",
-    ]
+        branches.append(
+            f"""(SELECT 'same' AS role, NULL::float8 AS cosine, {columns} FROM {joined}
+            WHERE m.content_id = %(content)s AND {live_now} ORDER BY m.created_at, m.id LIMIT 1)""")
     exact = False
     if neighbours:
         with connection.cursor() as cursor:
@@ -385,9 +391,11 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
             # both tables would let the planner join the two by the store alone when its
             # statistics have not seen the store yet (a new store in an analyzed table: estimated
             # at one row), then compare every memory with every content row.
-            branches.append(f"""(SELECT 'near', 1 - (c.embedding <=> {query}), {columns} FROM {joined}
+            branches.append(f"""(SELECT 'near' AS role, 1 - (c.embedding <=> {query}) AS cosine, {columns} FROM {joined}
                 WHERE c.store_id = %(store)s AND {facet_sql} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
                 ORDER BY c.embedding <=> {query} LIMIT %(limit)s)""")
+    if not branches:
+        return Candidates()
     statement = "\nUNION ALL\n".join(branches)
     if exact:
         statement = f"{_exact_shortlist_ctes(query, facet_sql)}\n{statement}"
@@ -464,8 +472,8 @@ def _exact_near_branches(columns: str) -> list[str]:
     columns read by key."""
     rows = ("memory_engine_memory m ON m.id = n.id JOIN memory_engine_memorycontent c ON c.id = m.content_id")
     return [
-        f"(SELECT 'near', 1 - n.distance, {columns} FROM near n JOIN {rows})",
-        f"""(SELECT 'scan', 1 - n.distance, {columns} FROM scan n JOIN {rows}
+        f"(SELECT 'near' AS role, 1 - n.distance AS cosine, {columns} FROM near n JOIN {rows})",
+        f"""(SELECT 'scan' AS role, 1 - n.distance AS cosine, {columns} FROM scan n JOIN {rows}
             WHERE (SELECT count(*) FROM near) < %(limit)s AND (SELECT count(*) FROM nearest_content) = %(contents)s)""",
     ]
 
@@ -577,12 +585,18 @@ def _prepare_vector(store: MemoryStore, text: str, digest: str) -> tuple[list[fl
 CONTENT_FIELDS = ["id", "store_id", "content_hash", "text", "embedding_model", "created_at"]
 
 
-def _resolve_content(store: MemoryStore, text: str, digest: str,
-                     vector: list[float] | None) -> tuple[MemoryContent, bool]:
-    """Find or make the content row in one statement, filling its vector if it had none.
+class ResolvedContent(NamedTuple):
+    """_resolve_content's answer."""
 
-    Returns the row (its vector deferred: it stays in PostgreSQL) and whether it has a vector.
-    """
+    #: the content row, its vector deferred (it stays in PostgreSQL)
+    row: MemoryContent
+    has_vector: bool
+    #: made by this statement: no memory holds it yet
+    inserted: bool
+
+
+def _resolve_content(store: MemoryStore, text: str, digest: str, vector: list[float] | None) -> ResolvedContent:
+    """Find or make the content row in one statement, filling its vector if it had none."""
     provider = get_embedding_provider()
     model_name = provider.model_name if (provider and vector is not None) else ""
     returned = "id, store_id, content_hash, text, embedding_model, created_at, embedding IS NOT NULL"
@@ -607,11 +621,11 @@ def _resolve_content(store: MemoryStore, text: str, digest: str,
             SELECT {returned} FROM memory_engine_memorycontent
             WHERE store_id = %(store)s AND content_hash = %(hash)s AND NOT EXISTS (SELECT 1 FROM upsert)
             """,
-            {"id": new_id("mc"), "store": store.pk, "hash": digest, "text": text,
+            {"id": (content_id := new_id("mc")), "store": store.pk, "hash": digest, "text": text,
              "vector": vector_literal(vector) if vector is not None else None, "model": model_name},
         )
         row = cursor.fetchone()
-    return _content_row(row[:6]), bool(row[6])
+    return ResolvedContent(_content_row(row[:6]), bool(row[6]), row[0] == content_id)
 
 
 #: What a content insert meets when the embedding model was switched after the text was embedded.
@@ -643,18 +657,19 @@ class Decision:
     changes: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _decide(*, store: MemoryStore, content_row: MemoryContent, has_vector: bool, text: str,
+def _decide(*, store: MemoryStore, content_row: MemoryContent, has_vector: bool, new_content: bool, text: str,
             about: About | None, facet: str | None, thresholds: tuple[float, float], judge: Any,
             notes: dict[str, Any]) -> tuple[Decision, list[tuple[str, float]]]:
     """Skip, supersede or create (see docs/write-funnel.md); runs under the store lock.
 
     Candidates are the store's live memories of the same facet, read in one statement
-    (dedup_candidates). Returns
+    (dedup_candidates; ``new_content``: the write made the content row). Returns
     the decision and the nearest neighbours (for ``potential_duplicates``). ``notes``
     collects what the assertion should record.
     """
     dup_t, sup_t = thresholds
-    found = dedup_candidates(store, content_row.pk, facet=facet, about=about, neighbours=has_vector)
+    found = dedup_candidates(store, content_row.pk, facet=facet, about=about, neighbours=has_vector,
+                             new_content=new_content)
     neighbours = found.neighbours
     if about is not None and found.about is not None:
         about_match, about_cosine = found.about
@@ -883,10 +898,10 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
     with transaction.atomic():
         lock_store_for_write(store.pk)
         now = timezone.now()
-        content_row, has_vector = _resolve_content(store, text, digest, vector)
-        decision, neighbours = _decide(store=store, content_row=content_row, has_vector=has_vector, text=text,
-                                       about=about, facet=facet, thresholds=(dup_t, sup_t), judge=request.judge,
-                                       notes=notes)
+        content_row, has_vector, inserted = _resolve_content(store, text, digest, vector)
+        decision, neighbours = _decide(store=store, content_row=content_row, has_vector=has_vector,
+                                       new_content=inserted, text=text, about=about, facet=facet,
+                                       thresholds=(dup_t, sup_t), judge=request.judge, notes=notes)
         action, reason, match = decision.action, decision.reason, decision.match
         similarity, changes = decision.similarity, decision.changes
 

@@ -55,6 +55,30 @@ def test_an_exact_restatement_takes_five_statements(warm_store):
     assert not any(s.startswith("UPDATE") for s in sql)  # reinforced at most once per interval
 
 
+def candidates_branches(sql):
+    """The branches of the write's candidates statement, by role."""
+    (statement,) = [s for s in sql if " AS role" in s]
+    return {role for role in ("about", "same", "near", "scan") if f"'{role}' AS role" in statement}
+
+
+def test_the_candidates_statement_leaves_out_the_branches_a_write_cannot_use(warm_store):
+    """Planning is most of what the candidates statement costs in a small store: a new text's
+    content row has no memory yet (no same-text branch), a write without ``about`` has no about
+    match to find."""
+    _, sql = statements_of(warm_store, DATABASE)
+    assert candidates_branches(sql) == {"near", "scan"}  # a small store's exact shortlist
+
+    _, sql = statements_of(warm_store, DATABASE)  # the same text again: its content row exists
+    assert candidates_branches(sql) == {"same", "near", "scan"}
+
+    about = {"kind": "service", "key": "main-database"}
+    result, sql = statements_of(warm_store, "The main database runs PostgreSQL 18", about=about)
+    assert candidates_branches(sql) == {"about", "near", "scan"}
+    result, sql = statements_of(warm_store, "The main database runs PostgreSQL 19", about=about)
+    assert candidates_branches(sql) == {"about", "near", "scan"}
+    assert (result.action, result.decision_reason) == ("superseded", "about_key")
+
+
 def test_a_supersede_takes_seven_statements(warm_store):
     first = write(warm_store, DATABASE)
     # MiniLM puts this pair at ~0.91, between 0.90 and 0.95: a supersede
