@@ -39,7 +39,7 @@ EXTRA_MISSING = (
 EMBEDDED_MAJOR = "18"
 
 #: The embedded server's shared_buffers: a quarter of the machine's memory, at most this much
-#: (docs/operations.md, "The embedded server's memory").
+#: (docs/operations.md, "Memory for the HNSW graphs").
 EMBEDDED_SHARED_BUFFERS_MAX = 1024 * 1024 * 1024
 #: What initdb writes into postgresql.conf on an ordinary machine; any other value there was chosen.
 INITDB_SHARED_BUFFERS = 128 * 1024 * 1024
