@@ -77,6 +77,25 @@ def _sync_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Conf, "SYNC", True)
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: Any, django_db_blocker: Any) -> None:
+    """The test database, with autovacuum off on the tables that carry a bm25 index.
+
+    A test runs in one transaction, and the embedded server's pg_textsearch 1.0.0 holds an index
+    lock from a bm25 write until the transaction ends, a lock that no cancel, timeout or deadlock
+    check reaches (docs/operations.md, "A backend that ignores cancel and terminate"). An
+    autovacuum that starts on such a table mid-test waits for that lock while it holds the
+    table; a test that then runs ANALYZE (the plan tests) or DDL (the lexical backend tests)
+    waits for the autovacuum, and neither ever ends. Every later test that writes to the table
+    then waits too. Tests analyze what they need themselves.
+    """
+    from memory_engine.lexical import BM25_PARTS
+
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        for table in sorted({table for table, _predicate in BM25_PARTS.values()}):
+            cursor.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+
+
 @pytest.fixture(autouse=True)
 def _clear_cache() -> Iterator[None]:
     """Throttle counters live in the cache: no test inherits another's failures or rates."""

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
 
 from memory_engine.embedded import (
     EMBEDDED_SHARED_BUFFERS_MAX,
@@ -149,3 +150,16 @@ def test_a_process_stops_its_server_after_a_rolled_back_bm25_write(tmp_path: Pat
     assert time.monotonic() - started < 30  # the shutdown did not wait out pg_ctl's minute
     assert not _postgres_running(data_dir.resolve())
     assert "not properly shut down" not in (data_dir / "log").read_text()
+
+
+@pytest.mark.django_db
+def test_the_test_database_keeps_autovacuum_off_the_bm25_tables() -> None:
+    """The suite's guard against the wait nothing breaks (tests/conftest.py, django_db_setup)."""
+    from memory_engine.lexical import BM25_PARTS
+
+    tables = sorted({table for table, _predicate in BM25_PARTS.values()})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname, coalesce(reloptions, '{}') FROM pg_class WHERE relname = ANY(%s)", [tables])
+        options = dict(cursor.fetchall())
+    assert sorted(options) == tables
+    assert all("autovacuum_enabled=false" in options[table] for table in tables), options
