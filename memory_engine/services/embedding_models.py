@@ -199,29 +199,46 @@ def _pending_ids(table: str, *, with_vector_only: bool, skip: set[str]) -> list[
 def _fill(model: EmbeddingModel, provider: EmbeddingProvider, table: str, kind: str, ids: list[str],
           report: BuildReport, batch_size: int, on_progress: Progress | None) -> None:
     """Embed ``ids`` into the side storage, one batch per statement (autocommit outside the switch)."""
-    cast = f"{model.storage}({model.dimensions})"
-    for start in range(0, len(ids), batch_size):
-        batch = ids[start:start + batch_size]
-        with connection.cursor() as cursor:
-            cursor.execute(f'SELECT id, text FROM "{table}" WHERE id = ANY(%s)', [batch])  # noqa: S608
-            rows = cursor.fetchall()
-            try:
-                vectors = provider.embed_documents([text for _, text in rows])
-            except EmbeddingError as exc:
-                report.failed[kind] += len(rows)
-                report.errors.append(str(exc)[:500])
-                logger.warning("embedding a batch of %s for %s failed: %s", kind, model.model, exc)
-            else:
-                literals = ["[" + ",".join(repr(x) for x in vector) + "]" if any(vector) else None
-                            for vector in vectors]
-                cursor.execute(
-                    f'UPDATE "{table}" t SET embedding_next = d.v::{cast}, embedding_model_next = %s '  # noqa: S608
-                    "FROM unnest(%s::text[], %s::text[]) AS d(id, v) WHERE t.id = d.id AND d.v IS NOT NULL",
-                    [provider.model_name, [row[0] for row in rows], literals],
-                )
-                report.embedded[kind] += sum(1 for v in literals if v is not None)
+    for batch in _batches(ids, batch_size):
+        _write_side_vectors(model, provider, table, _embed_batch(provider, table, kind, batch, report))
         if on_progress:
             on_progress(kind, len(batch))
+
+
+def _batches(ids: list[str], batch_size: int) -> list[list[str]]:
+    return [ids[start:start + batch_size] for start in range(0, len(ids), batch_size)]
+
+
+def _embed_batch(provider: EmbeddingProvider, table: str, kind: str, batch: list[str],
+                 report: BuildReport) -> dict[str, str]:
+    """The vector literal of each row of ``batch`` that embedded (a failed batch is counted in
+    ``report``, and left for the next pass); nothing is written."""
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT id, text FROM "{table}" WHERE id = ANY(%s)', [batch])  # noqa: S608
+        rows = cursor.fetchall()
+    try:
+        vectors = provider.embed_documents([text for _, text in rows])
+    except EmbeddingError as exc:
+        report.failed[kind] += len(rows)
+        report.errors.append(str(exc)[:500])
+        logger.warning("embedding a batch of %s for %s failed: %s", kind, provider.model_name, exc)
+        return {}
+    literals = {row_id: "[" + ",".join(repr(x) for x in vector) + "]"
+                for (row_id, _), vector in zip(rows, vectors, strict=True) if any(vector)}
+    report.embedded[kind] += len(literals)
+    return literals
+
+
+def _write_side_vectors(model: EmbeddingModel, provider: EmbeddingProvider, table: str,
+                        literals: dict[str, str]) -> None:
+    if not literals:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'UPDATE "{table}" t SET embedding_next = d.v::{model.storage}({model.dimensions}), '  # noqa: S608
+            "embedding_model_next = %s FROM unnest(%s::text[], %s::text[]) AS d(id, v) WHERE t.id = d.id",
+            [provider.model_name, list(literals), list(literals.values())],
+        )
 
 
 def _create_side_index(model: EmbeddingModel) -> None:
@@ -303,12 +320,18 @@ def _swap(model: EmbeddingModel, provider: EmbeddingProvider, batch_size: int) -
         cursor.execute("LOCK TABLE memory_engine_memorycontent, memory_engine_chunk IN SHARE ROW EXCLUSIVE MODE")
         started = time.perf_counter()
         last = BuildReport()
-        for table, kind, _ in TABLES:
-            _fill(model, provider, table, kind, _pending_ids(table, with_vector_only=True, skip=set()),
-                  last, batch_size, None)
+        # Embedded now, written only under the exclusive lock: a write to a bm25-indexed table
+        # holds pg_textsearch 1.0's index lock until the commit (the embedded server), and a
+        # search that met it while holding the table would wait on us as we wait on it, with no
+        # timeout or deadlock check to end it (docs/operations.md).
+        embedded = [(table, _embed_batch(provider, table, kind, batch, last))
+                    for table, kind, _ in TABLES
+                    for batch in _batches(_pending_ids(table, with_vector_only=True, skip=set()), batch_size)]
         report.caught_up = sum(last.embedded.values())
         # Both tables at once, so a search holding one of them cannot wait on us for the other.
         cursor.execute("LOCK TABLE memory_engine_memorycontent, memory_engine_chunk IN ACCESS EXCLUSIVE MODE")
+        for table, literals in embedded:
+            _write_side_vectors(model, provider, table, literals)
         for table, _, prefix in TABLES:
             cursor.execute(f'ALTER TABLE "{table}" DROP COLUMN embedding, DROP COLUMN embedding_model')
             cursor.execute(f'ALTER TABLE "{table}" RENAME COLUMN embedding_next TO embedding')

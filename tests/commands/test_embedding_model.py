@@ -148,6 +148,53 @@ def test_switch_to_another_dimension_with_searches_running(models: Any) -> None:
     assert MemoryContent.objects.get(text="A fact after the switch.").embedding_model == "test-hashing-256"
 
 
+def test_a_search_that_meets_the_swap_is_not_kept_waiting(models: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The swap writes the vectors of rows that came after the catch-up only once it holds both
+    tables. Written before that, they would hold pg_textsearch 1.0's bm25 index lock (the
+    embedded server) while a search holding the table waited for it, and the swap for the
+    search: a wait no timeout ends (docs/operations.md, "A backend that ignores cancel and
+    terminate"). The search here starts just before the swap asks for the tables."""
+    import memory_engine.services.embedding_models as embedding_models
+
+    # Searched through the bm25 index, not by the small scope's exact scan.
+    models.MEMORY_ENGINE = {**models.MEMORY_ENGINE, "SEARCH_EXACT_SCAN_MAX": 0}
+    project, store, _document = corpus(count=3)
+    model = embedding_model_register(name="small")
+    embedding_model_build(model=model, batch_size=8)
+    create_side_index = embedding_models._create_side_index
+
+    def then_a_late_write(model: Any) -> None:  # between the catch-up and the swap
+        create_side_index(model)
+        write(store, "Written after the catch-up: the release train leaves at noon.")
+
+    monkeypatch.setattr(embedding_models, "_create_side_index", then_a_late_write)
+    searched: list[str] = []
+
+    def searching() -> None:
+        try:
+            searched.append(knowledge_search(project=project, query="release train", limit=5,
+                                             memory_store_ids=[store.pk]).results[0].text)
+        finally:
+            connections.close_all()
+
+    def search_before_the_exclusive_lock(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if "IN ACCESS EXCLUSIVE MODE" in sql:
+            thread = threading.Thread(target=searching)
+            thread.start()
+            thread.join(timeout=10)
+            if thread.is_alive():  # it waits for the swap: give up the swap, so that it can end
+                raise AssertionError("a search waited for the swap's bm25 write")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(search_before_the_exclusive_lock):
+        report = embedding_model_switch(model=model, batch_size=8)
+
+    assert searched == ["Written after the catch-up: the release train leaves at noon."]
+    assert report.caught_up == 1 and active_model().model == "test-hashing-256"
+    late = MemoryContent.objects.get(text__startswith="Written after the catch-up")
+    assert late.embedding_model == "test-hashing-256" and late.embedding is not None
+
+
 def test_the_commands_and_the_system_check(models: Any) -> None:
     corpus(5)
     assert _database_errors() == []
