@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import psycopg
 from django.db import connection, models
+from django.db.models.expressions import DatabaseDefault
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
-__all__ = ["advisory_xact_lock", "allow_ledger_erasure", "insert_rows", "lock_project_documents", "vector_literal"]
+__all__ = ["advisory_xact_lock", "allow_ledger_erasure", "insert_rows", "insert_sql", "lock_project_documents",
+           "one_statement", "vector_literal"]
 
 #: The database types of pgvector fields whose values insert_rows sends as ``float4[]`` slices.
 _VECTOR_TYPES = ("vector", "halfvec")
@@ -129,4 +132,46 @@ def insert_rows(objs: Sequence[models.Model], *, batch_size: int = 500) -> None:
         # never a prepared statement: it would break behind a transaction-pooling PgBouncer
         cursor.execute(sql, [*select_params, *array_params], binary=True, prepare=False)
     for obj in objs:
+        obj._state.adding, obj._state.db = False, connection.alias
+
+
+def insert_sql(obj: models.Model) -> tuple[str, list[Any]]:
+    """The ``INSERT`` of ``obj``, a new instance, and its parameters (the values ``save()``
+    would write: defaults and ``pre_save`` included, generated columns left to the database),
+    for :func:`one_statement`."""
+    meta = obj._meta
+    fields = [field for field in meta.concrete_fields if not field.generated]
+    names = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    placeholders: list[str] = []
+    values: list[Any] = []
+    for field in fields:
+        value = field.pre_save(obj, add=True)
+        if isinstance(value, DatabaseDefault):  # a db_default left unset
+            placeholders.append("DEFAULT")
+            continue
+        placeholders.append("%s")
+        values.append(field.get_db_prep_save(value, connection))
+    table = connection.ops.quote_name(meta.db_table)
+    return f"INSERT INTO {table} ({names}) VALUES ({', '.join(placeholders)})", values
+
+
+def one_statement(writes: Sequence[tuple[str, Sequence[Any]]], *, saved: Sequence[models.Model] = ()) -> None:
+    """Run ``writes`` (``INSERT``, ``UPDATE`` or ``DELETE`` statements with their parameters,
+    none returning rows) in one round trip: all but the last as data-modifying CTEs of the last.
+
+    They run as one statement on one snapshot, in no set order: none may depend on another's
+    effect, other than through foreign keys (checked at its end, or deferred to the commit).
+    ``saved``: the new instances among them, marked as saved.
+    """
+    *ctes, (last_sql, last_params) = writes
+    sql = last_sql
+    params: list[Any] = []
+    if ctes:
+        sql = "WITH " + ", ".join(f"w{i} AS ({cte_sql})" for i, (cte_sql, _) in enumerate(ctes)) + "\n" + last_sql
+        for _, cte_params in ctes:
+            params.extend(cte_params)
+    params.extend(last_params)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+    for obj in saved:
         obj._state.adding, obj._state.db = False, connection.alias

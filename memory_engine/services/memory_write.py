@@ -24,7 +24,7 @@ from django.db import DataError, connection, transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings, reloads_with_settings
-from memory_engine.db import advisory_xact_lock, vector_literal
+from memory_engine.db import advisory_xact_lock, insert_sql, one_statement, vector_literal
 from memory_engine.details import changed_details
 from memory_engine.exceptions import (
     AboutRequired,
@@ -911,6 +911,8 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
         expiry = resolve_expiry(store, request.expires_at, now)
         replaced: Memory | None = None
         reinforced = False
+        # The new memory, the replaced one's retirement and the assertion: one statement.
+        writes: list[tuple[str, list[Any]]] = []
         if action == Outcome.SKIPPED:
             memory = match
             assert memory is not None
@@ -928,7 +930,7 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
                 kind = kind if kind is not None else replaced.kind
                 title = title if title is not None else replaced.title
                 summary = summary if summary is not None else replaced.summary
-            memory = Memory.objects.create(
+            memory = Memory(
                 store=store,
                 content=content_row,
                 tags=tags,
@@ -947,8 +949,10 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
                 created_at=now,
                 retention_class=request.retention_class,
             )
+            writes.append(insert_sql(memory))
             if replaced is not None:
-                Memory.objects.filter(pk=replaced.pk).update(invalidated_at=now, superseded_by=memory)
+                writes.append(("UPDATE memory_engine_memory SET invalidated_at = %s, superseded_by_id = %s"
+                               " WHERE id = %s", [now, memory.pk, replaced.pk]))
                 replaced.invalidated_at, replaced.superseded_by = now, memory
         kept_or_retired = [match.pk] if match is not None and action != Outcome.CREATED else []
         potential = _potential_duplicates(neighbours, exclude={memory.pk, *kept_or_retired},
@@ -962,7 +966,7 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
         if potential:
             details["potential_duplicates"] = potential
         details["thresholds"] = {"duplicate": dup_t, "supersede": sup_t}
-        assertion = MemoryAssertion.objects.create(
+        assertion = MemoryAssertion(
             store=store,
             memory=memory,
             replaced_memory=replaced,
@@ -976,6 +980,8 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
             generation_id=request.generation_id,
             rule_id=request.rule_id,
         )
+        writes.append(insert_sql(assertion))
+        one_statement(writes, saved=[memory, assertion] if action != Outcome.SKIPPED else [assertion])
     return WriteResult(
         action=str(action), memory=memory, assertion=assertion, similarity=similarity,
         decision_reason=reason, changed_details=changes, replaced=replaced,

@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from memory_engine.models import Memory, MemoryAssertion
 from memory_engine.services.memory_write import memory_write
 from tests.factories import AgentFactory
 
@@ -38,12 +39,18 @@ def warm_store(store):
     return store
 
 
-def test_a_new_fact_takes_six_statements(warm_store):
+def test_a_new_fact_takes_five_statements(warm_store):
     # content exists? (before the lock) / lock + HNSW settings / content upsert /
-    # candidates (about, same text, shortlist; with their rows) / memory insert / assertion
+    # candidates (about, same text, shortlist; with their rows) / the memory and its assertion
     result, sql = statements_of(warm_store, DATABASE)
     assert result.action == "created"
-    assert len(sql) == 6, "\n".join(sql)
+    assert len(sql) == 5, "\n".join(sql)
+    assert sql[-1].startswith('WITH w0 AS (INSERT INTO "memory_engine_memory"')
+    assert 'INSERT INTO "memory_engine_memoryassertion"' in sql[-1]
+    memory = Memory.objects.get(pk=result.memory.pk)
+    assert (memory.content_id, memory.tags, memory.kind) == (result.memory.content_id, {}, "fact")
+    assertion = MemoryAssertion.objects.get(pk=result.assertion.pk)
+    assert (assertion.memory_id, assertion.outcome, assertion.content) == (memory.pk, "created", DATABASE)
 
 
 def test_an_exact_restatement_takes_five_statements(warm_store):
@@ -79,13 +86,17 @@ def test_the_candidates_statement_leaves_out_the_branches_a_write_cannot_use(war
     assert (result.action, result.decision_reason) == ("superseded", "about_key")
 
 
-def test_a_supersede_takes_seven_statements(warm_store):
+def test_a_supersede_takes_five_statements(warm_store):
     first = write(warm_store, DATABASE)
     # MiniLM puts this pair at ~0.91, between 0.90 and 0.95: a supersede
-    # ... the six of a new fact, and the update retiring the old memory
+    # ... the five of a new fact, the update retiring the old memory in the last one
     result, sql = statements_of(warm_store, "Our main database is now hosted in Frankfurt and Paris")
     assert (result.action, result.replaced.pk) == ("superseded", first.memory.pk)
-    assert len(sql) == 7, "\n".join(sql)
+    assert len(sql) == 5, "\n".join(sql)
+    old = Memory.objects.get(pk=first.memory.pk)
+    assert old.superseded_by_id == result.memory.pk and old.invalidated_at == result.memory.created_at
+    assertion = MemoryAssertion.objects.get(pk=result.assertion.pk)
+    assert (assertion.outcome, assertion.replaced_memory_id) == ("superseded", first.memory.pk)
 
 
 def test_a_write_opens_no_savepoint_of_its_own(warm_store):
