@@ -77,27 +77,27 @@ def _sync_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Conf, "SYNC", True)
 
 
-@pytest.fixture(scope="session")
-def django_db_setup(django_db_setup: Any, django_db_blocker: Any) -> None:
-    """The test database, with autovacuum off on the tables that carry a bm25 index.
+@pytest.fixture
+def bm25_tables_held(db: Any) -> None:
+    """Hold the bm25-indexed tables against VACUUM (``SHARE UPDATE EXCLUSIVE``, until the test's
+    rollback) before the test writes: for tests that ANALYZE them or change their indexes after
+    writing to them.
 
     A test runs in one transaction, and the embedded server's pg_textsearch 1.0.0 holds an index
-    lock from a bm25 write until the transaction ends, a lock that no cancel, timeout or deadlock
-    check reaches (docs/operations.md, "A backend that ignores cancel and terminate"). An
-    autovacuum that starts on such a table mid-test waits for that lock while it holds the
-    table; a test that then runs ANALYZE (the plan tests) or DDL (the lexical backend tests)
-    waits for the autovacuum, and neither ever ends. Every later test that writes to the table
-    then waits too. Tests analyze what they need themselves.
+    lock from a bm25 write until the transaction ends, a lock that no cancel, timeout or
+    deadlock check reaches (docs/operations.md, "A backend that ignores cancel and terminate").
+    An autovacuum that started on the table after the write waits for that lock while holding
+    the table, and the test's ANALYZE or DDL would wait for the autovacuum: neither would ever
+    end, nor any later test that writes to the table. Held first, the table is skipped by
+    autovacuum for the length of the test. (Turning autovacuum off on these tables for the whole
+    run is no better: pg_textsearch 1.0 then meets the text of rolled-back rows that page pruning
+    removed from the TOAST table, "missing chunk number 0 for toast value".)
     """
     from memory_engine.lexical import BM25_PARTS
 
-    with django_db_blocker.unblock(), connection.cursor() as cursor:
-        for table in sorted({table for table, _predicate in BM25_PARTS.values()}):
-            # Their TOAST tables too: vacuumed alone, they would drop the text of rolled-back rows
-            # whose heap tuples stay, and pg_textsearch 1.0 reads every row its index lists
-            # (dead ones included) when it rebuilds its memory of the index ("missing chunk
-            # number 0 for toast value" on the next write).
-            cursor.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)")
+    tables = ", ".join(sorted({table for table, _predicate in BM25_PARTS.values()}))
+    with connection.cursor() as cursor:
+        cursor.execute(f"LOCK TABLE {tables} IN SHARE UPDATE EXCLUSIVE MODE")
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,6 @@ import psycopg
 import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
 
 from memory_engine.embedded import (
     EMBEDDED_SHARED_BUFFERS_MAX,
@@ -152,16 +152,31 @@ def test_a_process_stops_its_server_after_a_rolled_back_bm25_write(tmp_path: Pat
     assert "not properly shut down" not in (data_dir / "log").read_text()
 
 
-@pytest.mark.django_db
-def test_the_test_database_keeps_autovacuum_off_the_bm25_tables() -> None:
-    """The suite's guard against the wait nothing breaks (tests/conftest.py, django_db_setup)."""
-    from memory_engine.lexical import BM25_PARTS
 
-    tables = sorted({table for table, _predicate in BM25_PARTS.values()})
+def test_a_test_holding_the_bm25_tables_keeps_vacuum_out_until_it_ends(bm25_tables_held: None, store: Any) -> None:
+    """tests/conftest.py's bm25_tables_held: a VACUUM that arrives after the test's bm25 write
+    cannot take the table (so it never waits on the index lock), and the test's ANALYZE runs."""
+    from django.db import connection
+
+    from memory_engine.services.memory_write import memory_write
+
+    memory_write(store=store, content="The release train leaves at noon.", principal="test")  # a bm25 write
+    entry = connection.settings_dict
+    outcome: list[str] = []
+
+    def vacuum() -> None:  # as autovacuum would, from another backend
+        with psycopg.connect(dbname=entry["NAME"], user=entry["USER"], host=entry["HOST"], port=entry["PORT"],
+                             password=entry["PASSWORD"] or None, autocommit=True) as other:
+            other.execute("SET lock_timeout = '500ms'")
+            try:
+                other.execute("VACUUM memory_engine_memorycontent")
+                outcome.append("vacuumed")
+            except psycopg.errors.LockNotAvailable:
+                outcome.append("kept out")
+
+    thread = threading.Thread(target=vacuum)
+    thread.start()
+    thread.join(timeout=10)  # a VACUUM that took the table waits on the index lock until the test ends
+    assert outcome == ["kept out"]
     with connection.cursor() as cursor:
-        cursor.execute("SELECT c.relname, coalesce(c.reloptions, '{}') || coalesce(t.reloptions, '{}') FROM pg_class c"
-                       " JOIN pg_class t ON t.oid = c.reltoastrelid WHERE c.relname = ANY(%s)", [tables])
-        options = dict(cursor.fetchall())
-    assert sorted(options) == tables
-    # the table's option, then its TOAST table's (set as toast.autovacuum_enabled)
-    assert all(options[table].count("autovacuum_enabled=false") == 2 for table in tables), options
+        cursor.execute("ANALYZE memory_engine_memorycontent")

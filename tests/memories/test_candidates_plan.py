@@ -22,7 +22,8 @@ from tests.plans import (
     statements_with,
 )
 
-pytestmark = pytest.mark.django_db
+#: ANALYZE after writing: the bm25 tables are held against VACUUM first (tests/conftest.py)
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("bm25_tables_held")]
 
 
 @pytest.fixture

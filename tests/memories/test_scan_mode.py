@@ -11,7 +11,8 @@ from memory_engine.services import memory_write as funnel
 from tests.factories import MemoryStoreFactory
 from tests.plans import analyze_memory_tables, fill, statements_with
 
-pytestmark = pytest.mark.django_db
+#: ANALYZE after writing: the bm25 tables are held against VACUUM first (tests/conftest.py)
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("bm25_tables_held")]
 
 #: a store just over the size that is always scanned exactly
 STORE_ROWS = funnel.EXACT_SCAN_ALWAYS + 100

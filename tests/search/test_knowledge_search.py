@@ -258,6 +258,7 @@ def test_stop_words_alone_never_match(project, query):
         assert lexical == []
 
 
+@pytest.mark.usefixtures("bm25_tables_held")  # ANALYZE after writing (tests/conftest.py)
 def test_rare_terms_outrank_common_ones(project):
     """BM25's IDF on both backends: the one row with the rare word beats rows repeating a common one."""
     texts = [f"report report number {i} about the weather" for i in range(30)] + ["a single report on volcanoes"]

@@ -32,6 +32,7 @@ def test_migrated_database_uses_bm25_with_the_configured_text_search_config():
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("bm25_tables_held")  # rebuilt after writing (tests/conftest.py)
 def test_config_mismatch_is_an_error_naming_the_rebuild_command(settings, project):
     make_document(project, "/d.txt", ["The cats of Rome."], embed=False)
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "KNOWLEDGE_TEXT_SEARCH_CONFIG": "simple"}
@@ -63,6 +64,7 @@ def test_the_fallback_is_a_warning_naming_the_backend_and_why(settings):
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("bm25_tables_held")  # rebuilt after writing (tests/conftest.py)
 def test_stale_index_is_reported_and_rebuilt_before_the_next_search(project):
     make_document(project, "/d.txt", ["Volcanoes erupt.", "Rivers flow."], embed=False)
     with connection.cursor() as cursor:

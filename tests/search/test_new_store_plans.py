@@ -19,7 +19,8 @@ from memory_engine.selectors.search import knowledge_search
 from tests.factories import MemoryStoreFactory
 from tests.plans import analyze_memory_tables, explain_analyze, fill, rows_removed_by_join_filters
 
-pytestmark = pytest.mark.django_db
+#: ANALYZE after writing: the bm25 tables are held against VACUUM first (tests/conftest.py)
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("bm25_tables_held")]
 
 
 @pytest.mark.usefixtures("lexical_backend", "hashing_embedder")

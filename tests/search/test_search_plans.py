@@ -17,7 +17,8 @@ from tests.factories import MemoryStoreFactory
 
 from .helpers import make_document, write
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lexical_backend")]
+#: ANALYZE after writing: the bm25 tables are held against VACUUM first (tests/conftest.py)
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("bm25_tables_held", "lexical_backend")]
 
 LEXICAL_INDEXES = {
     BM25: ("me_content_text_bm25", "me_chunk_text_bm25"),
