@@ -14,7 +14,7 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 __all__ = ["advisory_xact_lock", "allow_ledger_erasure", "insert_rows", "insert_sql", "lock_project_documents",
-           "one_statement", "vector_literal"]
+           "one_round_trip", "vector_literal"]
 
 #: The database types of pgvector fields whose values insert_rows sends as ``float4[]`` slices.
 _VECTOR_TYPES = ("vector", "halfvec")
@@ -138,7 +138,7 @@ def insert_rows(objs: Sequence[models.Model], *, batch_size: int = 500) -> None:
 def insert_sql(obj: models.Model) -> tuple[str, list[Any]]:
     """The ``INSERT`` of ``obj``, a new instance, and its parameters (the values ``save()``
     would write: defaults and ``pre_save`` included, generated columns left to the database),
-    for :func:`one_statement`."""
+    for :func:`one_round_trip`."""
     meta = obj._meta
     fields = [field for field in meta.concrete_fields if not field.generated]
     names = ", ".join(connection.ops.quote_name(field.column) for field in fields)
@@ -155,23 +155,20 @@ def insert_sql(obj: models.Model) -> tuple[str, list[Any]]:
     return f"INSERT INTO {table} ({names}) VALUES ({', '.join(placeholders)})", values
 
 
-def one_statement(writes: Sequence[tuple[str, Sequence[Any]]], *, saved: Sequence[models.Model] = ()) -> None:
-    """Run ``writes`` (``INSERT``, ``UPDATE`` or ``DELETE`` statements with their parameters,
-    none returning rows) in one round trip: all but the last as data-modifying CTEs of the last.
+def one_round_trip(writes: Sequence[tuple[str, Sequence[Any]]], *, saved: Sequence[models.Model] = ()) -> None:
+    """Run ``writes`` (statements with their parameters, none returning rows) in order, sent
+    together as one query: one round trip instead of one each. Each is still a statement of its
+    own (its triggers, checks and errors as if sent alone); an error stops the rest and aborts
+    the transaction. ``saved``: the new instances among them, marked as saved.
 
-    They run as one statement on one snapshot, in no set order: none may depend on another's
-    effect, other than through foreign keys (checked at its end, or deferred to the commit).
-    ``saved``: the new instances among them, marked as saved.
+    Several statements in one query need client-side parameter binding (Django's default for
+    psycopg 3); with ``OPTIONS["server_side_binding"]`` they are sent one by one.
     """
-    *ctes, (last_sql, last_params) = writes
-    sql = last_sql
-    params: list[Any] = []
-    if ctes:
-        sql = "WITH " + ", ".join(f"w{i} AS ({cte_sql})" for i, (cte_sql, _) in enumerate(ctes)) + "\n" + last_sql
-        for _, cte_params in ctes:
-            params.extend(cte_params)
-    params.extend(last_params)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        if connection.settings_dict.get("OPTIONS", {}).get("server_side_binding") is True:
+            for sql, params in writes:
+                cursor.execute(sql, params)
+        else:
+            cursor.execute(";\n".join(sql for sql, _ in writes), [value for _, params in writes for value in params])
     for obj in saved:
         obj._state.adding, obj._state.db = False, connection.alias

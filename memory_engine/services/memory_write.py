@@ -24,7 +24,7 @@ from django.db import DataError, connection, transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings, reloads_with_settings
-from memory_engine.db import advisory_xact_lock, insert_sql, one_statement, vector_literal
+from memory_engine.db import advisory_xact_lock, insert_sql, one_round_trip, vector_literal
 from memory_engine.details import changed_details
 from memory_engine.exceptions import (
     AboutRequired,
@@ -911,7 +911,7 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
         expiry = resolve_expiry(store, request.expires_at, now)
         replaced: Memory | None = None
         reinforced = False
-        # The new memory, the replaced one's retirement and the assertion: one statement.
+        # The new memory, the replaced one's retirement and the assertion: one round trip.
         writes: list[tuple[str, list[Any]]] = []
         if action == Outcome.SKIPPED:
             memory = match
@@ -981,7 +981,7 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
             rule_id=request.rule_id,
         )
         writes.append(insert_sql(assertion))
-        one_statement(writes, saved=[memory, assertion] if action != Outcome.SKIPPED else [assertion])
+        one_round_trip(writes, saved=[memory, assertion] if action != Outcome.SKIPPED else [assertion])
     return WriteResult(
         action=str(action), memory=memory, assertion=assertion, similarity=similarity,
         decision_reason=reason, changed_details=changes, replaced=replaced,
