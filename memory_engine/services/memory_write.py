@@ -258,14 +258,19 @@ def _hnsw_settings() -> dict[str, Any]:
             "max_scan_tuples": engine_settings.HNSW_MAX_SCAN_TUPLES}
 
 
+#: lock_store, and the shortlist's HNSW settings for the rest of the transaction (an exact scan
+#: ignores them): the first statement of a write's content upsert (_resolve_content).
+LOCK_FOR_WRITE_SQL = f"SELECT pg_advisory_xact_lock(hashtextextended(%(lock_key)s, 0)), {HNSW_SETTINGS_SQL}"
+
+
+def _lock_for_write_params(store_id: str) -> dict[str, Any]:
+    return {"lock_key": f"memory_engine.store:{store_id}", **_hnsw_settings()}
+
+
 def lock_store_for_write(store_id: str) -> None:
-    """lock_store, and the shortlist's HNSW settings for the rest of the transaction, in one
-    round trip (an exact scan ignores them)."""
+    """LOCK_FOR_WRITE_SQL on its own (the write funnel sends it with its content upsert)."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0)), {HNSW_SETTINGS_SQL}",
-            {"key": f"memory_engine.store:{store_id}", **_hnsw_settings()},
-        )
+        cursor.execute(LOCK_FOR_WRITE_SQL, _lock_for_write_params(store_id))
 
 
 # store id -> (use exact scan, monotonic time checked); an answer made stale by the store or
@@ -354,7 +359,7 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
     The query vector is read from the content row inside PostgreSQL, so no vector
     travels over the wire. Small stores are scanned exactly (_exact_shortlist_ctes: the HNSW
     index could miss rows when other stores crowd it); large ones use HNSW with the settings
-    lock_store_for_write set (a raised ef_search and the search's iterative scan), so the
+    a write's store lock set (LOCK_FOR_WRITE_SQL: a raised ef_search and the iterative scan), so the
     store, facet and liveness filters still fill the top ``limit``.
     """
     # A scalar subquery is evaluated once, as a parameter, so the HNSW index can order by it
@@ -595,8 +600,14 @@ class ResolvedContent(NamedTuple):
     inserted: bool
 
 
-def _resolve_content(store: MemoryStore, text: str, digest: str, vector: list[float] | None) -> ResolvedContent:
-    """Find or make the content row in one statement, filling its vector if it had none."""
+def _resolve_content(store: MemoryStore, text: str, digest: str, vector: list[float] | None, *,
+                     lock_first: bool = False) -> ResolvedContent:
+    """Find or make the content row in one statement, filling its vector if it had none.
+
+    ``lock_first``: take the store lock for the write first (LOCK_FOR_WRITE_SQL), sent in the
+    same query: one round trip for both, the upsert run once the lock is held. Otherwise the
+    caller holds the store lock already.
+    """
     provider = get_embedding_provider()
     model_name = provider.model_name if (provider and vector is not None) else ""
     returned = "id, store_id, content_hash, text, embedding_model, created_at, embedding IS NOT NULL"
@@ -605,8 +616,9 @@ def _resolve_content(store: MemoryStore, text: str, digest: str, vector: list[fl
         # version, and with it an entry in every index (the HNSW graph's insert is the slow one).
         # The caller holds the store lock, so a row this statement does not insert or update is
         # committed and visible to its second branch.
+        lock = f"{LOCK_FOR_WRITE_SQL};\n" if lock_first else ""
         cursor.execute(
-            f"""
+            f"""{lock}
             WITH upsert AS (
                 INSERT INTO memory_engine_memorycontent
                     (id, store_id, content_hash, text, embedding, embedding_model, created_at)
@@ -622,8 +634,11 @@ def _resolve_content(store: MemoryStore, text: str, digest: str, vector: list[fl
             WHERE store_id = %(store)s AND content_hash = %(hash)s AND NOT EXISTS (SELECT 1 FROM upsert)
             """,
             {"id": (content_id := new_id("mc")), "store": store.pk, "hash": digest, "text": text,
-             "vector": vector_literal(vector) if vector is not None else None, "model": model_name},
+             "vector": vector_literal(vector) if vector is not None else None, "model": model_name,
+             **(_lock_for_write_params(store.pk) if lock_first else {})},
         )
+        if lock_first:
+            cursor.nextset()  # past the lock's row, to the upsert's
         row = cursor.fetchone()
     return ResolvedContent(_content_row(row[:6]), bool(row[6]), row[0] == content_id)
 
@@ -896,9 +911,8 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
     tags, metadata, kind, title, summary = request.tags, request.metadata, request.kind, request.title, request.summary
     dup_t, sup_t = request.thresholds
     with transaction.atomic():
-        lock_store_for_write(store.pk)
-        now = timezone.now()
-        content_row, has_vector, inserted = _resolve_content(store, text, digest, vector)
+        content_row, has_vector, inserted = _resolve_content(store, text, digest, vector, lock_first=True)
+        now = timezone.now()  # once the store lock is held: the store's writes get it in their order
         decision, neighbours = _decide(store=store, content_row=content_row, has_vector=has_vector,
                                        new_content=inserted, text=text, about=about, facet=facet,
                                        thresholds=(dup_t, sup_t), judge=request.judge, notes=notes)

@@ -1,4 +1,4 @@
-"""How many SQL statements one write issues: a regression guard for the funnel's round trips
+"""How many round trips (queries sent) one write makes: a regression guard for the funnel
 (docs/write-funnel.md, "Round trips per write"). Each round trip costs a context switch on a
 loaded machine; a new query in the funnel should be a deliberate change of these numbers."""
 
@@ -39,12 +39,14 @@ def warm_store(store):
     return store
 
 
-def test_a_new_fact_takes_five_statements(warm_store):
-    # content exists? (before the lock) / lock + HNSW settings / content upsert /
+def test_a_new_fact_takes_four_round_trips(warm_store):
+    # content exists? (before the lock) / lock + HNSW settings, then the content upsert /
     # candidates (about, same text, shortlist; with their rows) / the memory and its assertion
     result, sql = statements_of(warm_store, DATABASE)
     assert result.action == "created"
-    assert len(sql) == 5, "\n".join(sql)
+    assert len(sql) == 4, "\n".join(sql)
+    assert sql[1].lstrip().startswith("SELECT pg_advisory_xact_lock")  # the lock before the upsert
+    assert "INSERT INTO memory_engine_memorycontent" in sql[1]
     assert sql[-1].startswith('INSERT INTO "memory_engine_memory"')  # the memory first (the feed's order)
     assert ';\nINSERT INTO "memory_engine_memoryassertion"' in sql[-1]
     memory = Memory.objects.get(pk=result.memory.pk)
@@ -53,12 +55,12 @@ def test_a_new_fact_takes_five_statements(warm_store):
     assert (assertion.memory_id, assertion.outcome, assertion.content) == (memory.pk, "created", DATABASE)
 
 
-def test_an_exact_restatement_takes_five_statements(warm_store):
+def test_an_exact_restatement_takes_four_round_trips(warm_store):
     first = write(warm_store, DATABASE)
-    # content exists? / lock / content (a hit: not rewritten) / candidates / assertion
+    # content exists? / lock, then content (a hit: not rewritten) / candidates / assertion
     result, sql = statements_of(warm_store, DATABASE)
     assert (result.action, result.memory.pk) == ("skipped", first.memory.pk)
-    assert len(sql) == 5, "\n".join(sql)
+    assert len(sql) == 4, "\n".join(sql)
     assert not any(s.startswith("UPDATE") for s in sql)  # reinforced at most once per interval
 
 
@@ -86,13 +88,13 @@ def test_the_candidates_statement_leaves_out_the_branches_a_write_cannot_use(war
     assert (result.action, result.decision_reason) == ("superseded", "about_key")
 
 
-def test_a_supersede_takes_five_statements(warm_store):
+def test_a_supersede_takes_four_round_trips(warm_store):
     first = write(warm_store, DATABASE)
     # MiniLM puts this pair at ~0.91, between 0.90 and 0.95: a supersede
-    # ... the five of a new fact, the update retiring the old memory in the last one
+    # ... the four of a new fact, the update retiring the old memory in the last one
     result, sql = statements_of(warm_store, "Our main database is now hosted in Frankfurt and Paris")
     assert (result.action, result.replaced.pk) == ("superseded", first.memory.pk)
-    assert len(sql) == 5, "\n".join(sql)
+    assert len(sql) == 4, "\n".join(sql)
     old = Memory.objects.get(pk=first.memory.pk)
     assert old.superseded_by_id == result.memory.pk and old.invalidated_at == result.memory.created_at
     assertion = MemoryAssertion.objects.get(pk=result.assertion.pk)
