@@ -614,8 +614,9 @@ def _resolve_content(store: MemoryStore, text: str, digest: str, vector: list[fl
     with connection.cursor() as cursor:
         # A hit updates the row only to fill a missing vector: rewriting it would add a row
         # version, and with it an entry in every index (the HNSW graph's insert is the slow one).
-        # The caller holds the store lock, so a row this statement does not insert or update is
-        # committed and visible to its second branch.
+        # The store lock is held (by the caller, or taken by the statement sent ahead of this
+        # one), so a row this statement does not insert or update is committed and visible to
+        # its second branch.
         lock = f"{LOCK_FOR_WRITE_SQL};\n" if lock_first else ""
         cursor.execute(
             f"""{lock}
