@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -13,8 +13,8 @@ from django.db.models.expressions import DatabaseDefault
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
-__all__ = ["advisory_xact_lock", "allow_ledger_erasure", "insert_rows", "insert_sql", "lock_project_documents",
-           "one_round_trip", "vector_literal"]
+__all__ = ["advisory_xact_lock", "allow_ledger_erasure", "in_order", "insert_rows", "insert_sql", "joins_statements",
+           "lock_project_documents", "one_round_trip", "vector_literal"]
 
 #: The database types of pgvector fields whose values insert_rows sends as ``float4[]`` slices.
 _VECTOR_TYPES = ("vector", "halfvec")
@@ -155,20 +155,55 @@ def insert_sql(obj: models.Model) -> tuple[str, list[Any]]:
     return f"INSERT INTO {table} ({names}) VALUES ({', '.join(placeholders)})", values
 
 
-def one_round_trip(writes: Sequence[tuple[str, Sequence[Any]]], *, saved: Sequence[models.Model] = ()) -> None:
-    """Run ``writes`` (statements with their parameters, none returning rows) in order, sent
-    together as one query: one round trip instead of one each. Each is still a statement of its
-    own (its triggers, checks and errors as if sent alone); an error stops the rest and aborts
-    the transaction. ``saved``: the new instances among them, marked as saved.
+def joins_statements() -> bool:
+    """Whether several statements can go in one query: client-side parameter binding (Django's
+    default for psycopg 3). With ``OPTIONS["server_side_binding"]`` each statement is prepared
+    on the server, one per query."""
+    return connection.settings_dict.get("OPTIONS", {}).get("server_side_binding") is not True
 
-    Several statements in one query need client-side parameter binding (Django's default for
-    psycopg 3); with ``OPTIONS["server_side_binding"]`` they are sent one by one.
+
+Params = Sequence[Any] | Mapping[str, Any]
+
+
+def in_order(cursor: Any, statements: Sequence[tuple[str, Params]]) -> Iterator[None]:
+    """Execute ``statements`` in order, sent together as one query where joins_statements()
+    (one round trip instead of one each), else one by one; yields once per statement, with the
+    cursor on that statement's result. Each is still a statement of its own (its triggers,
+    checks, errors and snapshot as if sent alone, seeing the rows the ones before it wrote); an
+    error stops the rest and aborts the transaction.
+
+    The statements' parameters are all positional (``%s``: one list, in order) or all named
+    (``%(name)s``: one mapping; a name used by two statements must have one value).
     """
+    if not joins_statements():
+        for sql, params in statements:
+            cursor.execute(sql, params)
+            yield
+        return
+    joined: list[Any] | dict[str, Any]
+    if all(isinstance(params, Mapping) for _, params in statements):
+        joined = {}
+        for _, params in statements:
+            assert isinstance(params, Mapping)
+            clashes = [name for name, value in params.items() if name in joined and joined[name] != value]
+            if clashes:
+                raise ValueError(f"statements sent together give {clashes} different values")
+            joined.update(params)
+    else:
+        joined = [value for _, params in statements for value in params]
+    cursor.execute(";\n".join(sql for sql, _ in statements), joined)
+    for index in range(len(statements)):
+        if index:
+            cursor.nextset()
+        yield
+
+
+def one_round_trip(writes: Sequence[tuple[str, Params]], *, saved: Sequence[models.Model] = ()) -> None:
+    """Run ``writes`` (statements with their parameters, none returning rows) in order, sent
+    together as one query (:func:`in_order`). ``saved``: the new instances among them, marked as
+    saved."""
     with connection.cursor() as cursor:
-        if connection.settings_dict.get("OPTIONS", {}).get("server_side_binding") is True:
-            for sql, params in writes:
-                cursor.execute(sql, params)
-        else:
-            cursor.execute(";\n".join(sql for sql, _ in writes), [value for _, params in writes for value in params])
+        for _ in in_order(cursor, writes):
+            pass
     for obj in saved:
         obj._state.adding, obj._state.db = False, connection.alias

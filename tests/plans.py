@@ -4,7 +4,7 @@ no embedder), and what EXPLAIN ANALYZE says a statement really did."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -40,12 +40,14 @@ def fill(store: Any, count: int, prefix: str, text: str = "Synthetic fact", *, v
 
 @contextmanager
 def statements_with(marker: str) -> Iterator[list[tuple[str, Any]]]:
-    """The statements (sql, params) run inside the block whose SQL contains ``marker``."""
+    """The statements (sql, params) run inside the block whose SQL contains ``marker``; a query
+    of several statements with named parameters (memory_engine.db.in_order) counts as each of
+    them, with all the parameters."""
     found: list[tuple[str, Any]] = []
 
     def capture(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        if marker in sql:
-            found.append((sql, params))
+        statements = sql.split(";\n") if isinstance(params, Mapping) else [sql]
+        found.extend((statement, params) for statement in statements if marker in statement)
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(capture):

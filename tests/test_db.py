@@ -7,9 +7,10 @@ import pytest
 from django.db import DataError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from memory_engine.db import insert_sql, one_round_trip
+from memory_engine.db import in_order, insert_sql, one_round_trip
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent
-from memory_engine.services.memory_write import content_hash
+from memory_engine.services.memory_write import content_hash, memory_write
+from tests.factories import MemoryStoreFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -57,13 +58,56 @@ def test_a_failing_write_leaves_none_of_the_others(store, content):
     assert memory._state.adding
 
 
-def test_with_server_side_binding_the_statements_go_one_by_one(store, content, monkeypatch):
+@pytest.fixture
+def server_side_binding():
+    """The test's connection opened again with psycopg's server-side binding, as a host's
+    ``OPTIONS["server_side_binding"]`` gives it (each query prepared: one statement per query)."""
+    options = connection.settings_dict.setdefault("OPTIONS", {})
+    connection.close()
+    options["server_side_binding"] = True
+    try:
+        yield
+    finally:
+        connection.close()
+        del options["server_side_binding"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_server_side_binding_the_statements_go_one_by_one(server_side_binding, project):
     """Several statements in one query need client-side binding; a host that turned on
-    psycopg's server-side binding gets one round trip per statement, the same rows."""
-    monkeypatch.setitem(connection.settings_dict["OPTIONS"], "server_side_binding", True)
+    server-side binding gets one round trip per statement, the same rows."""
+    store = MemoryStoreFactory(project=project)
+    text = "The deploy window opens on Tuesday"
+    content = MemoryContent.objects.create(store=store, text=text, content_hash=content_hash(text))
     memory = memory_of(store, content)
     assertion = MemoryAssertion(store=store, memory=memory, content=content.text, outcome="created", principal="t")
     with CaptureQueriesContext(connection) as queries:
         one_round_trip([insert_sql(memory), insert_sql(assertion)], saved=[memory, assertion])
     assert len(queries.captured_queries) == 2
     assert MemoryAssertion.objects.get(pk=assertion.pk).memory_id == memory.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_server_side_binding_the_funnel_writes_as_usual(server_side_binding, project):
+    """The funnel's own queries of several statements (the store lock, the content upsert and
+    the candidates; the memory and its assertion) go one by one too: create, skip, supersede."""
+    store = MemoryStoreFactory(project=project)
+    first = memory_write(store=store, content="Our main database is hosted in Frankfurt", principal="t")
+    again = memory_write(store=store, content="Our main database is hosted in Frankfurt", principal="t")
+    moved = memory_write(store=store, content="Our main database is now hosted in Frankfurt and Paris",
+                         principal="t")
+    assert [first.action, again.action, moved.action] == ["created", "skipped", "superseded"]
+    assert again.memory.pk == first.memory.pk and moved.replaced.pk == first.memory.pk
+    assert MemoryAssertion.objects.filter(store=store).count() == 3
+
+
+def test_statements_sent_together_cannot_give_one_name_two_values():
+    with connection.cursor() as cursor, pytest.raises(ValueError, match=r"\['n'\] different values"):
+        list(in_order(cursor, [("SELECT %(n)s", {"n": 1}), ("SELECT %(n)s", {"n": 2})]))
+
+
+def test_named_statements_sent_together_each_give_their_rows():
+    with connection.cursor() as cursor:
+        rows = [cursor.fetchall() for _ in in_order(cursor, [("SELECT %(a)s", {"a": 1}), ("SELECT %(b)s, %(a)s",
+                                                                                          {"a": 1, "b": 2})])]
+    assert rows == [[(1,)], [(2, 1)]]

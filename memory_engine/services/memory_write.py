@@ -24,7 +24,7 @@ from django.db import DataError, connection, transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings, reloads_with_settings
-from memory_engine.db import advisory_xact_lock, insert_sql, one_round_trip, vector_literal
+from memory_engine.db import advisory_xact_lock, in_order, insert_sql, one_round_trip, vector_literal
 from memory_engine.details import changed_details
 from memory_engine.exceptions import (
     AboutRequired,
@@ -347,24 +347,37 @@ CANDIDATE_CONTENT_SQL = ("c.content_hash AS content_hash, c.text AS content_text
                          " c.embedding_model AS content_model, c.created_at AS content_created_at")
 
 
-def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, about: About | None,
-                     neighbours: bool, limit: int = NEIGHBOURS, new_content: bool = False) -> Candidates:
-    """The ``about`` match (when ``about`` is given), the same-text memory (unless the content
-    row is ``new_content``, which no memory holds yet) and (``neighbours``) the top ``limit``
-    nearest, among the store's live memories of the same facet (no facet: only memories without
-    one), in one statement: branches of a UNION ALL, each planned on its own. A branch that
-    cannot match is left out rather than sent: planning is most of what a small store's
-    statement costs (docs/benchmarks.md, "Planning the candidates statement").
+@dataclass
+class CandidatesQuery:
+    """dedup_candidates' statement, built (candidates_query) before it is sent."""
 
-    The query vector is read from the content row inside PostgreSQL, so no vector
-    travels over the wire. Small stores are scanned exactly (_exact_shortlist_ctes: the HNSW
-    index could miss rows when other stores crowd it); large ones use HNSW with the settings
-    a write's store lock set (LOCK_FOR_WRITE_SQL: a raised ef_search and the iterative scan), so the
-    store, facet and liveness filters still fill the top ``limit``.
-    """
+    sql: str
+    params: dict[str, Any]
+    #: it reads the same-text memory / the nearest memories
+    same: bool
+    near: bool
+
+    def covers(self, *, new_content: bool, neighbours: bool) -> bool:
+        """Whether it reads what a decision needs once the content upsert has told whether the
+        row is new (no memory holds it: no same-text memory to read) and holds a vector."""
+        return (self.same or new_content) and (self.near or not neighbours)
+
+
+def candidates_query(store: MemoryStore, *, content_id: str | None = None, digest: str = "", facet: str | None,
+                     about: About | None, neighbours: bool, limit: int = NEIGHBOURS,
+                     new_content: bool = False) -> CandidatesQuery | None:
+    """The statement of dedup_candidates (None: no branch to send). The content row is named by
+    ``content_id``, or else by the store and ``digest``: then the statement can go in the same
+    query as the upsert that makes the row (_resolve_content), and finds it there."""
+    if content_id is not None:
+        row = "id = %(content)s"
+        content = "%(content)s"
+    else:
+        row = "store_id = %(store)s AND content_hash = %(hash)s"
+        content = f"(SELECT id FROM memory_engine_memorycontent WHERE {row})"
     # A scalar subquery is evaluated once, as a parameter, so the HNSW index can order by it
     # (a joined CTE column would force a full sort).
-    query = "(SELECT embedding FROM memory_engine_memorycontent WHERE id = %(content)s)"
+    query = f"(SELECT embedding FROM memory_engine_memorycontent WHERE {row})"
     facet_sql = "m.facet IS NOT DISTINCT FROM %(facet)s"
     # The about and same-text matches are live by the application's clock (Memory.objects.live()),
     # the shortlist by the transaction's (LIVE_MEMORY_SQL), as they were when they were separate
@@ -383,7 +396,7 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
         # content's index while its statistics have not seen the store (estimated at one row).
         branches.append(
             f"""(SELECT 'same' AS role, NULL::float8 AS cosine, {columns} FROM {joined}
-            WHERE m.content_id = %(content)s AND {live_now} ORDER BY m.created_at, m.id LIMIT 1)""")
+            WHERE m.content_id = {content} AND {live_now} ORDER BY m.created_at, m.id LIMIT 1)""")
     exact = False
     if neighbours:
         with connection.cursor() as cursor:
@@ -400,19 +413,43 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
                 WHERE c.store_id = %(store)s AND {facet_sql} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
                 ORDER BY c.embedding <=> {query} LIMIT %(limit)s)""")
     if not branches:
-        return Candidates()
+        return None
     statement = "\nUNION ALL\n".join(branches)
     if exact:
         statement = f"{_exact_shortlist_ctes(query, facet_sql)}\n{statement}"
+    params = {"store": store.pk, "facet": facet, "limit": limit, "now": timezone.now(),
+              "contents": limit * NEAREST_CONTENTS_PER_NEIGHBOUR,
+              "about_kind": about.kind if about else None, "about_key": about.key if about else None}
+    params.update({"content": content_id} if content_id is not None else {"hash": digest})
+    return CandidatesQuery(statement, params, same=not new_content, near=neighbours)
+
+
+def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, about: About | None,
+                     neighbours: bool, limit: int = NEIGHBOURS, new_content: bool = False) -> Candidates:
+    """The ``about`` match (when ``about`` is given), the same-text memory (unless the content
+    row is ``new_content``, which no memory holds yet) and (``neighbours``) the top ``limit``
+    nearest, among the store's live memories of the same facet (no facet: only memories without
+    one), in one statement (candidates_query): branches of a UNION ALL, each planned on its own.
+    A branch that cannot match is left out rather than sent: planning is most of what a small
+    store's statement costs (docs/benchmarks.md, "Planning the candidates statement").
+
+    The query vector is read from the content row inside PostgreSQL, so no vector
+    travels over the wire. Small stores are scanned exactly (_exact_shortlist_ctes: the HNSW
+    index could miss rows when other stores crowd it); large ones use HNSW with the settings
+    a write's store lock set (LOCK_FOR_WRITE_SQL: a raised ef_search and the iterative scan), so the
+    store, facet and liveness filters still fill the top ``limit``.
+    """
+    query = candidates_query(store, content_id=content_id, facet=facet, about=about, neighbours=neighbours,
+                             limit=limit, new_content=new_content)
+    if query is None:
+        return Candidates()
     with connection.cursor() as cursor:
-        cursor.execute(
-            statement,
-            {"content": content_id, "store": store.pk, "facet": facet, "limit": limit, "now": timezone.now(),
-             "contents": limit * NEAREST_CONTENTS_PER_NEIGHBOUR,
-             "about_kind": about.kind if about else None, "about_key": about.key if about else None},
-        )
-        names = [column.name for column in cursor.description]
-        rows = cursor.fetchall()
+        cursor.execute(query.sql, query.params)
+        return read_candidates([column.name for column in cursor.description], cursor.fetchall())
+
+
+def read_candidates(names: list[str], rows: list[tuple[Any, ...]]) -> Candidates:
+    """Candidates from the rows of a candidates_query statement (``names``: its columns)."""
     found = Candidates()
     near: list[tuple[float, Any]] = []
     scanned: list[tuple[float, Any]] = []
@@ -572,19 +609,31 @@ def _changed_details(old_text: str, new_text: str) -> list[dict[str, Any]]:
     return [change.as_dict() for change in changed_details(old_text, new_text)]
 
 
-def _prepare_vector(store: MemoryStore, text: str, digest: str) -> tuple[list[float] | None, dict[str, Any]]:
+class Prepared(NamedTuple):
+    """_prepare_vector's answer."""
+
+    #: the text's vector, None when its content row holds one already (or the embedder failed)
+    vector: list[float] | None
+    #: what the assertion should record (an embedder failure)
+    notes: dict[str, Any]
+    #: the content row as seen before the write: None (no row), else whether it holds a vector
+    stored: bool | None
+
+
+def _prepare_vector(store: MemoryStore, text: str, digest: str) -> Prepared:
     """Embed the text unless its content row already holds a vector (outside any transaction)."""
     with connection.cursor() as cursor:
-        # raw SQL: the ORM's exists() spent more time building the query than PostgreSQL answering it
+        # raw SQL: the ORM spent more time building the query than PostgreSQL answering it
         cursor.execute(
-            "SELECT EXISTS (SELECT 1 FROM memory_engine_memorycontent"
-            " WHERE store_id = %s AND content_hash = %s AND embedding IS NOT NULL)",
+            "SELECT embedding IS NOT NULL FROM memory_engine_memorycontent WHERE store_id = %s AND content_hash = %s",
             [store.pk, digest],
         )
-        if cursor.fetchone()[0]:
-            return None, {}
+        row = cursor.fetchone()
+    stored = None if row is None else row[0]
+    if stored:
+        return Prepared(None, {}, stored)
     vector, failure = embed_best_effort(text)
-    return vector, ({"embedding": failure} if failure else {})
+    return Prepared(vector, {"embedding": failure} if failure else {}, stored)
 
 
 CONTENT_FIELDS = ["id", "store_id", "content_hash", "text", "embedding_model", "created_at"]
@@ -598,50 +647,53 @@ class ResolvedContent(NamedTuple):
     has_vector: bool
     #: made by this statement: no memory holds it yet
     inserted: bool
+    #: what the ``candidates`` statement sent with the upsert found
+    found: Candidates | None = None
+
+
+#: The content upsert (_resolve_content). A hit updates the row only to fill a missing vector:
+#: rewriting it would add a row version, and with it an entry in every index (the HNSW graph's
+#: insert is the slow one). The store lock is held, so a row this statement does not insert or
+#: update is committed and visible to its second branch.
+CONTENT_UPSERT_SQL = f"""WITH upsert AS (
+    INSERT INTO memory_engine_memorycontent (id, store_id, content_hash, text, embedding, embedding_model, created_at)
+    VALUES (%(id)s, %(store)s, %(hash)s, %(text)s, %(vector)s::vector, %(model)s, now())
+    ON CONFLICT (store_id, content_hash) DO UPDATE SET
+        embedding = EXCLUDED.embedding, embedding_model = EXCLUDED.embedding_model
+    WHERE memory_engine_memorycontent.embedding IS NULL AND EXCLUDED.embedding IS NOT NULL
+    RETURNING {", ".join(CONTENT_FIELDS)}, embedding IS NOT NULL
+)
+SELECT * FROM upsert
+UNION ALL
+SELECT {", ".join(CONTENT_FIELDS)}, embedding IS NOT NULL FROM memory_engine_memorycontent
+WHERE store_id = %(store)s AND content_hash = %(hash)s AND NOT EXISTS (SELECT 1 FROM upsert)"""
 
 
 def _resolve_content(store: MemoryStore, text: str, digest: str, vector: list[float] | None, *,
-                     lock_first: bool = False) -> ResolvedContent:
+                     lock_first: bool = False, candidates: CandidatesQuery | None = None) -> ResolvedContent:
     """Find or make the content row in one statement, filling its vector if it had none.
 
-    ``lock_first``: take the store lock for the write first (LOCK_FOR_WRITE_SQL), sent in the
-    same query: one round trip for both, the upsert run once the lock is held. Otherwise the
-    caller holds the store lock already.
+    ``lock_first``: take the store lock for the write first (LOCK_FOR_WRITE_SQL), so the upsert
+    runs once the lock is held; otherwise the caller holds it already. ``candidates``: a
+    candidates_query statement naming the row by its hash, run after the upsert. All in one
+    round trip where the connection allows it (memory_engine.db.in_order).
     """
     provider = get_embedding_provider()
     model_name = provider.model_name if (provider and vector is not None) else ""
-    returned = "id, store_id, content_hash, text, embedding_model, created_at, embedding IS NOT NULL"
+    content_id = new_id("mc")
+    statements: list[tuple[str, dict[str, Any]]] = [(CONTENT_UPSERT_SQL, {
+        "id": content_id, "store": store.pk, "hash": digest, "text": text, "model": model_name,
+        "vector": vector_literal(vector) if vector is not None else None})]
+    if lock_first:
+        statements.insert(0, (LOCK_FOR_WRITE_SQL, _lock_for_write_params(store.pk)))
+    if candidates is not None:
+        statements.append((candidates.sql, candidates.params))
     with connection.cursor() as cursor:
-        # A hit updates the row only to fill a missing vector: rewriting it would add a row
-        # version, and with it an entry in every index (the HNSW graph's insert is the slow one).
-        # The store lock is held (by the caller, or taken by the statement sent ahead of this
-        # one), so a row this statement does not insert or update is committed and visible to
-        # its second branch.
-        lock = f"{LOCK_FOR_WRITE_SQL};\n" if lock_first else ""
-        cursor.execute(
-            f"""{lock}
-            WITH upsert AS (
-                INSERT INTO memory_engine_memorycontent
-                    (id, store_id, content_hash, text, embedding, embedding_model, created_at)
-                VALUES (%(id)s, %(store)s, %(hash)s, %(text)s, %(vector)s::vector, %(model)s, now())
-                ON CONFLICT (store_id, content_hash) DO UPDATE SET
-                    embedding = EXCLUDED.embedding, embedding_model = EXCLUDED.embedding_model
-                WHERE memory_engine_memorycontent.embedding IS NULL AND EXCLUDED.embedding IS NOT NULL
-                RETURNING {returned}
-            )
-            SELECT * FROM upsert
-            UNION ALL
-            SELECT {returned} FROM memory_engine_memorycontent
-            WHERE store_id = %(store)s AND content_hash = %(hash)s AND NOT EXISTS (SELECT 1 FROM upsert)
-            """,
-            {"id": (content_id := new_id("mc")), "store": store.pk, "hash": digest, "text": text,
-             "vector": vector_literal(vector) if vector is not None else None, "model": model_name,
-             **(_lock_for_write_params(store.pk) if lock_first else {})},
-        )
-        if lock_first:
-            cursor.nextset()  # past the lock's row, to the upsert's
-        row = cursor.fetchone()
-    return ResolvedContent(_content_row(row[:6]), bool(row[6]), row[0] == content_id)
+        results = [([column.name for column in cursor.description], cursor.fetchall())
+                   for _ in in_order(cursor, statements)]
+    row = results[1 if lock_first else 0][1][0]
+    found = read_candidates(*results[-1]) if candidates is not None else None
+    return ResolvedContent(_content_row(row[:6]), bool(row[6]), row[0] == content_id, found)
 
 
 #: What a content insert meets when the embedding model was switched after the text was embedded.
@@ -673,19 +725,15 @@ class Decision:
     changes: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _decide(*, store: MemoryStore, content_row: MemoryContent, has_vector: bool, new_content: bool, text: str,
-            about: About | None, facet: str | None, thresholds: tuple[float, float], judge: Any,
+def _decide(*, found: Candidates, has_vector: bool, content_row: MemoryContent, text: str, about: About | None,
+            thresholds: tuple[float, float], judge: Any,
             notes: dict[str, Any]) -> tuple[Decision, list[tuple[str, float]]]:
-    """Skip, supersede or create (see docs/write-funnel.md); runs under the store lock.
-
-    Candidates are the store's live memories of the same facet, read in one statement
-    (dedup_candidates; ``new_content``: the write made the content row). Returns
-    the decision and the nearest neighbours (for ``potential_duplicates``). ``notes``
+    """Skip, supersede or create (see docs/write-funnel.md) from what the candidates statement
+    ``found`` among the store's live memories of the same facet; runs under the store lock.
+    Returns the decision and the nearest neighbours (for ``potential_duplicates``). ``notes``
     collects what the assertion should record.
     """
     dup_t, sup_t = thresholds
-    found = dedup_candidates(store, content_row.pk, facet=facet, about=about, neighbours=has_vector,
-                             new_content=new_content)
     neighbours = found.neighbours
     if about is not None and found.about is not None:
         about_match, about_cosine = found.about
@@ -851,9 +899,9 @@ def memory_write(
         expires_at=expires_at, agent=agent, retention_class=retention_class, thresholds=(dup_t, sup_t),
         judge=judge, principal=principal, mechanism=mechanism, generation_id=generation_id, rule_id=rule_id,
     )
-    vector, notes = _prepare_vector(store, text, request.digest)
+    vector, notes, stored = _prepare_vector(store, text, request.digest)
     try:
-        result = _record(store, request, vector, notes)
+        result = _record(store, request, vector, notes, stored=stored)
     except DataError as exc:
         if vector is None or not model_switched(exc):
             raise
@@ -863,7 +911,7 @@ def memory_write(
         logger.info("the embedding model changed during a write; embedding the text again")
         refresh_embedding_provider()
         vector, failure = embed_best_effort(text)
-        result = _record(store, request, vector, {"embedding": failure} if failure else {})
+        result = _record(store, request, vector, {"embedding": failure} if failure else {}, stored=stored)
     memory, rounded = result.memory, None if result.similarity is None else round(result.similarity, 4)
     logger.info(
         "memory write outcome=%s reason=%s store=%s memory=%s assertion=%s similarity=%s mechanism=%s",
@@ -903,20 +951,32 @@ class _Write:
     rule_id: str | None
 
 
-def _record(store: MemoryStore, request: _Write, vector: list[float] | None, notes: dict[str, Any]) -> WriteResult:
+def _record(store: MemoryStore, request: _Write, vector: list[float] | None, notes: dict[str, Any], *,
+            stored: bool | None) -> WriteResult:
     """memory_write's transaction: under the store lock, the content row, the decision, the
-    memory and its assertion. Raises DataError when ``vector`` no longer fits the content column
-    (model_switched) before anything is written; no savepoint guards that statement, since the
-    caller writes again in a new transaction."""
+    memory and its assertion. ``stored``: the content row as _prepare_vector saw it. Raises
+    DataError when ``vector`` no longer fits the content column (model_switched) before anything
+    is written; no savepoint guards that statement, since the caller writes again in a new
+    transaction."""
     text, digest, about, facet = request.text, request.digest, request.about, request.facet
     tags, metadata, kind, title, summary = request.tags, request.metadata, request.kind, request.title, request.summary
     dup_t, sup_t = request.thresholds
+    # The candidates statement goes with the content upsert, its branches chosen by what the
+    # row was before the write (a new row has no same-text memory; a row without a vector, no
+    # neighbours).
+    query = candidates_query(store, digest=digest, facet=facet, about=about,
+                             neighbours=vector is not None or stored is True, new_content=stored is None)
     with transaction.atomic():
-        content_row, has_vector, inserted = _resolve_content(store, text, digest, vector, lock_first=True)
+        content_row, has_vector, inserted, found = _resolve_content(store, text, digest, vector, lock_first=True,
+                                                                    candidates=query)
         now = timezone.now()  # once the store lock is held: the store's writes get it in their order
-        decision, neighbours = _decide(store=store, content_row=content_row, has_vector=has_vector,
-                                       new_content=inserted, text=text, about=about, facet=facet,
-                                       thresholds=(dup_t, sup_t), judge=request.judge, notes=notes)
+        if query is None or found is None or not query.covers(new_content=inserted, neighbours=has_vector):
+            # another write of the same text got in first: the statement again, with the branches
+            # the row now needs
+            found = dedup_candidates(store, content_row.pk, facet=facet, about=about, neighbours=has_vector,
+                                     new_content=inserted)
+        decision, neighbours = _decide(found=found, has_vector=has_vector, content_row=content_row, text=text,
+                                       about=about, thresholds=(dup_t, sup_t), judge=request.judge, notes=notes)
         action, reason, match = decision.action, decision.reason, decision.match
         similarity, changes = decision.similarity, decision.changes
 

@@ -230,8 +230,8 @@ def test_large_store_dedup_query_can_use_the_hnsw_index(store, settings):
     from memory_engine.services import memory_write as funnel
 
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 0}
-    funnel._scan_mode_cache.clear()
     first = write(store, EMAIL)
+    funnel._scan_mode_cache.clear()  # the write found the store empty: an exact scan at any limit
     with CaptureQueriesContext(connection) as queries:
         funnel.nearest_live_memories(store, first.memory.content_id, facet=None)
     nearest_sql = next(q["sql"] for q in queries.captured_queries if "ORDER BY" in q["sql"])

@@ -4,6 +4,8 @@ loaded machine; a new query in the funnel should be a deliberate change of these
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -39,14 +41,16 @@ def warm_store(store):
     return store
 
 
-def test_a_new_fact_takes_four_round_trips(warm_store):
-    # content exists? (before the lock) / lock + HNSW settings, then the content upsert /
-    # candidates (about, same text, shortlist; with their rows) / the memory and its assertion
+def test_a_new_fact_takes_three_round_trips(warm_store):
+    # content stored? (before the lock) / lock + HNSW settings, then the content upsert, then
+    # the candidates (about, same text, shortlist; with their rows) / the memory and its assertion
     result, sql = statements_of(warm_store, DATABASE)
     assert result.action == "created"
-    assert len(sql) == 4, "\n".join(sql)
-    assert sql[1].lstrip().startswith("SELECT pg_advisory_xact_lock")  # the lock before the upsert
-    assert "INSERT INTO memory_engine_memorycontent" in sql[1]
+    assert len(sql) == 3, "\n".join(sql)
+    lock, upsert, candidates = sql[1].split(";\n")
+    assert lock.lstrip().startswith("SELECT pg_advisory_xact_lock")  # the lock before the upsert
+    assert "INSERT INTO memory_engine_memorycontent" in upsert
+    assert "'near' AS role" in candidates  # after the upsert: it reads the new row's vector
     assert sql[-1].startswith('INSERT INTO "memory_engine_memory"')  # the memory first (the feed's order)
     assert ';\nINSERT INTO "memory_engine_memoryassertion"' in sql[-1]
     memory = Memory.objects.get(pk=result.memory.pk)
@@ -55,12 +59,12 @@ def test_a_new_fact_takes_four_round_trips(warm_store):
     assert (assertion.memory_id, assertion.outcome, assertion.content) == (memory.pk, "created", DATABASE)
 
 
-def test_an_exact_restatement_takes_four_round_trips(warm_store):
+def test_an_exact_restatement_takes_three_round_trips(warm_store):
     first = write(warm_store, DATABASE)
-    # content exists? / lock, then content (a hit: not rewritten) / candidates / assertion
+    # content stored? / lock, content (a hit: not rewritten), candidates / assertion
     result, sql = statements_of(warm_store, DATABASE)
     assert (result.action, result.memory.pk) == ("skipped", first.memory.pk)
-    assert len(sql) == 4, "\n".join(sql)
+    assert len(sql) == 3, "\n".join(sql)
     assert not any(s.startswith("UPDATE") for s in sql)  # reinforced at most once per interval
 
 
@@ -73,7 +77,7 @@ def candidates_branches(sql):
 def test_the_candidates_statement_leaves_out_the_branches_a_write_cannot_use(warm_store):
     """Planning is most of what the candidates statement costs in a small store: a new text's
     content row has no memory yet (no same-text branch), a write without ``about`` has no about
-    match to find."""
+    match to find. Whether the row is new is what the write saw before it took the lock."""
     _, sql = statements_of(warm_store, DATABASE)
     assert candidates_branches(sql) == {"near", "scan"}  # a small store's exact shortlist
 
@@ -88,13 +92,13 @@ def test_the_candidates_statement_leaves_out_the_branches_a_write_cannot_use(war
     assert (result.action, result.decision_reason) == ("superseded", "about_key")
 
 
-def test_a_supersede_takes_four_round_trips(warm_store):
+def test_a_supersede_takes_three_round_trips(warm_store):
     first = write(warm_store, DATABASE)
     # MiniLM puts this pair at ~0.91, between 0.90 and 0.95: a supersede
-    # ... the four of a new fact, the update retiring the old memory in the last one
+    # ... the three of a new fact, the update retiring the old memory in the last one
     result, sql = statements_of(warm_store, "Our main database is now hosted in Frankfurt and Paris")
     assert (result.action, result.replaced.pk) == ("superseded", first.memory.pk)
-    assert len(sql) == 4, "\n".join(sql)
+    assert len(sql) == 3, "\n".join(sql)
     old = Memory.objects.get(pk=first.memory.pk)
     assert old.superseded_by_id == result.memory.pk and old.invalidated_at == result.memory.created_at
     assertion = MemoryAssertion.objects.get(pk=result.assertion.pk)
@@ -137,3 +141,45 @@ def test_an_agent_tool_write_reads_its_project_once(client, store):
         response = client.post(url, {"content": DATABASE}, format="json")
     assert response.status_code == 201 and response.json()["action"] == "created"
     assert project_reads(queries) == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("embedder", ["default", "failing"])
+def test_a_write_overtaken_by_the_same_text_still_finds_its_memory(monkeypatch, request, embedder):
+    """The candidates statement goes with the upsert, its branches chosen by what the write saw
+    before the lock. When another write of the same text commits in between, the row the write
+    took for new has a memory: the write reads the candidates again and skips onto it. Without
+    a vector (the embedder down) only that second reading finds it."""
+    from memory_engine.services import memory_write as funnel
+    from tests.factories import MemoryStoreFactory, ProjectFactory
+
+    if embedder == "failing":
+        request.getfixturevalue("failing_embedder")
+    store = MemoryStoreFactory(project=ProjectFactory())
+    seen = funnel._prepare_vector
+    overtaking = []
+
+    def then_another_writer(*args, **kwargs):
+        prepared = seen(*args, **kwargs)
+        if not overtaking:  # once: the other writer's own look passes through here too
+            overtaking.append(None)
+            thread = threading.Thread(target=write_elsewhere)
+            thread.start()
+            thread.join()
+        return prepared
+
+    def write_elsewhere():
+        try:
+            overtaking[0] = write(store, DATABASE)
+        finally:
+            connection.close()
+
+    monkeypatch.setattr(funnel, "_prepare_vector", then_another_writer)
+    with CaptureQueriesContext(connection) as queries:
+        result = write(store, DATABASE)
+    other = overtaking[0]
+    assert other is not None and other.action == "created"
+    assert (result.action, result.decision_reason, result.memory.pk) == ("skipped", "duplicate", other.memory.pk)
+    sent = [q["sql"] for q in queries.captured_queries if " AS role" in q["sql"]]
+    assert "'same' AS role" in sent[-1] and not any("'same' AS role" in s for s in sent[:-1])  # read again
+    assert Memory.objects.filter(store=store).count() == 1
