@@ -14,7 +14,7 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 __all__ = ["advisory_xact_lock", "allow_ledger_erasure", "in_order", "insert_rows", "insert_sql", "joins_statements",
-           "lock_project_documents", "one_round_trip", "vector_literal"]
+           "lock_project_documents", "one_round_trip", "update_sql", "vector_literal"]
 
 #: The database types of pgvector fields whose values insert_rows sends as ``float4[]`` slices.
 _VECTOR_TYPES = ("vector", "halfvec")
@@ -153,6 +153,23 @@ def insert_sql(obj: models.Model) -> tuple[str, list[Any]]:
         values.append(field.get_db_prep_save(value, connection))
     table = connection.ops.quote_name(meta.db_table)
     return f"INSERT INTO {table} ({names}) VALUES ({', '.join(placeholders)})", values
+
+
+def update_sql(obj: models.Model, changes: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """The ``UPDATE`` of ``obj``'s row setting ``changes`` (field name: value; a model instance
+    for a foreign key), the statement ``filter(pk=obj.pk).update(**changes)`` sends, and its
+    parameters, for :func:`one_round_trip`."""
+    meta = obj._meta
+    quote = connection.ops.quote_name
+    columns: list[str] = []
+    values: list[Any] = []
+    for name, value in changes.items():
+        field = meta.get_field(name)
+        assert isinstance(field, models.Field) and field.column, f"{name} is not a column of {meta.label}"
+        columns.append(f"{quote(field.column)} = %s")
+        values.append(field.get_db_prep_save(value.pk if isinstance(value, models.Model) else value, connection))
+    return (f"UPDATE {quote(meta.db_table)} SET {', '.join(columns)} WHERE {quote(meta.pk.column)} = %s",
+            [*values, obj.pk])
 
 
 def joins_statements() -> bool:

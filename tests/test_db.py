@@ -7,7 +7,7 @@ import pytest
 from django.db import DataError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from memory_engine.db import in_order, insert_sql, one_round_trip
+from memory_engine.db import in_order, insert_sql, one_round_trip, update_sql
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent
 from memory_engine.services.memory_write import content_hash, memory_write
 from tests.factories import MemoryStoreFactory
@@ -56,6 +56,24 @@ def test_a_failing_write_leaves_none_of_the_others(store, content):
         one_round_trip([insert_sql(memory), insert_sql(too_long)], saved=[memory, too_long])
     assert not Memory.objects.filter(pk=memory.pk).exists()
     assert memory._state.adding
+
+
+def test_update_sql_sets_what_update_sets(store, content):
+    ours, theirs = memory_of(store, content), memory_of(store, content)
+    ours.save()
+    theirs.save()
+    other = MemoryContent.objects.create(store=store, text="Deploys moved to Wednesday",
+                                         content_hash=content_hash("Deploys moved to Wednesday"))
+    changes = {"content": other, "confidence": 0.85, "evidence_count": 3, "reinforced_at": ours.created_at,
+               "superseded_by": theirs, "metadata": {"it's": ["x"]}}
+    with CaptureQueriesContext(connection) as queries:
+        one_round_trip([update_sql(ours, changes)])
+    Memory.objects.filter(pk=theirs.pk).update(**{**changes, "superseded_by": ours})
+    assert len(queries.captured_queries) == 1
+    fields = ("content_id", "confidence", "evidence_count", "reinforced_at", "metadata")
+    assert (Memory.objects.filter(pk=ours.pk).values(*fields).get()
+            == Memory.objects.filter(pk=theirs.pk).values(*fields).get())
+    assert Memory.objects.get(pk=ours.pk).superseded_by_id == theirs.pk
 
 
 @pytest.fixture

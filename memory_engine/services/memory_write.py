@@ -24,7 +24,7 @@ from django.db import DataError, connection, transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings, reloads_with_settings
-from memory_engine.db import advisory_xact_lock, in_order, insert_sql, one_round_trip, vector_literal
+from memory_engine.db import advisory_xact_lock, in_order, insert_sql, one_round_trip, update_sql, vector_literal
 from memory_engine.details import changed_details
 from memory_engine.exceptions import (
     AboutRequired,
@@ -788,13 +788,17 @@ def _later_expiry(store: MemoryStore, old: datetime | None, new: datetime | None
 
 
 def _reinforce(memory: Memory, *, store: MemoryStore, content_row: MemoryContent, confidence: float | None,
-               expires_at: datetime | None, now: datetime, notes: dict[str, Any]) -> bool:
+               expires_at: datetime | None, now: datetime, notes: dict[str, Any]) -> tuple[bool, list[Any]]:
     """A write landed on ``memory`` (a skip): keep the newer wording, and reinforce it at most
-    once per REINFORCE_INTERVAL_SECONDS. Returns whether it reinforced."""
+    once per REINFORCE_INTERVAL_SECONDS. Returns whether it reinforced, and the writes that do
+    it (a revision's INSERT, the memory's UPDATE), for the write's last round trip; ``memory``
+    shows the new values already."""
+    writes: list[Any] = []
     updates: dict[str, Any] = {}
     if memory.content_id != content_row.pk:
         # restated in other words: the newer wording is kept, the previous one is a revision
-        revision = MemoryRevision.objects.create(memory=memory, content_id=memory.content_id, created_at=now)
+        revision = MemoryRevision(memory=memory, content_id=memory.content_id, created_at=now)
+        writes.append(insert_sql(revision))
         notes["revision_id"] = revision.pk
         updates["content"] = content_row
     last = memory.reinforced_at or memory.created_at
@@ -808,10 +812,10 @@ def _reinforce(memory: Memory, *, store: MemoryStore, content_row: MemoryContent
             reinforced_at=now,
         )
     if updates:
-        Memory.objects.filter(pk=memory.pk).update(**updates)
+        writes.append(update_sql(memory, updates))
         for name, value in updates.items():
             setattr(memory, name, value)
-    return reinforced
+    return reinforced, writes
 
 
 def _potential_duplicates(neighbours: list[tuple[str, float]], *, exclude: set[str],
@@ -986,13 +990,16 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
         expiry = resolve_expiry(store, request.expires_at, now)
         replaced: Memory | None = None
         reinforced = False
-        # The new memory, the replaced one's retirement and the assertion: one round trip.
+        # The new memory, the replaced one's retirement (or the kept one's reinforcement) and the
+        # assertion: one round trip.
         writes: list[tuple[str, list[Any]]] = []
         if action == Outcome.SKIPPED:
             memory = match
             assert memory is not None
-            reinforced = _reinforce(memory, store=store, content_row=content_row, confidence=request.confidence,
-                                    expires_at=expiry, now=now, notes=notes)
+            reinforced, reinforcing = _reinforce(memory, store=store, content_row=content_row,
+                                                 confidence=request.confidence, expires_at=expiry, now=now,
+                                                 notes=notes)
+            writes.extend(reinforcing)
             notes["reinforced"] = reinforced
         else:
             if action == Outcome.SUPERSEDED:
@@ -1026,8 +1033,7 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
             )
             writes.append(insert_sql(memory))
             if replaced is not None:
-                writes.append(("UPDATE memory_engine_memory SET invalidated_at = %s, superseded_by_id = %s"
-                               " WHERE id = %s", [now, memory.pk, replaced.pk]))
+                writes.append(update_sql(replaced, {"invalidated_at": now, "superseded_by": memory}))
                 replaced.invalidated_at, replaced.superseded_by = now, memory
         kept_or_retired = [match.pk] if match is not None and action != Outcome.CREATED else []
         potential = _potential_duplicates(neighbours, exclude={memory.pk, *kept_or_retired},

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory_engine.models import Memory, MemoryAssertion
+from memory_engine.models import Memory, MemoryAssertion, MemoryRevision
 from memory_engine.services.memory_write import memory_write
 from tests.factories import AgentFactory
 
@@ -103,6 +103,37 @@ def test_a_supersede_takes_three_round_trips(warm_store):
     assert old.superseded_by_id == result.memory.pk and old.invalidated_at == result.memory.created_at
     assertion = MemoryAssertion.objects.get(pk=result.assertion.pk)
     assert (assertion.outcome, assertion.replaced_memory_id) == ("superseded", first.memory.pk)
+
+
+def test_a_reworded_skip_takes_three_round_trips(warm_store):
+    """A skip onto a memory in other words keeps the newer wording: the revision of the old one
+    and the memory's update go in the last round trip, before the assertion."""
+    first = write(warm_store, "The customer prefers email contact")
+    # ~0.97 with MiniLM: a skip, not an exact restatement
+    result, sql = statements_of(warm_store, "The customer prefers contact by email")
+    assert (result.action, result.memory.pk) == ("skipped", first.memory.pk)
+    assert len(sql) == 3, "\n".join(sql)
+    revision, update, assertion = sql[-1].split(";\n")
+    assert revision.startswith('INSERT INTO "memory_engine_memoryrevision"')
+    assert update.startswith('UPDATE "memory_engine_memory"')
+    assert assertion.startswith('INSERT INTO "memory_engine_memoryassertion"')
+    memory = Memory.objects.get(pk=first.memory.pk)
+    assert memory.content_id == result.memory.content_id != first.memory.content_id
+    (kept,) = MemoryRevision.objects.filter(memory=memory)
+    assert kept.content_id == first.memory.content_id
+    assert MemoryAssertion.objects.get(pk=result.assertion.pk).details["revision_id"] == kept.pk
+
+
+def test_a_reinforcing_restatement_takes_three_round_trips(warm_store, settings):
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "REINFORCE_INTERVAL_SECONDS": 0}
+    first = write(warm_store, DATABASE)  # (its caches read again after the settings change)
+    result, sql = statements_of(warm_store, DATABASE)
+    assert (result.action, result.reinforced) == ("skipped", True)
+    assert len(sql) == 3, "\n".join(sql)
+    assert sql[-1].startswith('UPDATE "memory_engine_memory"')
+    memory = Memory.objects.get(pk=first.memory.pk)
+    assert (memory.evidence_count, memory.reinforced_at) == (2, result.memory.reinforced_at)
+    assert memory.confidence == result.memory.confidence > first.memory.confidence
 
 
 def test_a_write_opens_no_savepoint_of_its_own(warm_store):
