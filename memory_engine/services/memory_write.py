@@ -788,12 +788,13 @@ def _later_expiry(store: MemoryStore, old: datetime | None, new: datetime | None
 
 
 def _reinforce(memory: Memory, *, store: MemoryStore, content_row: MemoryContent, confidence: float | None,
-               expires_at: datetime | None, now: datetime, notes: dict[str, Any]) -> tuple[bool, list[Any]]:
+               expires_at: datetime | None, now: datetime,
+               notes: dict[str, Any]) -> tuple[bool, list[tuple[str, list[Any]]]]:
     """A write landed on ``memory`` (a skip): keep the newer wording, and reinforce it at most
     once per REINFORCE_INTERVAL_SECONDS. Returns whether it reinforced, and the writes that do
     it (a revision's INSERT, the memory's UPDATE), for the write's last round trip; ``memory``
     shows the new values already."""
-    writes: list[Any] = []
+    writes: list[tuple[str, list[Any]]] = []
     updates: dict[str, Any] = {}
     if memory.content_id != content_row.pk:
         # restated in other words: the newer wording is kept, the previous one is a revision
@@ -975,8 +976,8 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
                                                                     candidates=query)
         now = timezone.now()  # once the store lock is held: the store's writes get it in their order
         if query is None or found is None or not query.covers(new_content=inserted, neighbours=has_vector):
-            # another write of the same text got in first: the statement again, with the branches
-            # the row now needs
+            # nothing was sent (no branch could match before the upsert), or another write of the
+            # same text got in first: the statement now, with the branches the row needs
             found = dedup_candidates(store, content_row.pk, facet=facet, about=about, neighbours=has_vector,
                                      new_content=inserted)
         decision, neighbours = _decide(found=found, has_vector=has_vector, content_row=content_row, text=text,
