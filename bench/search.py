@@ -216,12 +216,14 @@ def drop_hnsw() -> None:
 def build_hnsw() -> float:
     from django.db import connection
 
+    from memory_engine.services.embedding_models import active_model, hnsw_index_sql
+
     started = time.time()
+    storage = active_model().storage
     with connection.cursor() as cursor:
         cursor.execute("SET maintenance_work_mem = '1GB'")
         for name, table in INDEXES.items():
-            cursor.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw (embedding vector_cosine_ops) "
-                           "WITH (m = 16, ef_construction = 64)")
+            cursor.execute(hnsw_index_sql(table, name, "embedding", storage))
         cursor.execute("VACUUM ANALYZE memory_engine_memorycontent")
         cursor.execute("VACUUM ANALYZE memory_engine_memory")
         cursor.execute("VACUUM ANALYZE memory_engine_chunk")

@@ -180,7 +180,7 @@ def use_storage(storage: str) -> None:
 
 
 def fill_store(store_id: str, count: int, texts: list[str] | None = None, vectors: Any = None,
-               storage: str = "vector", *, prefix: str = "bench", build_index: bool = True) -> float:
+               storage: str | None = None, *, prefix: str = "bench", build_index: bool = True) -> float:
     """Insert ``count`` memories and rebuild the HNSW index: synthetic ones (random vectors; cosine
     needs no normalisation), or ``texts`` with their real ``vectors``. Content ids are
     ``mc_{prefix}`` and a number (a prefix per store when several are filled); ``build_index``
@@ -235,16 +235,17 @@ def fill_store(store_id: str, count: int, texts: list[str] | None = None, vector
     return time.perf_counter() - started
 
 
-def build_content_index(storage: str = "vector") -> None:
-    """Build the memory contents' HNSW index (the schema's settings) and analyze both tables."""
+def build_content_index(storage: str | None = None) -> None:
+    """Build the memory contents' HNSW index (the schema's settings; the columns' storage unless
+    ``storage`` names it) and analyze both tables."""
     from django.db import connection
+
+    from memory_engine.services.embedding_models import active_model, hnsw_index_sql
 
     with connection.cursor() as cursor:
         cursor.execute("SET maintenance_work_mem = '1GB'")
-        cursor.execute(
-            "CREATE INDEX me_content_embedding_hnsw ON memory_engine_memorycontent "
-            f"USING hnsw (embedding {storage}_cosine_ops) WITH (m = 16, ef_construction = 64)"
-        )
+        cursor.execute(hnsw_index_sql("memory_engine_memorycontent", "me_content_embedding_hnsw", "embedding",
+                                      storage or active_model().storage))
         cursor.execute("ANALYZE memory_engine_memorycontent; ANALYZE memory_engine_memory")
 
 
@@ -508,9 +509,9 @@ def main() -> None:
                         help="real: real texts with their vectors (SciFact, STS, LoCoMo; embedded once and cached "
                              "under bench/results/cache); random: synthetic rows with random vectors (seconds to "
                              "set up, but random 384-d vectors are the HNSW graph's hardest case)")
-    parser.add_argument("--storage", choices=("vector", "halfvec"), default="vector",
-                        help="the vector columns' type in the bench database (halfvec: what a model registered "
-                             "with STORAGE 'halfvec' gets)")
+    parser.add_argument("--storage", choices=("vector", "halfvec"), default="halfvec",
+                        help="the vector columns' type in the bench database (halfvec, the default: what a new "
+                             "installation gets; vector: what one with EMBEDDING's STORAGE 'vector' gets)")
     parser.add_argument("--statements", action="store_true",
                         help="also time every SQL statement of the new writes and the restatements")
     parser.add_argument("--dedup-exact-scan-max", type=int, metavar="N",
@@ -521,7 +522,7 @@ def main() -> None:
                              "(a paired run: each version gets half of --writes)")
     args = parse_args(parser)
     if args.storage != "vector" and (args.recall or args.build_grid):
-        parser.error("--recall and --build-grid compare against the vector column: run them with --storage vector")
+        parser.error("--recall and --build-grid compare against the vector column: add --storage vector")
     setup_django("bench_write")
     from django.conf import settings
     from django.test import override_settings

@@ -168,13 +168,13 @@ def _registry_state(cursor: Any) -> dict[str, Any] | None:
     cursor.execute("SELECT to_regclass('memory_engine_embeddingmodel') IS NOT NULL")
     if not cursor.fetchone()[0]:
         return None
-    cursor.execute("SELECT name, model, dimensions, state FROM memory_engine_embeddingmodel")
+    cursor.execute("SELECT name, model, dimensions, state, storage FROM memory_engine_embeddingmodel")
     rows = cursor.fetchall()
     active = [row for row in rows if row[3] == "active"]
     if not active:
         return None
-    return {"name": active[0][0], "active": (active[0][1], active[0][2]),
-            "retired": {(model, dims) for _, model, dims, state in rows if state == "retired"}}
+    return {"name": active[0][0], "active": (active[0][1], active[0][2]), "storage": active[0][4],
+            "retired": {(model, dims) for _, model, dims, state, _ in rows if state == "retired"}}
 
 
 #: The commands that change the embedding model (docs/embeddings.md).
@@ -200,6 +200,15 @@ def _registry_messages(state: dict[str, Any]) -> list[CheckMessage]:
     if not config.get("PROVIDER"):
         return messages
     configured = (config.get("MODEL"), config.get("DIMENSIONS"))
+    wanted_storage = config.get("STORAGE")
+    if configured == (active_model, active_dims) and wanted_storage not in (None, registry["storage"]):
+        messages.append(Warning(
+            f"MEMORY_ENGINE['EMBEDDING'] asks for {wanted_storage} storage but the active model's vectors are "
+            f"{registry['storage']}: the setting shapes only a new installation's columns.",
+            hint=f"Name the same model again with \"STORAGE\": {wanted_storage!r} in EMBEDDING_MODELS, then "
+                 "register, build and switch it (docs/embeddings.md); or drop STORAGE from EMBEDDING.",
+            id="memory_engine.W013",
+        ))
     named = {(entry.get("MODEL"), entry.get("DIMENSIONS"))
              for entry in (engine_settings.EMBEDDING_MODELS or {}).values() if isinstance(entry, dict)}
     if configured == (active_model, active_dims):

@@ -291,8 +291,9 @@ EMBEDDING_TYPES: dict[str, Coerce] = {
     "MODEL": optional(text),
     "DIMENSIONS": dimensions,
     "OPTIONS": optional(mapping, none={}),
-    # An EMBEDDING_MODELS entry's column type (read by `register`): "vector" or "halfvec"; by
-    # default vector up to 2,000 dimensions, halfvec above (docs/embeddings.md).
+    # The vectors' column type, "halfvec" (the default, up to 4,000 dimensions) or "vector" (up
+    # to 2,000): an EMBEDDING_MODELS entry's is read by `register`, EMBEDDING's by migration 0018
+    # on a new installation (docs/embeddings.md).
     "STORAGE": optional(one_of("vector", "halfvec")),
 }
 LLM_TYPES: dict[str, Coerce] = {

@@ -38,7 +38,13 @@ from memory_engine.providers.embeddings import (
 logger = logging.getLogger("memory_engine.embedding_models")
 
 #: The most dimensions an HNSW index takes, per storage type (pgvector's limits).
-STORAGE_LIMITS = {EmbeddingModel.Storage.VECTOR: 2000, EmbeddingModel.Storage.HALFVEC: 4000}
+STORAGE_LIMITS: dict[str, int] = {EmbeddingModel.Storage.VECTOR: 2000, EmbeddingModel.Storage.HALFVEC: 4000}
+#: The storage of a model whose settings name none: half precision. Measured against ``vector``
+#: it changes no dedup decision and no retrieval score and shortens the write funnel's tail
+#: (docs/benchmarks.md, "halfvec by default").
+DEFAULT_STORAGE = EmbeddingModel.Storage.HALFVEC
+#: The HNSW build parameters of every vector index the engine creates (as ``search_indexes``).
+HNSW_WITH = "WITH (m = 16, ef_construction = 64)"
 #: (table, kind in reports, prefix of its index names).
 TABLES = (("memory_engine_memorycontent", "memory_contents", "content"), ("memory_engine_chunk", "chunks", "chunk"))
 #: How long the switch waits for a lock before it lets go and tries again: searches queue
@@ -68,13 +74,19 @@ class SwitchReport:
 
 
 def storage_for(dimensions: int, *, storage: str | None = None) -> str:
-    """``storage`` when given (an EMBEDDING_MODELS entry's STORAGE), else ``vector`` up to 2,000
-    dimensions and ``halfvec`` up to 4,000; EmbeddingDimensionsTooLarge past the type's limit."""
-    for candidate, limit in STORAGE_LIMITS.items():
-        if dimensions <= limit and storage in (None, candidate):
-            return candidate
+    """``storage`` when given (a STORAGE setting), else DEFAULT_STORAGE; EmbeddingDimensionsTooLarge
+    past the type's limit (2,000 dimensions for ``vector``, 4,000 for ``halfvec``)."""
+    chosen = storage or DEFAULT_STORAGE
+    if dimensions <= STORAGE_LIMITS[chosen]:
+        return chosen
     raise EmbeddingDimensionsTooLarge(details={"dimensions": dimensions, "limits": dict(STORAGE_LIMITS),
-                                               **({"storage": storage} if storage else {})})
+                                               "storage": chosen})
+
+
+def hnsw_index_sql(table: str, name: str, column: str, storage: str, *, concurrently: bool = False) -> str:
+    """The ``CREATE INDEX`` of a vector column's HNSW (cosine) index."""
+    return (f'CREATE INDEX {"CONCURRENTLY " if concurrently else ""}IF NOT EXISTS "{name}" ON "{table}" '
+            f"USING hnsw ({column} {storage}_cosine_ops) {HNSW_WITH}")
 
 
 def _column_type(cursor: Any, table: str, column: str) -> tuple[str, int] | None:
@@ -96,7 +108,11 @@ def bootstrap_active_model(model_class: Any = EmbeddingModel, db: Any = connecti
     config = engine_settings.EMBEDDING
     with db.cursor() as cursor:
         column = _column_type(cursor, "memory_engine_chunk", "embedding")
-    storage, dimensions = column if column and column[1] > 0 else ("vector", embedding_dimensions())
+    if column and column[1] > 0:
+        storage, dimensions = column
+    else:
+        dimensions = embedding_dimensions()
+        storage = storage_for(dimensions, storage=config.get("STORAGE"))
     model_class.objects.using(db.alias).create(
         name="EMBEDDING", provider=str(config.get("PROVIDER") or ""), model=str(config.get("MODEL") or ""),
         dimensions=dimensions, storage=storage, state="active", registered_by="migrate",
@@ -244,12 +260,10 @@ def _write_side_vectors(model: EmbeddingModel, provider: EmbeddingProvider, tabl
 def _create_side_index(model: EmbeddingModel) -> None:
     """The side column's HNSW index, built after the backfill (faster than row by row);
     CONCURRENTLY when not inside a transaction, so writes go on meanwhile."""
-    concurrently = "" if connection.in_atomic_block else "CONCURRENTLY "
     with connection.cursor() as cursor:
         for table, _, prefix in TABLES:
-            cursor.execute(
-                f'CREATE INDEX {concurrently}IF NOT EXISTS "me_{prefix}_embedding_next_hnsw" ON "{table}" '
-                f"USING hnsw (embedding_next {model.storage}_cosine_ops) WITH (m = 16, ef_construction = 64)")
+            cursor.execute(hnsw_index_sql(table, f"me_{prefix}_embedding_next_hnsw", "embedding_next", model.storage,
+                                          concurrently=not connection.in_atomic_block))
 
 
 def embedding_model_build(*, model: EmbeddingModel, batch_size: int | None = None,
@@ -382,8 +396,39 @@ def embedding_models_status() -> list[dict[str, Any]]:
     return out
 
 
+def store_new_vectors_as_configured(db: Any = connection) -> str | None:
+    """Give the active ``embedding`` columns the configured storage (EMBEDDING's STORAGE, else
+    DEFAULT_STORAGE) while both tables are empty, with their HNSW indexes and the registry's
+    active row to match (migration 0018). Returns the storage the columns hold afterwards, or
+    None when they hold rows and another storage: rewriting every vector and index under a lock
+    is not a migration's job; the registry moves them without downtime (docs/embeddings.md)."""
+    with db.cursor() as cursor:
+        columns = [(table, prefix, _column_type(cursor, table, "embedding")) for table, _, prefix in TABLES]
+        if any(column is None or column[1] <= 0 for _, _, column in columns):
+            return None
+        dimensions = max(column[1] for _, _, column in columns if column)
+        storage = storage_for(dimensions, storage=engine_settings.EMBEDDING.get("STORAGE"))
+        moves = [(table, prefix, column[1]) for table, prefix, column in columns if column and column[0] != storage]
+        if moves:
+            cursor.execute(" UNION ALL ".join(f'(SELECT 1 FROM "{table}" LIMIT 1)' for table, _, _ in columns))
+            if cursor.fetchone():
+                logger.warning("The embedding columns hold rows, so they stay as they are rather than move to "
+                               "%s: move them with `manage.py memory_engine_embedding_model` (docs/embeddings.md).",
+                               storage)
+                return None
+        for table, prefix, column_dimensions in moves:
+            cursor.execute(f'DROP INDEX IF EXISTS "me_{prefix}_embedding_hnsw"')
+            # The new type's default (EXTERNAL) replaces the column's storage: inline again (0003).
+            cursor.execute(f'ALTER TABLE "{table}" ALTER COLUMN embedding TYPE {storage}({column_dimensions}) '
+                           f"USING embedding::{storage}({column_dimensions}), ALTER COLUMN embedding SET STORAGE MAIN")
+            cursor.execute(hnsw_index_sql(table, f"me_{prefix}_embedding_hnsw", "embedding", storage))
+        cursor.execute("UPDATE memory_engine_embeddingmodel SET storage = %s WHERE state = 'active'", [storage])
+        return storage
+
+
 __all__ = [
     "BuildReport",
+    "DEFAULT_STORAGE",
     "STORAGE_LIMITS",
     "SwitchReport",
     "active_model",
@@ -393,6 +438,8 @@ __all__ = [
     "embedding_model_register",
     "embedding_model_switch",
     "embedding_models_status",
+    "hnsw_index_sql",
     "next_model",
     "storage_for",
+    "store_new_vectors_as_configured",
 ]

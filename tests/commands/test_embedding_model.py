@@ -27,7 +27,9 @@ from memory_engine.services.embedding_models import (
     embedding_model_build,
     embedding_model_register,
     embedding_model_switch,
+    hnsw_index_sql,
     storage_for,
+    store_new_vectors_as_configured,
 )
 from memory_engine.services.memory_write import memory_write
 from tests.conftest import use_embedder
@@ -35,7 +37,7 @@ from tests.factories import MemoryStoreFactory, ProjectFactory
 from tests.search.helpers import make_document, write
 
 HASHING = "tests.providers.HashingEmbeddingProvider"
-SMALL = {"PROVIDER": HASHING, "MODEL": "test-hashing-256", "DIMENSIONS": 256}
+SMALL = {"PROVIDER": HASHING, "MODEL": "test-hashing-256", "DIMENSIONS": 256, "STORAGE": "vector"}
 TABLES = ("memory_engine_memorycontent", "memory_engine_chunk")
 
 
@@ -58,13 +60,14 @@ def column(table: str, name: str = "embedding") -> tuple[str, int] | None:
 @pytest.fixture
 def models(transactional_db: Any, settings: Any) -> Any:
     """The hashing embedder as the active model (384) and three others in EMBEDDING_MODELS;
-    afterwards the columns are put back to vector(384) for the next tests."""
+    afterwards the columns are put back to halfvec(384), as migrated, for the next tests."""
     use_embedder(settings, HASHING, MODEL="all-MiniLM-L6-v2", DIMENSIONS=384)
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "EMBEDDING_MODELS": {
         "small": SMALL,
-        "wide": {**SMALL, "MODEL": "test-hashing-2500", "DIMENSIONS": 2500},
-        "huge": {**SMALL, "MODEL": "test-hashing-4500", "DIMENSIONS": 4500},
+        "wide": {"PROVIDER": HASHING, "MODEL": "test-hashing-2500", "DIMENSIONS": 2500},
+        "huge": {"PROVIDER": HASHING, "MODEL": "test-hashing-4500", "DIMENSIONS": 4500},
         "half": {"PROVIDER": HASHING, "MODEL": "all-MiniLM-L6-v2", "DIMENSIONS": 384, "STORAGE": "halfvec"},
+        "full": {"PROVIDER": HASHING, "MODEL": "all-MiniLM-L6-v2", "DIMENSIONS": 384, "STORAGE": "vector"},
         "wide-vector": {**SMALL, "MODEL": "test-hashing-2500", "DIMENSIONS": 2500, "STORAGE": "vector"},
     }}
     EmbeddingModel.objects.all().delete()
@@ -75,11 +78,11 @@ def models(transactional_db: Any, settings: Any) -> Any:
             cursor.execute(f'DROP INDEX IF EXISTS "me_{prefix}_embedding_next_hnsw"')
             cursor.execute(f'ALTER TABLE "{table}" DROP COLUMN IF EXISTS embedding_next, '
                            "DROP COLUMN IF EXISTS embedding_model_next")
-            if column(table) != ("vector", 384):
+            if column(table) != ("halfvec", 384):
                 cursor.execute(f'DROP INDEX IF EXISTS "me_{prefix}_embedding_hnsw"')
-                cursor.execute(f'ALTER TABLE "{table}" ALTER COLUMN embedding TYPE vector(384) USING NULL')
-                cursor.execute(f'CREATE INDEX "me_{prefix}_embedding_hnsw" ON "{table}" USING hnsw '
-                               "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
+                cursor.execute(f'ALTER TABLE "{table}" ALTER COLUMN embedding TYPE halfvec(384) USING NULL, '
+                               "ALTER COLUMN embedding SET STORAGE MAIN")
+                cursor.execute(hnsw_index_sql(table, f"me_{prefix}_embedding_hnsw", "embedding", "halfvec"))
     EmbeddingModel.objects.all().delete()
     reset_embedding_provider()
 
@@ -226,7 +229,9 @@ def test_the_commands_and_the_system_check(models: Any) -> None:
 
 
 def test_size_limits_and_states(models: Any) -> None:
-    assert storage_for(2000) == "vector" and storage_for(2001) == "halfvec" and storage_for(4000) == "halfvec"
+    assert storage_for(384) == storage_for(4000) == "halfvec" and storage_for(2000, storage="vector") == "vector"
+    with pytest.raises(EmbeddingDimensionsTooLarge):
+        storage_for(2001, storage="vector")
     with pytest.raises(EmbeddingDimensionsTooLarge) as too_large:
         embedding_model_register(name="huge")
     assert too_large.value.details["dimensions"] == 4500
@@ -289,26 +294,32 @@ def test_a_write_embedded_by_the_previous_model_is_embedded_again(models: Any) -
     assert get_embedding_provider().model_name == "test-hashing-256"
 
 
-def test_the_same_model_moves_to_halfvec_storage(models: Any) -> None:
-    """STORAGE: "halfvec" halves a model's vectors without changing the model: registered,
-    built and switched like any model, then writes dedup and searches answer from halfvec."""
+@pytest.mark.parametrize("name, storage", [("full", "vector"), ("half", "halfvec")])
+def test_the_same_model_moves_between_storages(models: Any, name: str, storage: str) -> None:
+    """STORAGE names a model's column type without changing the model: the default halfvec
+    columns move to vector and back, registered, built and switched like any model, and after
+    each move writes dedup and searches answer."""
     project, store, _document = corpus(6)
     with pytest.raises(EmbeddingDimensionsTooLarge) as too_large:
         embedding_model_register(name="wide-vector")
     assert too_large.value.details["storage"] == "vector"
+    with pytest.raises(EmbeddingModelState):
+        embedding_model_register(name="half")  # the migrated columns are halfvec already
 
-    half = embedding_model_register(name="half")
-    assert (half.model, half.dimensions, half.storage) == ("all-MiniLM-L6-v2", 384, "halfvec")
-    embedding_model_build(model=half)
-    embedding_model_switch(model=half)
-    assert column("memory_engine_memorycontent") == column("memory_engine_chunk") == ("halfvec", 384)
-    assert active_model().name == "half"
+    moves = ["full", "half"] if name == "half" else ["full"]
+    for move in moves:
+        model = embedding_model_register(name=move)
+        embedding_model_build(model=model)
+        embedding_model_switch(model=model)
+    assert (model.model, model.dimensions, model.storage) == ("all-MiniLM-L6-v2", 384, storage)
+    assert column("memory_engine_memorycontent") == column("memory_engine_chunk") == (storage, 384)
+    assert active_model().name == name
     # EMBEDDING names the same model and dimensions: no error, and the columns agree with the registry
     assert [e.id for e in _database_errors()] == []
     with pytest.raises(EmbeddingModelState):
-        embedding_model_register(name="half")  # the active model already
+        embedding_model_register(name=name)  # the active model already
 
-    # other words' case, the same hashed vector: a duplicate found through the halfvec shortlist
+    # other words' case, the same hashed vector: a duplicate found through the shortlist
     again = memory_write(store=store, content="FACT NUMBER 3: the deploy window 3 opens on day 3.", principal="t")
     assert (again.action, again.decision_reason) == ("skipped", "duplicate") and again.similarity > 0.999
     fresh = memory_write(store=store, content="The staging cluster is rebuilt every Sunday night.", principal="t")
@@ -318,19 +329,34 @@ def test_the_same_model_moves_to_halfvec_storage(models: Any) -> None:
     assert hits and "degraded" not in str(knowledge_search(project=project, query="deploy window").degraded)
 
 
-def test_documents_ingested_after_a_move_to_halfvec_land_and_are_found(models: Any) -> None:
-    """The swap's insert casts its float4 slices to halfvec when the column is halfvec: the same values as
-    an INSERT of the vector's text, and the new chunks are searchable."""
+def test_a_storage_setting_that_the_columns_do_not_hold_is_flagged(models: Any) -> None:
+    """EMBEDDING's STORAGE shapes a new installation's columns only: naming another storage than
+    the active model's is a warning that says how to move."""
+    models.MEMORY_ENGINE = {**models.MEMORY_ENGINE,
+                            "EMBEDDING": {**models.MEMORY_ENGINE["EMBEDDING"], "STORAGE": "vector"}}
+    flagged = _database_errors()
+    assert [e.id for e in flagged] == ["memory_engine.W013"] and "register, build and switch" in flagged[0].hint
+    models.MEMORY_ENGINE = {**models.MEMORY_ENGINE,
+                            "EMBEDDING": {**models.MEMORY_ENGINE["EMBEDDING"], "STORAGE": "halfvec"}}
+    assert _database_errors() == []
+
+
+@pytest.mark.parametrize("move_to, storage", [(None, "halfvec"), ("full", "vector")])
+def test_documents_ingested_in_either_storage_land_and_are_found(models: Any, move_to: str | None,
+                                                                storage: str) -> None:
+    """The swap's insert casts its float4 slices to the column's type, halfvec as migrated or vector
+    after a move: the same values as an INSERT of the vector's text, and the new chunks are searchable."""
     import numpy as np
 
     from memory_engine.db import insert_rows
     from memory_engine.services.documents import document_create_text, document_ingest
 
     project, _store, _document = corpus(3)
-    half = embedding_model_register(name="half")
-    embedding_model_build(model=half)
-    embedding_model_switch(model=half)
-    assert column("memory_engine_chunk") == ("halfvec", 384)
+    if move_to:
+        model = embedding_model_register(name=move_to)
+        embedding_model_build(model=model)
+        embedding_model_switch(model=model)
+    assert column("memory_engine_chunk") == (storage, 384)
 
     document = document_create_text(project=project, content="The quartermaster counts the lanterns at dusk.",
                                     path="/lanterns.txt", enqueue=False)
@@ -352,3 +378,47 @@ def test_documents_ingested_after_a_move_to_halfvec_land_and_are_found(models: A
         stored = cursor.fetchall()
     by_document = {pk: [text for owner, text in stored if owner == pk] for pk in (copied.pk, inserted.pk)}
     assert by_document[copied.pk] == by_document[inserted.pk] and by_document[copied.pk][1] is None
+
+
+def vector_indexes() -> dict[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE 'me\\_%%\\_embedding\\_hnsw'")
+        return dict(cursor.fetchall())
+
+
+def inline(table: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT attstorage FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'embedding'",
+                       [table])
+        return cursor.fetchone()[0] == "m"
+
+
+def test_a_new_installation_stores_halfvec(models: Any) -> None:
+    """Migration 0018 gave the test database's empty tables the default storage: halfvec columns,
+    kept inline, halfvec HNSW indexes, and the registry's active row says so."""
+    assert column("memory_engine_memorycontent") == column("memory_engine_chunk") == ("halfvec", 384)
+    assert all(inline(table) for table in TABLES)
+    indexes = vector_indexes()
+    assert set(indexes) == {"me_content_embedding_hnsw", "me_chunk_embedding_hnsw"}
+    assert all("halfvec_cosine_ops" in definition and "m='16'" in definition for definition in indexes.values())
+    assert active_model().storage == "halfvec"
+    assert store_new_vectors_as_configured() == "halfvec"  # run again: nothing to do
+
+
+def test_the_storage_setting_shapes_empty_tables_only(models: Any) -> None:
+    """STORAGE "vector" turns empty tables' columns to vector; once rows exist, the columns stay and
+    the registry stays truthful (moving them is the registry's job)."""
+    models.MEMORY_ENGINE = {**models.MEMORY_ENGINE,
+                            "EMBEDDING": {**models.MEMORY_ENGINE["EMBEDDING"], "STORAGE": "vector"}}
+    assert store_new_vectors_as_configured() == "vector"
+    assert column("memory_engine_memorycontent") == column("memory_engine_chunk") == ("vector", 384)
+    assert all(inline(table) for table in TABLES)
+    assert all("vector_cosine_ops" in definition for definition in vector_indexes().values())
+    assert active_model().storage == "vector"
+
+    _project, store, _document = corpus(2)
+    models.MEMORY_ENGINE = {**models.MEMORY_ENGINE,
+                            "EMBEDDING": {**models.MEMORY_ENGINE["EMBEDDING"], "STORAGE": "halfvec"}}
+    assert store_new_vectors_as_configured() is None
+    assert column("memory_engine_chunk") == ("vector", 384) and active_model().storage == "vector"
+    assert write(store, "Fact number 1: the deploy window 1 opens on day 1.") is not None

@@ -48,7 +48,8 @@ def test_copy_writes_the_rows_bulk_create_writes(project: Any) -> None:
     ids = list(Chunk.objects.filter(document=copied).values_list("pk", flat=True))
     assert all(pk.startswith("chk_") and len(pk) == 30 for pk in ids) and len(set(ids)) == 3
     stored = Chunk.objects.get(document=copied, chunk_index=0).embedding
-    assert np.array_equal(np.asarray(stored, dtype=np.float32), vectors[0])  # float32 exactly
+    # halfvec, as migrated: the float32 value rounded to half precision, exactly
+    assert np.array_equal(np.asarray(stored, dtype=np.float32), vectors[0].astype(np.float16).astype(np.float32))
 
 
 def test_a_vector_of_another_dimension_is_a_data_error_and_rolls_back(project: Any) -> None:
