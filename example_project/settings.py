@@ -145,6 +145,8 @@ MEMORY_ENGINE: dict[str, Any] = {
         "MODEL": os.environ.get("MEMORY_ENGINE_EMBEDDING_MODEL", "all-MiniLM-L6-v2"),
         # Unset: the model's default (384); memory_engine.conf reads the string as an integer.
         "DIMENSIONS": os.environ.get("MEMORY_ENGINE_EMBEDDING_DIMENSIONS") or None,
+        # Unset: halfvec. The vector columns' type on a new installation (docs/embeddings.md).
+        "STORAGE": os.environ.get("MEMORY_ENGINE_EMBEDDING_STORAGE") or None,
         "OPTIONS": {"BASE_URL": os.environ.get("MEMORY_ENGINE_EMBEDDING_BASE_URL", "")},
     },
     "LLM": (

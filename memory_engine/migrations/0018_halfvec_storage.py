@@ -8,7 +8,7 @@ its columns: the embedding-model registry moves them without downtime when an op
 ``VectorField``: the engine reads and writes whichever type the columns hold.
 """
 
-from django.db import migrations
+from django.db import migrations, models
 
 
 def store_as_configured(apps, schema_editor):
@@ -24,4 +24,12 @@ class Migration(migrations.Migration):
     ]
 
     # Reversing keeps the columns as they are: the earlier schema reads and writes either type.
-    operations = [migrations.RunPython(store_as_configured, migrations.RunPython.noop)]
+    operations = [
+        migrations.AlterField(
+            model_name="embeddingmodel",
+            name="storage",
+            field=models.CharField(choices=[("vector", "vector"), ("halfvec", "halfvec")], default="halfvec",
+                                   max_length=10),
+        ),
+        migrations.RunPython(store_as_configured, migrations.RunPython.noop),
+    ]

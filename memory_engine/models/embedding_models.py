@@ -31,7 +31,7 @@ class EmbeddingModel(models.Model):
     provider = models.CharField(max_length=300)
     model = models.CharField(max_length=200)
     dimensions = models.PositiveIntegerField()
-    storage = models.CharField(max_length=10, choices=Storage.choices, default=Storage.VECTOR)
+    storage = models.CharField(max_length=10, choices=Storage.choices, default=Storage.HALFVEC)
     state = models.CharField(max_length=10, choices=State.choices, default=State.BUILDING)
     registered_by = models.CharField(max_length=200, blank=True, default="")
     registered_at = models.DateTimeField(default=timezone.now)
