@@ -167,6 +167,7 @@ def use_storage(storage: str) -> None:
     from django.db import connection
 
     from memory_engine.conf import embedding_dimensions
+    from memory_engine.services.embedding_models import hnsw_index_sql
 
     dims = embedding_dimensions()
     with connection.cursor() as cursor:
@@ -174,8 +175,7 @@ def use_storage(storage: str) -> None:
             cursor.execute(f"DROP INDEX IF EXISTS me_{prefix}_embedding_hnsw")
             cursor.execute(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE {storage}({dims}) "
                            f"USING embedding::{storage}({dims})")
-            cursor.execute(f"CREATE INDEX me_{prefix}_embedding_hnsw ON {table} USING hnsw "
-                           f"(embedding {storage}_cosine_ops) WITH (m = 16, ef_construction = 64)")
+            cursor.execute(hnsw_index_sql(table, f"me_{prefix}_embedding_hnsw", "embedding", storage))
         cursor.execute("UPDATE memory_engine_embeddingmodel SET storage = %s WHERE state = 'active'", [storage])
 
 

@@ -4,7 +4,7 @@ While both vector tables are empty, the ``embedding`` columns take the configure
 (``MEMORY_ENGINE["EMBEDDING"]["STORAGE"]``, by default ``halfvec``) with their HNSW indexes
 (``halfvec_cosine_ops``) and the registry's active row. A database that already holds rows keeps
 its columns: the embedding-model registry moves them without downtime when an operator asks
-(docs/embeddings.md, "Halving the vectors of the same model"). The model fields stay
+(docs/embeddings.md, "Moving the vectors of the same model to the other storage"). The model fields stay
 ``VectorField``: the engine reads and writes whichever type the columns hold.
 """
 
