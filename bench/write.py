@@ -520,11 +520,15 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="REF",
                         help="alternate the writes, in blocks of ten, with the funnel as it was at git REF "
                              "(a paired run: each version gets half of --writes)")
+    parser.add_argument("--server-side-binding", action="store_true",
+                        help="open the connection with OPTIONS['server_side_binding'] on, as a host may "
+                             "(psycopg binds the parameters on the server: one statement per round trip)")
     args = parse_args(parser)
     if args.storage != "vector" and (args.recall or args.build_grid):
         parser.error("--recall and --build-grid compare against the vector column: add --storage vector")
     setup_django("bench_write")
     from django.conf import settings
+    from django.db import connection
     from django.test import override_settings
 
     from memory_engine.conf import engine_settings
@@ -558,6 +562,9 @@ def main() -> None:
         else:
             print(f"filling one store with {args.memories:,} synthetic memories ...", file=sys.stderr)
             fill_seconds = fill_store(store.pk, args.memories, storage=args.storage)
+        if args.server_side_binding:  # after the fill: Django's cascade delete of a large project sends one
+            connection.close()        # parameter per row, past the protocol's 65,535 under this binding
+            settings.DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
         memory_write(store=store, content="warm-up sentence for the model", principal="bench")
         if args.build_grid:
             grid = build_grid(store.pk, texts[:450])
@@ -620,6 +627,9 @@ def main() -> None:
                 api_times.append(time.perf_counter() - t0)
                 assert response.status_code in (200, 201), response.text
         server.shutdown()
+        if args.server_side_binding:
+            connection.close()
+            del settings.DATABASES["default"]["OPTIONS"]["server_side_binding"]
         project_delete(project=project)
 
     f, t, e = summary_ms(funnel), summary_ms(totals), summary_ms(embeds)
@@ -629,7 +639,8 @@ def main() -> None:
     exact_max = engine_settings.DEDUP_EXACT_SCAN_MAX if args.dedup_exact_scan_max is None else args.dedup_exact_scan_max
     print(f"\nwrite funnel, one store of {args.memories:,} {args.fill} memories in {args.storage} "
           f"({args.writes} new writes, DEDUP_EXACT_SCAN_MAX {exact_max:,}, "
-          f"setup {fill_seconds:.0f} s); actions {actions}")
+          f"setup {fill_seconds:.0f} s{', server-side binding' if args.server_side_binding else ''}); "
+          f"actions {actions}")
     print_table(
         ["measure", "p50 ms", "p95 ms", "p99 ms", "mean ms"],
         [
@@ -661,7 +672,7 @@ def main() -> None:
     print(f"funnel time / service total: {ratio:.1%}  (the rest is the embedder)")
     write_results("write", {
         "memories_in_store": args.memories, "fill": args.fill, "storage": args.storage, "writes": args.writes,
-        "dedup_exact_scan_max": exact_max,
+        "dedup_exact_scan_max": exact_max, "server_side_binding": args.server_side_binding,
         "actions": actions,
         "funnel_own_time": f, "embedder": e, "service_total": t, "hash_hit": hits,
         "hash_hit_writes_per_second": round(hash_hit_rate, 1), "api_write": api,

@@ -117,6 +117,21 @@ def api_client(raw_key: str | None = None) -> APIClient:
 
 
 @pytest.fixture
+def server_side_binding() -> Iterator[None]:
+    """The test's connection opened again with psycopg's server-side binding, as a host's
+    ``OPTIONS["server_side_binding"]`` gives it (parameters bound on the server: one statement
+    per query, planned with its parameters' values but not their SQL text)."""
+    options = connection.settings_dict.setdefault("OPTIONS", {})
+    connection.close()
+    options["server_side_binding"] = True
+    try:
+        yield
+    finally:
+        connection.close()
+        del options["server_side_binding"]
+
+
+@pytest.fixture
 def project(db: Any) -> Project:
     return ProjectFactory()
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 from django.db import connection
 
 DIMS = 384
@@ -59,9 +60,11 @@ def analyze_memory_tables() -> None:
         cursor.execute("ANALYZE memory_engine_memorycontent; ANALYZE memory_engine_memory")
 
 
-def explain_analyze(sql: str, params: Any = None) -> dict:
-    """The root plan node of ``sql``, run."""
-    with connection.cursor() as cursor:
+def explain_analyze(sql: str, params: Any = None, *, client_side: bool = False) -> dict:
+    """The root plan node of ``sql``, run; ``client_side``: its parameters bound into its text
+    whatever the connection's OPTIONS say (Django's default for psycopg 3)."""
+    connection.ensure_connection()
+    with psycopg.ClientCursor(connection.connection) if client_side else connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
         plan = cursor.fetchone()[0]
     plan = json.loads(plan) if isinstance(plan, str) else plan
@@ -86,3 +89,11 @@ def rows_removed_by_filters(plan: dict, relation: str) -> int:
     own = plan.get("Rows Removed by Filter", 0) * plan.get("Actual Loops", 0) \
         if plan.get("Relation Name") == relation else 0
     return own + sum(rows_removed_by_filters(child, relation) for child in plan.get("Plans", []))
+
+
+def rows_read(plan: dict, relation: str) -> int:
+    """Rows the plan's scans of ``relation`` read: those they returned and those their filters
+    threw away, over all their loops."""
+    own = (plan.get("Actual Rows", 0) + plan.get("Rows Removed by Filter", 0)) * plan.get("Actual Loops", 0) \
+        if plan.get("Relation Name") == relation else 0
+    return int(own) + sum(rows_read(child, relation) for child in plan.get("Plans", []))

@@ -3,6 +3,8 @@ writes, in order, all or none."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.db import DataError, connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -11,6 +13,7 @@ from memory_engine.db import in_order, insert_sql, one_round_trip, update_sql
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent
 from memory_engine.services.memory_write import content_hash, memory_write
 from tests.factories import MemoryStoreFactory
+from tests.plans import analyze_memory_tables, explain_analyze, fill, rows_read, statements_with
 
 pytestmark = pytest.mark.django_db
 
@@ -76,20 +79,6 @@ def test_update_sql_sets_what_update_sets(store, content):
     assert Memory.objects.get(pk=ours.pk).superseded_by_id == theirs.pk
 
 
-@pytest.fixture
-def server_side_binding():
-    """The test's connection opened again with psycopg's server-side binding, as a host's
-    ``OPTIONS["server_side_binding"]`` gives it (each query prepared: one statement per query)."""
-    options = connection.settings_dict.setdefault("OPTIONS", {})
-    connection.close()
-    options["server_side_binding"] = True
-    try:
-        yield
-    finally:
-        connection.close()
-        del options["server_side_binding"]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_with_server_side_binding_the_statements_go_one_by_one(server_side_binding, project):
     """Several statements in one query need client-side binding; a host that turned on
@@ -117,6 +106,37 @@ def test_with_server_side_binding_the_funnel_writes_as_usual(server_side_binding
     assert [first.action, again.action, moved.action] == ["created", "skipped", "superseded"]
     assert again.memory.pk == first.memory.pk and moved.replaced.pk == first.memory.pk
     assert MemoryAssertion.objects.filter(store=store).count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("scan", ["exact", "hnsw"])
+@pytest.mark.parametrize("facet", [None, "work"])
+def test_with_server_side_binding_the_facet_filter_is_estimated(server_side_binding, project, settings, scan, facet):
+    """Bound on the server, ``m.facet IS NOT DISTINCT FROM $1`` with NULL was estimated at one
+    row: the planner then read every memory of the table and looked up each one's content row
+    (250 ms per write in a store of 100,000, docs/benchmarks.md; here 10,922 rows against 604).
+    The filter is written for the facet given, and the statements read what they read with
+    their parameters in their text: beside a store of 5,000 memories, a store of 300."""
+    if scan == "hnsw":
+        settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 50}
+    fill(MemoryStoreFactory(project=project), 5000, "other", vectors=False)
+    store = MemoryStoreFactory(project=project)
+    fill(store, 300, "ssb")
+    if facet is not None:
+        Memory.objects.update(facet=facet)
+    analyze_memory_tables()
+    statements = []
+    for content in ("Our main database is hosted in Frankfurt", "Our main database is hosted in Frankfurt"):
+        with statements_with("'same'") as same, statements_with("'near'") as near:
+            result = memory_write(store=store, content=content, facet=facet, principal="test")
+        statements += same + near
+    assert result.action == "skipped" and result.memory.facet == facet
+    for sql, params in statements:
+        server, client = explain_analyze(sql, params), explain_analyze(sql, params, client_side=True)
+        # the rows the statement reads are those it reads with its parameters in its text
+        read = {binding: rows_read(plan, "memory_engine_memory") + rows_read(plan, "memory_engine_memorycontent")
+                for binding, plan in (("server", server), ("client", client))}
+        assert read["server"] <= 2 * read["client"] + 20, (read, json.dumps(server, indent=1)[:4000])
 
 
 def test_statements_sent_together_cannot_give_one_name_two_values():

@@ -363,6 +363,14 @@ class CandidatesQuery:
         return (self.same or new_content) and (self.near or not neighbours)
 
 
+def facet_filter(facet: str | None) -> str:
+    """The memories of ``facet`` (the ``%(facet)s`` parameter), or without one (None). Not
+    ``IS NOT DISTINCT FROM %(facet)s``: bound on the server (``OPTIONS["server_side_binding"]``)
+    the planner cannot read that as ``IS NULL`` and estimates it at one row, then reads every
+    memory of the table in a join (250 ms per write at 100,000 memories, docs/benchmarks.md)."""
+    return "m.facet IS NULL" if facet is None else "m.facet = %(facet)s"
+
+
 def candidates_query(store: MemoryStore, *, content_id: str | None = None, digest: str = "", facet: str | None,
                      about: About | None, neighbours: bool, limit: int = NEIGHBOURS,
                      new_content: bool = False) -> CandidatesQuery | None:
@@ -378,7 +386,7 @@ def candidates_query(store: MemoryStore, *, content_id: str | None = None, diges
     # A scalar subquery is evaluated once, as a parameter, so the HNSW index can order by it
     # (a joined CTE column would force a full sort).
     query = f"(SELECT embedding FROM memory_engine_memorycontent WHERE {row})"
-    facet_sql = "m.facet IS NOT DISTINCT FROM %(facet)s"
+    facet_sql = facet_filter(facet)
     # The about and same-text matches are live by the application's clock (Memory.objects.live()),
     # the shortlist by the transaction's (LIVE_MEMORY_SQL), as they were when they were separate
     # statements.
