@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import psycopg
-from django.db import connection, models
+from django.db import connection, models, transaction
 from django.db.models.expressions import DatabaseDefault
+from django.db.transaction import TransactionManagementError
 from psycopg.adapt import Dumper
-from psycopg.pq import Format
+from psycopg.pq import Format, TransactionStatus
 
 __all__ = ["advisory_xact_lock", "allow_ledger_erasure", "in_order", "insert_rows", "insert_sql", "joins_statements",
-           "lock_project_documents", "one_round_trip", "update_sql", "vector_literal"]
+           "lock_project_documents", "one_round_trip", "statement_transaction", "update_sql", "vector_literal"]
 
 #: The database types of pgvector fields whose values insert_rows sends as ``float4[]`` slices.
 _VECTOR_TYPES = ("vector", "halfvec")
@@ -224,3 +226,93 @@ def one_round_trip(writes: Sequence[tuple[str, Params]], *, saved: Sequence[mode
             pass
     for obj in saved:
         obj._state.adding, obj._state.db = False, connection.alias
+
+
+class StatementTransaction:
+    """A transaction begun by its first statements and committed by its last
+    (:func:`statement_transaction`): ``opening`` and ``closing`` add the ``BEGIN`` and the
+    ``COMMIT`` to the statements sent together there (:func:`in_order`), where Django's
+    ``atomic()`` sends each in a round trip of its own. Inside ``atomic()`` both give the
+    statements back unchanged."""
+
+    def __init__(self, *, carried: bool) -> None:
+        #: whether BEGIN and COMMIT go with the statements (else atomic() sends them)
+        self.carried = carried
+        self._begun = False
+
+    def opening(self, statements: Sequence[tuple[str, Params]]) -> list[tuple[str, Params]]:
+        """``statements``, after a ``BEGIN`` when they are the transaction's first."""
+        if not self.carried or self._begun:
+            return list(statements)
+        self._begun = True
+        return [("BEGIN", _no_params(statements)), *statements]
+
+    def closing(self, statements: Sequence[tuple[str, Params]]) -> list[tuple[str, Params]]:
+        """``statements`` (the transaction's last), then ``COMMIT``."""
+        if not self.carried:
+            return list(statements)
+        opened = self.opening(statements)
+        return [*opened, ("COMMIT", _no_params(opened))]
+
+
+def _no_params(statements: Sequence[tuple[str, Params]]) -> Params:
+    # in_order takes all named or all positional parameters
+    return {} if statements and isinstance(statements[0][1], Mapping) else []
+
+
+def _carries_transaction() -> bool:
+    """Whether a transaction can be begun and committed by statements sent with others: outside
+    any atomic block, in autocommit mode, with client-side binding (joins_statements) and the
+    server's default transaction characteristics (no isolation level, read-only or deferrable
+    option, which psycopg would add to its own BEGIN)."""
+    if connection.in_atomic_block or not connection.get_autocommit() or not joins_statements():
+        return False
+    options = connection.settings_dict.get("OPTIONS", {})
+    return not any(options.get(name) is not None for name in ("isolation_level", "read_only", "deferrable"))
+
+
+@contextlib.contextmanager
+def statement_transaction() -> Iterator[StatementTransaction]:
+    """A transaction for a few round trips of statements sent together, as ``atomic()`` gives
+    one, without the two round trips of its own ``BEGIN`` and ``COMMIT``: the first statements
+    sent through :meth:`StatementTransaction.opening` begin it, the last through
+    :meth:`StatementTransaction.closing` commit it. On an exception it is rolled back, as is
+    whatever an error left open; on a normal exit what is still open is committed. Other queries
+    in the block (the ORM's too) run inside it, so nothing in the block may start an ``atomic()``
+    of its own or rely on ``transaction.on_commit``.
+
+    Where a transaction cannot be carried that way (inside an ``atomic()`` block, which then
+    makes this a savepoint, and see _carries_transaction), this is ``atomic()``."""
+    if not _carries_transaction():
+        with transaction.atomic():
+            yield StatementTransaction(carried=False)
+        return
+    try:
+        yield StatementTransaction(carried=True)
+    except BaseException:
+        _end_open_transaction(commit=False)
+        raise
+    _end_open_transaction(commit=True)
+
+
+def _end_open_transaction(*, commit: bool) -> None:
+    """Commit (``commit``) or roll back what the server still holds open on the connection."""
+    raw = connection.connection
+    status = TransactionStatus.IDLE if raw is None else raw.info.transaction_status
+    if status == TransactionStatus.IDLE:
+        return
+    if commit and status == TransactionStatus.INTRANS:
+        with connection.wrap_database_errors:
+            raw.commit()
+        return
+    try:
+        with connection.wrap_database_errors:
+            raw.rollback()
+    except Exception:
+        if commit:
+            raise
+        # on the way out of an exception, the connection gone with the transaction: that one is raised
+        return
+    if commit:
+        # a statement failed and the block caught its error: nothing of it was committed
+        raise TransactionManagementError("A statement failed inside statement_transaction(); it was rolled back.")

@@ -4,12 +4,16 @@ no embedder), and what EXPLAIN ANALYZE says a statement really did."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from django.db import connection
+from psycopg.pq import Trace
 
 DIMS = 384
 
@@ -53,6 +57,32 @@ def statements_with(marker: str) -> Iterator[list[tuple[str, Any]]]:
 
     with connection.execute_wrapper(capture):
         yield found
+
+
+@contextmanager
+def queries_sent() -> Iterator[list[str]]:
+    """The queries the connection sends to the server inside the block, read off libpq's trace
+    of the protocol: the SQL of each simple query (several statements, with client-side binding)
+    and ``<extended>`` for each statement sent with its parameters apart (server-side binding),
+    so psycopg's own BEGIN and COMMIT count too. Each is one round trip."""
+    connection.ensure_connection()
+    pgconn = connection.connection.pgconn
+    with tempfile.TemporaryFile(mode="w+") as trace:
+        stream = os.dup(trace.fileno())  # libpq's stream gets a descriptor of its own
+        pgconn.trace(stream)
+        pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
+        sent: list[str] = []
+        try:
+            yield sent
+        finally:
+            pgconn.untrace()  # flushes the stream, which is not used again
+            os.close(stream)
+            trace.seek(0)
+            sent += [sql if kind == "Query" else "<extended>" for kind, sql in _FRONTEND.findall(trace.read())]
+
+
+#: A query or a statement's end (Sync) sent by the client, in libpq's trace; the SQL may span lines.
+_FRONTEND = re.compile(r'^F\t\d+\t(Query|Sync)(?:\t "(.*?)")?\n(?=[FB]\t|\Z)', re.MULTILINE | re.DOTALL)
 
 
 def analyze_memory_tables() -> None:

@@ -1,19 +1,24 @@
 """insert_sql and one_round_trip: a write's rows in one round trip, the rows Django's ``create``
-writes, in order, all or none."""
+writes, in order, all or none; statement_transaction: a transaction begun and committed by the
+statements sent in its first and last round trips."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 
 import pytest
 from django.db import DataError, connection, transaction
+from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
+from psycopg.pq import TransactionStatus
 
-from memory_engine.db import in_order, insert_sql, one_round_trip, update_sql
+from memory_engine.db import in_order, insert_sql, one_round_trip, statement_transaction, update_sql
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent
 from memory_engine.services.memory_write import content_hash, memory_write
 from tests.factories import MemoryStoreFactory
-from tests.plans import analyze_memory_tables, explain_analyze, fill, rows_read, statements_with
+from tests.plans import analyze_memory_tables, explain_analyze, fill, queries_sent, rows_read, statements_with
 
 pytestmark = pytest.mark.django_db
 
@@ -149,3 +154,95 @@ def test_named_statements_sent_together_each_give_their_rows():
         rows = [cursor.fetchall() for _ in in_order(cursor, [("SELECT %(a)s", {"a": 1}), ("SELECT %(b)s, %(a)s",
                                                                                           {"a": 1, "b": 2})])]
     assert rows == [[(1,)], [(2, 1)]]
+
+
+def inserts(store, *texts):
+    """The INSERTs of content rows of ``store`` holding ``texts``, for statements sent together."""
+    return [insert_sql(MemoryContent(store=store, text=text, content_hash=content_hash(text))) for text in texts]
+
+
+def stored_texts(store):
+    return set(MemoryContent.objects.filter(store=store).values_list("text", flat=True))
+
+
+def idle():
+    return connection.connection.info.transaction_status == TransactionStatus.IDLE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_transaction_begins_and_commits_with_its_statements(project):
+    """Outside any atomic() block the BEGIN goes with the first statements and the COMMIT with
+    the last: two round trips where atomic() takes four. What the first wrote is not seen by
+    another connection before the last commits it."""
+    store = MemoryStoreFactory(project=project)
+    seen_meanwhile = []
+
+    def look_elsewhere():
+        try:
+            seen_meanwhile.append(stored_texts(store))
+        finally:
+            connection.close()
+
+    with queries_sent() as sent, statement_transaction() as within:
+        one_round_trip(within.opening(inserts(store, "first")))
+        thread = threading.Thread(target=look_elsewhere)
+        thread.start()
+        thread.join()
+        one_round_trip(within.closing(inserts(store, "second")))
+    assert within.carried and len(sent) == 2, sent
+    assert sent[0].startswith("BEGIN;\nINSERT INTO") and sent[1].endswith(";\nCOMMIT")
+    assert seen_meanwhile == [set()]
+    assert stored_texts(store) == {"first", "second"} and idle()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_transaction_rolls_back_on_an_error(project):
+    store = MemoryStoreFactory(project=project)
+    with pytest.raises(ZeroDivisionError), statement_transaction() as within:
+        one_round_trip(within.opening(inserts(store, "first")))
+        1 / 0  # noqa: B018
+    assert idle() and stored_texts(store) == set()
+    # a failing last statement: the COMMIT after it is not run
+    too_long = MemoryContent(store=store, text="x", content_hash="h" * 65)
+    with pytest.raises(DataError), statement_transaction() as within:
+        one_round_trip(within.opening(inserts(store, "first")))
+        one_round_trip(within.closing([*inserts(store, "second"), insert_sql(too_long)]))
+    assert idle() and stored_texts(store) == set()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_transaction_commits_what_its_last_statements_left_open(project):
+    store = MemoryStoreFactory(project=project)
+    with statement_transaction() as within:
+        one_round_trip(within.opening(inserts(store, "first")))
+    assert idle() and stored_texts(store) == {"first"}
+    # nothing commits a failed statement whose error the block caught
+    too_long = MemoryContent(store=store, text="x", content_hash="h" * 65)
+    with pytest.raises(TransactionManagementError), statement_transaction() as within:
+        one_round_trip(within.opening(inserts(store, "second")))
+        with contextlib.suppress(DataError):
+            one_round_trip([insert_sql(too_long)])
+    assert idle() and stored_texts(store) == {"first"}
+
+
+def test_inside_atomic_a_statement_transaction_is_a_savepoint(store):
+    with transaction.atomic():
+        one_round_trip(inserts(store, "kept"))
+        with CaptureQueriesContext(connection) as queries, pytest.raises(ZeroDivisionError), \
+                statement_transaction() as within:
+            statements = inserts(store, "first")
+            assert within.opening(statements) == statements == within.closing(statements)
+            one_round_trip(statements)
+            1 / 0  # noqa: B018
+        assert queries.captured_queries[0]["sql"].startswith("SAVEPOINT")
+        assert stored_texts(store) == {"kept"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_server_side_binding_a_statement_transaction_is_atomic(server_side_binding, project):
+    store = MemoryStoreFactory(project=project)
+    with queries_sent() as sent, statement_transaction() as within:
+        one_round_trip(within.opening(inserts(store, "first")))
+        one_round_trip(within.closing(inserts(store, "second")))
+    assert not within.carried and sent == ["BEGIN", "<extended>", "<extended>", "COMMIT"]
+    assert stored_texts(store) == {"first", "second"}

@@ -20,11 +20,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from django.db import DataError, connection, transaction
+from django.db import DataError, connection
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings, reloads_with_settings
-from memory_engine.db import advisory_xact_lock, in_order, insert_sql, one_round_trip, update_sql, vector_literal
+from memory_engine.db import (
+    Params,
+    StatementTransaction,
+    advisory_xact_lock,
+    in_order,
+    insert_sql,
+    one_round_trip,
+    statement_transaction,
+    update_sql,
+    vector_literal,
+)
 from memory_engine.details import changed_details
 from memory_engine.exceptions import (
     AboutRequired,
@@ -678,27 +688,32 @@ WHERE store_id = %(store)s AND content_hash = %(hash)s AND NOT EXISTS (SELECT 1 
 
 
 def _resolve_content(store: MemoryStore, text: str, digest: str, vector: list[float] | None, *,
-                     lock_first: bool = False, candidates: CandidatesQuery | None = None) -> ResolvedContent:
+                     lock_first: bool = False, candidates: CandidatesQuery | None = None,
+                     within: StatementTransaction | None = None) -> ResolvedContent:
     """Find or make the content row in one statement, filling its vector if it had none.
 
     ``lock_first``: take the store lock for the write first (LOCK_FOR_WRITE_SQL), so the upsert
     runs once the lock is held; otherwise the caller holds it already. ``candidates``: a
-    candidates_query statement naming the row by its hash, run after the upsert. All in one
-    round trip where the connection allows it (memory_engine.db.in_order).
+    candidates_query statement naming the row by its hash, run after the upsert. ``within``: the
+    transaction these statements open (its BEGIN goes with them). All in one round trip where
+    the connection allows it (memory_engine.db.in_order).
     """
     provider = get_embedding_provider()
     model_name = provider.model_name if (provider and vector is not None) else ""
     content_id = new_id("mc")
-    statements: list[tuple[str, dict[str, Any]]] = [(CONTENT_UPSERT_SQL, {
+    statements: list[tuple[str, Params]] = [(CONTENT_UPSERT_SQL, {
         "id": content_id, "store": store.pk, "hash": digest, "text": text, "model": model_name,
         "vector": vector_literal(vector) if vector is not None else None})]
     if lock_first:
         statements.insert(0, (LOCK_FOR_WRITE_SQL, _lock_for_write_params(store.pk)))
     if candidates is not None:
         statements.append((candidates.sql, candidates.params))
+    if within is not None:
+        statements = within.opening(statements)
     with connection.cursor() as cursor:
+        # the statements that return rows (not a BEGIN)
         results = [([column.name for column in cursor.description], cursor.fetchall())
-                   for _ in in_order(cursor, statements)]
+                   for _ in in_order(cursor, statements) if cursor.description is not None]
     row = results[1 if lock_first else 0][1][0]
     found = read_candidates(*results[-1]) if candidates is not None else None
     return ResolvedContent(_content_row(row[:6]), bool(row[6]), row[0] == content_id, found)
@@ -979,9 +994,11 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
     # neighbours).
     query = candidates_query(store, digest=digest, facet=facet, about=about,
                              neighbours=vector is not None or stored is True, new_content=stored is None)
-    with transaction.atomic():
+    # BEGIN goes with the first statements, COMMIT with the last (inside a caller's atomic()
+    # block: a savepoint, as atomic() makes one)
+    with statement_transaction() as within:
         content_row, has_vector, inserted, found = _resolve_content(store, text, digest, vector, lock_first=True,
-                                                                    candidates=query)
+                                                                    candidates=query, within=within)
         now = timezone.now()  # once the store lock is held: the store's writes get it in their order
         if query is None or found is None or not query.covers(new_content=inserted, neighbours=has_vector):
             # nothing was sent (no branch could match before the upsert), or another write of the
@@ -1071,7 +1088,7 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
             rule_id=request.rule_id,
         )
         writes.append(insert_sql(assertion))
-        one_round_trip(writes, saved=[memory, assertion] if action != Outcome.SKIPPED else [assertion])
+        one_round_trip(within.closing(writes), saved=[memory, assertion] if action != Outcome.SKIPPED else [assertion])
     return WriteResult(
         action=str(action), memory=memory, assertion=assertion, similarity=similarity,
         decision_reason=reason, changed_details=changes, replaced=replaced,

@@ -9,10 +9,12 @@ import threading
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from psycopg.pq import TransactionStatus
 
 from memory_engine.models import Memory, MemoryAssertion, MemoryRevision
 from memory_engine.services.memory_write import memory_write
 from tests.factories import AgentFactory
+from tests.plans import queries_sent
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +27,8 @@ def write(store, text, **kwargs):
 
 def statements_of(store, text, **kwargs):
     """(result, the statements of one write), savepoints left out: in production the write's
-    transaction is the outermost one, whose BEGIN and COMMIT ride on other statements."""
+    transaction is the outermost one, whose BEGIN and COMMIT ride on other statements
+    (test_a_write_outside_a_transaction_sends_three_queries_in_all)."""
     with CaptureQueriesContext(connection) as queries:
         result = write(store, text, **kwargs)
     sql = [q["sql"] for q in queries.captured_queries
@@ -214,3 +217,44 @@ def test_a_write_overtaken_by_the_same_text_still_finds_its_memory(monkeypatch, 
     sent = [q["sql"] for q in queries.captured_queries if " AS role" in q["sql"]]
     assert "'same' AS role" in sent[-1] and not any("'same' AS role" in s for s in sent[:-1])  # read again
     assert Memory.objects.filter(store=store).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_write_outside_a_transaction_sends_three_queries_in_all(project):
+    """Counted on the wire (libpq's trace): the write's BEGIN goes with its lock, content upsert
+    and candidates, its COMMIT with its memory and assertion. Django's atomic() would send each
+    in a round trip of its own: five in all."""
+    from tests.factories import MemoryStoreFactory
+
+    store = MemoryStoreFactory(project=project)
+    write(store, "The office plants are watered on Mondays")
+    for text, action in ((DATABASE, "created"), (DATABASE, "skipped"),
+                         ("Our main database is now hosted in Frankfurt and Paris", "superseded")):
+        with queries_sent() as sent:
+            result = write(store, text)
+        assert result.action == action
+        assert len(sent) == 3, sent
+        assert sent[1].startswith("BEGIN;\nSELECT pg_advisory_xact_lock") and sent[2].endswith(";\nCOMMIT")
+        assert connection.connection.info.transaction_status == TransactionStatus.IDLE
+    assert Memory.objects.filter(store=store, invalidated_at__isnull=True).count() == 2
+    assert MemoryAssertion.objects.filter(store=store).count() == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_write_refused_inside_its_transaction_leaves_nothing(project):
+    """The quota is read under the store lock: a refused write rolls back its content row and
+    leaves the connection ready for the next one."""
+    from memory_engine.exceptions import QuotaExceeded
+    from memory_engine.models import MemoryContent
+    from tests.factories import MemoryStoreFactory
+
+    project.max_memories = 1
+    project.save()
+    store = MemoryStoreFactory(project=project)
+    write(store, "The office plants are watered on Mondays")
+    with pytest.raises(QuotaExceeded):
+        write(store, DATABASE)
+    assert connection.connection.info.transaction_status == TransactionStatus.IDLE
+    assert not MemoryContent.objects.filter(store=store, text=DATABASE).exists()
+    assert write(store, "The office plants are watered on Mondays").action == "skipped"
+    assert MemoryAssertion.objects.filter(store=store).count() == 2
