@@ -58,6 +58,20 @@ def shortlist_scored(cursor: Any, store_id: str, vector: str, order: str) -> lis
     return [(row[0], float(row[1])) for row in cursor.fetchall()]
 
 
+def wal_counters(cursor: Any) -> tuple[int, int, int]:
+    """The server's WAL records, full-page images and bytes written so far (pg_stat_wal)."""
+    cursor.execute("SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal")
+    records, fpi, size = cursor.fetchone()
+    return int(records), int(fpi), int(size)
+
+
+def wal_per_write(before: tuple[int, int, int], after: tuple[int, int, int], writes: int) -> dict[str, float]:
+    """WAL per write between two wal_counters readings (every backend's: the bench is alone)."""
+    records, fpi, size = (b - a for a, b in zip(before, after, strict=True))
+    return {"records": round(records / writes, 1), "full_page_images": round(fpi / writes, 1),
+            "kilobytes": round(size / writes / 1024, 1)}
+
+
 def restatement_pairs(data: Path, count: int, exclude: set[str]) -> list[tuple[str, str]]:
     """``count`` STS pairs scored 3 or more (the same fact in other words), none in ``exclude``:
     the first of each goes into the store, the second is a lookup whose near match is there."""
@@ -589,6 +603,8 @@ def main() -> None:
             funnels[args.baseline](store=store, content="warm-up sentence for the baseline", principal="bench")
         paired = {name: Paired() for name in funnels}
         new_log = StatementLog()
+        with connection.cursor() as cursor:
+            wal_start = wal_counters(cursor)
         for i, text in enumerate(new_texts):
             name = pick(list(funnels), i)
             _setup.EMBED_SECONDS.clear()
@@ -596,6 +612,10 @@ def main() -> None:
             with new_log.watch(args.statements and name == "today"):
                 result = funnels[name](store=store, content=text, principal="bench")
             paired[name].add_write(time.perf_counter() - started, sum(_setup.EMBED_SECONDS), result.action)
+
+        with connection.cursor() as cursor:
+            wal_new = wal_per_write(wal_start, wal_counters(cursor), len(new_texts))
+            wal_start = wal_counters(cursor)
 
         # 2. hash hits: the same texts again -> skips, no embedder call
         _setup.EMBED_SECONDS.clear()
@@ -608,6 +628,8 @@ def main() -> None:
                 funnels[name](store=store, content=text, principal="bench")
             paired[name].hits.append(time.perf_counter() - t0)
         hash_hit_rate = len(new_texts) / (time.perf_counter() - started)
+        with connection.cursor() as cursor:
+            wal_hit = wal_per_write(wal_start, wal_counters(cursor), len(new_texts))
         assert not _setup.EMBED_SECONDS, "hash hits must not call the embedder"
         today = paired["today"]
         funnel, totals, embeds, hit_times, actions = today.funnel, today.totals, today.embeds, today.hits, today.actions
@@ -668,6 +690,10 @@ def main() -> None:
                     [[r["index"], r["ef_search"], f"{r['top1']:.1%}", f"{r['top10']:.1%}",
                       f"{r['near_found']}/{r['near_total']}", f"{r['near_top1_found']}/{r['near_top1_total']}",
                       r["p50_ms"], r["p95_ms"]] for r in recall])
+    print("\nWAL per write (pg_stat_wal; full-page images: the first change of a page since the last checkpoint)")
+    print_table(["writes", "records", "full-page images", "kB"],
+                [[name, wal["records"], wal["full_page_images"], wal["kilobytes"]]
+                 for name, wal in (("new texts", wal_new), ("restatements", wal_hit))])
     print(f"\nhash-hit writes per second (one client): {hash_hit_rate:.0f}")
     print(f"funnel time / service total: {ratio:.1%}  (the rest is the embedder)")
     write_results("write", {
@@ -678,6 +704,7 @@ def main() -> None:
         "hash_hit_writes_per_second": round(hash_hit_rate, 1), "api_write": api,
         "funnel_over_total": round(ratio, 4), "shortlist_recall": recall, "setup_seconds": round(fill_seconds, 1),
         "paired": {name: row.as_dict() for name, row in paired.items()} if args.baseline else None,
+        "wal_per_write": {"new_text": wal_new, "restatement": wal_hit},
     })
 
 
