@@ -31,6 +31,22 @@ DATA_ENV = "MEMORY_ENGINE_TEST_CORPUS"
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 
 
+def production_django() -> None:
+    """Run the example project as a deployment does, with DEBUG off (and the checkout's secret
+    key, which DEBUG off needs), unless DJANGO_DEBUG says otherwise; the benchmarks that start a
+    server already did. With DEBUG on, Django's debug cursor records every query (in the write
+    funnel that cost nothing measurable: docs/benchmarks.md, sixteenth pass). Set before Django
+    reads its settings: on import of this module, which every benchmark imports first."""
+    sys.path.insert(0, str(ROOT))
+    from example_project.secret_key import checkout_secret_key
+
+    os.environ.setdefault("DJANGO_DEBUG", "false")
+    os.environ.setdefault("DJANGO_SECRET_KEY", checkout_secret_key(ROOT / ".secret_key"))
+
+
+production_django()
+
+
 def parse_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
     """Parse the command line with ``--data DIR`` added; ``args.data`` is then an existing directory.
 
@@ -163,11 +179,19 @@ def write_results(name: str, data: dict[str, Any]) -> Path:
         "benchmark": name,
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "django_debug": _django_debug(),
         **data,
     }
     path.write_text(json.dumps(payload, indent=2))
     print(f"\nresults written to {path.relative_to(ROOT)}")
     return path
+
+
+def _django_debug() -> bool | None:
+    """Django's DEBUG in this run (None: Django not set up)."""
+    from django.conf import settings
+
+    return bool(settings.DEBUG) if settings.configured else None
 
 
 def module_at(ref: str, path: str, name: str, package: str) -> ModuleType:

@@ -7,8 +7,9 @@ Measures, in one run on one machine:
     ratio funnel time / total.
 
 With ``--baseline REF`` the new writes and the restatements alternate, in blocks of ten (ABBA),
-between today's funnel and ``memory_write`` as it was at git REF (its module loaded beside
-today's), on the same store in the same run; each version gets half of ``--writes``.
+between today's funnel and ``memory_write`` as it was at git REF (its module, and the
+``memory_engine.db`` helpers it uses, loaded beside today's), on the same store in the same
+run; each version gets half of ``--writes``.
 
 The store is filled with synthetic rows (random unit vectors, generated in SQL) so the
 setup takes seconds instead of an hour of embedding; the measured writes are real
@@ -199,7 +200,7 @@ def fill_store(store_id: str, count: int, texts: list[str] | None = None, vector
     needs no normalisation), or ``texts`` with their real ``vectors``. Content ids are
     ``mc_{prefix}`` and a number (a prefix per store when several are filled); ``build_index``
     False leaves the index dropped, for a later call to build once over all the stores."""
-    from django.db import connection
+    from django.db import connection, transaction
 
     from memory_engine.conf import embedding_dimensions
     from memory_engine.db import vector_literal
@@ -234,6 +235,13 @@ def fill_store(store_id: str, count: int, texts: list[str] | None = None, vector
                     FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS u(t, v, n)""",
                     [prefix, i, store_id, texts[i:i + step], [vector_literal(v) for v in vectors[i:i + step].tolist()]],
                 )
+    # The memories' deferred triggers (the change feed's, the foreign keys') run at the commit of
+    # the insert, each reading the memory table by key. Their plans are made at the first row, with
+    # the statistics of a table that autovacuum may have just analyzed empty (the previous run's
+    # store deleted): a sequential scan per row, quadratic (over ten minutes at 100,000). The
+    # insert's transaction keeps them on the indexes.
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute(
             """
             INSERT INTO memory_engine_memory (id, store_id, content_id, tags, metadata, source_type, created_at,
@@ -454,6 +462,21 @@ class StatementLog:
                       f"{summary_ms(values)['p95_ms']:.3f}"] for key, values in rows])
 
 
+def baseline_funnel(ref: str) -> Any:
+    """``memory_write`` as it was at git ``ref``, loaded beside today's, with the helpers it takes
+    from ``memory_engine.db`` as they were at ``ref`` too (the statement builders, the vector
+    literal)."""
+    import memory_engine.db
+
+    module = module_at(ref, "memory_engine/services/memory_write.py", "memory_engine.services._baseline_memory_write",
+                       "memory_engine.services")
+    helpers = module_at(ref, "memory_engine/db.py", "memory_engine._baseline_db", "memory_engine")
+    for name, value in list(vars(module).items()):
+        if getattr(memory_engine.db, name, None) is value and hasattr(helpers, name):
+            setattr(module, name, getattr(helpers, name))
+    return module.memory_write
+
+
 def pick(names: list[str], i: int) -> str:
     """The version that makes write ``i`` of a paired run: blocks of ten in the order A B B A, so
     that neither version always goes first; the only one when there is one."""
@@ -597,9 +620,7 @@ def main() -> None:
         # 1. funnel time per new write = total - embedder time
         funnels = {"today": memory_write}
         if args.baseline:
-            funnels[args.baseline] = module_at(args.baseline, "memory_engine/services/memory_write.py",
-                                               "memory_engine.services._baseline_memory_write",
-                                               "memory_engine.services").memory_write
+            funnels[args.baseline] = baseline_funnel(args.baseline)
             funnels[args.baseline](store=store, content="warm-up sentence for the baseline", principal="bench")
         paired = {name: Paired() for name in funnels}
         new_log = StatementLog()

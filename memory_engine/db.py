@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import psycopg
-from django.db import connection, models, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
 from django.db.models.expressions import DatabaseDefault
 from django.db.transaction import TransactionManagementError
 from psycopg.adapt import Dumper
@@ -44,10 +45,16 @@ class _Float4ArrayDumper(Dumper):
         return obj.data
 
 
-def vector_literal(vector: list[float]) -> str:
+def vector_literal(vector: Sequence[float]) -> str:
     """A vector as pgvector's text literal (``'[0.1,0.2]'``), for raw SQL parameters; seven
     significant digits, as many as a pgvector float4 keeps."""
-    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+    # one %-format of all the values: a third of the time of formatting them one by one
+    return _literal_format(len(vector)) % tuple(vector)
+
+
+@functools.cache
+def _literal_format(dimensions: int) -> str:
+    return "[" + ",".join(["%.7g"] * dimensions) + "]"
 
 
 def advisory_xact_lock(key: str) -> None:
@@ -141,9 +148,8 @@ def insert_sql(obj: models.Model) -> tuple[str, list[Any]]:
     """The ``INSERT`` of ``obj``, a new instance, and its parameters (the values ``save()``
     would write: defaults and ``pre_save`` included, generated columns left to the database),
     for :func:`one_round_trip`."""
-    meta = obj._meta
-    fields = [field for field in meta.concrete_fields if not field.generated]
-    names = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    fields, into = _insert_columns(type(obj))
+    db = connections[DEFAULT_DB_ALIAS]  # the connection itself, not its proxy: one lookup per call
     placeholders: list[str] = []
     values: list[Any] = []
     for field in fields:
@@ -152,9 +158,17 @@ def insert_sql(obj: models.Model) -> tuple[str, list[Any]]:
             placeholders.append("DEFAULT")
             continue
         placeholders.append("%s")
-        values.append(field.get_db_prep_save(value, connection))
-    table = connection.ops.quote_name(meta.db_table)
-    return f"INSERT INTO {table} ({names}) VALUES ({', '.join(placeholders)})", values
+        values.append(field.get_db_prep_save(value, db))
+    return f"{into} VALUES ({', '.join(placeholders)})", values
+
+
+@functools.cache
+def _insert_columns(model: type[models.Model]) -> tuple[list[models.Field], str]:
+    """insert_sql's fields of ``model`` and the ``INSERT INTO table (columns)`` naming them."""
+    meta = model._meta
+    fields = [field for field in meta.concrete_fields if not field.generated]
+    quote = connection.ops.quote_name
+    return fields, f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(field.column) for field in fields)})"
 
 
 def update_sql(obj: models.Model, changes: Mapping[str, Any]) -> tuple[str, list[Any]]:
@@ -162,14 +176,15 @@ def update_sql(obj: models.Model, changes: Mapping[str, Any]) -> tuple[str, list
     for a foreign key), the statement ``filter(pk=obj.pk).update(**changes)`` sends, and its
     parameters, for :func:`one_round_trip`."""
     meta = obj._meta
-    quote = connection.ops.quote_name
+    db = connections[DEFAULT_DB_ALIAS]  # the connection itself, not its proxy: one lookup per call
+    quote = db.ops.quote_name
     columns: list[str] = []
     values: list[Any] = []
     for name, value in changes.items():
         field = meta.get_field(name)
         assert isinstance(field, models.Field) and field.column, f"{name} is not a column of {meta.label}"
         columns.append(f"{quote(field.column)} = %s")
-        values.append(field.get_db_prep_save(value.pk if isinstance(value, models.Model) else value, connection))
+        values.append(field.get_db_prep_save(value.pk if isinstance(value, models.Model) else value, db))
     return (f"UPDATE {quote(meta.db_table)} SET {', '.join(columns)} WHERE {quote(meta.pk.column)} = %s",
             [*values, obj.pk])
 
