@@ -14,7 +14,14 @@ from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 from psycopg.pq import TransactionStatus
 
-from memory_engine.db import in_order, insert_sql, one_round_trip, statement_transaction, update_sql
+from memory_engine.db import (
+    in_order,
+    insert_sql,
+    one_round_trip,
+    result_columns,
+    statement_transaction,
+    update_sql,
+)
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent
 from memory_engine.services.memory_write import content_hash, memory_write
 from tests.factories import MemoryStoreFactory
@@ -154,6 +161,41 @@ def test_named_statements_sent_together_each_give_their_rows():
         rows = [cursor.fetchall() for _ in in_order(cursor, [("SELECT %(a)s", {"a": 1}), ("SELECT %(b)s, %(a)s",
                                                                                           {"a": 1, "b": 2})])]
     assert rows == [[(1,)], [(2, 1)]]
+
+
+STATEMENTS_AND_COLUMNS = [
+    ('SELECT 1 AS one, \'café\' AS "naïve name", NULL AS "Mixed"', ["one", "naïve name", "Mixed"]),
+    ("SELECT 1 AS one WHERE false", ["one"]),  # no rows, still a result with columns
+    ("SELECT", []),  # a result without columns
+    ("SET LOCAL statement_timeout = 1000", None),
+    ("CREATE TEMPORARY TABLE result_columns_t (a int) ON COMMIT DROP", None),
+    ("INSERT INTO result_columns_t VALUES (1)", None),
+    ("INSERT INTO result_columns_t VALUES (2) RETURNING a, a + 1 AS b", ["a", "b"]),
+]
+
+
+def description_names(cursor):
+    return None if cursor.description is None else [column.name for column in cursor.description]
+
+
+def test_result_columns_are_those_the_description_names():
+    """A result's column names as ``cursor.description`` gives them, and None for a statement that
+    returns no rows, one statement at a time and several sent together."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        for sql, names in STATEMENTS_AND_COLUMNS:
+            cursor.execute(sql)
+            assert result_columns(cursor) == description_names(cursor) == names, sql
+        cursor.execute("DROP TABLE result_columns_t")
+        together = [(sql, []) for sql, _ in STATEMENTS_AND_COLUMNS]
+        assert [result_columns(cursor) for _ in in_order(cursor, together)] == [n for _, n in STATEMENTS_AND_COLUMNS]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_server_side_binding_result_columns_are_those_the_description_names(server_side_binding):
+    with transaction.atomic(), connection.cursor() as cursor:
+        for sql, names in STATEMENTS_AND_COLUMNS:
+            cursor.execute(sql, [])
+            assert result_columns(cursor) == description_names(cursor) == names, sql
 
 
 def inserts(store, *texts):

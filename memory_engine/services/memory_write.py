@@ -31,6 +31,7 @@ from memory_engine.db import (
     in_order,
     insert_sql,
     one_round_trip,
+    result_columns,
     statement_transaction,
     update_sql,
     vector_literal,
@@ -463,7 +464,7 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
         return Candidates()
     with connection.cursor() as cursor:
         cursor.execute(query.sql, query.params)
-        return read_candidates([column.name for column in cursor.description], cursor.fetchall())
+        return read_candidates(result_columns(cursor) or [], cursor.fetchall())
 
 
 def read_candidates(names: list[str], rows: list[tuple[Any, ...]]) -> Candidates:
@@ -711,9 +712,11 @@ def _resolve_content(store: MemoryStore, text: str, digest: str, vector: list[fl
     if within is not None:
         statements = within.opening(statements)
     with connection.cursor() as cursor:
-        # the statements that return rows (not a BEGIN)
-        results = [([column.name for column in cursor.description], cursor.fetchall())
-                   for _ in in_order(cursor, statements) if cursor.description is not None]
+        results = []
+        for _ in in_order(cursor, statements):
+            names = result_columns(cursor)
+            if names is not None:  # the statements that return rows (not a BEGIN)
+                results.append((names, cursor.fetchall()))
     row = results[1 if lock_first else 0][1][0]
     found = read_candidates(*results[-1]) if candidates is not None else None
     return ResolvedContent(_content_row(row[:6]), bool(row[6]), row[0] == content_id, found)

@@ -1,7 +1,7 @@
 """Rows of the search statements as named records, filled by column name.
 
 The statements of memory_engine.selectors.search.sql name each column after a field of these
-records; :func:`fetch_records` matches them through ``cursor.description``, so a column added,
+records; :func:`fetch_records` matches them by the result's column names, so a column added,
 dropped or reordered on one side only fails loudly instead of shifting every value.
 """
 
@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, TypeVar
+
+from memory_engine.db import result_columns
 
 from .results import SearchHit
 
@@ -97,5 +99,5 @@ Record = TypeVar("Record", bound=DisplayRow)
 
 def fetch_records(cursor: Any, record: type[Record]) -> list[Record]:
     """The cursor's remaining rows as ``record`` instances, each column passed by its name."""
-    names = [column[0] for column in cursor.description]
+    names = result_columns(cursor) or []
     return [record(**dict(zip(names, row, strict=True))) for row in cursor.fetchall()]

@@ -17,7 +17,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
-from memory_engine.db import vector_literal
+from memory_engine.db import result_columns, vector_literal
 from memory_engine.instruction_guard import drop_instructions
 from memory_engine.lexical import ensure_lexical_fresh
 from memory_engine.models import Project, ReplayRun
@@ -318,8 +318,7 @@ def _scope_sizes(cursor: Any, scope: Scope, cap: int) -> dict[str, int]:
     if sql is None:
         return {}
     cursor.execute(sql, {**scope.params(), "cap": cap})
-    names = [column[0] for column in cursor.description]
-    return dict(zip(names, cursor.fetchone(), strict=True))
+    return dict(zip(result_columns(cursor) or [], cursor.fetchone(), strict=True))
 
 
 def _set_hnsw_scan(cursor: Any, k: int) -> None:
