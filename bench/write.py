@@ -494,18 +494,22 @@ class Paired:
     totals: list[float] = field(default_factory=list)
     hits: list[float] = field(default_factory=list)
     actions: dict[str, int] = field(default_factory=dict)
+    #: own time per new write, by the write's action
+    by_action: dict[str, list[float]] = field(default_factory=dict)
 
     def add_write(self, total: float, embed: float, action: str) -> None:
         self.totals.append(total)
         self.embeds.append(embed)
         self.funnel.append(total - embed)
         self.actions[action] = self.actions.get(action, 0) + 1
+        self.by_action.setdefault(action, []).append(total - embed)
 
     def as_dict(self) -> dict[str, Any]:
         own, embed = summary_ms(self.funnel), summary_ms(self.embeds)
         return {"writes": len(self.funnel), "funnel_own_time": own, "embedder": embed,
                 "own_over_embedder_p50": round(own["p50_ms"] / embed["p50_ms"], 3) if embed["p50_ms"] else None,
-                "hash_hit": summary_ms(self.hits), "actions": self.actions}
+                "hash_hit": summary_ms(self.hits), "actions": self.actions,
+                "own_time_by_action": {action: summary_ms(times) for action, times in sorted(self.by_action.items())}}
 
     def table_row(self, name: str) -> list[Any]:
         row = self.as_dict()
@@ -698,6 +702,10 @@ def main() -> None:
         print(f"\npaired with the funnel at {args.baseline} (blocks of ten, ABBA; p50 / p95 / mean ms)")
         print_table(["funnel", "writes", "own time", "embedder p50", "own / embedder p50", "hash hit p50 / p95",
                      "actions"], [row.table_row(name) for name, row in paired.items()])
+    print("\nfunnel own time of the new texts by action (today's funnel; p50 / p95 / mean ms)")
+    print_table(["action", "writes", "p50", "p95", "mean"],
+                [[action, times["n"], times["p50_ms"], times["p95_ms"], times["mean_ms"]]
+                 for action, times in today.as_dict()["own_time_by_action"].items()])
     if args.statements:
         new_log.report("new writes", len(today.funnel))
         hit_log.report("restatements", len(today.hits))
@@ -720,7 +728,7 @@ def main() -> None:
     write_results("write", {
         "memories_in_store": args.memories, "fill": args.fill, "storage": args.storage, "writes": args.writes,
         "dedup_exact_scan_max": exact_max, "server_side_binding": args.server_side_binding,
-        "actions": actions,
+        "actions": actions, "own_time_by_action": today.as_dict()["own_time_by_action"],
         "funnel_own_time": f, "embedder": e, "service_total": t, "hash_hit": hits,
         "hash_hit_writes_per_second": round(hash_hit_rate, 1), "api_write": api,
         "funnel_over_total": round(ratio, 4), "shortlist_recall": recall, "setup_seconds": round(fill_seconds, 1),
