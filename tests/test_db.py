@@ -14,14 +14,7 @@ from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 from psycopg.pq import TransactionStatus
 
-from memory_engine.db import (
-    in_order,
-    insert_sql,
-    one_round_trip,
-    result_columns,
-    statement_transaction,
-    update_sql,
-)
+from memory_engine.db import in_order, insert_sql, one_round_trip, result_columns, statement_transaction, update_sql
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent
 from memory_engine.services.memory_write import content_hash, memory_write
 from tests.factories import MemoryStoreFactory
