@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import gc
 import re
 import sys
 import threading
@@ -462,6 +463,37 @@ class StatementLog:
                       f"{summary_ms(values)['p95_ms']:.3f}"] for key, values in rows])
 
 
+class GcPauses:
+    """The garbage collector's pauses (``gc.callbacks``) while it is entered: per generation,
+    and the seconds spent in them since the last ``take``."""
+
+    def __init__(self) -> None:
+        self.by_generation: dict[int, list[float]] = {}
+        self._started: float | None = None
+        self._since_take = 0.0
+
+    def __enter__(self) -> GcPauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif self._started is not None:
+            pause = time.perf_counter() - self._started
+            self.by_generation.setdefault(info["generation"], []).append(pause)
+            self._since_take += pause
+            self._started = None
+
+    def take(self) -> float:
+        """Seconds of pauses since the last call."""
+        seconds, self._since_take = self._since_take, 0.0
+        return seconds
+
+
 def baseline_funnel(ref: str) -> Any:
     """``memory_write`` as it was at git ``ref``, loaded beside today's, with the helpers it takes
     from ``memory_engine.db`` as they were at ``ref`` too (the statement builders, the vector
@@ -496,13 +528,16 @@ class Paired:
     actions: dict[str, int] = field(default_factory=dict)
     #: own time per new write, by the write's action
     by_action: dict[str, list[float]] = field(default_factory=dict)
+    #: the garbage collector's pauses inside each new write
+    gc_pauses: list[float] = field(default_factory=list)
 
-    def add_write(self, total: float, embed: float, action: str) -> None:
+    def add_write(self, total: float, embed: float, action: str, gc_pause: float) -> None:
         self.totals.append(total)
         self.embeds.append(embed)
         self.funnel.append(total - embed)
         self.actions[action] = self.actions.get(action, 0) + 1
         self.by_action.setdefault(action, []).append(total - embed)
+        self.gc_pauses.append(gc_pause)
 
     def as_dict(self) -> dict[str, Any]:
         own, embed = summary_ms(self.funnel), summary_ms(self.embeds)
@@ -630,13 +665,16 @@ def main() -> None:
         new_log = StatementLog()
         with connection.cursor() as cursor:
             wal_start = wal_counters(cursor)
-        for i, text in enumerate(new_texts):
-            name = pick(list(funnels), i)
-            _setup.EMBED_SECONDS.clear()
-            started = time.perf_counter()
-            with new_log.watch(args.statements and name == "today"):
-                result = funnels[name](store=store, content=text, principal="bench")
-            paired[name].add_write(time.perf_counter() - started, sum(_setup.EMBED_SECONDS), result.action)
+        with GcPauses() as collector:
+            for i, text in enumerate(new_texts):
+                name = pick(list(funnels), i)
+                _setup.EMBED_SECONDS.clear()
+                collector.take()
+                started = time.perf_counter()
+                with new_log.watch(args.statements and name == "today"):
+                    result = funnels[name](store=store, content=text, principal="bench")
+                paired[name].add_write(time.perf_counter() - started, sum(_setup.EMBED_SECONDS), result.action,
+                                       collector.take())
 
         with connection.cursor() as cursor:
             wal_new = wal_per_write(wal_start, wal_counters(cursor), len(new_texts))
@@ -706,6 +744,15 @@ def main() -> None:
     print_table(["action", "writes", "p50", "p95", "mean"],
                 [[action, times["n"], times["p50_ms"], times["p95_ms"], times["mean_ms"]]
                  for action, times in today.as_dict()["own_time_by_action"].items()])
+    collections = {generation: summary_ms(pauses) for generation, pauses in sorted(collector.by_generation.items())}
+    without_gc = summary_ms([own - pause for own, pause in zip(today.funnel, today.gc_pauses, strict=True)])
+    print("\ngarbage collector pauses inside the timed new writes (all funnels)")
+    print_table(["generation", "collections", "p50 ms", "max ms", "total ms"],
+                [[generation, len(collector.by_generation[generation]), times["p50_ms"],
+                  round(max(collector.by_generation[generation]) * 1000, 3),
+                  round(sum(collector.by_generation[generation]) * 1000, 1)]
+                 for generation, times in collections.items()])
+    print(f"today's own time less its collector pauses: p50 {without_gc['p50_ms']} / p95 {without_gc['p95_ms']} ms")
     if args.statements:
         new_log.report("new writes", len(today.funnel))
         hit_log.report("restatements", len(today.hits))
@@ -729,6 +776,7 @@ def main() -> None:
         "memories_in_store": args.memories, "fill": args.fill, "storage": args.storage, "writes": args.writes,
         "dedup_exact_scan_max": exact_max, "server_side_binding": args.server_side_binding,
         "actions": actions, "own_time_by_action": today.as_dict()["own_time_by_action"],
+        "gc_collections": collections, "own_time_less_gc_pauses": without_gc,
         "funnel_own_time": f, "embedder": e, "service_total": t, "hash_hit": hits,
         "hash_hit_writes_per_second": round(hash_hit_rate, 1), "api_write": api,
         "funnel_over_total": round(ratio, 4), "shortlist_recall": recall, "setup_seconds": round(fill_seconds, 1),
