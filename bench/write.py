@@ -67,6 +67,35 @@ def wal_counters(cursor: Any) -> tuple[int, int, int]:
     return int(records), int(fpi), int(size)
 
 
+def checkpoint_buffers(cursor: Any) -> int:
+    """Buffers the checkpointer has written so far (pg_stat_checkpointer; pg_stat_bgwriter before
+    PostgreSQL 17)."""
+    cursor.execute("SELECT to_regclass('pg_catalog.pg_stat_checkpointer') IS NOT NULL")
+    if cursor.fetchone()[0]:
+        cursor.execute("SELECT buffers_written FROM pg_stat_checkpointer")
+    else:
+        cursor.execute("SELECT buffers_checkpoint FROM pg_stat_bgwriter")
+    return int(cursor.fetchone()[0])
+
+
+def cpu_times() -> list[int]:
+    """The machine's CPU time so far, in clock ticks (/proc/stat: user, nice, system, idle,
+    iowait, irq, softirq, steal); empty where there is no /proc."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            return [int(n) for n in stat.readline().split()[1:9]]
+    except OSError:
+        return []
+
+
+def cpu_shares(before: list[int], after: list[int]) -> dict[str, float]:
+    """How the cores' time between two cpu_times readings was spent, in shares of it."""
+    names = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+    spent = [b - a for a, b in zip(before, after, strict=True)]
+    total = sum(spent) or 1
+    return {name: round(ticks / total, 4) for name, ticks in zip(names, spent, strict=True)}
+
+
 def wal_per_write(before: tuple[int, int, int], after: tuple[int, int, int], writes: int) -> dict[str, float]:
     """WAL per write between two wal_counters readings (every backend's: the bench is alone)."""
     records, fpi, size = (b - a for a, b in zip(before, after, strict=True))
@@ -239,10 +268,10 @@ def fill_store(store_id: str, count: int, texts: list[str] | None = None, vector
     # The memories' deferred triggers (the change feed's, the foreign keys') run at the commit of
     # the insert, each reading the memory table by key. Their plans are made at the first row, with
     # the statistics of a table that autovacuum may have just analyzed empty (the previous run's
-    # store deleted): a sequential scan per row, quadratic (over ten minutes at 100,000). The
-    # insert's transaction keeps them on the indexes.
+    # store deleted, or this insert still uncommitted): a scan of the whole store per row,
+    # sequential or through the store's index, quadratic (over ten minutes at 100,000). ANALYZE in
+    # the insert's transaction counts its own rows, so the plans at commit read the primary key.
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute(
             """
             INSERT INTO memory_engine_memory (id, store_id, content_id, tags, metadata, source_type, created_at,
@@ -253,6 +282,7 @@ def fill_store(store_id: str, count: int, texts: list[str] | None = None, vector
             """,
             [store_id, prefix],
         )
+        cursor.execute("ANALYZE memory_engine_memory")
     if build_index:
         build_content_index(storage)
     return time.perf_counter() - started
@@ -664,7 +694,12 @@ def main() -> None:
         paired = {name: Paired() for name in funnels}
         new_log = StatementLog()
         with connection.cursor() as cursor:
+            # The fill's pages reach the disk now rather than through a checkpoint that spreads
+            # them over the timed writes (the cost of loading the store, not of a write).
+            cursor.execute("CHECKPOINT")
             wal_start = wal_counters(cursor)
+            checkpointed_start = checkpoint_buffers(cursor)
+        cpu_start = cpu_times()
         with GcPauses() as collector:
             for i, text in enumerate(new_texts):
                 name = pick(list(funnels), i)
@@ -676,8 +711,10 @@ def main() -> None:
                 paired[name].add_write(time.perf_counter() - started, sum(_setup.EMBED_SECONDS), result.action,
                                        collector.take())
 
+        cpu_new = cpu_shares(cpu_start, cpu_times()) if cpu_start else None
         with connection.cursor() as cursor:
             wal_new = wal_per_write(wal_start, wal_counters(cursor), len(new_texts))
+            checkpointed = checkpoint_buffers(cursor) - checkpointed_start
             wal_start = wal_counters(cursor)
 
         # 2. hash hits: the same texts again -> skips, no embedder call
@@ -770,6 +807,10 @@ def main() -> None:
     print_table(["writes", "records", "full-page images", "kB"],
                 [[name, wal["records"], wal["full_page_images"], wal["kilobytes"]]
                  for name, wal in (("new texts", wal_new), ("restatements", wal_hit))])
+    if cpu_new:
+        print("\nthe machine during the new writes (/proc/stat, both cores): "
+              + ", ".join(f"{name} {share:.1%}" for name, share in cpu_new.items() if name != "nice")
+              + f"; buffers written by a checkpoint: {checkpointed}")
     print(f"\nhash-hit writes per second (one client): {hash_hit_rate:.0f}")
     print(f"funnel time / service total: {ratio:.1%}  (the rest is the embedder)")
     write_results("write", {
@@ -782,6 +823,7 @@ def main() -> None:
         "funnel_over_total": round(ratio, 4), "shortlist_recall": recall, "setup_seconds": round(fill_seconds, 1),
         "paired": {name: row.as_dict() for name, row in paired.items()} if args.baseline else None,
         "wal_per_write": {"new_text": wal_new, "restatement": wal_hit},
+        "cpu_during_new_writes": cpu_new, "checkpoint_buffers_during_new_writes": checkpointed,
     })
 
 
