@@ -808,7 +808,7 @@ def main() -> None:
                 [[name, wal["records"], wal["full_page_images"], wal["kilobytes"]]
                  for name, wal in (("new texts", wal_new), ("restatements", wal_hit))])
     if cpu_new:
-        print("\nthe machine during the new writes (/proc/stat, both cores): "
+        print("\nthe machine during the new writes (/proc/stat, all cores): "
               + ", ".join(f"{name} {share:.1%}" for name, share in cpu_new.items() if name != "nice")
               + f"; buffers written by a checkpoint: {checkpointed}")
     print(f"\nhash-hit writes per second (one client): {hash_hit_rate:.0f}")
