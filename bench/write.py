@@ -11,9 +11,11 @@ between today's funnel and ``memory_write`` as it was at git REF (its module, an
 ``memory_engine.db`` helpers it uses, loaded beside today's), on the same store in the same
 run; each version gets half of ``--writes``.
 
-The store is filled with synthetic rows (random unit vectors, generated in SQL) so the
-setup takes seconds instead of an hour of embedding; the measured writes are real
-sentences embedded by the default model.
+The store is filled with real texts and their vectors (embedded once by the default model and
+cached under bench/results/cache), or with ``--fill random`` synthetic rows (random vectors,
+generated in SQL, HNSW's hardest case); the measured writes are real sentences embedded by the
+default model. ``--recall`` also compares the dedup shortlist at each ``ef_search`` with an exact
+scan, the lookup's vector outside the HNSW graph and inside it (as a write's shortlist has it).
 
     python bench/write.py [--data DIR] [--memories 100000] [--writes 300] [--statements] [--recall]
     python bench/write.py --baseline REF --writes 800   # paired with the funnel as it was at git REF
@@ -40,17 +42,19 @@ import _setup  # noqa: E402
 from _setup import module_at, parse_args, print_table, setup_django, summary_ms, write_results  # noqa: E402
 
 
-def shortlist(cursor: Any, store_id: str, vector: str, order: str) -> list[str]:
-    """The dedup lookup's ten nearest live memories of ``store_id`` (``order``: HNSW or exact)."""
-    return [memory_id for memory_id, _ in shortlist_scored(cursor, store_id, vector, order)]
+def shortlist(cursor: Any, store_id: str, vector: str, order: str, cast: str = "::vector") -> list[str]:
+    """The dedup lookup's ten nearest live memories of ``store_id`` (``order``: HNSW or exact;
+    ``cast``: the vector's type in SQL, as the column's)."""
+    return [memory_id for memory_id, _ in shortlist_scored(cursor, store_id, vector, order, cast)]
 
 
-def shortlist_scored(cursor: Any, store_id: str, vector: str, order: str) -> list[tuple[str, float]]:
+def shortlist_scored(cursor: Any, store_id: str, vector: str, order: str,
+                     cast: str = "::vector") -> list[tuple[str, float]]:
     """:func:`shortlist` with each memory's cosine to ``vector``."""
     from memory_engine.models.memories import LIVE_MEMORY_SQL
 
     cursor.execute(
-        f"""SELECT m.id, 1 - (c.embedding <=> %(q)s::vector)
+        f"""SELECT m.id, 1 - (c.embedding <=> %(q)s{cast})
         FROM memory_engine_memorycontent c JOIN memory_engine_memory m ON m.content_id = c.id
         WHERE c.store_id = %(store)s AND m.store_id = %(store)s AND {LIVE_MEMORY_SQL}
           AND m.facet IS NULL AND c.embedding IS NOT NULL
@@ -305,17 +309,20 @@ def build_content_index(storage: str | None = None) -> None:
 EF_SEARCH_GRID = (10, 20, 40, 64, 100)
 
 
-def shortlist_recall(store_id: str, texts: list[str]) -> list[dict[str, Any]]:
+def shortlist_recall(store_id: str, texts: list[str], storage: str) -> list[dict[str, Any]]:
     """The dedup shortlist's statement (store, liveness and facet filters, limit 10) ordered by the
-    HNSW index at each ef_search, against the exact order; then the same with a halfvec
-    expression index (built here, dropped after: the schema's column type is not changed)."""
+    HNSW index at each ef_search, against the exact order, twice: with each lookup's vector
+    outside the graph, then inside it, as a write has it (the write's content upsert inserts the
+    vector into the graph before its shortlist reads it; here the content row is inserted in a
+    transaction rolled back after its lookups). The order of the ef_search values turns from one
+    lookup to the next, so none of them always meets the pages the previous one read."""
     from django.db import connection, transaction
 
     from memory_engine.conf import embedding_dimensions, engine_settings
     from memory_engine.db import vector_literal
     from memory_engine.providers.embeddings import get_embedding_provider
 
-    dims = embedding_dimensions()
+    cast = f"::{storage}({embedding_dimensions()})"
     vectors = [vector_literal(v) for v in get_embedding_provider().embed_documents(texts)]
 
     # the lowest cosine that can change a decision or what the write reports (the judge's floor,
@@ -324,46 +331,45 @@ def shortlist_recall(store_id: str, texts: list[str]) -> list[dict[str, Any]]:
                 engine_settings.SUPERSEDE_THRESHOLD)
     rows: list[dict[str, Any]] = []
     with connection.cursor() as cursor:
-        exact_scored = [shortlist_scored(cursor, store_id, v, "(c.embedding <=> %(q)s::vector) + 0") for v in vectors]
+        exact_scored = [shortlist_scored(cursor, store_id, v, f"(c.embedding <=> %(q)s{cast}) + 0", cast)
+                        for v in vectors]
         exact = [[memory_id for memory_id, _ in scored] for scored in exact_scored]
         near = [{memory_id for memory_id, cosine in scored if cosine >= floor} for scored in exact_scored]
         near_top1 = [scored[0][0] if scored and scored[0][1] >= floor else None for scored in exact_scored]
 
-        def measure(index: str, order: str, grid: tuple[int, ...]) -> None:
-            for ef in grid:
-                found, times = [], []
-                for vector in vectors:
-                    with transaction.atomic():
+        for in_graph in (False, True):
+            found: dict[int, list[list[str]]] = {ef: [] for ef in EF_SEARCH_GRID}
+            times: dict[int, list[float]] = {ef: [] for ef in EF_SEARCH_GRID}
+            for i, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
+                with transaction.atomic():
+                    if in_graph:
+                        cursor.execute(
+                            "INSERT INTO memory_engine_memorycontent"
+                            " (id, store_id, content_hash, text, embedding, embedding_model, created_at)"
+                            f" VALUES (%s, %s, md5(%s), %s, %s{cast}, 'all-MiniLM-L6-v2', now())",
+                            [f"mc_lookup{i:09d}", store_id, text, text, vector])
+                    turn = i % len(EF_SEARCH_GRID)
+                    for ef in EF_SEARCH_GRID[turn:] + EF_SEARCH_GRID[:turn]:
                         cursor.execute("SELECT set_config('hnsw.ef_search', %s::text, true),"
                                        " set_config('hnsw.iterative_scan', %s, true),"
                                        " set_config('hnsw.max_scan_tuples', %s::text, true)",
                                        [ef, engine_settings.HNSW_ITERATIVE_SCAN, engine_settings.HNSW_MAX_SCAN_TUPLES])
                         t0 = time.perf_counter()
-                        found.append(shortlist(cursor, store_id, vector, order))
-                        times.append(time.perf_counter() - t0)
-                pairs = list(zip(found, exact, strict=True))
+                        found[ef].append(shortlist(cursor, store_id, vector, f"c.embedding <=> %(q)s{cast}", cast))
+                        times[ef].append(time.perf_counter() - t0)
+                    transaction.set_rollback(True)
+            for ef in EF_SEARCH_GRID:
+                pairs = list(zip(found[ef], exact, strict=True))
                 top1 = sum(1 for got, want in pairs if got[:1] == want[:1]) / len(pairs)
                 top10 = sum(len(set(got) & set(want)) for got, want in pairs) / sum(len(want) for _, want in pairs)
-                near_found = sum(len(set(got) & want) for got, want in zip(found, near, strict=True))
-                near_first = sum(1 for got, want in zip(found, near_top1, strict=True) if want and got[:1] == [want])
-                timing = summary_ms(times)
-                rows.append({"index": index, "ef_search": ef, "top1": round(top1, 4), "top10": round(top10, 4),
-                             "near_floor": floor, "near_total": sum(map(len, near)), "near_found": near_found,
-                             "near_top1_total": sum(1 for want in near_top1 if want), "near_top1_found": near_first,
-                             "p50_ms": timing["p50_ms"], "p95_ms": timing["p95_ms"]})
-
-        measure("vector", "c.embedding <=> %(q)s::vector", EF_SEARCH_GRID)
-        print("building a halfvec expression index for the comparison ...", file=sys.stderr)
-        cursor.execute("SET maintenance_work_mem = '1GB'")
-        cursor.execute(
-            f"CREATE INDEX bench_content_embedding_halfvec ON memory_engine_memorycontent "
-            f"USING hnsw ((embedding::halfvec({dims})) halfvec_cosine_ops) WITH (m = 16, ef_construction = 64)"
-        )
-        cursor.execute("ANALYZE memory_engine_memorycontent")
-        try:
-            measure("halfvec", f"c.embedding::halfvec({dims}) <=> %(q)s::halfvec({dims})", EF_SEARCH_GRID)
-        finally:
-            cursor.execute("DROP INDEX bench_content_embedding_halfvec")
+                near_found = sum(len(set(got) & want) for got, want in zip(found[ef], near, strict=True))
+                near_first = sum(1 for got, want in zip(found[ef], near_top1, strict=True)
+                                 if want and got[:1] == [want])
+                timing = summary_ms(times[ef])
+                rows.append({"query_in_graph": in_graph, "ef_search": ef, "top1": round(top1, 4),
+                             "top10": round(top10, 4), "near_floor": floor, "near_total": sum(map(len, near)),
+                             "near_found": near_found, "near_top1_total": sum(1 for want in near_top1 if want),
+                             "near_top1_found": near_first, "p50_ms": timing["p50_ms"], "p95_ms": timing["p95_ms"]})
     return rows
 
 
@@ -606,8 +612,8 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=100_000)
     parser.add_argument("--writes", type=int, default=300)
     parser.add_argument("--recall", action="store_true",
-                        help="also measure the dedup shortlist's HNSW top-1 against an exact scan per ef_search "
-                             "(and a halfvec expression index, built in the bench database only)")
+                        help="also measure the dedup shortlist's HNSW top-1 against an exact scan per ef_search, "
+                             "with the lookup's vector outside the graph and inside it (as a write has it)")
     parser.add_argument("--build-grid", action="store_true",
                         help="only compare the memory-content index's (m, ef_construction) settings: build time, "
                              "insert time of a real vector, the shortlist's top-1 against an exact scan")
@@ -630,8 +636,8 @@ def main() -> None:
                         help="open the connection with OPTIONS['server_side_binding'] on, as a host may "
                              "(psycopg binds the parameters on the server: one statement per round trip)")
     args = parse_args(parser)
-    if args.storage != "vector" and (args.recall or args.build_grid):
-        parser.error("--recall and --build-grid compare against the vector column: add --storage vector")
+    if args.storage != "vector" and args.build_grid:
+        parser.error("--build-grid builds vector_cosine_ops indexes: add --storage vector")
     setup_django("bench_write")
     from django.conf import settings
     from django.db import connection
@@ -734,7 +740,7 @@ def main() -> None:
         today = paired["today"]
         funnel, totals, embeds, hit_times, actions = today.funnel, today.totals, today.embeds, today.hits, today.actions
 
-        recall = shortlist_recall(store.pk, lookups) if args.recall else None
+        recall = shortlist_recall(store.pk, lookups, args.storage) if args.recall else None
 
         # 3. end-to-end over HTTP (WSGI server on 127.0.0.1, real embedder)
         import httpx
@@ -798,9 +804,9 @@ def main() -> None:
                    else "the API phase's sentences")
         print(f"\ndedup shortlist (limit 10) against an exact scan, {len(lookups)} queries: {queries}; "
               f"near = cosine >= {recall[0]['near_floor']}")
-        print_table(["index", "ef_search", "top-1 = exact", "top-10 overlap", "near found", "near top-1 found",
-                     "p50 ms", "p95 ms"],
-                    [[r["index"], r["ef_search"], f"{r['top1']:.1%}", f"{r['top10']:.1%}",
+        print_table(["query in the graph", "ef_search", "top-1 = exact", "top-10 overlap", "near found",
+                     "near top-1 found", "p50 ms", "p95 ms"],
+                    [["yes" if r["query_in_graph"] else "no", r["ef_search"], f"{r['top1']:.1%}", f"{r['top10']:.1%}",
                       f"{r['near_found']}/{r['near_total']}", f"{r['near_top1_found']}/{r['near_top1_total']}",
                       r["p50_ms"], r["p95_ms"]] for r in recall])
     print("\nWAL per write (pg_stat_wal; full-page images: the first change of a page since the last checkpoint)")
