@@ -470,6 +470,8 @@ class StatementLog:
 
     def __init__(self) -> None:
         self.times: dict[str, list[float]] = {}
+        #: each watched write's time per statement key, in the order of the writes
+        self.writes: list[dict[str, float]] = []
 
     @contextlib.contextmanager
     def watch(self, enabled: bool) -> Iterator[None]:
@@ -478,6 +480,7 @@ class StatementLog:
             return
         from django.db import connection
 
+        self.writes.append({})
         with connection.execute_wrapper(self._record):
             yield
 
@@ -488,7 +491,9 @@ class StatementLog:
         finally:
             # savepoints are named per transaction: one row for all of them
             key = re.sub(r'"s\d+_x\d+"', '"…"', " ".join(sql.split()))[:70]
-            self.times.setdefault(key, []).append(time.perf_counter() - started)
+            elapsed = time.perf_counter() - started
+            self.times.setdefault(key, []).append(elapsed)
+            self.writes[-1][key] = self.writes[-1].get(key, 0.0) + elapsed
 
     def report(self, title: str, writes: int) -> None:
         rows = sorted(self.times.items(), key=lambda item: -sum(item[1]))
@@ -497,6 +502,36 @@ class StatementLog:
         print_table(["statement", "per write", "mean ms", "p95 ms"],
                     [[key, f"{len(values) / writes:.2f}", f"{summary_ms(values)['mean_ms']:.3f}",
                       f"{summary_ms(values)['p95_ms']:.3f}"] for key, values in rows])
+
+    def tail(self, own_times: list[float], embeds: list[float]) -> dict[str, Any]:
+        """Where the slowest 5% of the watched writes (by own time) spent it, against the other
+        writes: mean ms per statement, and outside the statements (Python, the rest); the same
+        writes' embedder calls, which are not in the own time (slower too: the machine was slower
+        then, not only the funnel's work); and in which tenth of the run the slow ones fell
+        (clustered, or spread like the others)."""
+        assert len(own_times) == len(self.writes)
+        cut = sorted(own_times)[int(0.95 * len(own_times))]
+        slow = [i for i, own in enumerate(own_times) if own >= cut]
+        rest = [i for i, own in enumerate(own_times) if own < cut]
+        keys = sorted(self.times, key=lambda key: -sum(self.times[key]))
+
+        def mean_ms(indexes: list[int], value: Any) -> float:
+            return round(1000 * sum(value(i) for i in indexes) / len(indexes), 3)
+
+        pieces = {key: {"slowest": mean_ms(slow, lambda i, key=key: self.writes[i].get(key, 0.0)),
+                        "others": mean_ms(rest, lambda i, key=key: self.writes[i].get(key, 0.0))} for key in keys}
+        pieces["outside the statements"] = {
+            group: mean_ms(indexes, lambda i: own_times[i] - sum(self.writes[i].values()))
+            for group, indexes in (("slowest", slow), ("others", rest))}
+        pieces["own time"] = {group: mean_ms(indexes, lambda i: own_times[i])
+                              for group, indexes in (("slowest", slow), ("others", rest))}
+        pieces["their embedder call (not in the own time)"] = {
+            group: mean_ms(indexes, lambda i: embeds[i]) for group, indexes in (("slowest", slow), ("others", rest))}
+        tenths = [0] * 10
+        for i in slow:
+            tenths[10 * i // len(own_times)] += 1
+        return {"slowest_writes": len(slow), "own_time_cut_ms": round(1000 * cut, 3), "mean_ms": pieces,
+                "slowest_by_tenth_of_the_run": tenths}
 
 
 class GcPauses:
@@ -740,6 +775,7 @@ def main() -> None:
         today = paired["today"]
         funnel, totals, embeds, hit_times, actions = today.funnel, today.totals, today.embeds, today.hits, today.actions
 
+        tail = new_log.tail(funnel, embeds) if args.statements else None
         recall = shortlist_recall(store.pk, lookups, args.storage) if args.recall else None
 
         # 3. end-to-end over HTTP (WSGI server on 127.0.0.1, real embedder)
@@ -799,6 +835,12 @@ def main() -> None:
     if args.statements:
         new_log.report("new writes", len(today.funnel))
         hit_log.report("restatements", len(today.hits))
+        assert tail is not None
+        print(f"\nthe slowest 5% of the new writes ({tail['slowest_writes']}, own time >= {tail['own_time_cut_ms']} ms)"
+              " against the others: mean ms")
+        print_table(["piece", "slowest", "others"],
+                    [[key, times["slowest"], times["others"]] for key, times in tail["mean_ms"].items()])
+        print("the slowest writes by tenth of the run:", " ".join(map(str, tail["slowest_by_tenth_of_the_run"])))
     if recall:
         queries = ("restatements of stored texts (STS pairs scored >= 3)" if args.fill == "real"
                    else "the API phase's sentences")
@@ -830,6 +872,7 @@ def main() -> None:
         "paired": {name: row.as_dict() for name, row in paired.items()} if args.baseline else None,
         "wal_per_write": {"new_text": wal_new, "restatement": wal_hit},
         "cpu_during_new_writes": cpu_new, "checkpoint_buffers_during_new_writes": checkpointed,
+        "slowest_new_writes": tail,
     })
 
 
