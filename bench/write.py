@@ -515,18 +515,15 @@ class StatementLog:
         rest = [i for i, own in enumerate(own_times) if own < cut]
         keys = sorted(self.times, key=lambda key: -sum(self.times[key]))
 
-        def mean_ms(indexes: list[int], value: Any) -> float:
-            return round(1000 * sum(value(i) for i in indexes) / len(indexes), 3)
+        def both(value: Any) -> dict[str, float]:
+            """The mean of ``value(write index)`` in ms over the slowest writes and over the others."""
+            return {group: round(1000 * sum(value(i) for i in indexes) / len(indexes), 3)
+                    for group, indexes in (("slowest", slow), ("others", rest))}
 
-        pieces = {key: {"slowest": mean_ms(slow, lambda i, key=key: self.writes[i].get(key, 0.0)),
-                        "others": mean_ms(rest, lambda i, key=key: self.writes[i].get(key, 0.0))} for key in keys}
-        pieces["outside the statements"] = {
-            group: mean_ms(indexes, lambda i: own_times[i] - sum(self.writes[i].values()))
-            for group, indexes in (("slowest", slow), ("others", rest))}
-        pieces["own time"] = {group: mean_ms(indexes, lambda i: own_times[i])
-                              for group, indexes in (("slowest", slow), ("others", rest))}
-        pieces["their embedder call (not in the own time)"] = {
-            group: mean_ms(indexes, lambda i: embeds[i]) for group, indexes in (("slowest", slow), ("others", rest))}
+        pieces = {key: both(lambda i, key=key: self.writes[i].get(key, 0.0)) for key in keys}
+        pieces["outside the statements"] = both(lambda i: own_times[i] - sum(self.writes[i].values()))
+        pieces["own time"] = both(lambda i: own_times[i])
+        pieces["their embedder call (not in the own time)"] = both(lambda i: embeds[i])
         tenths = [0] * 10
         for i in slow:
             tenths[10 * i // len(own_times)] += 1
