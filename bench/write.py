@@ -309,6 +309,14 @@ def build_content_index(storage: str | None = None) -> None:
 EF_SEARCH_GRID = (10, 20, 40, 64, 100)
 
 
+def hnsw_settings(ef_search: int) -> dict[str, Any]:
+    """The parameters of the funnel's ``HNSW_SETTINGS_SQL`` with ``ef_search`` in place of the setting's."""
+    from memory_engine.conf import engine_settings
+
+    return {"ef_search": ef_search, "iterative_scan": engine_settings.HNSW_ITERATIVE_SCAN,
+            "max_scan_tuples": engine_settings.HNSW_MAX_SCAN_TUPLES}
+
+
 def shortlist_recall(store_id: str, texts: list[str], storage: str) -> list[dict[str, Any]]:
     """The dedup shortlist's statement (store, liveness and facet filters, limit 10) ordered by the
     HNSW index at each ef_search, against the exact order, twice: with each lookup's vector
@@ -321,6 +329,7 @@ def shortlist_recall(store_id: str, texts: list[str], storage: str) -> list[dict
     from memory_engine.conf import embedding_dimensions, engine_settings
     from memory_engine.db import vector_literal
     from memory_engine.providers.embeddings import get_embedding_provider
+    from memory_engine.services.memory_write import HNSW_SETTINGS_SQL
 
     cast = f"::{storage}({embedding_dimensions()})"
     vectors = [vector_literal(v) for v in get_embedding_provider().embed_documents(texts)]
@@ -350,10 +359,7 @@ def shortlist_recall(store_id: str, texts: list[str], storage: str) -> list[dict
                             [f"mc_lookup{i:09d}", store_id, text, text, vector])
                     turn = i % len(EF_SEARCH_GRID)
                     for ef in EF_SEARCH_GRID[turn:] + EF_SEARCH_GRID[:turn]:
-                        cursor.execute("SELECT set_config('hnsw.ef_search', %s::text, true),"
-                                       " set_config('hnsw.iterative_scan', %s, true),"
-                                       " set_config('hnsw.max_scan_tuples', %s::text, true)",
-                                       [ef, engine_settings.HNSW_ITERATIVE_SCAN, engine_settings.HNSW_MAX_SCAN_TUPLES])
+                        cursor.execute(f"SELECT {HNSW_SETTINGS_SQL}", hnsw_settings(ef))
                         t0 = time.perf_counter()
                         found[ef].append(shortlist(cursor, store_id, vector, f"c.embedding <=> %(q)s{cast}", cast))
                         times[ef].append(time.perf_counter() - t0)
@@ -390,6 +396,7 @@ def build_grid(store_id: str, texts: list[str]) -> list[dict[str, Any]]:
     from memory_engine.conf import engine_settings
     from memory_engine.db import vector_literal
     from memory_engine.providers.embeddings import get_embedding_provider
+    from memory_engine.services.memory_write import HNSW_SETTINGS_SQL
 
     vectors = [vector_literal(v) for v in get_embedding_provider().embed_documents(texts)]
     stored, queries, inserts = vectors[0:300:2], vectors[1:300:2], vectors[300:450]
@@ -430,11 +437,7 @@ def build_grid(store_id: str, texts: list[str]) -> list[dict[str, Any]]:
             found, lookups = [], []
             for vector in queries:
                 with transaction.atomic():
-                    cursor.execute("SELECT set_config('hnsw.ef_search', %s::text, true),"
-                                   " set_config('hnsw.iterative_scan', %s, true),"
-                                   " set_config('hnsw.max_scan_tuples', %s::text, true)",
-                                   [engine_settings.HNSW_EF_SEARCH, engine_settings.HNSW_ITERATIVE_SCAN,
-                                    engine_settings.HNSW_MAX_SCAN_TUPLES])
+                    cursor.execute(f"SELECT {HNSW_SETTINGS_SQL}", hnsw_settings(engine_settings.HNSW_EF_SEARCH))
                     t0 = time.perf_counter()
                     found.append(shortlist(cursor, store_id, vector, "c.embedding <=> %(q)s::vector"))
                     lookups.append(time.perf_counter() - t0)
