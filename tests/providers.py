@@ -68,3 +68,17 @@ class FailAfterEmbeddingProvider(HashingEmbeddingProvider):
                     raise EmbeddingError("test provider broke mid-run")
                 cls.calls_left -= 1
         return super().embed_documents(texts)
+
+
+class RefusingEmbeddingProvider(HashingEmbeddingProvider):
+    """The hashing embedder, except that a call whose texts include one containing ``REFUSED``
+    fails as a whole (a provider that rejects one input of a batch)."""
+
+    default_model = "test-refusing"
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if any("REFUSED" in text for text in texts):
+            with _lock:
+                CALLS.append(len(texts))
+            raise EmbeddingError("test provider refuses a text of this call")
+        return super().embed_documents(texts)

@@ -5,7 +5,8 @@ idempotent: declared texts already present are kept, missing ones are created
 (bypassing dedup: the declaration is the truth), and memories this declaration made
 earlier (source_type ``declared``) that are no longer declared are retired. Memories
 written by other doors are never touched. Every decision records one assertion with
-mechanism ``formation``.
+mechanism ``formation``. The new texts are embedded before the store's transaction, many per
+embedder call (:func:`declared_vectors`).
 
 An optional ``memory_schema: {kinds, relation_types}`` section replaces the project's memory
 schema (:func:`memory_engine.services.memory_schema.memory_schema_save`) before any store is
@@ -14,21 +15,25 @@ applied; without it the schema is left alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from memory_engine.conf import engine_settings
+from memory_engine.db import insert_rows
 from memory_engine.exceptions import ValidationFailed
-from memory_engine.models import Memory, MemoryAssertion, MemoryStore, Project
+from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryStore, Project
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
+from memory_engine.providers.embeddings import get_embedding_provider
 
 from .memory_schema import memory_schema_save, validate_memory_schema
 from .memory_write import (
-    _prepare_vector,
     _resolve_content,
     content_hash,
+    embed_many_best_effort,
     lock_store,
     validate_content,
     validate_thresholds,
@@ -88,8 +93,14 @@ def parse_declaration(data: Any) -> list[dict[str, Any]]:
     return stores
 
 
-def apply_declaration(*, project: Project, data: Any, principal: str = PRINCIPAL) -> FormationReport:
-    """Bring the project's declared stores to the declared state (see module docstring)."""
+def apply_declaration(*, project: Project, data: Any, principal: str = PRINCIPAL,
+                      on_start: Callable[[str, int], Any] | None = None,
+                      on_progress: Callable[[str, int], Any] | None = None) -> FormationReport:
+    """Bring the project's declared stores to the declared state (see module docstring).
+
+    ``on_start(store name, texts to embed)`` and ``on_progress(store name, texts embedded)``
+    follow the embedding of each store's new texts (:func:`declared_vectors`).
+    """
     report = FormationReport()
     schema = parse_memory_schema(data)
     stores = parse_declaration(data)
@@ -104,37 +115,94 @@ def apply_declaration(*, project: Project, data: Any, principal: str = PRINCIPAL
         )
         if created:
             report.stores_created.append(store.name)
-        vectors = {}
-        for item in entry["memories"]:
-            digest = content_hash(item["content"])
-            vectors[digest] = _prepare_vector(store, item["content"], digest)[0]
+        vectors = declared_vectors(store, entry["memories"], on_start=on_start, on_progress=on_progress)
         _apply_store(store, entry["memories"], vectors, principal, report)
     return report
 
 
+def declared_vectors(store: MemoryStore, memories: list[dict[str, Any]], *,
+                     on_start: Callable[[str, int], Any] | None = None,
+                     on_progress: Callable[[str, int], Any] | None = None) -> dict[str, tuple[Any, str]]:
+    """``{content hash: (vector, failure)}`` for the declared texts whose content rows in ``store``
+    have no vector yet, embedded EMBEDDING_BATCH_SIZE texts per provider call (outside any
+    transaction, as a write embeds). A text the embedder fails on gets ``(None, reason)``: its
+    memory is stored without a vector and the reason goes into its assertion's details, as the
+    write funnel does (``memory_engine_reembed --missing`` fills the vector in later)."""
+    texts = {content_hash(item["content"]): item["content"] for item in memories}
+    embedded = set(MemoryContent.objects.filter(store=store, content_hash__in=list(texts), embedding__isnull=False)
+                   .values_list("content_hash", flat=True))
+    missing = [(digest, text) for digest, text in texts.items() if digest not in embedded]
+    if on_start:
+        on_start(store.name, len(missing))
+    vectors: dict[str, tuple[Any, str]] = {}
+    size = engine_settings.EMBEDDING_BATCH_SIZE
+    for start in range(0, len(missing), size):
+        batch = missing[start:start + size]
+        results = embed_many_best_effort([text for _, text in batch])
+        vectors.update((digest, result) for (digest, _), result in zip(batch, results, strict=True))
+        if on_progress:
+            on_progress(store.name, len(batch))
+    return vectors
+
+
+def _declared_contents(store: MemoryStore, memories: list[dict[str, Any]],
+                       vectors: dict[str, tuple[Any, str]]) -> dict[str, MemoryContent]:
+    """Each distinct declared text's content row, by content hash, under the store lock: the rows
+    the store has (read in one query; one that lacks a vector gets it through the write funnel's
+    upsert) and the new ones, with their vectors, in one INSERT."""
+    texts = {content_hash(item["content"]): item["content"] for item in memories}
+    rows = {row.content_hash: row for row in MemoryContent.objects.filter(store=store, content_hash__in=list(texts))
+            .only("id", "store_id", "content_hash", "text", "embedding_model", "created_at")}
+    provider = get_embedding_provider()
+    new = []
+    for digest, text in texts.items():
+        vector = vectors.get(digest, (None, ""))[0]
+        if digest not in rows:
+            rows[digest] = MemoryContent(store=store, content_hash=digest, text=text, embedding=vector,
+                                         embedding_model=provider.model_name if provider and vector is not None else "")
+            new.append(rows[digest])
+        elif vector is not None:  # the row has no vector yet (declared_vectors embedded only those)
+            rows[digest] = _resolve_content(store, text, digest, vector).row
+    insert_rows(new)
+    return rows
+
+
 @transaction.atomic
-def _apply_store(store: MemoryStore, memories: list[dict[str, Any]], vectors: dict[str, Any],
+def _apply_store(store: MemoryStore, memories: list[dict[str, Any]], vectors: dict[str, tuple[Any, str]],
                  principal: str, report: FormationReport) -> None:
+    """Under the store lock: the declared texts' content rows (:func:`_declared_contents`), the
+    live memories of those rows in one query, then the new memories and every declared memory's
+    assertion in one INSERT each (memory_engine.db.insert_rows)."""
     lock_store(store.pk)
-    declared_ids = set()
+    contents = _declared_contents(store, memories, vectors)
+    live: dict[str, Memory] = {}
+    for found in Memory.objects.filter(store=store, content__in=[row.pk for row in contents.values()],
+                                       invalidated_at__isnull=True).order_by("created_at", "id"):
+        live.setdefault(found.content_id, found)  # the first, as the oldest live one
+    created: list[Memory] = []
+    assertions: list[MemoryAssertion] = []
     for item in memories:
         digest = content_hash(item["content"])
-        content = _resolve_content(store, item["content"], digest, vectors.get(digest)).row
-        memory = Memory.objects.filter(store=store, content=content, invalidated_at__isnull=True).first()
+        content = contents[digest]
+        memory = live.get(content.pk)
         action = "kept"
         if memory is None:
-            memory = Memory.objects.create(store=store, content=content, tags=item["tags"],
-                                           metadata=item["metadata"], source_type=SourceType.DECLARED)
+            memory = live[content.pk] = Memory(store=store, content=content, tags=item["tags"],
+                                               metadata=item["metadata"], source_type=SourceType.DECLARED)
+            created.append(memory)
             action = "created"
             report.created.append((store.name, content.text))
         else:
             report.kept.append((store.name, content.text))
-        declared_ids.add(memory.pk)
-        MemoryAssertion.objects.create(
+        failure = vectors.get(digest, (None, ""))[1]
+        details = {"formation": action, **({"embedding": failure} if failure else {})}
+        assertions.append(MemoryAssertion(
             store=store, memory=memory, content=content.text, outcome=Outcome.DECLARED,
-            decision_reason=action, details={"formation": action}, principal=principal,
-            mechanism=Mechanism.FORMATION,
-        )
+            decision_reason=action, details=details, principal=principal, mechanism=Mechanism.FORMATION,
+        ))
+    insert_rows(created)
+    insert_rows(assertions)
+    declared_ids = {live[row.pk].pk for row in contents.values()}
     stale = Memory.objects.filter(store=store, source_type=SourceType.DECLARED, invalidated_at__isnull=True) \
         .exclude(pk__in=declared_ids).select_related("content")
     now = timezone.now()

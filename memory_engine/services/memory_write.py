@@ -16,6 +16,7 @@ import hashlib
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -579,18 +580,26 @@ def _use_exact_scan_cached(store_id: str) -> bool:
 
 def embed_best_effort(text: str) -> tuple[list[float] | None, str]:
     """Embed one text; on any failure return (None, reason) instead of raising."""
+    return embed_many_best_effort([text])[0]
+
+
+def embed_many_best_effort(texts: Sequence[str]) -> list[tuple[list[float] | None, str]]:
+    """:func:`embed_best_effort` for many texts, in one provider call (the provider splits it into
+    its own batches). When that call fails, each text is embedded alone, so a text the provider
+    refuses costs only its own vector."""
     provider = get_embedding_provider()
     if provider is None:
-        return None, "embedding_not_configured"
+        return [(None, "embedding_not_configured") for _ in texts]
     try:
-        vector = provider.embed_documents([text])[0]
+        vectors = provider.embed_documents(list(texts))
     except EmbeddingError as exc:
+        if len(texts) > 1:
+            logger.warning("embedding %d texts in one call failed; embedding them one by one: %s", len(texts), exc)
+            return [embed_best_effort(text) for text in texts]
         logger.warning("embedding failed; storing without a vector: %s", exc)
-        return None, "embedding_failed"
-    if not any(vector):
-        # e.g. a text of control characters only: a zero vector has no direction (cosine NaN)
-        return None, "embedding_empty"
-    return vector, ""
+        return [(None, "embedding_failed")]
+    # A zero vector (e.g. a text of control characters only) has no direction: its cosine is NaN.
+    return [(vector, "") if any(vector) else (None, "embedding_empty") for vector in vectors]
 
 
 #: Tiers whose writes pass the instruction guard: what they hold reaches other users' turns.

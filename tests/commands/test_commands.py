@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 from io import StringIO
 
+import numpy as np
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from memory_engine.checks import _database_errors
 from memory_engine.models import ApiKey, Memory, MemoryAssertion, MemoryContent, MemoryStore, Project
 from memory_engine.services.memory_write import memory_write
+from tests import providers
 from tests.conftest import api_client, use_embedder
 
 pytestmark = pytest.mark.django_db
@@ -105,6 +109,78 @@ def test_apply_json_and_bad_files(tmp_path):
         run("memory_engine_apply", str(bad), "--project", "p")
     with pytest.raises(CommandError, match="no such file"):
         run("memory_engine_apply", str(tmp_path / "missing.yaml"), "--project", "p")
+
+
+def declaration(path, texts):
+    path.write_text(json.dumps({"stores": [{"name": "facts", "memories": texts}]}))
+    return str(path)
+
+
+def test_apply_embeds_the_new_texts_many_per_call_with_progress(tmp_path, settings, hashing_embedder):
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "EMBEDDING_BATCH_SIZE": 4}
+    texts = [f"Warehouse {n} ships orders on weekday {n}." for n in range(9)]
+    path = declaration(tmp_path / "facts.json", [*texts, texts[0]])  # one text declared twice
+    providers.CALLS.clear()
+    err = StringIO()
+    out = StringIO()
+    call_command("memory_engine_apply", path, "--project", "acme", "--create-project", stdout=out, stderr=err)
+    assert "9 created, 1 kept, 0 retired" in out.getvalue()
+    assert providers.CALLS == [4, 4, 1]  # nine distinct texts, EMBEDDING_BATCH_SIZE per call
+    assert "embedding [facts]" in err.getvalue() and "9/9" in err.getvalue()
+    store = MemoryStore.objects.get(name="facts")
+    assert MemoryContent.objects.filter(store=store, embedding__isnull=False).count() == 9
+    # Each content row holds its own text's vector: the batches kept the order.
+    provider = providers.HashingEmbeddingProvider(model="all-MiniLM-L6-v2", dimensions=384)
+    for text, embedding in MemoryContent.objects.filter(store=store).values_list("text", "embedding"):
+        assert np.allclose(list(embedding), provider.embed_documents([text])[0], atol=1e-3), text
+
+    # Declared again with two new texts: only those two reach the embedder, in one call.
+    path = declaration(tmp_path / "facts.json", [*texts, "Invoices are sent on Mondays.", "Refunds take a week."])
+    providers.CALLS.clear()
+    assert "2 created, 9 kept, 0 retired" in run("memory_engine_apply", path, "--project", "acme")
+    assert providers.CALLS == [2]
+
+
+def test_apply_writes_a_declaration_in_statements_its_texts_share(tmp_path, hashing_embedder):
+    """Ten more new texts cost no more statements: their existence check, content rows, memory
+    lookup, memories and assertions go in statements the whole declaration shares."""
+    counts = []
+    for size in (10, 20):
+        texts = [f"Depot {size} sends parcel {n} on day {n}." for n in range(size)]
+        with CaptureQueriesContext(connection) as queries:
+            out = run("memory_engine_apply", declaration(tmp_path / f"{size}.json", texts), "--project",
+                      f"p{size}", "--create-project")
+        assert f"{size} created" in out
+        # (not the embedding registry's recheck, made at most once a second)
+        counts.append(sum("embeddingmodel" not in query["sql"] for query in queries))
+    assert counts[1] == counts[0]
+    assert MemoryAssertion.objects.filter(mechanism="formation", details={"formation": "created"}).count() == 30
+    assert Memory.objects.filter(source_type="declared", invalidated_at__isnull=True).count() == 30
+
+
+def test_apply_stores_a_text_the_embedder_refuses_without_a_vector_and_says_why(tmp_path, settings):
+    use_embedder(settings, "tests.providers.RefusingEmbeddingProvider", MODEL="all-MiniLM-L6-v2")
+    texts = ["The depot opens at 7am.", "REFUSED by the embedder.", "The depot closes at 7pm."]
+    providers.CALLS.clear()
+    out = run("memory_engine_apply", declaration(tmp_path / "facts.json", texts), "--project", "acme",
+              "--create-project")
+    assert "3 created" in out
+    assert providers.CALLS == [3, 1, 1, 1]  # the call failed as a whole; each text alone then
+    vectors = dict(MemoryContent.objects.values_list("text", "embedding"))
+    assert vectors["REFUSED by the embedder."] is None
+    assert vectors["The depot opens at 7am."] is not None and vectors["The depot closes at 7pm."] is not None
+    details = dict(MemoryAssertion.objects.values_list("content", "details"))
+    assert details["REFUSED by the embedder."] == {"formation": "created", "embedding": "embedding_failed"}
+    assert details["The depot opens at 7am."] == {"formation": "created"}
+
+    # Once the embedder takes it, applying the declaration again embeds that text alone and fills
+    # its row's vector in (as `memory_engine_reembed --missing` would).
+    use_embedder(settings, "tests.providers.HashingEmbeddingProvider", MODEL="all-MiniLM-L6-v2")
+    providers.CALLS.clear()
+    assert "0 created, 3 kept" in run("memory_engine_apply", str(tmp_path / "facts.json"), "--project", "acme")
+    assert providers.CALLS == [1]
+    assert not MemoryContent.objects.filter(embedding__isnull=True).exists()
+    assert MemoryContent.objects.count() == 3
 
 
 def test_reembed_missing_repairs_failed_writes(settings, store):

@@ -17,7 +17,8 @@ FILE is YAML or JSON:
 
 Idempotent: re-applying keeps what exists, creates what is new and retires declared
 memories that are no longer in the file. An unknown ``--project`` is refused unless
-``--create-project`` is given.
+``--create-project`` is given. New texts are embedded EMBEDDING_BATCH_SIZE per embedder call,
+with a progress bar per store on stderr.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory_engine.exceptions import MemoryEngineError
+from memory_engine.management.progress import ProgressBar
 from memory_engine.management.projects import add_project_arguments, project_for_command
 from memory_engine.services.formation import apply_declaration
 
@@ -51,8 +53,19 @@ class Command(BaseCommand):
         except (ValueError, yaml.YAMLError) as exc:
             raise CommandError(f"{file}: cannot parse: {exc}") from exc
         found, _ = project_for_command(project, create=create_project)
+        bars: dict[str, ProgressBar] = {}
+
+        def on_start(store: str, total: int) -> None:
+            if total:
+                bars[store] = ProgressBar.for_command(self, total, label=f"embedding [{store}]")
+
+        def on_progress(store: str, count: int) -> None:
+            bars[store].advance(count)
+            if bars[store].done >= bars[store].total:
+                bars.pop(store).close()
+
         try:
-            report = apply_declaration(project=found, data=data)
+            report = apply_declaration(project=found, data=data, on_start=on_start, on_progress=on_progress)
         except MemoryEngineError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from exc
         if report.memory_schema is not None:
