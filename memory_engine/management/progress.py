@@ -45,7 +45,8 @@ class ProgressBar:
             self.stream.flush()
         else:
             decile = int(fraction * 10)
-            if decile != self._last_decile or final:
+            # the closing line, unless the last one already said 100%
+            if decile != self._last_decile or (final and decile < 10):
                 self._last_decile = decile
                 self.stream.write(line + "\n")
 
