@@ -5,7 +5,9 @@ idempotent: declared texts already present are kept, missing ones are created
 (bypassing dedup: the declaration is the truth), and memories this declaration made
 earlier (source_type ``declared``) that are no longer declared are retired. Memories
 written by other doors are never touched. Every decision records one assertion with
-mechanism ``formation``. The new texts are embedded before the store's transaction, many per
+mechanism ``formation``. A declared memory that reads as instructions to an AI, in an agent or
+institutional store, stops the run with INSTRUCTION_REJECTED before that store is written (the
+write funnel's guard). The new texts are embedded before the store's transaction, many per
 embedder call (:func:`declared_vectors`).
 
 An optional ``memory_schema: {kinds, relation_types}`` section replaces the project's memory
@@ -34,6 +36,7 @@ from .memory_write import (
     _resolve_content,
     content_hash,
     embed_many_best_effort,
+    guard_instructions,
     lock_store,
     validate_content,
     validate_thresholds,
@@ -115,6 +118,8 @@ def apply_declaration(*, project: Project, data: Any, principal: str = PRINCIPAL
         )
         if created:
             report.stores_created.append(store.name)
+        for item in entry["memories"]:  # the write funnel's guard: INSTRUCTION_REJECTED before any write
+            guard_instructions(store, item["content"], item["tags"], item["metadata"])
         vectors = declared_vectors(store, entry["memories"], on_start=on_start, on_progress=on_progress)
         _apply_store(store, entry["memories"], vectors, principal, report)
     return report
