@@ -125,6 +125,11 @@ def apply_declaration(*, project: Project, data: Any, principal: str = PRINCIPAL
     return report
 
 
+def _distinct_texts(memories: list[dict[str, Any]]) -> dict[str, str]:
+    """The declared texts by content hash, each once, in declaration order."""
+    return {content_hash(item["content"]): item["content"] for item in memories}
+
+
 def declared_vectors(store: MemoryStore, memories: list[dict[str, Any]], *,
                      on_start: Callable[[str, int], Any] | None = None,
                      on_progress: Callable[[str, int], Any] | None = None) -> dict[str, tuple[Any, str]]:
@@ -133,7 +138,7 @@ def declared_vectors(store: MemoryStore, memories: list[dict[str, Any]], *,
     transaction, as a write embeds). A text the embedder fails on gets ``(None, reason)``: its
     memory is stored without a vector and the reason goes into its assertion's details, as the
     write funnel does (``memory_engine_reembed --missing`` fills the vector in later)."""
-    texts = {content_hash(item["content"]): item["content"] for item in memories}
+    texts = _distinct_texts(memories)
     embedded = set(MemoryContent.objects.filter(store=store, content_hash__in=list(texts), embedding__isnull=False)
                    .values_list("content_hash", flat=True))
     missing = [(digest, text) for digest, text in texts.items() if digest not in embedded]
@@ -155,7 +160,7 @@ def _declared_contents(store: MemoryStore, memories: list[dict[str, Any]],
     """Each distinct declared text's content row, by content hash, under the store lock: the rows
     the store has (read in one query; one that lacks a vector gets it through the write funnel's
     upsert) and the new ones, with their vectors, in one INSERT."""
-    texts = {content_hash(item["content"]): item["content"] for item in memories}
+    texts = _distinct_texts(memories)
     rows = {row.content_hash: row for row in MemoryContent.objects.filter(store=store, content_hash__in=list(texts))
             .only("id", "store_id", "content_hash", "text", "embedding_model", "created_at")}
     provider = get_embedding_provider()
