@@ -17,11 +17,12 @@ applied; without it the schema is left alone.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import DataError, transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
@@ -29,7 +30,7 @@ from memory_engine.db import insert_rows
 from memory_engine.exceptions import ValidationFailed
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryStore, Project
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
-from memory_engine.providers.embeddings import get_embedding_provider
+from memory_engine.providers.embeddings import get_embedding_provider, refresh_embedding_provider
 
 from .memory_schema import memory_schema_save, validate_memory_schema
 from .memory_write import (
@@ -38,11 +39,14 @@ from .memory_write import (
     embed_many_best_effort,
     guard_instructions,
     lock_store,
+    model_switched,
     validate_content,
     validate_thresholds,
 )
 
 PRINCIPAL = "formation"
+
+logger = logging.getLogger("memory_engine.formation")
 
 
 @dataclass
@@ -121,7 +125,18 @@ def apply_declaration(*, project: Project, data: Any, principal: str = PRINCIPAL
         for item in entry["memories"]:  # the write funnel's guard: INSTRUCTION_REJECTED before any write
             guard_instructions(store, item["content"], item["tags"], item["metadata"])
         vectors = declared_vectors(store, entry["memories"], on_start=on_start, on_progress=on_progress)
-        _apply_store(store, entry["memories"], vectors, principal, report)
+        try:
+            _apply_store(store, entry["memories"], vectors, principal, report)
+        except DataError as exc:
+            if not model_switched(exc):
+                raise
+            # The embedding model was switched to another dimension since the texts were embedded,
+            # and the store's transaction rolled back before its first row: embed them with the
+            # model now active and apply the store again, as a write does.
+            logger.info("the embedding model changed during a formation run; embedding store %s again", store.pk)
+            refresh_embedding_provider()
+            vectors = declared_vectors(store, entry["memories"], on_start=on_start, on_progress=on_progress)
+            _apply_store(store, entry["memories"], vectors, principal, report)
     return report
 
 

@@ -18,7 +18,7 @@ from django.db import connection, connections
 
 from memory_engine.checks import _database_errors
 from memory_engine.exceptions import EmbeddingDimensionsTooLarge, EmbeddingModelNotActive, EmbeddingModelState
-from memory_engine.models import Chunk, EmbeddingModel, MemoryContent
+from memory_engine.models import Chunk, EmbeddingModel, MemoryAssertion, MemoryContent
 from memory_engine.providers.embeddings import get_embedding_provider, reset_embedding_provider
 from memory_engine.selectors.search import knowledge_search
 from memory_engine.services.documents.replay import transform_config_create
@@ -31,6 +31,7 @@ from memory_engine.services.embedding_models import (
     storage_for,
     store_new_vectors_as_configured,
 )
+from memory_engine.services.formation import apply_declaration
 from memory_engine.services.memory_write import memory_write
 from tests.conftest import use_embedder
 from tests.factories import MemoryStoreFactory, ProjectFactory
@@ -291,6 +292,32 @@ def test_a_write_embedded_by_the_previous_model_is_embedded_again(models: Any) -
     content = MemoryContent.objects.get(text="Written by a process that had not seen the switch yet.")
     assert content.embedding_model == "test-hashing-256" and content.embedding is not None
     assert len(content.embedding) == 256 and result is not None
+    assert get_embedding_provider().model_name == "test-hashing-256"
+
+
+def test_a_formation_run_embedded_by_the_previous_model_is_embedded_again(models: Any) -> None:
+    """A formation run whose texts were embedded just before the switch committed applies its
+    store with the new model: the store's transaction rolls back at the content insert, and the
+    run embeds the store's new texts once more and applies it again."""
+    import memory_engine.providers.embeddings as embeddings
+
+    project, store, _document = corpus(count=3)
+    stale, stale_active = get_embedding_provider(), embeddings._active
+    model = embedding_model_register(name="small")
+    embedding_model_build(model=model, batch_size=8)
+    embedding_model_switch(model=model, batch_size=8)
+    with embeddings._lock:  # this process has not looked at the registry since
+        embeddings._provider, embeddings._active = stale, stale_active
+        embeddings._checked_at = time.monotonic() + 3600
+    texts = ["The depot opens at 7am.", "The depot closes at 7pm."]
+
+    report = apply_declaration(project=project, data={"stores": [{"name": store.name, "memories": texts}]})
+
+    assert sorted(text for _, text in report.created) == sorted(texts) and len(report.retired) == 0
+    for text in texts:
+        content = MemoryContent.objects.get(store=store, text=text)
+        assert content.embedding_model == "test-hashing-256" and len(content.embedding) == 256
+    assert MemoryAssertion.objects.filter(mechanism="formation", memory__store=store).count() == 2
     assert get_embedding_provider().model_name == "test-hashing-256"
 
 
