@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from memory_engine.models import Chunk, Document
 from memory_engine.providers.embeddings import EmbeddingError
@@ -285,6 +287,12 @@ def test_a_worker_task_takes_the_small_documents_waiting_in_its_project(project,
     assert document_ingest_task(large.pk) == "ready" and calls == [1]  # a large document goes alone
     assert Document.objects.get(pk=elsewhere.pk).status == "pending"
     assert Chunk.objects.filter(document__in=documents).count() == 7
+
+    # once nothing waits, a task whose document an earlier group took reads two rows and stops
+    with CaptureQueriesContext(connection) as queries:
+        assert document_ingest_task(documents[1].pk) == "ready"
+    assert len(queries) == 2, [query["sql"] for query in queries.captured_queries]
+    assert Document.objects.get(pk=documents[1].pk).attempts == 1
 
 
 def test_one_document_per_task_when_grouping_is_off(project, calls, engine):

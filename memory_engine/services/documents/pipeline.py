@@ -68,20 +68,25 @@ def document_ingest_group(*, document_id: str) -> Document | None:
     INGESTION_GROUP_DOCUMENTS − 1 other small pending documents of its project, oldest first,
     go through the same :func:`document_ingest_many` call (the worker's ingestion task).
 
-    Their own queued tasks then find them claimed or ready and do nothing; two workers
-    never ingest a document twice (the claim is a locked status change). Returns the
-    document itself as it stands afterwards (None when it no longer exists).
+    Their own queued tasks then find them claimed or ready and do nothing (two queries: the
+    document and the others waiting); two workers never ingest a document twice (the claim is
+    a locked status change). Returns the document itself as it stands afterwards (None when
+    it no longer exists).
     """
     group = max(1, engine_settings.INGESTION_GROUP_DOCUMENTS)
     limit = engine_settings.INGESTION_GROUP_MAX_BYTES
-    document = Document.objects.filter(pk=document_id).only("project_id", "size_bytes").first()
+    document = Document.objects.filter(pk=document_id).first()
+    if document is None:
+        return None
     others: list[str] = []
-    if document is not None and group > 1 and document.size_bytes <= limit:
+    if group > 1 and document.size_bytes <= limit:
         others = list(
             Document.objects.filter(project_id=document.project_id, status=DocumentStatus.PENDING,
                                     size_bytes__lte=limit)
             .exclude(pk=document_id).order_by("created_at", "id").values_list("pk", flat=True)[: group - 1]
         )
+    if document.status != DocumentStatus.PENDING and not others:
+        return document  # an earlier task's group took it along, and no other waits: nothing to claim
     return document_ingest_many(document_ids=[document_id, *others])[0]
 
 
