@@ -271,20 +271,25 @@ def test_a_transform_config_names_only_the_active_model(models: Any) -> None:
         transform_config_create(project=project, name="old", embedding_model="all-MiniLM-L6-v2")
 
 
-def test_a_write_embedded_by_the_previous_model_is_embedded_again(models: Any) -> None:
-    """A write whose text was embedded just before the switch committed lands with the new model
-    (the insert meets the new column's dimension, the funnel embeds once more)."""
+def switch_unseen_by_this_process() -> None:
+    """Switch to the "small" model (256 dimensions), then give this process back its cached
+    provider of the old model, as a process that has not looked at the registry since has."""
     import memory_engine.providers.embeddings as embeddings
 
-    _project, store, _document = corpus(count=3)
     stale, stale_active = get_embedding_provider(), embeddings._active
     model = embedding_model_register(name="small")
     embedding_model_build(model=model, batch_size=8)
     embedding_model_switch(model=model, batch_size=8)
-    # This process has not looked at the registry since: its cached provider is the old model.
     with embeddings._lock:
         embeddings._provider, embeddings._active = stale, stale_active
         embeddings._checked_at = time.monotonic() + 3600
+
+
+def test_a_write_embedded_by_the_previous_model_is_embedded_again(models: Any) -> None:
+    """A write whose text was embedded just before the switch committed lands with the new model
+    (the insert meets the new column's dimension, the funnel embeds once more)."""
+    _project, store, _document = corpus(count=3)
+    switch_unseen_by_this_process()
     assert get_embedding_provider().model_name == "all-MiniLM-L6-v2"
 
     result = write(store, "Written by a process that had not seen the switch yet.")
@@ -299,16 +304,8 @@ def test_a_formation_run_embedded_by_the_previous_model_is_embedded_again(models
     """A formation run whose texts were embedded just before the switch committed applies its
     store with the new model: the store's transaction rolls back at the content insert, and the
     run embeds the store's new texts once more and applies it again."""
-    import memory_engine.providers.embeddings as embeddings
-
     project, store, _document = corpus(count=3)
-    stale, stale_active = get_embedding_provider(), embeddings._active
-    model = embedding_model_register(name="small")
-    embedding_model_build(model=model, batch_size=8)
-    embedding_model_switch(model=model, batch_size=8)
-    with embeddings._lock:  # this process has not looked at the registry since
-        embeddings._provider, embeddings._active = stale, stale_active
-        embeddings._checked_at = time.monotonic() + 3600
+    switch_unseen_by_this_process()
     texts = ["The depot opens at 7am.", "The depot closes at 7pm."]
 
     report = apply_declaration(project=project, data={"stores": [{"name": store.name, "memories": texts}]})
