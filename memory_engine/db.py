@@ -16,9 +16,9 @@ from django.db.transaction import TransactionManagementError
 from psycopg.adapt import Dumper
 from psycopg.pq import ExecStatus, Format, TransactionStatus
 
-__all__ = ["advisory_xact_lock", "allow_ledger_erasure", "in_order", "insert_rows", "insert_sql", "joins_statements",
-           "lock_project_documents", "one_round_trip", "result_columns", "statement_transaction", "update_sql",
-           "vector_literal"]
+__all__ = ["IN_LIST_MAX", "advisory_xact_lock", "allow_ledger_erasure", "in_batches", "in_order", "insert_rows",
+           "insert_sql", "joins_statements", "lock_project_documents", "one_round_trip", "result_columns",
+           "statement_transaction", "update_sql", "vector_literal"]
 
 #: The database types of pgvector fields whose values insert_rows sends as ``float4[]`` slices.
 _VECTOR_TYPES = ("vector", "halfvec")
@@ -77,6 +77,18 @@ def allow_ledger_erasure() -> None:
     DELETE in the current transaction only: explicit erasure."""
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL memory_engine.ledger_erasure = 'on'")
+
+
+#: The most values one ``__in`` filter of a list the caller does not bound is given: a statement
+#: takes at most 65,535 parameters when a host binds them on the server
+#: (``OPTIONS["server_side_binding"]``), and Django binds one per value.
+IN_LIST_MAX = 10_000
+
+
+def in_batches(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    """``values`` in slices of at most IN_LIST_MAX, one ``__in`` query each."""
+    for start in range(0, len(values), IN_LIST_MAX):
+        yield values[start:start + IN_LIST_MAX]
 
 
 def insert_rows(objs: Sequence[models.Model], *, batch_size: int = 500) -> None:

@@ -9,12 +9,21 @@ import json
 import threading
 
 import pytest
-from django.db import DataError, connection, transaction
+from django.db import DataError, OperationalError, connection, transaction
 from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 from psycopg.pq import TransactionStatus
 
-from memory_engine.db import in_order, insert_sql, one_round_trip, result_columns, statement_transaction, update_sql
+from memory_engine.db import (
+    IN_LIST_MAX,
+    in_batches,
+    in_order,
+    insert_sql,
+    one_round_trip,
+    result_columns,
+    statement_transaction,
+    update_sql,
+)
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent
 from memory_engine.services.memory_write import content_hash, memory_write
 from tests.factories import MemoryStoreFactory
@@ -97,6 +106,17 @@ def test_with_server_side_binding_the_statements_go_one_by_one(server_side_bindi
         one_round_trip([insert_sql(memory), insert_sql(assertion)], saved=[memory, assertion])
     assert len(queries.captured_queries) == 2
     assert MemoryAssertion.objects.get(pk=assertion.pk).memory_id == memory.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_server_side_binding_an_in_list_past_the_parameter_limit_goes_in_batches(server_side_binding):
+    """A statement takes at most 65,535 parameters when they are bound on the server, one per value
+    of an ``__in`` list: in_batches keeps each query under IN_LIST_MAX."""
+    ids = [f"mem_{n}" for n in range(65_600)]
+    with pytest.raises(OperationalError, match="65535"):
+        list(Memory.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    assert [list(Memory.objects.filter(pk__in=batch)) for batch in in_batches(ids)] == [[]] * 7
+    assert IN_LIST_MAX * 6 < len(ids) <= IN_LIST_MAX * 7
 
 
 @pytest.mark.django_db(transaction=True)

@@ -26,7 +26,7 @@ from django.db import DataError, transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
-from memory_engine.db import insert_rows
+from memory_engine.db import in_batches, insert_rows
 from memory_engine.exceptions import ValidationFailed
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryStore, Project
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
@@ -154,8 +154,8 @@ def declared_vectors(store: MemoryStore, memories: list[dict[str, Any]], *,
     memory is stored without a vector and the reason goes into its assertion's details, as the
     write funnel does (``memory_engine_reembed --missing`` fills the vector in later)."""
     texts = _distinct_texts(memories)
-    embedded = set(MemoryContent.objects.filter(store=store, content_hash__in=list(texts), embedding__isnull=False)
-                   .values_list("content_hash", flat=True))
+    embedded = {digest for batch in in_batches(list(texts)) for digest in MemoryContent.objects.filter(
+        store=store, content_hash__in=batch, embedding__isnull=False).values_list("content_hash", flat=True)}
     missing = [(digest, text) for digest, text in texts.items() if digest not in embedded]
     if on_start:
         on_start(store.name, len(missing))
@@ -176,7 +176,8 @@ def _declared_contents(store: MemoryStore, memories: list[dict[str, Any]],
     the store has (read in one query; one that lacks a vector gets it through the write funnel's
     upsert) and the new ones, with their vectors, in one INSERT."""
     texts = _distinct_texts(memories)
-    rows = {row.content_hash: row for row in MemoryContent.objects.filter(store=store, content_hash__in=list(texts))
+    rows = {row.content_hash: row for batch in in_batches(list(texts))
+            for row in MemoryContent.objects.filter(store=store, content_hash__in=batch)
             .only("id", "store_id", "content_hash", "text", "embedding_model", "created_at")}
     provider = get_embedding_provider()
     new = []
@@ -201,9 +202,10 @@ def _apply_store(store: MemoryStore, memories: list[dict[str, Any]], vectors: di
     lock_store(store.pk)
     contents = _declared_contents(store, memories, vectors)
     live: dict[str, Memory] = {}
-    for found in Memory.objects.filter(store=store, content__in=[row.pk for row in contents.values()],
-                                       invalidated_at__isnull=True).order_by("created_at", "id"):
-        live.setdefault(found.content_id, found)  # the first, as the oldest live one
+    for batch in in_batches([row.pk for row in contents.values()]):
+        for found in Memory.objects.filter(store=store, content__in=batch,
+                                           invalidated_at__isnull=True).order_by("created_at", "id"):
+            live.setdefault(found.content_id, found)  # the first, as the oldest live one
     created: list[Memory] = []
     assertions: list[MemoryAssertion] = []
     for item in memories:
@@ -228,8 +230,11 @@ def _apply_store(store: MemoryStore, memories: list[dict[str, Any]], vectors: di
     insert_rows(created)
     insert_rows(assertions)
     declared_ids = {live[row.pk].pk for row in contents.values()}
-    stale = Memory.objects.filter(store=store, source_type=SourceType.DECLARED, invalidated_at__isnull=True) \
-        .exclude(pk__in=declared_ids).select_related("content")
+    stale_ids = [pk for pk in Memory.objects.filter(store=store, source_type=SourceType.DECLARED,
+                                                    invalidated_at__isnull=True).values_list("pk", flat=True)
+                 if pk not in declared_ids]
+    stale = [memory for batch in in_batches(stale_ids)
+             for memory in Memory.objects.filter(pk__in=batch).select_related("content")]
     now = timezone.now()
     for memory in stale:
         Memory.objects.filter(pk=memory.pk).update(invalidated_at=now)

@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from memory_engine.checks import _database_errors
 from memory_engine.models import ApiKey, Memory, MemoryAssertion, MemoryContent, MemoryStore, Project
+from memory_engine.services.formation import apply_declaration
 from memory_engine.services.memory_write import memory_write
 from tests import providers
 from tests.conftest import api_client, use_embedder
@@ -181,6 +182,34 @@ def test_apply_stores_a_text_the_embedder_refuses_without_a_vector_and_says_why(
     assert providers.CALLS == [1]
     assert not MemoryContent.objects.filter(embedding__isnull=True).exists()
     assert MemoryContent.objects.count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_apply_binds_at_most_in_list_max_values_a_statement(server_side_binding, settings, monkeypatch):
+    """The declared texts, their content rows and their memories are looked up IN_LIST_MAX at a time
+    (memory_engine.db.in_batches), and the memories to retire found without listing the declared
+    ones: a statement takes at most 65,535 parameters when a host binds them on the server
+    (tests/test_db.py), and a declaration may hold more memories than that."""
+    import memory_engine.db
+
+    use_embedder(settings, "tests.providers.HashingEmbeddingProvider", MODEL="all-MiniLM-L6-v2")
+    monkeypatch.setattr(memory_engine.db, "IN_LIST_MAX", 4)
+    project = Project.objects.create(name="acme")
+    texts = [f"Parcel {n} left depot {n}." for n in range(10)]
+    bound: list[int] = []
+
+    def count_parameters(execute, sql, params, many, context):
+        if " IN (" in sql:
+            bound.append(len(params or ()))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count_parameters):
+        report = apply_declaration(project=project, data={"stores": [{"name": "facts", "memories": texts}]})
+        again = apply_declaration(project=project, data={"stores": [{"name": "facts", "memories": texts[1:]}]})
+    assert len(report.created) == 10
+    assert (len(again.created), len(again.kept), again.retired) == (0, 9, [("facts", texts[0])])
+    assert Memory.objects.filter(invalidated_at__isnull=True).count() == 9
+    assert bound and max(bound) <= 4 + 2, bound  # the batch, and the store and liveness beside it
 
 
 def test_apply_refuses_a_declared_instruction_to_an_ai_before_writing_the_store(tmp_path, hashing_embedder):
