@@ -14,16 +14,8 @@ from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 from psycopg.pq import TransactionStatus
 
-from memory_engine.db import (
-    IN_LIST_MAX,
-    in_batches,
-    in_order,
-    insert_sql,
-    one_round_trip,
-    result_columns,
-    statement_transaction,
-    update_sql,
-)
+from memory_engine import db
+from memory_engine.db import in_order, insert_sql, one_round_trip, result_columns, statement_transaction, update_sql
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent
 from memory_engine.services.memory_write import content_hash, memory_write
 from tests.factories import MemoryStoreFactory
@@ -115,8 +107,8 @@ def test_with_server_side_binding_an_in_list_past_the_parameter_limit_goes_in_ba
     ids = [f"mem_{n}" for n in range(65_600)]
     with pytest.raises(OperationalError, match="65535"):
         list(Memory.objects.filter(pk__in=ids).values_list("pk", flat=True))
-    assert [list(Memory.objects.filter(pk__in=batch)) for batch in in_batches(ids)] == [[]] * 7
-    assert IN_LIST_MAX * 6 < len(ids) <= IN_LIST_MAX * 7
+    assert [list(Memory.objects.filter(pk__in=batch)) for batch in db.in_batches(ids)] == [[]] * 7
+    assert db.IN_LIST_MAX * 6 < len(ids) <= db.IN_LIST_MAX * 7
 
 
 @pytest.mark.django_db(transaction=True)
