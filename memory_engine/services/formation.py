@@ -124,19 +124,20 @@ def apply_declaration(*, project: Project, data: Any, principal: str = PRINCIPAL
             report.stores_created.append(store.name)
         for item in entry["memories"]:  # the write funnel's guard: INSTRUCTION_REJECTED before any write
             guard_instructions(store, item["content"], item["tags"], item["metadata"])
-        vectors = declared_vectors(store, entry["memories"], on_start=on_start, on_progress=on_progress)
-        try:
-            _apply_store(store, entry["memories"], vectors, principal, report)
-        except DataError as exc:
-            if not model_switched(exc):
-                raise
-            # The embedding model was switched to another dimension since the texts were embedded,
-            # and the store's transaction rolled back before its first row: embed them with the
-            # model now active and apply the store again, as a write does.
-            logger.info("the embedding model changed during a formation run; embedding store %s again", store.pk)
-            refresh_embedding_provider()
+        for retry in (False, True):
             vectors = declared_vectors(store, entry["memories"], on_start=on_start, on_progress=on_progress)
-            _apply_store(store, entry["memories"], vectors, principal, report)
+            try:
+                _apply_store(store, entry["memories"], vectors, principal, report)
+                break
+            except DataError as exc:
+                if retry or not model_switched(exc):
+                    raise
+                # The embedding model was switched to another dimension since the texts were
+                # embedded, and the store's transaction rolled back before its first row: embed
+                # them with the model now active and apply the store again, as a write does.
+                logger.info("the embedding model changed during a formation run; embedding store %s again",
+                            store.pk)
+                refresh_embedding_provider()
     return report
 
 
@@ -173,8 +174,8 @@ def declared_vectors(store: MemoryStore, memories: list[dict[str, Any]], *,
 def _declared_contents(store: MemoryStore, memories: list[dict[str, Any]],
                        vectors: dict[str, tuple[Any, str]]) -> dict[str, MemoryContent]:
     """Each distinct declared text's content row, by content hash, under the store lock: the rows
-    the store has (read in one query; one that lacks a vector gets it through the write funnel's
-    upsert) and the new ones, with their vectors, in one INSERT."""
+    the store has (read one query per IN_LIST_MAX texts; one that lacks a vector gets it through
+    the write funnel's upsert) and the new ones, with their vectors, in one INSERT."""
     texts = _distinct_texts(memories)
     rows = {row.content_hash: row for batch in in_batches(list(texts))
             for row in MemoryContent.objects.filter(store=store, content_hash__in=batch)
@@ -197,8 +198,8 @@ def _declared_contents(store: MemoryStore, memories: list[dict[str, Any]],
 def _apply_store(store: MemoryStore, memories: list[dict[str, Any]], vectors: dict[str, tuple[Any, str]],
                  principal: str, report: FormationReport) -> None:
     """Under the store lock: the declared texts' content rows (:func:`_declared_contents`), the
-    live memories of those rows in one query, then the new memories and every declared memory's
-    assertion in one INSERT each (memory_engine.db.insert_rows)."""
+    live memories of those rows (one query per IN_LIST_MAX rows), then the new memories and every
+    declared memory's assertion in one INSERT each (memory_engine.db.insert_rows)."""
     lock_store(store.pk)
     contents = _declared_contents(store, memories, vectors)
     live: dict[str, Memory] = {}
