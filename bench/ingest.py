@@ -1,6 +1,7 @@
 """Ingestion throughput against the embedder's own throughput on the same chunks.
 
-For the two largest shared PDFs and 1,000 SciFact abstracts (one text document each):
+For the two largest PDFs of the data's ``pdfs/`` folder (the two with the most text; ``--pdf NAME``
+names others) and 1,000 SciFact abstracts (one text document each):
 
 * raw:      the default embedder alone on exactly the chunk texts the pipeline produces,
             in batches of EMBEDDING_BATCH_SIZE (for SciFact: the chunks of a block of
@@ -29,7 +30,8 @@ Pages/s and chunks/s of both, and pipeline / raw. Runs on its own database
 PDFs once per PDF_EXTRACTOR value, interleaved in each round (a row per extractor).
 
     python bench/ingest.py [--data DIR] [--docs 1000] [--rounds 3] [--block 50] [--skip-scifact] [--skip-pdfs]
-                           [--pdf-extractor pypdf[,pdfium]] [--strategy STRATEGY] [--baseline REF]
+                           [--pdf NAME ...] [--pdf-extractor pypdf[,pdfium]] [--strategy STRATEGY]
+                           [--baseline REF]
 """
 
 from __future__ import annotations
@@ -50,7 +52,23 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _setup import module_at, parse_args, print_table, setup_django, write_results  # noqa: E402
 
-PDFS = ["plumber-WARN-Report-2015-2016.pdf", "pypdf-GeoBase_NHNC1_Data_Model_UML_EN.pdf"]
+LARGEST_PDFS = 2
+
+
+def largest_pdfs(folder: Path, count: int = LARGEST_PDFS) -> list[Path]:
+    """The ``count`` PDFs of ``folder`` with the most extracted text (pypdf, no password), largest
+    first: the ingestion a deployment's big files cost. Files that do not extract (damaged,
+    encrypted, scanned without a text layer, empty) are passed over."""
+    from memory_engine.extraction import ExtractionError, extract_pages
+
+    sizes = []
+    for path in sorted(folder.glob("*.pdf")):
+        try:
+            pages = extract_pages(path.read_bytes(), "application/pdf", pdf_extractor="pypdf")
+        except ExtractionError:
+            continue
+        sizes.append((sum(len(page.text) for page in pages), path))
+    return [path for _, path in sorted(sizes, key=lambda item: (-item[0], item[1].name))[:count]]
 
 
 def scifact_texts(data: Path, limit: int) -> list[str]:
@@ -339,6 +357,9 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=50, help="SciFact abstracts per interleaved block.")
     parser.add_argument("--skip-scifact", action="store_true")
     parser.add_argument("--skip-pdfs", action="store_true")
+    parser.add_argument("--pdf", action="append", metavar="NAME",
+                        help=f"a PDF of the data's pdfs/ folder to ingest (repeat for more; default: the "
+                             f"{LARGEST_PDFS} with the most text)")
     parser.add_argument("--pdf-extractor", default="pypdf", metavar="NAMES",
                         help="PDF_EXTRACTOR values to run the PDFs with, comma-separated (e.g. pypdf,pdfium)")
     parser.add_argument("--strategy", help="SciFact chunk strategy (default: the text default; whole = one "
@@ -347,6 +368,9 @@ def main() -> None:
                         help="also run the SciFact bulk blocks through document_ingest_many as of git REF")
     args = parse_args(parser)
     extractors = [name.strip() for name in args.pdf_extractor.split(",") if name.strip()]
+    missing = [name for name in args.pdf or [] if not (args.data / "pdfs" / name).is_file()]
+    if missing:
+        parser.error(f"not in {args.data / 'pdfs'}: {', '.join(missing)}")
 
     media = tempfile.mkdtemp(prefix="bench-ingest-media-")
     os.environ["MEDIA_ROOT"] = media
@@ -356,6 +380,13 @@ def main() -> None:
     from memory_engine.providers.embeddings import require_embedding_provider
     from memory_engine.services.stores import project_delete
 
+    if args.skip_pdfs:
+        pdfs = []
+    elif args.pdf:
+        pdfs = [args.data / "pdfs" / name for name in args.pdf]
+    else:
+        pdfs = largest_pdfs(args.data / "pdfs")
+        print(f"the {len(pdfs)} PDFs with the most text: {', '.join(path.name for path in pdfs)}", file=sys.stderr)
     provider = require_embedding_provider()
     batch = int(engine_settings.EMBEDDING_BATCH_SIZE)
     provider.embed_documents(["warm up the model"] * 4)
@@ -365,8 +396,8 @@ def main() -> None:
     database: dict[str, dict[str, float]] = {}
     try:
         if not args.skip_pdfs:
-            for name in PDFS:
-                rows.extend(run_pdf(args.data / "pdfs" / name, project, provider, batch, args.rounds, extractors))
+            for path in pdfs:
+                rows.extend(run_pdf(path, project, provider, batch, args.rounds, extractors))
         if not args.skip_scifact:
             scifact, database = run_scifact(args.data, args.docs, project, provider, batch, args.block,
                                             args.baseline, args.strategy)
