@@ -26,8 +26,9 @@ hard cap on every chunk: ``recursive`` and ``page`` cut to respect it, ``whole``
 ``CHUNK_TOO_LARGE``, and a ``size`` window larger than it is refused as invalid.
 
 Text is cleaned before it is chunked (see :func:`clean_text`): NUL characters
-are removed, because PostgreSQL ``text`` cannot hold them, and surrogates are
-resolved, because they cannot be encoded as UTF-8. Lengths count Unicode code
+are removed, because PostgreSQL ``text`` cannot hold them, surrogates are
+resolved, because they cannot be encoded as UTF-8, and typographic ligatures are
+written as their letters, because search would not find the words they sit in. Lengths count Unicode code
 points and can never cut a surrogate pair in half.
 
 :func:`iter_chunks` yields chunks lazily, so a caller can stop after a chunk limit
@@ -45,6 +46,7 @@ from dataclasses import dataclass
 from itertools import islice
 
 from memory_engine.exceptions import ChunkingError, ChunkSettingsInvalid, ChunkTooLarge
+from memory_engine.text import expand_ligatures
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -116,12 +118,14 @@ def clean_text(text: str) -> str:
 
     NUL characters are removed. A surrogate pair that arrived as two code points
     (for example from a UTF-16 decoder with ``surrogatepass``) is joined into the
-    character it encodes; a lone surrogate becomes U+FFFD.
+    character it encodes; a lone surrogate becomes U+FFFD. Typographic ligatures (ﬁ, ﬂ,
+    ﬀ...) are written as their letters (:func:`memory_engine.text.expand_ligatures`), so
+    that search finds the words they sit in.
     """
     text = text.replace("\x00", "")
     if _SURROGATE.search(text):
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return text
+    return expand_ligatures(text)
 
 
 def estimate_tokens(texts: Sequence[str]) -> list[int]:

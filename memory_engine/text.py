@@ -2,6 +2,7 @@
 
 * :func:`contains_nul`: PostgreSQL ``text`` and ``jsonb`` cannot hold NUL characters, so
   every input that reaches a column is checked with this one function;
+* :func:`expand_ligatures`: the typographic ligatures PDF fonts set (ﬁ, ﬂ, ﬀ...) as their letters;
 * :func:`validate_messages`: the OpenAI chat format accepted wherever messages come in;
 * :func:`content_text`: the text of one message's ``content`` (a string or text parts);
 * :func:`text_preview`: the head of a long body, as recall shows it (docs/memory.md).
@@ -9,11 +10,21 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from typing import Any
 
 from memory_engine.exceptions import ValidationFailed
 
-__all__ = ["contains_nul", "content_text", "text_preview", "validate_messages"]
+__all__ = ["contains_nul", "content_text", "expand_ligatures", "text_preview", "validate_messages"]
+
+# Unicode's Latin ligatures (U+FB00-U+FB06: ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ), presentation forms of the letters
+# they join and nothing else. pypdf gives them as a PDF font's ToUnicode map names them (LaTeX
+# documents set one in most words with "fi", "ff" or "fl"), and neither the embedder's tokenizer
+# (which reads "deﬁned" as an unknown word) nor PostgreSQL's text search ("deﬁn" is not "defin")
+# treats them as the letters.
+_LIGATURE = re.compile("[\ufb00-\ufb06]")
+_LIGATURE_LETTERS = {chr(code): unicodedata.normalize("NFKC", chr(code)) for code in range(0xFB00, 0xFB07)}
 
 
 def contains_nul(value: Any) -> bool:
@@ -31,6 +42,14 @@ def contains_nul(value: Any) -> bool:
         elif isinstance(node, (list, tuple)):
             stack.extend(node)
     return False
+
+
+def expand_ligatures(text: str) -> str:
+    """``text`` with each Latin ligature (ﬁ, ﬂ, ﬀ, ﬃ, ﬄ, ﬅ, ﬆ) written as the letters it joins;
+    nothing else changes (not a full NFKC: "m²" stays "m²")."""
+    if _LIGATURE.search(text) is None:
+        return text
+    return _LIGATURE.sub(lambda match: _LIGATURE_LETTERS[match.group()], text)
 
 
 def validate_messages(messages: Any, *, field: str = "messages") -> list[dict[str, Any]]:

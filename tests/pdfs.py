@@ -147,6 +147,16 @@ SCANNED_TEXT = (
 )
 
 
+# Helvetica is written without an /Encoding, so its built-in StandardEncoding applies: byte 0xAE
+# is its "fi" glyph and 0xAF its "fl" glyph, which pypdf reads as U+FB01 and U+FB02, as it reads
+# the ligatures of a LaTeX document.
+LIGATURE_TEXT = "The field office defined a fluid workflow for efficient filing."
+
+
+def _ligatures() -> bytes:
+    return build_pdf([LIGATURE_TEXT.replace("fi", "\xae").replace("fl", "\xaf")])
+
+
 def _four_pages() -> bytes:
     return build_pdf([prose(BLIND_TEXT, 12, start=3 * n) for n in range(4)])
 
@@ -177,6 +187,8 @@ SAMPLES: dict[str, Callable[[], bytes]] = {
     "encrypted-aes256.pdf": lambda: encrypt(_minimal(), "password", algorithm="AES-256"),
     # Restrictions only: the user password is empty, so anybody may open it.
     "owner-password-only.pdf": lambda: encrypt(_minimal(), "", owner_password="owner", algorithm="AES-128"),
+    # "fi" and "fl" set as ligature glyphs.
+    "ligatures.pdf": _ligatures,
     "empty.pdf": lambda: b"",
     "no-pages.pdf": lambda: build_pdf([]),
     "not-a-pdf.pdf": lambda: b"%PDF-1.3\nThis is not a valid PDF file\n%%EOF\n",

@@ -352,6 +352,10 @@ def test_clean_text():
     assert clean_text("plain") == "plain"
     assert clean_text("a\x00b") == "ab"
     assert clean_text("\ud83d\ude00\ud83d") == "😀\ufffd"
+    # Typographic ligatures become their letters; no other compatibility character changes.
+    assert clean_text("de\ufb01ned \ufb02ow e\ufb03cient ba\ufb04e \ufb00 \ufb05 \ufb06") == (
+        "defined flow efficient baffle ff st st")
+    assert clean_text("m² ＡＢ ½") == "m² ＡＢ ½"
 
 
 # --- recursive ----------------------------------------------------------------------------

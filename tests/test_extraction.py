@@ -2,9 +2,11 @@
 
 Every PDF must end in a known outcome: pages with text, or one specific ExtractionError
 code. The suite's own PDFs (``tests/pdfs.py``) cover each outcome; the real-world PDFs of
-the optional corpus (``@pytest.mark.corpus``) are checked the same way when it is present,
-and a new file there fails ``test_every_corpus_pdf_has_an_expected_outcome`` until it is
-classified here. Every behaviour a user relies on runs on both PDF extractors (the
+the optional corpus (``@pytest.mark.corpus``) are checked the same way when it is present.
+A corpus file not classified here is checked against what the corpus's manifest
+(``pdfs/pdf-manifest.json``) records of it: its pages, its encryption, whether pypdf read text;
+a file the manifest does not list either fails ``test_every_corpus_pdf_has_an_expected_outcome``
+until it is classified. Every behaviour a user relies on runs on both PDF extractors (the
 ``extractor`` fixture: pypdf and pdfium, the PDF_EXTRACTOR setting); tests of pypdf's own
 failure modes (its exceptions, its logger) run on pypdf only.
 """
@@ -30,10 +32,11 @@ from memory_engine.chunking import Page
 from memory_engine.exceptions import EmptyFile, PDFDamaged
 from memory_engine.extraction import PDF_EXTRACTORS, ExtractionError, extract_pages, iter_pages, sniff_content_type
 from tests.conftest import finishes_within
-from tests.corpus import corpus, corpus_path
+from tests.corpus import CORPUS, corpus, corpus_path
 from tests.pdfs import (
     BLIND_TEXT,
     LABEL_TEXT,
+    LIGATURE_TEXT,
     MINIMAL_TEXT,
     SAMPLES,
     build_pdf,
@@ -80,6 +83,7 @@ SAMPLE_EXPECTED: dict[str, Text | Fails] = {
     "encrypted-aes256.pdf": Text(1, MINIMAL_TEXT),
     "encrypted-rc4.pdf": Text(4, BLIND_TEXT),
     "four-pages.pdf": Text(4, BLIND_TEXT),
+    "ligatures.pdf": Text(1, LIGATURE_TEXT),
     "minimal.pdf": Text(1, MINIMAL_TEXT),
     "nineteen-pages.pdf": Text(19, "Section 19: Staff handbook"),
     "no-pages.pdf": Fails("EMPTY_FILE", {"pages": 0}),
@@ -121,6 +125,8 @@ CORPUS_EXPECTED: dict[str, Text | Fails] = {
 }
 
 EXPECTED = {**SAMPLE_EXPECTED, **CORPUS_EXPECTED}
+# Unicode's Latin ligatures (ﬁ, ﬂ, ﬀ...): extraction writes them as their letters.
+LIGATURES = {chr(code) for code in range(0xFB00, 0xFB07)}
 
 
 @pytest.fixture(params=PDF_EXTRACTORS)
@@ -149,8 +155,20 @@ def assert_outcome(run, expected: Text | Fails, *, budget: float) -> list[Page] 
     assert with_text == (expected.text_pages or tuple(range(1, expected.pages + 1)))
     # Spacing differs between extractors (pypdf keeps a layout's runs of spaces).
     assert " ".join(expected.contains.split()) in " ".join("\n".join(page.text for page in pages).split())
-    assert all(isinstance(page, Page) and "\x00" not in page.text and "\ufffe" not in page.text for page in pages)
+    assert_clean(pages)
     return pages
+
+
+def assert_clean(pages: list[Page]) -> None:
+    assert all(isinstance(page, Page) and "\x00" not in page.text and "\ufffe" not in page.text for page in pages)
+    assert not LIGATURES & set("".join(page.text for page in pages))
+
+
+def corpus_pdfs_beyond_expected() -> list[str]:
+    """The corpus's PDFs that CORPUS_EXPECTED does not classify (none without a corpus)."""
+    folder = corpus_path("pdfs") if CORPUS else None
+    names = {path.name for path in folder.glob("*.pdf")} if folder and folder.is_dir() else set()
+    return sorted(names - set(CORPUS_EXPECTED))
 
 
 # --- every PDF: the generated samples and the corpus -----------------------------------
@@ -167,7 +185,39 @@ def test_corpus_pdfs_are_present():
 
 @corpus
 def test_every_corpus_pdf_has_an_expected_outcome():
-    assert {path.name for path in corpus_path("pdfs").glob("*.pdf")} == set(CORPUS_EXPECTED)
+    assert set(corpus_pdfs_beyond_expected()) <= set(manifest())
+
+
+@corpus
+@pytest.mark.parametrize("name", corpus_pdfs_beyond_expected())
+def test_a_corpus_pdf_classified_only_by_the_manifest_ends_as_it_records(name, extractor):
+    """A corpus file no outcome above names: the outcome follows from what the manifest records."""
+    entry = manifest()[name]
+    data = read_pdf(name)
+
+    def run() -> list[Page]:
+        return extract_pages(data, sniff_content_type(data, filename=name, declared=PDF),
+                             password=PASSWORDS.get(name), pdf_extractor=extractor)
+
+    if not entry["bytes"]:
+        assert_outcome(run, Fails("EMPTY_FILE"), budget=30)
+    elif entry.get("pages_pypdf") is None:
+        assert_outcome(run, Fails("PDF_DAMAGED"), budget=30)
+    elif not entry.get("pypdf_text_chars"):
+        assert_outcome(run, Fails("NO_TEXT_LAYER", {"pages": entry["pages_pypdf"]}), budget=120)
+    else:
+        try:
+            with finishes_within(120):
+                pages = run()
+        except ExtractionError as error:
+            # Encrypted with a password the suite does not know (one an empty password does not open).
+            assert entry["encrypted"] and error.code == "PDF_ENCRYPTED", error.details
+            assert error.details == {"reason": "password_required"}
+            return
+        assert [page.number for page in pages] == list(range(1, entry["pages_pypdf"] + 1))
+        # Extractors space text differently (pypdf keeps a layout's runs of spaces): none loses half.
+        assert sum(len(page.text) for page in pages) >= entry["pypdf_text_chars"] / 2
+        assert_clean(pages)
 
 
 @pytest.mark.parametrize("name", pdf_params(sorted(EXPECTED)))
@@ -297,6 +347,13 @@ def test_pages_are_numbered_from_one_and_blank_pages_are_kept(extractor):
         Page("", 2),
         Page("third (with) \\ symbols", 3),
     ]
+
+
+def test_ligatures_are_read_as_their_letters(extractor):
+    # pypdf reads the "fi" and "fl" glyphs as U+FB01 and U+FB02, which the embedder's tokenizer and
+    # the lexical index take for other words; pdfium gives the letters.
+    [page] = extract_pages(read_pdf("ligatures.pdf"), PDF, pdf_extractor=extractor)
+    assert page.text.strip() == LIGATURE_TEXT
 
 
 def test_nul_characters_are_stripped_from_pdf_text(extractor):

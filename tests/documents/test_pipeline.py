@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from memory_engine.extraction import PDF_EXTRACTORS
 from memory_engine.models import Chunk, Document
 from memory_engine.services.documents import document_ingest, document_reingest
-from tests.pdfs import pdf_params, read_pdf
+from tests.pdfs import LIGATURE_TEXT, pdf_params, read_pdf
 from tests.test_extraction import EXPECTED, PASSWORDS, ZERO_BYTES, Fails, Text
 
 from .conftest import pdf_file, upload
@@ -238,6 +238,18 @@ def test_failing_embedder_still_makes_the_document_lexically_searchable(client, 
     assert body["unembedded_chunks"] == body["total_chunks"] >= 4
     hits = knowledge_search(project=project, query="hello", document_ids=[body["id"]], channels=("lexical",)).results
     assert hits and {h.document_id for h in hits} == {body["id"]}
+
+
+def test_a_pdf_set_with_ligatures_is_found_by_its_words(client, project, extractor):
+    from memory_engine.selectors.search import knowledge_search
+
+    body = upload(client, pdf_file("ligatures.pdf"), wait="true").json()
+    assert body["status"] == "ready", body["error"]
+    assert [chunk.text for chunk in Chunk.objects.filter(document_id=body["id"])] == [LIGATURE_TEXT]
+    # A query copied from the PDF, ligatures and all, reads as its letters too.
+    for query in ("fluid workflow", "\ufb02uid work\ufb02ow", "office filing"):
+        hits = knowledge_search(project=project, query=query, channels=("lexical",)).results
+        assert [hit.document_id for hit in hits] == [body["id"]], query
 
 
 def test_no_embedder_configured(client, no_embedder):

@@ -15,6 +15,7 @@ from memory_engine.exceptions import (
     ValidationFailed,
     WeightInvalid,
 )
+from memory_engine.text import expand_ligatures
 
 from .results import MAX_LIMIT
 
@@ -55,12 +56,13 @@ def validate_channels(channels: tuple[str, ...]) -> None:
 
 
 def clean_query(query: Any) -> str | None:
-    """The query without NUL characters and surrounding blanks; None when nothing is left."""
+    """The query without NUL characters and surrounding blanks, its typographic ligatures (ﬁ, ﬂ...)
+    written as letters, as document text is; None when nothing is left."""
     if query is None:
         return None
     if not isinstance(query, str):
         raise ValidationFailed("`query` must be a string.", details={"field": "query"})
-    return query.replace("\x00", " ").strip() or None
+    return expand_ligatures(query.replace("\x00", " ")).strip() or None
 
 
 def string_list(name: str, value: Any) -> list[str] | None:
