@@ -6,7 +6,10 @@ by STS score band. The false-retire rate (pairs scored under 3 whose second sent
 was skipped or superseded) is what users care about most: a different fact silently
 dropped or retired.
 
-    python bench/dedup.py [--data DIR] [--split dev|train] [--limit N] [--no-gate-compare]
+    python bench/dedup.py [--data DIR] [--split dev|train|test] [--limit N] [--no-gate-compare]
+
+``--split test`` reads ``sts-test.csv``, the STS Benchmark's held-out split, where the data
+directory has it (the shared data holds train and dev).
 """
 
 from __future__ import annotations
@@ -123,7 +126,7 @@ def run(pairs: list[tuple[float, str, str]], *, gate: bool, decisions: list[dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--split", default="dev", choices=["dev", "train"])
+    parser.add_argument("--split", default="dev", choices=["dev", "train", "test"])
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--decisions", type=Path, metavar="FILE",
                         help="also write every pair's decision (action, reason, similarity) as JSON lines")
@@ -131,6 +134,8 @@ def main() -> None:
                         help="also compare each pair's cosine in halfvec (half precision) with the stored vectors'")
     parser.add_argument("--no-gate-compare", action="store_true", help="Only run with the current setting.")
     args = parse_args(parser)
+    if not (args.data / "paraphrase" / f"sts-{args.split}.csv").is_file():
+        parser.error(f"no sts-{args.split}.csv in {args.data / 'paraphrase'}")
     setup_django()
     pairs = load_pairs(args.data, args.split, args.limit)
     print(f"STS {args.split}: {len(pairs)} pairs, default thresholds 0.95 / 0.90, all-MiniLM-L6-v2 (int8 ONNX)")
