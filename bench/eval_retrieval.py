@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/eval_retrieval.py                          # SciFact train + LoCoMo
     .venv/bin/python bench/eval_retrieval.py --qrels ../shared/data/scifact/qrels/test.tsv
+    .venv/bin/python bench/eval_retrieval.py --skip-scifact --locomo other-conversations.json
     .venv/bin/python bench/eval_retrieval.py --data /path/to/shared/data   # default: see bench/_setup.py
     .venv/bin/python bench/eval_retrieval.py --limit-docs 800 --limit-queries 100 --skip-locomo
     .venv/bin/python bench/eval_retrieval.py --variant fallback:KNOWLEDGE_LEXICAL_BACKEND=tsvector
@@ -405,7 +406,7 @@ def load_locomo(conversations: list[dict[str, Any]], provider: CachedEmbeddingPr
 def eval_locomo(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> dict[str, Any]:
     from memory_engine.selectors.search import knowledge_search
 
-    conversations = json.loads((args.data / "locomo" / "locomo-dev.json").read_text())
+    conversations = json.loads(args.locomo.read_text())
     loaded = load_locomo(conversations, provider)
     questions = []
     for conv in conversations:
@@ -482,7 +483,7 @@ def halfvec_check(args: argparse.Namespace, provider: CachedEmbeddingProvider) -
                for name, found in rows.items()},
         }
     if not args.skip_locomo:
-        conversations = json.loads((args.data / "locomo" / "locomo-dev.json").read_text())
+        conversations = json.loads(args.locomo.read_text())
         recalls: dict[str, list[float]] = {"vector": [], "halfvec": []}
         same, deltas = [], []
         for conv in conversations:
@@ -598,6 +599,8 @@ def main() -> None:
     parser.add_argument("--limit-queries", type=int, default=0)
     parser.add_argument("--skip-scifact", action="store_true")
     parser.add_argument("--skip-locomo", action="store_true")
+    parser.add_argument("--locomo", default="", metavar="FILE",
+                        help="a LoCoMo conversations file (default: DIR/locomo/locomo-dev.json)")
     parser.add_argument("--variant", action="append", default=[],
                         help="label:SETTING=value,SETTING=value (MEMORY_ENGINE overrides), repeatable; e.g. "
                              "fallback:KNOWLEDGE_LEXICAL_BACKEND=tsvector (its indexes replace the bm25 ones)")
@@ -621,6 +624,7 @@ def main() -> None:
     if args.generation and args.chunk_strategy:
         parser.error("--generation searches what the replay derived: no --chunk-strategy")
     args.qrels = args.qrels or str(args.data / "scifact" / "qrels" / "train.tsv")
+    args.locomo = Path(args.locomo) if args.locomo else args.data / "locomo" / "locomo-dev.json"
     args.modes = [m for m in args.modes.split(",") if m]
     if not set(args.modes) <= set(MODES):
         parser.error(f"--modes: choose from {', '.join(MODES)}")

@@ -50,9 +50,9 @@ COLLECTION = "mem0_peers"
 WINDOW = 1000
 
 
-def locomo(data: Path, limit: int) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, set[str]]]]:
+def locomo(path: Path, limit: int) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, set[str]]]]:
     """``(conversation, turn id, text)`` of every turn and ``(conversation, question, evidence)``."""
-    conversations = json.loads((data / "locomo" / "locomo-dev.json").read_text())[: limit or None]
+    conversations = json.loads(path.read_text())[: limit or None]
     turns, questions = [], []
     for conv in conversations:
         c = conv["conversation"]
@@ -206,7 +206,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=10_000, help="memories written per system (>= the turns)")
     parser.add_argument("--questions", type=int, default=0, help="LoCoMo questions (0: all of categories 1-4)")
-    parser.add_argument("--conversations", type=int, default=0, help="LoCoMo dev conversations (0: all 8)")
+    parser.add_argument("--conversations", type=int, default=0, help="LoCoMo conversations (0: all of the file)")
+    parser.add_argument("--locomo", type=Path, metavar="FILE",
+                        help="a LoCoMo conversations file (default: DIR/locomo/locomo-dev.json)")
     parser.add_argument("--skip-mem0", action="store_true")
     parser.add_argument("--skip-engine", action="store_true")
     args = parse_args(parser)
@@ -217,7 +219,7 @@ def main() -> None:
     from memory_engine.services.keys import api_key_create
 
     provider = require_embedding_provider()
-    turns, questions = locomo(args.data, args.conversations)
+    turns, questions = locomo(args.locomo or args.data / "locomo" / "locomo-dev.json", args.conversations)
     questions = questions[: args.questions or None]
     writes: list[tuple[str, str, str | None]] = [(group, text, turn) for group, turn, text in turns]
     writes += [("filler", text, None) for text in filler(args.data, max(0, args.memories - len(writes)))]
