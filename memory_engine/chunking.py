@@ -26,10 +26,10 @@ hard cap on every chunk: ``recursive`` and ``page`` cut to respect it, ``whole``
 ``CHUNK_TOO_LARGE``, and a ``size`` window larger than it is refused as invalid.
 
 Text is cleaned before it is chunked (see :func:`clean_text`): NUL characters
-are removed, because PostgreSQL ``text`` cannot hold them, surrogates are
-resolved, because they cannot be encoded as UTF-8, and typographic ligatures are
-written as their letters, because search would not find the words they sit in. Lengths count Unicode code
-points and can never cut a surrogate pair in half.
+are removed, because PostgreSQL ``text`` cannot hold them; surrogates are
+resolved, because they cannot be encoded as UTF-8; typographic ligatures are
+written as their letters, because search would not find the words they sit in.
+Lengths count Unicode code points and can never cut a surrogate pair in half.
 
 :func:`iter_chunks` yields chunks lazily, so a caller can stop after a chunk limit
 without chunking (or tokenizing) the rest of a very large text.
