@@ -43,23 +43,26 @@ def load_pairs(data: Path, split: str, limit: int | None) -> list[tuple[float, s
     return pairs[:limit] if limit else pairs
 
 
-def halfvec_cosines(store_id: str) -> tuple[float, float] | None:
-    """The pair's cosine in the stored single precision and after a cast to halfvec (half precision)."""
+def halfvec_cosines(first: str, second: str) -> tuple[float, float]:
+    """The pair's cosine in single precision (the embedder's vectors) and after a cast to halfvec
+    (half precision), whatever the store's column holds: with halfvec storage, the default, the
+    stored vectors are already cast."""
     from django.db import connection
 
     from memory_engine.conf import embedding_dimensions
+    from memory_engine.db import vector_literal
+    from memory_engine.providers.embeddings import require_embedding_provider
 
     dims = embedding_dimensions()
+    a, b = (vector_literal(v) for v in require_embedding_provider().embed_documents([first, second]))
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT 1 - (a.embedding <=> b.embedding),"
-            f" 1 - (a.embedding::halfvec({dims}) <=> b.embedding::halfvec({dims}))"
-            " FROM memory_engine_memorycontent a JOIN memory_engine_memorycontent b ON a.id < b.id"
-            " WHERE a.store_id = %s AND b.store_id = %s",
-            [store_id, store_id],
+            f"SELECT 1 - (%(a)s::vector({dims}) <=> %(b)s::vector({dims})),"
+            f" 1 - (%(a)s::vector({dims})::halfvec({dims}) <=> %(b)s::vector({dims})::halfvec({dims}))",
+            {"a": a, "b": b},
         )
-        row = cursor.fetchone()
-    return None if row is None or None in row else (float(row[0]), float(row[1]))
+        single, half = cursor.fetchone()
+    return float(single), float(half)
 
 
 def band_of(cosine: float) -> str:
@@ -94,8 +97,8 @@ def run(pairs: list[tuple[float, str, str]], *, gate: bool, decisions: list[dict
             decisions.append({"gate": gate, "pair": index, "action": result.action,
                               "reason": result.decision_reason,
                               "similarity": None if result.similarity is None else round(result.similarity, 4)})
-            cosines = halfvec_cosines(store.pk) if halfvec else None
-            if cosines is not None:
+            if halfvec:
+                cosines = halfvec_cosines(first, second)
                 halfvec_deltas.append(abs(cosines[0] - cosines[1]))
                 if band_of(cosines[0]) != band_of(cosines[1]):
                     halfvec_changes.append({"pair": index, "vector": round(cosines[0], 6),
