@@ -9,6 +9,7 @@ part of the repository: :func:`parse_args` gives every benchmark a ``--data DIR`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -178,13 +179,35 @@ def write_results(name: str, data: dict[str, Any]) -> Path:
     payload = {
         "benchmark": name,
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine(),
         "django_debug": _django_debug(),
         **data,
     }
     path.write_text(json.dumps(payload, indent=2))
     print(f"\nresults written to {path.relative_to(ROOT)}")
     return path
+
+
+#: The CPU's vector extensions a result file records: the embedder's kernels and pgvector's distances
+#: pick their code by them, so two machines with the same cores can differ in the ratio of the two.
+VECTOR_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
+
+
+def machine() -> dict[str, Any]:
+    """What a result file says of the machine: cores, CPU model and vector extensions (from
+    /proc/cpuinfo where there is one), Python and the platform."""
+    model, flags = "", set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not model:
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+                break
+    return {"cpus": os.cpu_count(), "cpu_model": model or platform.processor(),
+            "vector_extensions": [flag for flag in VECTOR_FLAGS if flag in flags],
+            "python": platform.python_version(), "platform": platform.platform()}
 
 
 def _django_debug() -> bool | None:
