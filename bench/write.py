@@ -643,6 +643,7 @@ def serve_wsgi() -> tuple[str, Any]:
 
 
 #: Issue 20's targets for the funnel's own time at 100,000 memories in one store.
+TARGET_MEMORIES = 100_000
 TARGET_P95_MS = 8.0
 TARGET_P50_OVER_EMBEDDER = 1.5
 
@@ -881,7 +882,9 @@ def main() -> None:
     targets = funnel_targets(f, e)
     print("issue 20's targets: " + "; ".join(
         f"{name} {target['value']} (asked {target['asked']}): {'met' if target['met'] else 'not met'}"
-        for name, target in targets.items()))
+        for name, target in targets.items())
+        + ("" if args.memories == TARGET_MEMORIES else f" (they are set at {TARGET_MEMORIES:,} memories, this run had "
+           f"{args.memories:,})"))
     write_results("write", {
         "memories_in_store": args.memories, "fill": args.fill, "storage": args.storage, "writes": args.writes,
         "dedup_exact_scan_max": exact_max, "server_side_binding": args.server_side_binding,
