@@ -81,6 +81,11 @@ DEFAULTS: dict[str, Any] = {
     # below 2,000: where the two cost about the same (bench/scan_mode.py, docs/benchmarks.md,
     # "The exact shortlist's limit"). 0: always HNSW.
     "DEDUP_EXACT_SCAN_MAX": 6000,
+    # The write funnel runs its content upsert and its candidates statement as statements
+    # prepared once per database connection, planned once rather than on every write
+    # (docs/write-funnel.md, "Prepared statements"). Needs client-side binding (Django's
+    # default); behind a transaction-pooling proxy (PgBouncer in transaction mode) set False.
+    "WRITE_PREPARED_STATEMENTS": True,
     # Memory lifecycle (docs/memory.md). Recall: each tier's recency half-life in days (0: none;
     # a store's recency_half_life_days overrides it) and its precedence multiplier on the fused
     # score (biases across tiers; the order within a tier is kept).
@@ -320,6 +325,7 @@ TYPES: dict[str, Coerce] = {
     "JUDGE_FLOOR": number,
     "JUDGE_TIMEOUT": number,
     "DEDUP_EXACT_SCAN_MAX": integer,
+    "WRITE_PREPARED_STATEMENTS": boolean,
     "TIER_HALF_LIFE_DAYS": section({"user": number, "agent": number, "institutional": number}),
     "TIER_PRECEDENCE": section({"user": number, "agent": number, "institutional": number}),
     "TRASH_DAYS": integer,

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import logging
+import re
 import struct
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -16,9 +21,14 @@ from django.db.transaction import TransactionManagementError
 from psycopg.adapt import Dumper
 from psycopg.pq import ExecStatus, Format, TransactionStatus
 
+from memory_engine.conf import engine_settings, reloads_with_settings
+
 __all__ = ["IN_LIST_MAX", "advisory_xact_lock", "allow_ledger_erasure", "in_batches", "in_order", "insert_rows",
-           "insert_sql", "joins_statements", "lock_project_documents", "one_round_trip", "result_columns",
+           "insert_sql", "joins_statements", "lock_project_documents", "lost_prepared_statement", "one_round_trip",
+           "prepared", "prepares_statements", "result_columns", "stop_preparing",
            "statement_transaction", "update_sql", "vector_literal"]
+
+logger = logging.getLogger(__name__)
 
 #: The database types of pgvector fields whose values insert_rows sends as ``float4[]`` slices.
 _VECTOR_TYPES = ("vector", "halfvec")
@@ -243,6 +253,116 @@ def in_order(cursor: Any, statements: Sequence[tuple[str, Params]]) -> Iterator[
         if index:
             cursor.nextset()
         yield
+
+
+#: How many statements prepared() keeps prepared on one connection; past it the least recently
+#: used is deallocated in the query that prepares the next.
+PREPARED_MAX = 64
+#: SQLSTATEs of a prepared statement that is not what prepared() believes: gone (DEALLOCATE,
+#: DISCARD ALL, a transaction-pooling proxy that sent the query to another server connection),
+#: there already (the same), or no longer valid for its result (a migration changed a table).
+_PREPARED_LOST = {"26000", "42P05"}
+#: per psycopg connection: the names of the statements prepared() prepared on it, least recently used first
+_prepared: weakref.WeakKeyDictionary[Any, OrderedDict[str, None]] = weakref.WeakKeyDictionary()
+
+
+class _Preparing:
+    #: why prepared() stopped preparing in this process (stop_preparing); None: it prepares
+    stopped: str | None = None
+    #: part of every statement's name: a new one each time the names prepared() knows are
+    #: forgotten, so a statement still prepared on a server session never meets a new PREPARE
+    generation = 0
+
+
+_NAMED_PARAMETER = re.compile(r"%\((\w+)\)s")
+
+
+def prepares_statements() -> bool:
+    """Whether prepared() prepares: WRITE_PREPARED_STATEMENTS is on, the statements are sent
+    together (client-side binding: an ``EXECUTE`` takes its arguments in its text), and no
+    prepared statement was lost in this process."""
+    return engine_settings.WRITE_PREPARED_STATEMENTS and joins_statements() and _Preparing.stopped is None
+
+
+def prepared(sql: str, params: Mapping[str, Any], *,
+             inline: Sequence[str] = ()) -> tuple[list[tuple[str, Params]], tuple[str, Params]]:
+    """``sql`` (named parameters) as an ``EXECUTE`` of a statement prepared on the connection,
+    and what prepares it: its ``PREPARE`` the first time (after a ``DEALLOCATE`` of the least
+    recently used past PREPARED_MAX), else nothing. For :func:`in_order`, the preparing
+    statements go first in the query, before any ``BEGIN``: a PREPARE is not undone by a
+    rollback, and is counted as prepared once it is sent (when it fails, the caller sees
+    lost_prepared_statement). A prepared statement is planned once for all its executions
+    (PostgreSQL's ``plan_cache_mode`` ``auto``: after five custom plans, a generic one when it
+    costs no more), where a statement sent as text is planned each time (docs/write-funnel.md,
+    "Prepared statements").
+
+    The parameters named in ``inline`` go into the prepared text as literals: those that shape
+    the plan (a store, whose share of the table the planner reads from its statistics; a
+    ``LIMIT``), so the one plan is the plan that store would get. Each distinct text is a
+    statement of its own, named by its hash. Without prepares_statements(): ``([], (sql, params))``.
+    """
+    if not prepares_statements():
+        return [], (sql, params)
+    raw = connection.connection
+    body = sql
+    for name in inline:
+        # doubled %: the PREPARE goes through the query's client-side formatting like the rest
+        literal = psycopg.sql.Literal(params[name]).as_string(raw).replace("%", "%%")
+        body = body.replace(f"%({name})s", literal)
+    names: list[str] = []
+
+    def placeholder(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    body = _NAMED_PARAMETER.sub(placeholder, body)
+    statement = f"me_{hashlib.sha1(body.encode()).hexdigest()[:16]}_{_Preparing.generation}"
+    known = _prepared.setdefault(raw, OrderedDict())
+    preparing: list[tuple[str, Params]] = []
+    if statement in known:
+        known.move_to_end(statement)
+    else:
+        if len(known) >= PREPARED_MAX:
+            oldest, _ = known.popitem(last=False)
+            preparing.append((f"DEALLOCATE {oldest}", {}))
+        known[statement] = None
+        preparing.append((f"PREPARE {statement} AS {body}", {}))
+    arguments = f"({', '.join(f'%({name})s' for name in names)})" if names else ""
+    return preparing, (f"EXECUTE {statement}{arguments}", {name: params[name] for name in names})
+
+
+def lost_prepared_statement(exc: BaseException) -> bool:
+    """Whether ``exc`` (a database error) says a statement prepared() made is not there, is there
+    already, or no longer fits its tables; then the caller runs its statements again, unprepared
+    after stop_preparing()."""
+    cause = exc.__cause__
+    state = getattr(cause, "sqlstate", None)
+    return state in _PREPARED_LOST or (state == "0A000" and "cached plan must not change result type" in str(cause))
+
+
+def stop_preparing(exc: BaseException) -> None:
+    """Stop preparing statements in this process, after ``exc`` (lost_prepared_statement). A
+    server session that loses what was prepared on it between transactions is behind a
+    transaction-pooling proxy, or something deallocates there; preparing again would fail again."""
+    if _Preparing.stopped is None:
+        logger.warning(
+            "the write funnel stops preparing its statements in this process (%s); behind a "
+            "transaction-pooling proxy such as PgBouncer, set MEMORY_ENGINE['WRITE_PREPARED_STATEMENTS'] = False",
+            exc)
+    _Preparing.stopped = str(exc)
+    _forget_prepared()
+
+
+@reloads_with_settings
+def _resume_preparing() -> None:
+    _Preparing.stopped = None
+    _forget_prepared()
+
+
+def _forget_prepared() -> None:
+    _prepared.clear()
+    _Preparing.generation += 1
 
 
 def result_columns(cursor: Any) -> list[str] | None:

@@ -47,16 +47,46 @@ def fill(store: Any, count: int, prefix: str, text: str = "Synthetic fact", *, v
 def statements_with(marker: str) -> Iterator[list[tuple[str, Any]]]:
     """The statements (sql, params) run inside the block whose SQL contains ``marker``; a query
     of several statements with named parameters (memory_engine.db.in_order) counts as each of
-    them, with all the parameters."""
+    them, with all the parameters. An ``EXECUTE`` of a statement prepared on the connection
+    (memory_engine.db.prepared) counts when its prepared text contains ``marker``: it is recorded
+    as sent, so that EXPLAIN shows the prepared statement's plan."""
     found: list[tuple[str, Any]] = []
 
     def capture(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        result = execute(sql, params, many, context)  # first: a statement is prepared by its query
         statements = sql.split(";\n") if isinstance(params, Mapping) else [sql]
-        found.extend((statement, params) for statement in statements if marker in statement)
-        return execute(sql, params, many, context)
+        found.extend((statement, params) for statement in statements
+                     if marker in statement and not statement.startswith("PREPARE ")
+                     or _EXECUTE.match(statement) and marker in prepared_text(_EXECUTE.match(statement)[1]))
+        return result
 
     with connection.execute_wrapper(capture):
         yield found
+
+
+_EXECUTE = re.compile(r"EXECUTE (me_\w+)")
+
+
+def prepared_text(name: str) -> str:
+    """The text of the statement prepared as ``name`` on the connection (its parameters $1, $2, ...)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements WHERE name = %s", [name])
+        (query,) = cursor.fetchone()
+    # the whole query that prepared it; its statements are joined by ";\n" (memory_engine.db.in_order)
+    return query.split(f"PREPARE {name} AS ", 1)[1].split(";\n", 1)[0]
+
+
+def unprepared(query: str) -> str:
+    """A query of statements sent together (memory_engine.db.in_order) as it reads without
+    prepared statements: its PREPAREs and DEALLOCATEs left out, each EXECUTE replaced by the
+    text it runs (parameters as $1, $2, ...)."""
+    statements = []
+    for statement in query.split(";\n"):
+        if statement.startswith(("PREPARE ", "DEALLOCATE ")):
+            continue
+        match = _EXECUTE.match(statement)
+        statements.append(prepared_text(match[1]) if match else statement)
+    return ";\n".join(statements)
 
 
 @contextmanager

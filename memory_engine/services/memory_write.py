@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from django.db import DataError, connection
+from django.db import DatabaseError, DataError, connection
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings, reloads_with_settings
@@ -31,9 +31,12 @@ from memory_engine.db import (
     advisory_xact_lock,
     in_order,
     insert_sql,
+    lost_prepared_statement,
     one_round_trip,
+    prepared,
     result_columns,
     statement_transaction,
+    stop_preparing,
     update_sql,
     vector_literal,
 )
@@ -383,6 +386,11 @@ def facet_filter(facet: str | None) -> str:
     return "m.facet IS NULL" if facet is None else "m.facet = %(facet)s"
 
 
+#: The candidates statement's parameters that shape its plan: the store (its share of the table),
+#: the limits. A prepared candidates statement holds them as literals (memory_engine.db.prepared).
+CANDIDATES_PLAN_PARAMS = ("store", "limit", "contents")
+
+
 def candidates_query(store: MemoryStore, *, content_id: str | None = None, digest: str = "", facet: str | None,
                      about: About | None, neighbours: bool, limit: int = NEIGHBOURS,
                      new_content: bool = False) -> CandidatesQuery | None:
@@ -699,27 +707,39 @@ WHERE store_id = %(store)s AND content_hash = %(hash)s AND NOT EXISTS (SELECT 1 
 
 def _resolve_content(store: MemoryStore, text: str, digest: str, vector: list[float] | None, *,
                      lock_first: bool = False, candidates: CandidatesQuery | None = None,
-                     within: StatementTransaction | None = None) -> ResolvedContent:
+                     within: StatementTransaction | None = None, prepare: bool = False) -> ResolvedContent:
     """Find or make the content row in one statement, filling its vector if it had none.
 
     ``lock_first``: take the store lock for the write first (LOCK_FOR_WRITE_SQL), so the upsert
     runs once the lock is held; otherwise the caller holds it already. ``candidates``: a
     candidates_query statement naming the row by its hash, run after the upsert. ``within``: the
-    transaction these statements open (its BEGIN goes with them). All in one round trip where
-    the connection allows it (memory_engine.db.in_order).
+    transaction these statements open (its BEGIN goes with them). ``prepare``: run the upsert and
+    the candidates statement as statements prepared on the connection (memory_engine.db.prepared;
+    the caller runs its transaction again when one was lost). All in one round trip where the
+    connection allows it (memory_engine.db.in_order).
     """
     provider = get_embedding_provider()
     model_name = provider.model_name if (provider and vector is not None) else ""
     content_id = new_id("mc")
-    statements: list[tuple[str, Params]] = [(CONTENT_UPSERT_SQL, {
-        "id": content_id, "store": store.pk, "hash": digest, "text": text, "model": model_name,
-        "vector": vector_literal(vector) if vector is not None else None})]
+    upsert_params = {"id": content_id, "store": store.pk, "hash": digest, "text": text, "model": model_name,
+                     "vector": vector_literal(vector) if vector is not None else None}
+    preparing: list[tuple[str, Params]] = []
+    upsert: tuple[str, Params] = (CONTENT_UPSERT_SQL, upsert_params)
+    if prepare:
+        preparing, upsert = prepared(CONTENT_UPSERT_SQL, upsert_params)
+    statements: list[tuple[str, Params]] = [upsert]
     if lock_first:
         statements.insert(0, (LOCK_FOR_WRITE_SQL, _lock_for_write_params(store.pk)))
     if candidates is not None:
-        statements.append((candidates.sql, candidates.params))
+        if prepare:
+            more, execute = prepared(candidates.sql, candidates.params, inline=CANDIDATES_PLAN_PARAMS)
+            preparing.extend(more)
+            statements.append(execute)
+        else:
+            statements.append((candidates.sql, candidates.params))
     if within is not None:
         statements = within.opening(statements)
+    statements = preparing + statements
     with connection.cursor() as cursor:
         results = []
         for _ in in_order(cursor, statements):
@@ -941,7 +961,7 @@ def memory_write(
     )
     vector, notes, stored = _prepare_vector(store, text, request.digest)
     try:
-        result = _record(store, request, vector, notes, stored=stored)
+        result = _record_prepared(store, request, vector, notes, stored=stored)
     except DataError as exc:
         if vector is None or not model_switched(exc):
             raise
@@ -951,7 +971,7 @@ def memory_write(
         logger.info("the embedding model changed during a write; embedding the text again")
         refresh_embedding_provider()
         vector, failure = embed_best_effort(text)
-        result = _record(store, request, vector, {"embedding": failure} if failure else {}, stored=stored)
+        result = _record_prepared(store, request, vector, {"embedding": failure} if failure else {}, stored=stored)
     memory, rounded = result.memory, None if result.similarity is None else round(result.similarity, 4)
     logger.info(
         "memory write outcome=%s reason=%s store=%s memory=%s assertion=%s similarity=%s mechanism=%s",
@@ -991,6 +1011,20 @@ class _Write:
     rule_id: str | None
 
 
+def _record_prepared(store: MemoryStore, request: _Write, vector: list[float] | None, notes: dict[str, Any], *,
+                     stored: bool | None) -> WriteResult:
+    """_record; when a statement it prepared on the connection was lost (deallocated, or on
+    another server session behind a pooling proxy: memory_engine.db.lost_prepared_statement), its
+    transaction rolled back, so it runs once more, after this process stops preparing."""
+    try:
+        return _record(store, request, vector, dict(notes), stored=stored)
+    except DatabaseError as exc:
+        if not lost_prepared_statement(exc):
+            raise
+        stop_preparing(exc)
+        return _record(store, request, vector, notes, stored=stored)
+
+
 def _record(store: MemoryStore, request: _Write, vector: list[float] | None, notes: dict[str, Any], *,
             stored: bool | None) -> WriteResult:
     """memory_write's transaction: under the store lock, the content row, the decision, the
@@ -1010,7 +1044,7 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
     # block: a savepoint, as atomic() makes one)
     with statement_transaction() as within:
         content_row, has_vector, inserted, found = _resolve_content(store, text, digest, vector, lock_first=True,
-                                                                    candidates=query, within=within)
+                                                                    candidates=query, within=within, prepare=True)
         now = timezone.now()  # once the store lock is held: the store's writes get it in their order
         if query is None or found is None or not query.covers(new_content=inserted, neighbours=has_vector):
             # nothing was sent (no branch could match before the upsert), or another write of the

@@ -55,6 +55,29 @@ def test_a_new_store_in_an_analyzed_table_is_read_by_key(fresh, settings, scan):
     assert len(result.potential_duplicates) <= 5
 
 
+@pytest.mark.parametrize("scan", ["exact", "hnsw"])
+def test_the_prepared_statement_s_generic_plan_reads_a_new_store_by_key(fresh, settings, scan):
+    """The funnel's candidates statement is prepared (memory_engine.db.prepared): after five
+    custom plans PostgreSQL runs one generic plan, made once with the store as a literal. It is
+    as linear as the custom one."""
+    from django.db import connection
+
+    if scan == "hnsw":
+        settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 50}
+    for n in range(6):
+        memory_write(store=fresh, content=f"Invoice {n} is paid by the finance team in week {n + 10}", principal="t")
+    with statements_with("'near'") as captured:
+        memory_write(store=fresh, content="Our main database is hosted in Frankfurt", principal="test")
+    sql, params = captured[0]
+    assert sql.startswith("EXECUTE me_")
+    plan = explain_analyze(sql, params)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT generic_plans FROM pg_prepared_statements WHERE name = %s", [sql.split()[1].split("(")[0]])
+        assert cursor.fetchone()[0] >= 2
+    assert rows_removed_by_join_filters(plan) < 1000, json.dumps(plan, indent=1)[:4000]
+    assert not scans_by_store(plan, "memory_engine_memory"), json.dumps(plan, indent=1)[:4000]
+
+
 def test_a_text_of_a_new_store_is_looked_up_by_store_and_hash(fresh):
     """Before embedding, the funnel asks whether the store already holds the text's vector. With
     an index on the store alone beside the unique (store, hash) one, the planner took the first for
