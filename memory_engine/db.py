@@ -303,6 +303,7 @@ def prepared(sql: str, params: Mapping[str, Any], *,
     """
     if not prepares_statements():
         return [], (sql, params)
+    connection.ensure_connection()
     raw = connection.connection
     body = sql
     for name in inline:
