@@ -259,8 +259,9 @@ def in_order(cursor: Any, statements: Sequence[tuple[str, Params]]) -> Iterator[
 #: used is deallocated in the query that prepares the next.
 PREPARED_MAX = 64
 #: SQLSTATEs of a prepared statement that is not what prepared() believes: gone (DEALLOCATE,
-#: DISCARD ALL, a transaction-pooling proxy that sent the query to another server connection),
-#: there already (the same), or no longer valid for its result (a migration changed a table).
+#: DISCARD ALL, a transaction-pooling proxy that sent the query to another server connection) or
+#: there already (the same text). lost_prepared_statement also counts one a table change made
+#: invalid for its result.
 _PREPARED_LOST = {"26000", "42P05"}
 #: per psycopg connection: the names of the statements prepared() prepared on it, least recently used first
 _prepared: weakref.WeakKeyDictionary[Any, OrderedDict[str, None]] = weakref.WeakKeyDictionary()
