@@ -105,7 +105,53 @@ def check_llm_overrides(config: dict[str, Any]) -> None:
 # --- outbound addresses ---------------------------------------------------------------------------
 
 LINK_LOCAL: tuple[IPNetwork, ...] = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
-NAT64 = ipaddress.ip_network("64:ff9b::/96")
+#: IPv6 forms that carry an IPv4 address in their last 32 bits: a connection reaches that address.
+SIIT = ipaddress.ip_network("::ffff:0:0:0/96")  # IPv4-translated (RFC 6145)
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # NAT64, well-known prefix (RFC 6052)
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated IPv4-compatible (RFC 4291)
+#: Global unicast space (RFC 4291) and the special-purpose blocks inside it that are not
+#: globally routable: IETF protocol assignments (Teredo, 2001::/32, is unwrapped first), the
+#: documentation prefixes; 6to4 (2002::/16) is unwrapped first.
+GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
+NOT_GLOBAL_V6: tuple[IPNetwork, ...] = tuple(ipaddress.ip_network(n) for n in (
+    "2001::/23", "2001:db8::/32", "3fff::/20"))
+#: IPv4 special-purpose blocks Python's ``is_global`` lets through: IETF protocol assignments
+#: (192.0.0.0/24 whole, its two anycast services included) and the deprecated 6to4 relay anycast.
+NOT_GLOBAL_V4: tuple[IPNetwork, ...] = tuple(ipaddress.ip_network(n) for n in ("192.0.0.0/24", "192.88.99.0/24"))
+
+
+def embedded_ipv4(address: IPAddress) -> list[ipaddress.IPv4Address]:
+    """The IPv4 address(es) an IPv6 address carries, unwrapped from every form a connection
+    would reach them through: IPv4-mapped, IPv4-translated (SIIT), IPv4-compatible, NAT64's
+    well-known prefix, 6to4 and Teredo (server and client); empty for any other address."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return []
+    last32 = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped]
+    if address in SIIT or address in NAT64:
+        return [last32]
+    if address in IPV4_COMPATIBLE and int(address) > 1:  # :: and ::1 are themselves
+        return [last32]
+    if address.sixtofour is not None:
+        return [address.sixtofour]
+    if address.teredo is not None:
+        return list(address.teredo)
+    return []
+
+
+def globally_routable(address: IPAddress) -> bool:
+    """Whether ``address`` itself is a public unicast address (an IPv6 form that carries an IPv4
+    address is judged by that address: :func:`judged_addresses`)."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return (address.is_global and not address.is_multicast
+                and not any(address in network for network in NOT_GLOBAL_V4))
+    return address in GLOBAL_UNICAST_V6 and not any(address in network for network in NOT_GLOBAL_V6)
+
+
+def judged_addresses(address: IPAddress) -> list[IPAddress]:
+    """What a connection to ``address`` reaches: the IPv4 address(es) it carries, else itself."""
+    return list(embedded_ipv4(address)) or [address]
 
 
 @dataclass(frozen=True)
@@ -129,14 +175,15 @@ class OutboundPolicy:
         return cls(frozenset(hosts), tuple(networks))
 
     def address_allowed(self, host: str, address: IPAddress) -> bool:
-        """Whether a connection to ``address`` (resolved from ``host``) may be made."""
-        return all(self._single_allowed(host, inner) for inner in _embedded(address))
+        """Whether a connection to ``address`` (resolved from ``host``) may be made: every address
+        it reaches (:func:`judged_addresses`) is globally routable, or opened by OUTBOUND_ALLOW."""
+        return all(self._single_allowed(host, inner) for inner in judged_addresses(address))
 
     def _single_allowed(self, host: str, address: IPAddress) -> bool:
         if any(address in network for network in LINK_LOCAL):
             # Cloud metadata: neither a host name nor a wider network (0.0.0.0/0) opens it.
             return any(address in network and _inside_link_local(network) for network in self.networks)
-        if address.is_global and not (address.is_multicast or address.is_unspecified):
+        if globally_routable(address):
             return True
         return _host_key(host) in self.hosts or any(address in network for network in self.networks)
 
@@ -147,19 +194,6 @@ def _host_key(host: str) -> str:
 
 def _inside_link_local(network: IPNetwork) -> bool:
     return any(network.version == ll.version and network.subnet_of(ll) for ll in LINK_LOCAL)  # type: ignore[arg-type]
-
-
-def _embedded(address: IPAddress) -> list[IPAddress]:
-    """The address, plus the IPv4 address it carries (mapped, 6to4, NAT64), all checked."""
-    found: list[IPAddress] = [address]
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped:
-            found.append(address.ipv4_mapped)
-        if address.sixtofour:
-            found.append(address.sixtofour)
-        if address in NAT64:
-            found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
-    return found
 
 
 def _refused(reason: str, **details: Any) -> URLNotAllowed:

@@ -71,6 +71,45 @@ def policy(settings: Any, *entries: str) -> OutboundPolicy:
     ("::ffff:169.254.169.254", False),
     ("64:ff9b::a9fe:a9fe", False),  # NAT64 of 169.254.169.254
     ("2002:7f00:1::", False),  # 6to4 of 127.0.0.1
+    # every IPv4-in-IPv6 form is judged by the IPv4 address a connection reaches
+    ("64:ff9b::808:808", True),  # NAT64 (well-known prefix) of 8.8.8.8
+    ("64:ff9b::a00:1", False),  # NAT64 of 10.0.0.1
+    ("64:ff9b:1::a9fe:a9fe", False),  # NAT64 local-use prefix (RFC 8215): never global
+    ("64:ff9b:1::808:808", False),
+    ("::ffff:0:a9fe:a9fe", False),  # SIIT, IPv4-translated 169.254.169.254
+    ("::ffff:0:7f00:1", False),  # SIIT of 127.0.0.1
+    ("::ffff:0:808:808", True),  # SIIT of 8.8.8.8
+    ("::7f00:1", False),  # IPv4-compatible 127.0.0.1
+    ("::a9fe:a9fe", False),  # IPv4-compatible 169.254.169.254
+    ("::808:808", True),  # IPv4-compatible 8.8.8.8
+    ("::ffff:10.1.2.3", False),  # IPv4-mapped private
+    ("::ffff:8.8.8.8", True),  # IPv4-mapped public
+    ("2002:a9fe:a9fe::1", False),  # 6to4 of 169.254.169.254
+    ("2002:c0a8:101::1", False),  # 6to4 of 192.168.1.1
+    ("2002:808:808::1", True),  # 6to4 of 8.8.8.8
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False),  # Teredo, client 192.0.2.45 (documentation)
+    ("2001:0:808:808:8000:63bf:f5ff:fffe", False),  # Teredo, client 10.0.0.1 (obfuscated)
+    ("2001:0:808:808:8000:63bf:5601:5601", False),  # Teredo, client 169.254.169.254 (obfuscated)
+    ("2001:0:808:808:8000:63bf:f7f7:f7f7", True),  # Teredo, server and client 8.8.8.8
+    # IPv6 space that is not globally routable
+    ("fec0::1", False),  # site-local (deprecated)
+    ("fc00::1", False),  # unique local
+    ("ff02::1", False),  # multicast
+    ("::", False),  # unspecified
+    ("100::1", False),  # discard-only
+    ("2001:db8::1", False),  # documentation
+    ("3fff::1", False),  # documentation (RFC 9637)
+    ("2001:2::1", False),  # benchmarking
+    ("2001:10::1", False),  # ORCHID
+    ("5f00::1", False),  # SRv6 SIDs, outside global unicast
+    ("fe80::a9fe:a9fe", False),  # link-local
+    # IPv4 special-purpose space
+    ("192.0.0.8", False),  # IETF protocol assignments
+    ("192.0.2.1", False),  # documentation
+    ("198.18.0.1", False),  # benchmarking
+    ("240.0.0.1", False),  # reserved
+    ("255.255.255.255", False),  # broadcast
+    ("1.1.1.1", True),
 ])
 def test_only_public_addresses_without_an_allow_list(settings: Any, address: str, allowed: bool) -> None:
     assert policy(settings).address_allowed("host.example", ipaddress.ip_address(address)) is allowed
