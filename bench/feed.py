@@ -38,6 +38,7 @@ def main() -> None:
     from django.db import connection, transaction
 
     from memory_engine.models import MemoryStore, Project
+    from memory_engine.policy import SYSTEM
     from memory_engine.selectors.feed import feed_page
     from memory_engine.services.memory_write import memory_write
     from memory_engine.services.stores import project_delete
@@ -79,7 +80,7 @@ def main() -> None:
         cursor: str | None = None
         try:
             while True:
-                page = feed_page(project=project, principal="key:reader", after=cursor, limit=1000)
+                page = feed_page(project=project, caller=SYSTEM, after=cursor, limit=1000)
                 now = time.monotonic()
                 seen.extend((e.kind, e.object_id, now) for e in page.entries)
                 cursor = page.next_cursor

@@ -486,6 +486,7 @@ def main() -> None:
     setup_django(args.db)
     from memory_engine.models import MemoryStore, Project
     from memory_engine.providers.embeddings import get_embedding_provider
+    from memory_engine.policy import SYSTEM
     from memory_engine.services.agents import agent_create
     from memory_engine.services.keys import api_key_create
     from memory_engine.services.stores import subject_store_get_or_create
@@ -494,7 +495,8 @@ def main() -> None:
     material = base_material(args.data, provider, args.base_sample)
     project = Project.objects.create(name="bench-search")
     stores = [MemoryStore.objects.create(project=project, name=f"store-{i}") for i in range(STORES)]
-    agent = agent_create(project=project, name="bench-agent", knowledge_config={"memory_store_ids": [stores[0].pk]})
+    agent = agent_create(project=project, name="bench-agent", knowledge_config={"memory_store_ids": [stores[0].pk]},
+                         caller=SYSTEM)
     stores.append(MemoryStore.objects.get(tier="agent", agent=agent))
     stores += [subject_store_get_or_create(project=project, external_id=f"subject-{i}")[0] for i in range(SUBJECTS)]
     key = api_key_create(project=project)[1]

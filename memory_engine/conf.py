@@ -269,6 +269,9 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_TIMEOUT_SECONDS": 10.0,
     "WEBHOOK_RETRY_SECONDS": 30,
     "WEBHOOK_RETRY_MAX_SECONDS": 3600,
+    # The key of the HMAC erasure receipts keep of their selector (docs/retention.md); None: a
+    # key derived from SECRET_KEY. Set it to keep receipts checkable across a SECRET_KEY rotation.
+    "ERASURE_RECEIPT_KEY": None,
 }
 
 # --- declared types (coercers: memory_engine.setting_types) ------------------------------------
@@ -410,6 +413,7 @@ TYPES: dict[str, Coerce] = {
     "WEBHOOK_TIMEOUT_SECONDS": number,
     "WEBHOOK_RETRY_SECONDS": integer,
     "WEBHOOK_RETRY_MAX_SECONDS": integer,
+    "ERASURE_RECEIPT_KEY": optional(text),
 }
 assert TYPES.keys() == DEFAULTS.keys(), sorted(TYPES.keys() ^ DEFAULTS.keys())
 

@@ -1,9 +1,12 @@
-"""Access inside a project: grant tags and the grants of API keys (docs/security.md).
+"""The grammar of grants (docs/security.md, *Access inside a project*): actions, tag patterns and
+their matching. No decisions live here: :mod:`memory_engine.policy` decides who sees and does
+what; this module only parses and matches the lists that API keys and staff users carry.
 
-Documents and memory stores carry ``access_tags``; a key's ``grants`` map tag patterns
-(fnmatch: ``team:*``) to actions. A key without grants reaches the whole project (grants are
-opt-in per key). A key with grants reaches an object when one of the object's tags matches a
-pattern granted that action, and always the objects tagged with its own owner tag.
+Documents and memory stores carry ``access_tags``; a principal's ``grants`` map tag patterns
+(fnmatch: ``team:*``) to actions. A principal with grants reaches an object when one of the
+object's tags matches a pattern granted that action, and always (for every action but ``hold``)
+the objects tagged with its own owner tag. ``hold`` (releasing a legal hold) is never implied:
+only a pattern that names it grants it.
 """
 
 from __future__ import annotations
@@ -19,14 +22,16 @@ SEARCH = "search"
 ADD = "add"
 FORGET = "forget"
 PURGE = "purge"
-ACTIONS = (SEARCH, ADD, FORGET, PURGE)
+#: Releasing a legal hold: granted only by a pattern that names it (never by an owner tag).
+HOLD = "hold"
+ACTIONS = (SEARCH, ADD, FORGET, PURGE, HOLD)
 WILDCARDS = frozenset("*?[")
 MAX_TAG_LENGTH = 200
 
 
-def owner_tag(key_id: str) -> str:
-    """The tag written on every document and store a key creates."""
-    return f"owner:{key_id}"
+def owner_tag(owner: str) -> str:
+    """The tag written on every document and store a principal with an owner id creates."""
+    return f"owner:{owner}"
 
 
 def share_tag(object_id: str) -> str:
@@ -56,15 +61,15 @@ def validate_grants(value: Any) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Grants:
-    """One key's grants. ``restricted`` is False for a key without grants: it reaches everything."""
+    """One principal's grants. ``restricted`` is False for an empty list: no narrowing."""
 
-    key_id: str
+    owner: str
     grants: tuple[tuple[str, frozenset[str]], ...]
 
     @classmethod
-    def of(cls, key_id: str, grants: Any) -> Grants:
+    def of(cls, owner: str, grants: Any) -> Grants:
         rows = validate_grants(grants)
-        return cls(key_id, tuple((g["pattern"], frozenset(g["actions"])) for g in rows))
+        return cls(owner, tuple((g["pattern"], frozenset(g["actions"])) for g in rows))
 
     @property
     def restricted(self) -> bool:
@@ -79,10 +84,10 @@ class Grants:
         return any(WILDCARDS & set(p) for p in self.patterns(action))
 
     def tags(self, action: str | None, catalogue: Iterable[str] = ()) -> list[str]:
-        """The concrete tags ``action`` reaches: the owner tag, literal patterns and the tags of
-        ``catalogue`` (the project's tags in use) that a wildcard pattern matches."""
+        """The concrete tags ``action`` reaches: the owner tag (not for ``hold``), literal patterns
+        and the tags of ``catalogue`` (the project's tags in use) that a wildcard pattern matches."""
         patterns = self.patterns(action)
-        allowed = {owner_tag(self.key_id)}
+        allowed = set() if action == HOLD else {owner_tag(self.owner)}
         allowed.update(p for p in patterns if not WILDCARDS & set(p))
         wild = [p for p in patterns if WILDCARDS & set(p)]
         allowed.update(t for t in catalogue if any(fnmatchcase(t, p) for p in wild))
@@ -91,6 +96,6 @@ class Grants:
     def allows(self, action: str, object_tags: Iterable[str]) -> bool:
         """Whether the grants allow ``action`` on an object with these tags."""
         tags = list(object_tags)
-        if owner_tag(self.key_id) in tags:
+        if action != HOLD and owner_tag(self.owner) in tags:
             return True
         return any(fnmatchcase(t, p) for p in self.patterns(action) for t in tags)

@@ -30,6 +30,7 @@ from memory_engine.knowledge_config import (
     search_kwargs,
 )
 from memory_engine.models import Agent, Memory, Project
+from memory_engine.policy import SEARCH, Principal, reach
 from memory_engine.selectors.search import Actor, SearchHit, SearchResult, knowledge_search
 from memory_engine.text import content_text, validate_messages
 
@@ -175,14 +176,14 @@ def inject_knowledge(
     query: str | None = None,
     subject: str | None = None,
     facet: str | None = None,
-    access_tags: list[str] | None = None,
+    caller: Principal,
 ) -> tuple[list[dict[str, Any]], SearchResult]:
     """Search with the agent's (or the given) config merged with ``override`` and return
     ``(messages with the <knowledge> user message, the SearchResult)``.
 
     With an agent the recall is the agent's (``Actor``): its own store, the config's stores and,
     given ``subject`` (the end user's external id), that user's store. ``facet`` is pinned by
-    the host. ``access_tags``: the caller key's grant tags (knowledge_search).
+    the host. ``caller``: who asks; the search holds only what it may see (memory_engine.policy).
 
     The query defaults to the last user message; with no query nothing is injected.
     """
@@ -199,5 +200,5 @@ def inject_knowledge(
         return list(messages), SearchResult(results=[])
     actor = Actor(agent=agent, subject=subject) if agent is not None else None
     result = knowledge_search(project=project, query=query, guard_path="context", facet=facet, actor=actor,
-                              access_tags=access_tags, **search_kwargs(merged))
+                              access_tags=reach(caller, SEARCH), **search_kwargs(merged))
     return prepend_knowledge(messages, knowledge_message(result.results, result.evidence)), result

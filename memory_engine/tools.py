@@ -30,6 +30,7 @@ from memory_engine.injection import (
 from memory_engine.knowledge_config import normalize_knowledge_config, search_kwargs
 from memory_engine.models import Agent, Memory, MemoryAssertion
 from memory_engine.models.memories import Kind, Mechanism, Tier
+from memory_engine.policy import FORGET, SEARCH, Principal, reach, visible
 from memory_engine.selectors.memories import agent_visible_memories, drop_instruction_memories, in_facet, open_memory
 from memory_engine.selectors.search import Actor, knowledge_search
 from memory_engine.services.memory_lifecycle import memory_forget
@@ -261,8 +262,8 @@ def agent_tool_guidance(agent: Agent, *, fmt: str = "openai") -> dict[str, Any]:
     }
 
 
-def run_search_knowledge(agent: Agent, arguments: dict[str, Any], *, subject: str | None = None,
-                         facet: str | None = None, access_tags: list[str] | None = None) -> tuple[str, Any]:
+def run_search_knowledge(agent: Agent, arguments: dict[str, Any], *, caller: Principal, subject: str | None = None,
+                         facet: str | None = None) -> tuple[str, Any]:
     """Execute a ``search_knowledge`` call inside the agent's scope, as the agent (``Actor``) for
     ``subject`` when the host names one. A ``facet`` from the host pins the recall; else the
     model's ``facet`` argument, if any, applies.
@@ -279,12 +280,12 @@ def run_search_knowledge(agent: Agent, arguments: dict[str, Any], *, subject: st
     if facet is None:
         facet = arguments.get("facet")
     result = knowledge_search(project=agent.project, query=arguments["query"], guard_path="tools", facet=facet,
-                              actor=Actor(agent=agent, subject=subject), access_tags=access_tags, **kwargs)
+                              actor=Actor(agent=agent, subject=subject), access_tags=reach(caller, SEARCH), **kwargs)
     return render_knowledge_block(result.results, result.evidence) or "No matching knowledge found.", result
 
 
-def run_open_memory(agent: Agent, arguments: dict[str, Any], *, subject: str | None = None,
-                    facet: str | None = None, access_tags: list[str] | None = None) -> tuple[str, Memory]:
+def run_open_memory(agent: Agent, arguments: dict[str, Any], *, caller: Principal, subject: str | None = None,
+                    facet: str | None = None) -> tuple[str, Memory]:
     """Execute an ``open_memory`` call: the whole body of a live memory the agent may see
     (:func:`memory_engine.selectors.memories.agent_visible_memories`, for ``subject`` when the host
     names one; in the host's pinned ``facet``), as ``(text for the tool result, memory)``; any
@@ -293,9 +294,7 @@ def run_open_memory(agent: Agent, arguments: dict[str, Any], *, subject: str | N
         raise ValidationFailed("open_memory needs a string `id`.", details={"field": "id"})
     facet = validate_facet(facet)
     subject = validate_subject(subject, allow_none=True)
-    memories = agent_visible_memories(agent, subject=subject)
-    if access_tags is not None:  # a key with grants (docs/security.md): its stores only
-        memories = memories.filter(store__access_tags__overlap=access_tags)
+    memories = visible(caller, agent_visible_memories(agent, subject=subject))
     memory = open_memory(memories, arguments["id"].strip(), facet=facet, path="tools")
     return render_memory_block(memory), memory
 
@@ -313,8 +312,8 @@ def _argument(arguments: dict[str, Any], name: str, kind: type, default: Any = N
     return value
 
 
-def run_list_memories(agent: Agent, arguments: dict[str, Any], *, subject: str | None = None,
-                      facet: str | None = None, access_tags: list[str] | None = None) -> tuple[str, list[Memory]]:
+def run_list_memories(agent: Agent, arguments: dict[str, Any], *, caller: Principal, subject: str | None = None,
+                      facet: str | None = None) -> tuple[str, list[Memory]]:
     """Execute a ``list_memories`` call: the live memories the agent may open (as
     :func:`run_open_memory`), newest first, each as its source tag and a preview. A ``facet`` from
     the host pins the list; else the model's ``facet`` argument, if any, applies."""
@@ -325,9 +324,7 @@ def run_list_memories(agent: Agent, arguments: dict[str, Any], *, subject: str |
         raise ValidationFailed("`limit` must be between 1 and 50.", details={"field": "limit"})
     kind = _argument(arguments, "kind", str)
     facet = validate_facet(facet if facet is not None else _argument(arguments, "facet", str))
-    memories = agent_visible_memories(agent, subject=validate_subject(subject, allow_none=True))
-    if access_tags is not None:
-        memories = memories.filter(store__access_tags__overlap=access_tags)
+    memories = visible(caller, agent_visible_memories(agent, subject=validate_subject(subject, allow_none=True)))
     memories = in_facet(memories & Memory.objects.live(), facet)
     if kind:
         memories = memories.filter(kind=kind)
@@ -346,12 +343,11 @@ def run_list_memories(agent: Agent, arguments: dict[str, Any], *, subject: str |
     return "<knowledge>\n" + KNOWLEDGE_PREAMBLE + "\n\n" + "\n\n".join(items) + "\n</knowledge>", rows
 
 
-def run_forget_memory(agent: Agent, arguments: dict[str, Any], *, principal: str, subject: str | None = None,
-                      facet: str | None = None, access_tags: list[str] | None = None) -> tuple[str, MemoryAssertion]:
+def run_forget_memory(agent: Agent, arguments: dict[str, Any], *, caller: Principal, subject: str | None = None,
+                      facet: str | None = None) -> tuple[str, MemoryAssertion]:
     """Execute a ``forget_memory`` call (mechanism ``tool``): a live memory of a store the agent
     writes to (its write store, its own agent-tier store, the host's ``subject``'s store), in the
-    host's pinned ``facet``; any other id answers 404 like an unknown one. ``access_tags``: the
-    tags a key with grants may forget in."""
+    host's pinned ``facet``, that ``caller`` may forget; any other id answers 404 like an unknown one."""
     if not isinstance(arguments, dict) or not isinstance(arguments.get("id"), str) or not arguments["id"].strip():
         raise ValidationFailed("forget_memory needs a string `id`.", details={"field": "id"})
     subject = validate_subject(subject, allow_none=True)
@@ -361,9 +357,7 @@ def run_forget_memory(agent: Agent, arguments: dict[str, Any], *, principal: str
     if subject is not None:
         own |= Memory.objects.filter(store__project_id=agent.project_id, store__tier=Tier.USER,
                                      store__subject_external_id=subject)
-    writable = agent_visible_memories(agent, subject=subject) & own
-    if access_tags is not None:
-        writable = writable.filter(store__access_tags__overlap=access_tags)
+    writable = visible(caller, agent_visible_memories(agent, subject=subject) & own, FORGET)
     memory = open_memory(writable, arguments["id"].strip(), facet=validate_facet(facet), path="tools")
-    assertion = memory_forget(memory=memory, principal=principal, mechanism=Mechanism.TOOL)
+    assertion = memory_forget(memory=memory, principal=caller.label, mechanism=Mechanism.TOOL)
     return f"Forgot memory {memory.pk}.", assertion

@@ -24,14 +24,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import MemoryEngineError, ValidationFailed
+from memory_engine.exceptions import MemoryEngineError, PrincipalInactive, ValidationFailed
 from memory_engine.guards import check_outbound_url
 from memory_engine.models import DeliveryStatus, FeedEntry, FeedKind, Project, WebhookDelivery, WebhookSubscription
+from memory_engine.policy import Principal, principal_from_reference, require_unrestricted
 from memory_engine.providers.http import ProviderHTTPError, post_once
 from memory_engine.providers.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_body
 from memory_engine.selectors.feed import feed_page
 
-__all__ = ["webhook_create", "webhook_deliver", "webhooks_dispatch", "entry_payload"]
+__all__ = ["webhook_create", "webhook_deliver", "webhook_rotate_secret", "webhooks_dispatch", "entry_payload"]
 
 DELIVERY_HEADER = "X-Memory-Engine-Delivery"
 CURSOR_HEADER = "X-Memory-Engine-Delivery-From"
@@ -48,20 +49,32 @@ def validate_event_kinds(value: Sequence[str] | None) -> list[str]:
 
 
 def webhook_create(*, project: Project, url: str, event_kinds: Sequence[str] | None = None,
-                   principal: str) -> WebhookSubscription:
-    """A subscription from now on (its cursor starts at the feed's current end). The URL must
-    pass the outbound guard (URL_NOT_ALLOWED; private hosts only through OUTBOUND_ALLOW); the
-    secret is generated here and shown to the creator."""
+                   caller: Principal) -> WebhookSubscription:
+    """A subscription from now on (its cursor starts at the feed's current end), delivered as
+    ``caller`` (checked again at every delivery). The feed is project-wide: a caller narrowed by
+    grants may not follow it (403 GRANT_REQUIRED). The URL must pass the outbound guard
+    (URL_NOT_ALLOWED; private hosts only through OUTBOUND_ALLOW); the secret is generated here
+    and shown to the creator once."""
+    require_unrestricted(caller)
     check_outbound_url(url)
-    cursor = feed_page(project=project, principal=principal, after=None, limit=1).next_cursor
+    cursor = feed_page(project=project, caller=caller, after=None, limit=1).next_cursor
     while True:  # the end of the feed now: the subscription is for what happens next
-        page = feed_page(project=project, principal=principal, after=cursor, limit=1000)
+        page = feed_page(project=project, caller=caller, after=cursor, limit=1000)
         if page.next_cursor == cursor:
             break
         cursor = page.next_cursor
     return WebhookSubscription.objects.create(
         project=project, url=url, event_kinds=validate_event_kinds(event_kinds), cursor=cursor,
-        secret=secrets.token_urlsafe(32), created_by=principal)
+        secret=secrets.token_urlsafe(32), created_by=caller.label[:200], acting_as=caller.reference[:200])
+
+
+def webhook_rotate_secret(*, subscription: WebhookSubscription) -> str:
+    """A new signing secret for ``subscription``, returned once (nothing shows it again); the
+    next delivery is signed with it."""
+    secret = secrets.token_urlsafe(32)
+    WebhookSubscription.objects.filter(pk=subscription.pk).update(secret=secret)
+    subscription.secret = secret
+    return secret
 
 
 def entry_payload(entry: FeedEntry) -> dict[str, object]:
@@ -86,8 +99,16 @@ def webhook_deliver(*, subscription_id: str) -> WebhookDelivery | None:
     now = timezone.now()
     if subscription is None or (subscription.next_attempt_at and subscription.next_attempt_at > now):
         return None
-    principal = f"webhook:{subscription.pk}"
-    page = feed_page(project=subscription.project, principal=principal, after=subscription.cursor or None,
+    try:  # the feed as its creator sees it now (memory_engine.policy)
+        caller = principal_from_reference(subscription.acting_as, project_id=subscription.project_id)
+    except PrincipalInactive as exc:
+        subscription.active = False
+        subscription.save(update_fields=["active"])
+        return WebhookDelivery.objects.create(subscription=subscription, attempt=subscription.failures + 1,
+                                              status=DeliveryStatus.FAILED, error=f"{exc.code}: {exc.message}",
+                                              event_count=0,
+                                              cursor_from=subscription.cursor, cursor_to=subscription.cursor)
+    page = feed_page(project=subscription.project, caller=caller, after=subscription.cursor or None,
                      limit=engine_settings.WEBHOOK_BATCH_SIZE)
     entries = [e for e in page.entries if not subscription.event_kinds or e.kind in subscription.event_kinds]
     if not entries:

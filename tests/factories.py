@@ -24,11 +24,23 @@ class MemoryStoreFactory(factory.django.DjangoModelFactory):
 
 
 class AgentFactory(factory.django.DjangoModelFactory):
+    """An agent row. ``access_tags=[...]`` also makes its own (agent-tier) store with those grant
+    tags, as agent_create does: a principal narrowed by grants reaches the agent through them."""
+
     class Meta:
         model = Agent
+        skip_postgeneration_save = True
 
     project = factory.SubFactory(ProjectFactory)
     name = factory.Sequence(lambda n: f"agent-{n}")
+
+    @factory.post_generation
+    def access_tags(self, create: bool, extracted: list[str] | None, **kwargs: object) -> None:
+        if create and extracted is not None:
+            from memory_engine.services.stores import agent_store_create
+
+            store = agent_store_create(agent=self, owner=None)
+            MemoryStore.objects.filter(pk=store.pk).update(access_tags=list(extracted))
 
 
 def make_key(project: Project, *, read_only: bool = False) -> str:

@@ -18,15 +18,15 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from memory_engine.access import ADD
 from memory_engine.exceptions import MemoryEngineError
+from memory_engine.grants import ADD
 from memory_engine.models import Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
+from memory_engine.policy import access_tags_write
 from memory_engine.providers.http import redact_url
 from memory_engine.redaction import converter_target, secret_state
 from memory_engine.selectors.documents import version_diff, version_text
 from memory_engine.services import reembed
-from memory_engine.services.access import access_tags_write
 from memory_engine.services.documents import (
     Lineage,
     Upload,
@@ -134,7 +134,6 @@ class DocumentAdmin(RetentionActionsMixin, ErasureAdmin, ProjectScopedAdmin):
     list_select_related = ["project", "ingestion_rule"]
     date_hierarchy = "created_at"
     actions = ["reingest", "reingest_with_settings", "reembed_missing", *RETENTION_ACTIONS]
-    access_tags_path = "access_tags"
     retention_setter = set_documents_retention
     inlines = [ChunkInline]
     readonly_fields = [
@@ -179,7 +178,7 @@ class DocumentAdmin(RetentionActionsMixin, ErasureAdmin, ProjectScopedAdmin):
         obj.__dict__.update({k: v for k, v in created.__dict__.items() if k != "_state"})
         obj._state.adding = False
 
-    def erase(self, obj: Document) -> None:
+    def erase(self, request: HttpRequest, obj: Document) -> None:
         document_delete(document=obj)
 
     def get_urls(self) -> list[Any]:

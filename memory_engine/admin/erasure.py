@@ -22,25 +22,25 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.utils.text import capfirst
 
-from memory_engine.access import PURGE
+from memory_engine.grants import PURGE
 from memory_engine.selectors.erasure import erasure_plan
 
 
 class ErasureAdmin(admin.ModelAdmin):
     """A ModelAdmin whose deletions (delete view and bulk action) go through :meth:`erase`."""
 
-    def erase(self, obj: Any) -> None:
+    def erase(self, request: HttpRequest, obj: Any) -> None:
         raise NotImplementedError(".erase() must be overridden")
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         self._require_purge(request, [obj])
-        self.erase(obj)
+        self.erase(request, obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         self._require_purge(request, queryset)
         with transaction.atomic():  # all selected rows, or none
             for obj in queryset:
-                self.erase(obj)
+                self.erase(request, obj)
 
     def _require_purge(self, request: HttpRequest, objs: Any) -> None:
         """A staff user with grants erases only rows a ``purge`` grant reaches (403 otherwise)."""

@@ -12,18 +12,18 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from memory_engine.access import ADD, FORGET
 from memory_engine.exceptions import MemoryEngineError
+from memory_engine.grants import ADD, FORGET
 from memory_engine.models import Memory, MemoryAssertion, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome
-from memory_engine.services.access import access_tags_write
+from memory_engine.policy import access_tags_write
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore, restorable_until
 from memory_engine.services.stores import memory_store_delete, memory_store_save, validate_memory_store
 
 from .erasure import ErasureAdmin
 from .links import LinksInInline, LinksOutInline
 from .retention import RETENTION_ACTIONS, RetentionActionsMixin, set_memories_retention
-from .scoping import ProjectScopedAdmin, admin_owner
+from .scoping import ProjectScopedAdmin, admin_caller, admin_owner
 
 #: Outcomes of the assertion that brings a memory into existence.
 MAKING_OUTCOMES = (Outcome.CREATED, Outcome.SUPERSEDED, Outcome.DECLARED)
@@ -70,7 +70,6 @@ class MemoryStoreAdmin(ErasureAdmin, ProjectScopedAdmin):
     # A store's tier and owner are set when it is made (API, subjects, agents): stores made here
     # are institutional.
     readonly_fields = ["id", "tier", "subject_external_id", "agent", "created_at"]
-    access_tags_path = "access_tags"
 
     def save_model(self, request: HttpRequest, obj: MemoryStore, form: Any, change: bool) -> None:
         if change:
@@ -79,7 +78,7 @@ class MemoryStoreAdmin(ErasureAdmin, ProjectScopedAdmin):
         if not change:
             access_tags_write(obj=obj, owner=admin_owner(request))
 
-    def erase(self, obj: MemoryStore) -> None:
+    def erase(self, request: HttpRequest, obj: MemoryStore) -> None:
         memory_store_delete(store=obj)
 
 
@@ -161,7 +160,6 @@ class MemoryAdmin(RetentionActionsMixin, ProjectScopedAdmin):
     inlines = [LinksInInline, LinksOutInline]
     actions = ["forget", *RETENTION_ACTIONS]
     retention_setter = set_memories_retention
-    access_tags_path = "store__access_tags"
 
     def has_add_permission(self, request: Any) -> bool:
         return False
@@ -181,7 +179,7 @@ class MemoryAdmin(RetentionActionsMixin, ProjectScopedAdmin):
         count, refused = 0, []
         for memory in queryset.filter(invalidated_at__isnull=True):
             try:
-                memory_forget(memory=memory, principal=f"admin:{request.user.get_username()}",
+                memory_forget(memory=memory, principal=admin_caller(request).label,
                               mechanism=Mechanism.API)
                 count += 1
             except MemoryEngineError as exc:  # LEGAL_HOLD
@@ -272,7 +270,7 @@ class TrashedMemoryAdmin(MemoryAdmin):
         restored, refused = 0, []
         for memory in queryset:
             try:
-                memory_restore(memory=memory, principal=f"admin:{request.user.get_username()}",
+                memory_restore(memory=memory, principal=admin_caller(request).label,
                                mechanism=Mechanism.API)
                 restored += 1
             except MemoryEngineError as exc:
@@ -364,7 +362,6 @@ class SupersededMemoryAdmin(MemoryAdmin):
 @admin.register(MemoryAssertion)
 class MemoryAssertionAdmin(ProjectScopedAdmin):
     project_path = "store__project"
-    access_tags_path = "store__access_tags"
     list_display = ["id", "outcome", "decision_reason", "similarity_display", "content_preview", "mechanism",
                     "principal", "store", "memory_link", "replaced_link", "generation_link", "rule_link",
                     "created_at"]

@@ -14,12 +14,13 @@ from django.utils.safestring import mark_safe
 
 from memory_engine.exceptions import LLMNotConfigured, MemoryEngineError
 from memory_engine.models import Generation, MemoryRule
+from memory_engine.policy import ADD
 from memory_engine.redaction import SECRET_MASK, mask_handler_config, restore_masked_secrets
 from memory_engine.services.rules import enqueue_rule_firing, is_pending, matching_rule_ids, validate_rule_handler
 
 from .console import dry_run_view
 from .memories import admin_link
-from .scoping import ProjectScopedAdmin, TrustedForm
+from .scoping import ProjectScopedAdmin, TrustedForm, admin_caller
 
 COUNT_KEYS = ("created", "superseded", "skipped", "failed")
 
@@ -88,6 +89,13 @@ class MemoryRuleAdmin(ProjectScopedAdmin):
 
     def get_queryset(self, request: Any) -> Any:
         return super().get_queryset(request).prefetch_related("source_agents")
+
+    def save_model(self, request: HttpRequest, obj: MemoryRule, form: Any, change: bool) -> None:
+        # A rule writes into its store as the user who saved it (memory_engine.policy), checked
+        # again at every firing.
+        self.require_grant(request, ADD, [obj])
+        obj.acting_as = admin_caller(request).reference[:200]
+        super().save_model(request, obj, form, change)
 
     def get_urls(self) -> list[Any]:
         view = self.admin_site.admin_view(self.dry_run)

@@ -3,10 +3,12 @@
 Superusers see every project. Any other staff user sees only the projects they are a
 member of (``Project.members``): changelists, detail pages, autocomplete, the choices
 of foreign keys and list filters, and the custom console views all go through
-:func:`visible_projects` / :class:`ProjectScopedAdmin`. Inside those projects a staff user
-with grants (:class:`~memory_engine.models.StaffGrants`) sees only the documents, stores and
-memories a ``search`` grant reaches, and changes them only with the action's grant
-(:func:`require_admin_grant`; docs/security.md, *Access inside a project*).
+:func:`visible_projects` / :class:`ProjectScopedAdmin`. Inside those projects the access policy
+(:mod:`memory_engine.policy`) decides for a staff user with grants
+(:class:`~memory_engine.models.StaffGrants`): every grant-covered row (stores and their memories,
+ledger rows and rules; documents; agents and their generations; links) is listed only when a
+``search`` grant reaches it, and changed only with the action's grant (:func:`require_admin_grant`;
+docs/security.md, *The access policy*).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest
 
-from memory_engine.access import SEARCH
 from memory_engine.models import (
     Agent,
     Document,
@@ -30,7 +31,7 @@ from memory_engine.models import (
     Project,
     TransformConfig,
 )
-from memory_engine.selectors.access import grant_tags, user_grants, user_principal_id
+from memory_engine.policy import SEARCH, TAG_FILTERS, Principal, allows, reach, user_principal, visible
 
 #: How each related model reaches its project (used to limit foreign-key choices).
 PROJECT_PATHS: dict[type[Model], str] = {
@@ -71,35 +72,30 @@ def scoped_project_or_404(request: HttpRequest, project_id: str) -> Project:
     return project
 
 
+def admin_caller(request: HttpRequest) -> Principal:
+    """The admin user as the access policy sees it, built once per request."""
+    if "_memory_engine_caller" not in request.__dict__:
+        request.__dict__["_memory_engine_caller"] = user_principal(request.user)
+    return request.__dict__["_memory_engine_caller"]
+
+
 def admin_access_tags(request: HttpRequest, action: str | None = SEARCH) -> list[str] | None:
     """The grant tags ``action`` reaches in the user's projects; None for a user without grants
-    (and a superuser): the whole projects. Computed once per request."""
-    cache = request.__dict__.setdefault("_memory_engine_admin_access", {})
-    if action not in cache:
-        grants = user_grants(request.user)
-        cache[action] = None if grants is None else grant_tags(grants, action, visible_projects(request))
-    return cache[action]
+    (and a superuser): the whole projects."""
+    return reach(admin_caller(request), action)
 
 
 def admin_owner(request: HttpRequest) -> str | None:
     """The owner a document or store created here is tagged with: a user with grants only (a
     user without grants writes none, as before grants existed)."""
-    return user_principal_id(request.user) if user_grants(request.user) is not None else None
+    return admin_caller(request).owner
 
 
-def object_access_tags(obj: Any, path: str) -> list[str]:
-    """The grant tags of ``obj`` through ``path`` (``access_tags``, ``store__access_tags``)."""
-    value = obj
-    for part in path.split("__"):
-        value = getattr(value, part)
-    return list(value)
-
-
-def require_admin_grant(request: HttpRequest, action: str, objs: Any, path: str = "access_tags") -> None:
-    """403 (PermissionDenied) unless the user's grants allow ``action`` on every one of ``objs``:
-    an action on a selection runs on all of it or on none."""
-    grants = user_grants(request.user)
-    if grants is not None and not all(grants.allows(action, object_access_tags(o, path)) for o in objs):
+def require_admin_grant(request: HttpRequest, action: str, objs: Any) -> None:
+    """403 (PermissionDenied) unless the policy allows ``action`` on every one of ``objs``: an
+    action on a selection runs on all of it or on none."""
+    caller = admin_caller(request)
+    if not all(allows(caller, action, obj) for obj in objs):
         raise PermissionDenied
 
 
@@ -123,9 +119,6 @@ class ProjectScopedAdmin(admin.ModelAdmin):
     """
 
     project_path = "project"
-    #: The lookup to the grant tags of a row (``access_tags``, ``store__access_tags``); None: a
-    #: model grants do not cover.
-    access_tags_path: str | None = None
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         form = super().get_form(request, obj, change=change, **kwargs)
@@ -135,26 +128,54 @@ class ProjectScopedAdmin(admin.ModelAdmin):
             form.trusted = bool(request.user.is_superuser)
         return form
 
+    def _narrowed_on_project_wide(self, request: HttpRequest) -> bool:
+        """A row grants do not cover is project-wide configuration (rules of ingestion, transform
+        configs, the schema, the project itself): a user with grants reads it and changes none."""
+        return self.model not in TAG_FILTERS and admin_caller(request).restricted
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return not self._narrowed_on_project_wide(request) and super().has_add_permission(request, *args)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return not self._narrowed_on_project_wide(request) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return not self._narrowed_on_project_wide(request) and super().has_delete_permission(request, obj)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        return {} if self._narrowed_on_project_wide(request) else super().get_actions(request)
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         queryset = scope_queryset(request, super().get_queryset(request), self.project_path)
-        tags = admin_access_tags(request) if self.access_tags_path else None
-        return queryset if tags is None else queryset.filter(**{f"{self.access_tags_path}__overlap": tags})
+        if queryset.model in TAG_FILTERS:  # a grant-covered model: the policy narrows it
+            queryset = visible(admin_caller(request), queryset)
+        return queryset
 
     def require_grant(self, request: HttpRequest, action: str, objs: Any) -> None:
-        """:func:`require_admin_grant` on rows of this admin's model."""
-        if self.access_tags_path:
-            require_admin_grant(request, action, objs, self.access_tags_path)
+        """:func:`require_admin_grant` on rows of this admin's model (rows grants do not cover
+        are project-wide: a user with grants may not act on them)."""
+        if self.model in TAG_FILTERS:
+            require_admin_grant(request, action, objs)
+        elif admin_caller(request).restricted:
+            raise PermissionDenied
+
+    def _choices(self, request: HttpRequest, model: type[Model]) -> QuerySet[Any] | None:
+        """The rows of ``model`` a foreign key of this admin may point at: the user's projects,
+        and for a grant-covered model the rows the policy lets the user see."""
+        path = PROJECT_PATHS.get(model)
+        if path is None:
+            return None
+        rows = scope_queryset(request, model._default_manager.all(), path)
+        return visible(admin_caller(request), rows) if model in TAG_FILTERS else rows
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        path = PROJECT_PATHS.get(db_field.related_model)
-        if path is not None and "queryset" not in kwargs:
-            kwargs["queryset"] = scope_queryset(request, db_field.related_model._default_manager.all(), path)
+        if "queryset" not in kwargs and (rows := self._choices(request, db_field.related_model)) is not None:
+            kwargs["queryset"] = rows
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        path = PROJECT_PATHS.get(db_field.related_model)
-        if path is not None and "queryset" not in kwargs:
-            kwargs["queryset"] = scope_queryset(request, db_field.related_model._default_manager.all(), path)
+        if "queryset" not in kwargs and (rows := self._choices(request, db_field.related_model)) is not None:
+            kwargs["queryset"] = rows
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     def get_list_filter(self, request: HttpRequest) -> Any:

@@ -13,13 +13,12 @@ from django.utils.cache import patch_cache_control
 from django.utils.html import format_html
 
 from memory_engine.models import ApiKey, Project, StaffGrants
-from memory_engine.selectors.access import user_grants
 from memory_engine.services.keys import api_key_create, api_key_revoke
 from memory_engine.services.stores import project_delete
 
 from .console import overview_view, playground_view
 from .erasure import ErasureAdmin
-from .scoping import ProjectScopedAdmin, visible_projects
+from .scoping import ProjectScopedAdmin, admin_caller, visible_projects
 
 
 class ApiKeyInline(admin.TabularInline):
@@ -53,9 +52,9 @@ class ProjectAdmin(ErasureAdmin, ProjectScopedAdmin):
 
     def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
         # Deleting a project erases rows a staff user with grants may not reach.
-        return user_grants(request.user) is None and super().has_delete_permission(request, obj)
+        return not admin_caller(request).restricted and super().has_delete_permission(request, obj)
 
-    def erase(self, obj: Project) -> None:
+    def erase(self, request: HttpRequest, obj: Project) -> None:
         project_delete(project=obj)
 
     def get_urls(self) -> list[Any]:
@@ -91,10 +90,10 @@ class ApiKeyAdmin(ProjectScopedAdmin):
 
     def has_add_permission(self, request: Any) -> bool:
         # A staff user with grants makes no key: a key without grants would reach the whole project.
-        return user_grants(request.user) is None and super().has_add_permission(request)
+        return not admin_caller(request).restricted and super().has_add_permission(request)
 
     def has_change_permission(self, request: Any, obj: Any = None) -> bool:
-        return user_grants(request.user) is None and super().has_change_permission(request, obj)
+        return not admin_caller(request).restricted and super().has_change_permission(request, obj)
 
     def get_readonly_fields(self, request: Any, obj: ApiKey | None = None) -> list[str]:
         fields = list(super().get_readonly_fields(request, obj))

@@ -1,5 +1,7 @@
 """Webhook subscriptions in the admin (docs/webhooks.md): created through the service (the URL
-passes the outbound guard), each with its deliveries (status, HTTP code, attempt, next retry)."""
+passes the outbound guard), each with its deliveries (status, HTTP code, attempt, next retry).
+The signing secret is shown once, in the response to the request that created or rotated it
+(never on the change page, never in a message)."""
 
 from __future__ import annotations
 
@@ -8,18 +10,21 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils.cache import patch_cache_control
 
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import FeedKind, WebhookDelivery, WebhookSubscription
-from memory_engine.webhooks import webhook_create
+from memory_engine.policy import Principal, unrestricted_only
+from memory_engine.webhooks import webhook_create, webhook_rotate_secret
 
-from .scoping import ProjectScopedAdmin
+from .scoping import ProjectScopedAdmin, admin_caller
 
 
 class WebhookForm(forms.ModelForm):
     #: Set per request by WebhookSubscriptionAdmin.get_form: who creates the subscription.
-    principal = ""
+    caller: Principal
     created: WebhookSubscription
     url = forms.URLField(max_length=2000, assume_scheme="https")
     event_kinds = forms.MultipleChoiceField(choices=FeedKind.choices, required=False,
@@ -34,7 +39,7 @@ class WebhookForm(forms.ModelForm):
         if self.instance._state.adding and data.get("project") and data.get("url"):
             try:  # the subscription is made here, so a refused URL is a form error
                 self.created = webhook_create(project=data["project"], url=data["url"],
-                                              event_kinds=data.get("event_kinds"), principal=self.principal)
+                                              event_kinds=data.get("event_kinds"), caller=self.caller)
             except MemoryEngineError as exc:
                 raise ValidationError(f"{exc.code}: {exc.message}") from None
         return data
@@ -58,12 +63,36 @@ class WebhookSubscriptionAdmin(ProjectScopedAdmin):
     list_display = ["url", "project", "active", "failures", "next_attempt_at", "created_at"]
     list_filter = ["project", "active"]
     search_fields = ["url", "id"]
-    readonly_fields = ["id", "secret", "cursor", "failures", "next_attempt_at", "created_by", "created_at"]
+    readonly_fields = ["id", "cursor", "failures", "next_attempt_at", "created_by", "created_at"]
     inlines = [WebhookDeliveryInline]
+    actions = ["rotate_secret"]
 
     def get_form(self, request: Any, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         form = super().get_form(request, obj, change=change, **kwargs)
-        return type(form.__name__, (form,), {"principal": f"admin:{request.user.get_username()}"})
+        return type(form.__name__, (form,), {"caller": admin_caller(request)})
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return unrestricted_only(admin_caller(request), super().get_queryset(request))
+
+    def has_add_permission(self, request: Any) -> bool:
+        # The feed is project-wide: a staff user with grants may not follow all of it.
+        return not admin_caller(request).restricted and super().has_add_permission(request)
+
+    def _show_secrets(self, request: Any, rows: list[dict[str, Any]], title: str) -> HttpResponse:
+        context = {**self.admin_site.each_context(request), "title": title, "opts": self.model._meta,
+                   "secrets": rows}
+        response = TemplateResponse(request, "admin/memory_engine/webhooksubscription/secret.html", context)
+        patch_cache_control(response, no_store=True, private=True)
+        return response
+
+    def response_add(self, request: Any, obj: WebhookSubscription, post_url_continue: str | None = None
+                     ) -> HttpResponse:
+        return self._show_secrets(request, [{"subscription": obj, "secret": obj.secret}], "New webhook subscription")
+
+    @admin.action(description="Rotate the signing secret (shown once)", permissions=["change"])
+    def rotate_secret(self, request: Any, queryset: Any) -> HttpResponse:
+        rows = [{"subscription": s, "secret": webhook_rotate_secret(subscription=s)} for s in queryset]
+        return self._show_secrets(request, rows, "New signing secrets")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return [*self.readonly_fields, "project", "url"] if obj is not None else []

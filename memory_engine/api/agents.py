@@ -14,11 +14,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_engine.access import SEARCH
 from memory_engine.exceptions import AgentNotFound, ThresholdsNotAllowed
 from memory_engine.injection import inject_knowledge
 from memory_engine.models import Agent, MemoryStore
 from memory_engine.models.memories import Tier
+from memory_engine.policy import ADD, get_visible_or_404, require, visible
 from memory_engine.services.agent_tools import agent_write_memory
 from memory_engine.services.agents import UNSET, agent_create, agent_delete, agent_update
 from memory_engine.tools import (
@@ -32,7 +32,7 @@ from memory_engine.tools import (
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField
 from .memories import WRITE_RESPONSES, MemoryFieldsSerializer, MemoryFullSerializer, write_response
-from .scoping import ProjectScopedMixin, access_tags, project_object_or_404, request_grants, request_owner
+from .scoping import ProjectScopedMixin
 from .search import SEARCH_PERMISSIONS, SearchResultSerializer
 
 
@@ -164,26 +164,27 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
 
     def get_queryset(self) -> QuerySet[Agent]:
         own = MemoryStore.objects.filter(agent=OuterRef("pk"), tier=Tier.AGENT).values("pk")[:1]
-        return (Agent.objects.filter(project=self.project).select_related("project")
-                .annotate(own_store_id=Subquery(own)).order_by("name", "id"))
+        agents = visible(self.caller, Agent.objects.filter(project=self.project), self.detail_action)
+        return agents.select_related("project").annotate(own_store_id=Subquery(own)).order_by("name", "id")
 
     def perform_create(self, serializer: Any) -> None:
         data = serializer.validated_data
         serializer.instance = agent_create(
-            project=self.project, name=data["name"], knowledge_config=data.get("knowledge_config"),
+            project=self.project, name=data["name"], knowledge_config=data.get("knowledge_config"), caller=self.caller,
             write_memory_store_id=data.get("write_memory_store_id", UNSET),
         )
 
     def perform_update(self, serializer: Any) -> None:
         data = serializer.validated_data
+        require(self.caller, ADD, serializer.instance)
         serializer.instance = agent_update(
-            agent=serializer.instance, name=data.get("name"),
+            agent=serializer.instance, name=data.get("name"), caller=self.caller,
             knowledge_config=data.get("knowledge_config", UNSET),
             write_memory_store_id=data.get("write_memory_store_id", UNSET),
         )
 
     def perform_destroy(self, instance: Agent) -> None:
-        agent_delete(agent=instance)
+        agent_delete(agent=instance, caller=self.caller)
 
     @extend_schema(request=AgentContextRequestSerializer,
                    responses={200: AgentContextResponseSerializer,
@@ -199,7 +200,7 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         data = serializer.validated_data
         messages, result = inject_knowledge(data["messages"], agent=agent, override=data.get("override"),
                                             query=data.get("query") or None, subject=data.get("subject"),
-                                            facet=data.get("facet"), access_tags=access_tags(request, SEARCH))
+                                            facet=data.get("facet"), caller=self.caller)
         return Response({
             "messages": messages,
             "injected": len(messages) > len(data["messages"]),
@@ -241,7 +242,7 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         subject, pinned = serializer.pins()
         arguments = {k: v for k, v in serializer.validated_data.items() if k not in ("subject", "pinned_facet")}
         content, result = run_search_knowledge(agent, arguments, subject=subject, facet=pinned,
-                                               access_tags=access_tags(request, SEARCH))
+                                               caller=self.caller)
         return Response({"content": content, "knowledge": SearchResultSerializer(result.as_dict()).data},
                         status=status.HTTP_200_OK)
 
@@ -257,7 +258,7 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
         serializer.is_valid(raise_exception=True)
         subject, pinned = serializer.pins()
         content, memory = run_open_memory(agent, {"id": serializer.validated_data["id"]}, subject=subject,
-                                          facet=pinned, access_tags=access_tags(request, SEARCH))
+                                          facet=pinned, caller=self.caller)
         return Response({"content": content, "memory": MemoryFullSerializer(memory).data})
 
 
@@ -269,7 +270,7 @@ class WriteMemoryToolView(ProjectScopedMixin, APIView):
 
     @extend_schema(request=WriteMemoryToolSerializer, responses=WRITE_RESPONSES)
     def post(self, request: Request, agent_id: str) -> Response:
-        agent = project_object_or_404(Agent.objects.filter(project=self.project).select_related(
+        agent = get_visible_or_404(self.caller, Agent.objects.filter(project=self.project).select_related(
             "write_memory_store"), agent_id, error=AgentNotFound, field="agent_id")
         agent.project = self.project  # the agent's own (the filter above), read again by the write
         serializer = WriteMemoryToolSerializer(data=request.data)
@@ -283,8 +284,6 @@ class WriteMemoryToolView(ProjectScopedMixin, APIView):
             **serializer.write_kwargs(),
             subject=subject,
             pinned_facet=pinned,
-            principal=self.principal,
-            grants=request_grants(request),
-            owner=request_owner(request),
+            caller=self.caller,
         )
         return write_response(result)

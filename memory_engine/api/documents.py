@@ -23,7 +23,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_engine.access import ADD, FORGET, PURGE
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import (
     BatchTooLarge,
@@ -43,9 +42,19 @@ from memory_engine.exceptions import (
 from memory_engine.models import ApiKey, Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import ChunkStrategy
 from memory_engine.models.retention import RetentionClass
+from memory_engine.policy import (
+    ADD,
+    FORGET,
+    PURGE,
+    Share,
+    access_tags_write,
+    get_visible_or_404,
+    require,
+    share_resolve,
+    visible,
+)
 from memory_engine.providers.converters.http import TOKEN_HEADER
 from memory_engine.selectors.documents import version_text
-from memory_engine.services.access import Share, access_tags_write, share_resolve
 from memory_engine.services.documents import (
     Capture,
     CaptureStatus,
@@ -74,15 +83,7 @@ from memory_engine.services.retention import (
 from .exceptions import ERRORS, ErrorSerializer, error_responses
 from .fields import JSONObjectField, ShareSerializer, parse_tags_param
 from .limits import SafeJSONParser
-from .scoping import (
-    ProjectScopedMixin,
-    lookup_action,
-    project_object_or_404,
-    request_owner,
-    request_principal,
-    require_grant,
-    visible,
-)
+from .scoping import ProjectScopedMixin, project_object_or_404, request_caller, request_principal
 
 # --- serializers ---------------------------------------------------------------------
 
@@ -398,21 +399,21 @@ def _owner_tag(request: Request, capture: Capture, share: Share | None = None) -
     """A new document gets the creating key's owner tag and its ``share`` (docs/security.md,
     *Access inside a project*)."""
     if capture.status == CaptureStatus.CREATED:
-        access_tags_write(obj=capture.document, owner=request_owner(request), share=share)
+        access_tags_write(obj=capture.document, owner=request_caller(request).owner, share=share)
 
 
 def _require_add_on_existing(request: Request, project: Any, source: str, external_ref: str) -> None:
     """A capture that updates an existing document needs ``add`` on it (403 GRANT_REQUIRED)."""
     existing = Document.objects.filter(project=project, source=source, external_ref=external_ref).first()
     if existing is not None:
-        require_grant(request, ADD, existing.access_tags)
+        require(request_caller(request), ADD, existing)
 
 
 def _lineage(request: Request, project: Any, data: dict[str, Any]) -> Lineage:
     derived_from = None
     if data.get("derived_from"):
-        derived_from = project_object_or_404(
-            DocumentVersion.objects.filter(document__project=project), data["derived_from"],
+        derived_from = get_visible_or_404(
+            request_caller(request), DocumentVersion.objects.filter(document__project=project), data["derived_from"],
             error=DocumentVersionNotFound, field="derived_from")
     kinds = DocumentVersion.CapturedByKind
     kind = data.get("captured_by_kind") or (kinds.AGENT if isinstance(request.auth, ApiKey) else kinds.HUMAN)
@@ -489,8 +490,8 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
     parser_classes = [SafeJSONParser, MultiPartParser, FormParser]
 
     def get_queryset(self) -> QuerySet[Document]:
-        return visible(Document.objects.filter(project=self.project), self.request,
-                       lookup_action(self.request)).order_by("path", "id")
+        return visible(self.caller, Document.objects.filter(project=self.project),
+                       self.detail_action).order_by("path", "id")
 
     def get_object(self) -> Any:
         if self.lookup_field not in self.kwargs:  # OPTIONS on the by-ref PUT: no document id in the path
@@ -579,7 +580,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
             size = sum(len(item["content"].encode()) for item in data["documents"])
         created, inline = documents_create_or_enqueue(
             wait=data["wait"], size_bytes=size, project=self.project, documents=documents,
-            lineage=_lineage(request, self.project, data), base_url=_base_url(request), owner=request_owner(request))
+            lineage=_lineage(request, self.project, data), base_url=_base_url(request), owner=self.caller.owner)
         code = status.HTTP_201_CREATED if inline else status.HTTP_202_ACCEPTED
         return Response({"documents": DocumentSerializer(created, many=True).data}, status=code)
 
@@ -645,7 +646,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
     def reingest(self, request: Request, pk: str | None = None) -> Response:
         """Ingest the stored file again, optionally with new chunk settings or a password."""
         document = self.get_object()
-        require_grant(request, ADD, document.access_tags)
+        require(self.caller, ADD, document)
         serializer = ReingestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -671,7 +672,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         return self.get_paginated_response(ChunkSerializer(page, many=True).data)
 
     def perform_destroy(self, instance: Document) -> None:
-        require_grant(self.request, PURGE, instance.access_tags)
+        require(self.caller, PURGE, instance)
         document_delete(document=instance)
 
     @extend_schema(request=None, responses={200: DocumentSerializer, **ERRORS}, filters=False)
@@ -681,7 +682,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         """POST: keep the document but leave it out of search unless the search sends
         ``include_deprecated``; DELETE: undo it."""
         document = self.get_object()
-        require_grant(request, FORGET, document.access_tags)
+        require(self.caller, FORGET, document)
         document = document_deprecate(document=document, deprecated=request.method == "POST")
         return Response(DocumentSerializer(document).data)
 
@@ -696,7 +697,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         serializer = DocumentForgetSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         document = self.get_object()
-        require_grant(request, FORGET, document.access_tags)
+        require(self.caller, FORGET, document)
         document_forget(document=document, reason=serializer.validated_data["reason"],
                         principal=request_principal(request))
         document.refresh_from_db()
@@ -710,7 +711,7 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         """Hard-delete a forgotten document; 409 DOCUMENT_NOT_FORGOTTEN while a durable version is
         not tombstoned, 409 LEGAL_HOLD for a held version."""
         document = self.get_object()
-        require_grant(request, PURGE, document.access_tags)
+        require(self.caller, PURGE, document)
         document_purge(document=document)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -724,13 +725,13 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
         serializer = DocumentRetentionSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         document = self.get_object()
-        require_grant(request, FORGET, document.access_tags)  # a retention class decides deletion
+        require(self.caller, FORGET, document)  # a retention class decides deletion
         data = serializer.validated_data
         for version_id in data.get("version_ids") or []:  # 404 for an id that is not this document's
             project_object_or_404(DocumentVersion.objects.filter(document=document), version_id,
                                   error=DocumentVersionNotFound, field="version_ids")
         document_retention_set(document=document, retention_class=data["retention_class"],
-                               version_ids=data.get("version_ids"), principal=request_principal(request))
+                               version_ids=data.get("version_ids"), caller=self.caller)
         versions = DocumentVersion.objects.filter(document=document).order_by("-number")
         return Response(DocumentVersionSerializer(versions, many=True).data)
 
@@ -745,6 +746,8 @@ class DocumentViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrieve
 )
 class IngestionRuleViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     """Which converter handles which content type (the most specific glob wins)."""
+
+    project_wide_writes = True
 
     queryset = IngestionRule.objects.none()  # for the schema; get_queryset scopes by project
     serializer_class = IngestionRuleSerializer

@@ -11,11 +11,12 @@ from rest_framework.views import APIView
 
 from memory_engine.exceptions import GrantRequired, LegalHold
 from memory_engine.models import ErasureReceipt
+from memory_engine.policy import receipts_visible
 from memory_engine.services.erasure import subject_erase
 
 from .exceptions import ERRORS, error_responses
 from .fields import JSONObjectField
-from .scoping import ProjectScopedMixin, request_grants, request_principal
+from .scoping import ProjectScopedMixin
 
 
 class ErasureRequestSerializer(serializers.Serializer):
@@ -29,7 +30,7 @@ class ErasureRequestSerializer(serializers.Serializer):
 class ErasureReceiptSerializer(serializers.ModelSerializer):
     class Meta:
         model = ErasureReceipt
-        fields = ["id", "selector_kind", "selector_sha256", "counts", "ids", "sha256", "principal", "created_at"]
+        fields = ["id", "selector_kind", "selector_hmac", "counts", "ids", "sha256", "principal", "created_at"]
         read_only_fields = fields
 
 
@@ -44,9 +45,8 @@ class ErasureView(ProjectScopedMixin, APIView):
         serializer = ErasureRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        receipt = subject_erase(project=self.project, principal=request_principal(request),
-                                subject_external_id=data.get("subject_external_id"), tags=data.get("tags"),
-                                grants=request_grants(request))
+        receipt = subject_erase(project=self.project, caller=self.caller,
+                                subject_external_id=data.get("subject_external_id"), tags=data.get("tags"))
         return Response(ErasureReceiptSerializer(receipt).data, status=status.HTTP_201_CREATED)
 
 
@@ -55,13 +55,15 @@ class ErasureView(ProjectScopedMixin, APIView):
     retrieve=extend_schema(responses={200: ErasureReceiptSerializer, **ERRORS}),
 )
 class ErasureReceiptViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
-    """The project's erasure receipts, newest first."""
+    """The project's erasure receipts, newest first: all of them for a caller that may purge anywhere
+    in the project, else the receipts of the caller's own erasures."""
 
     queryset = ErasureReceipt.objects.none()
     serializer_class = ErasureReceiptSerializer
 
     def get_queryset(self) -> QuerySet[ErasureReceipt]:
-        return ErasureReceipt.objects.filter(project=self.project).order_by("-created_at", "-id")
+        return receipts_visible(self.caller, ErasureReceipt.objects.filter(project=self.project)).order_by(
+            "-created_at", "-id")
 
 
 __all__ = ["ErasureReceiptViewSet", "ErasureView"]

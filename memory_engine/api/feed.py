@@ -59,7 +59,7 @@ class FeedView(ProjectScopedMixin, APIView):
         query = FeedQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         data = query.validated_data
-        page = feed_page(project=self.project, principal=self.principal, after=data.get("after") or None,
+        page = feed_page(project=self.project, caller=self.caller, after=data.get("after") or None,
                          limit=data["limit"], exclude_generator=data["exclude_generator"])
         return Response({"entries": FeedEntrySerializer(page.entries, many=True).data,
                          "next_cursor": page.next_cursor})

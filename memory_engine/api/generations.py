@@ -15,11 +15,12 @@ from rest_framework.response import Response
 from memory_engine.exceptions import AgentNotFound, GenerationNotFound, RuleNotFound
 from memory_engine.models import Agent, Generation, MemoryAssertion, MemoryRule
 from memory_engine.models.agents import GenerationStatus
+from memory_engine.policy import ADD, get_visible_or_404, require, visible
 from memory_engine.services.generations import complete_generation, record_generation
 
 from .exceptions import ERRORS, ErrorSerializer
 from .memories import MemoryAssertionSerializer
-from .scoping import ProjectScopedMixin, project_object_or_404
+from .scoping import ProjectScopedMixin
 
 
 class GenerationSerializer(serializers.ModelSerializer):
@@ -80,22 +81,24 @@ class GenerationViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
     filterset_class = GenerationFilter
 
     def get_queryset(self) -> QuerySet[Generation]:
-        return Generation.objects.filter(project=self.project).order_by("-created_at", "-id")
+        generations = visible(self.caller, Generation.objects.filter(project=self.project), self.detail_action)
+        return generations.order_by("-created_at", "-id")
 
     @extend_schema(request=GenerationCreateSerializer, responses={201: GenerationSerializer, **ERRORS})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = GenerationCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        agent = project_object_or_404(Agent.objects.filter(project=self.project), data["agent_id"],
-                                      error=AgentNotFound, field="agent_id")
+        agent = get_visible_or_404(self.caller, Agent.objects.filter(project=self.project), data["agent_id"],
+                                   action=None, error=AgentNotFound, field="agent_id")
+        require(self.caller, ADD, agent)  # a turn of the agent: its conversation goes with it
         initiator = rule = None
         if data.get("initiator_id"):
-            initiator = project_object_or_404(Generation.objects.filter(project=self.project), data["initiator_id"],
-                                              error=GenerationNotFound, field="initiator_id")
+            initiator = get_visible_or_404(self.caller, Generation.objects.filter(project=self.project),
+                                           data["initiator_id"], error=GenerationNotFound, field="initiator_id")
         if data.get("started_by_rule_id"):
-            rule = project_object_or_404(MemoryRule.objects.filter(store__project=self.project),
-                                         data["started_by_rule_id"], error=RuleNotFound, field="started_by_rule_id")
+            rule = get_visible_or_404(self.caller, MemoryRule.objects.filter(store__project=self.project),
+                                      data["started_by_rule_id"], error=RuleNotFound, field="started_by_rule_id")
         generation = record_generation(
             agent=agent, input_messages=data["input_messages"], output=data.get("output"),
             status=data["status"], initiator=initiator, started_by_rule=rule,
@@ -111,6 +114,7 @@ class GenerationViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
     def complete(self, request: Request, pk: str | None = None) -> Response:
         """Store the reply and final status; matching memory rules run afterwards in a worker."""
         generation = self.get_object()
+        require(self.caller, ADD, generation)
         serializer = GenerationCompleteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         generation = complete_generation(generation=generation, **serializer.validated_data)
@@ -121,8 +125,8 @@ class GenerationViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
     def memory_assertions(self, request: Request, pk: str | None = None) -> Response:
         """The ledger rows written in this turn: by its rules and by the agent's write_memory tool."""
         generation = self.get_object()
-        queryset = MemoryAssertion.objects.filter(
+        queryset = visible(self.caller, MemoryAssertion.objects.filter(
             generation_id=generation.pk, store__project=self.project
-        ).order_by("created_at", "id")
+        )).order_by("created_at", "id")
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(MemoryAssertionSerializer(page, many=True).data)

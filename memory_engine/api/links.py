@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, viewsets
 
-from memory_engine.access import ADD
 from memory_engine.exceptions import LinkEndNotFound, LinkNotFound
-from memory_engine.models import EvidenceLink, Memory
-from memory_engine.services.links import LinkEnd, evidence_link_create, evidence_link_delete, link_end
+from memory_engine.models import EvidenceLink
+from memory_engine.policy import ADD, require, sees, visible
+from memory_engine.services.links import evidence_link_create, evidence_link_delete, link_end
 
 from .exceptions import ERRORS
-from .scoping import ProjectScopedMixin, access_tags, lookup_action, require_grant
+from .scoping import ProjectScopedMixin
 
 
 class EvidenceLinkSerializer(serializers.ModelSerializer):
@@ -30,10 +30,6 @@ class EvidenceLinkSerializer(serializers.ModelSerializer):
         model = EvidenceLink
         fields = ["id", "kind", "source_id", "target_id", "created_by", "created_at"]
         read_only_fields = ["id", "created_by", "created_at"]
-
-
-def _end_tags(end: LinkEnd) -> list[str]:
-    return list(end.store.access_tags if isinstance(end, Memory) else end.document.access_tags)
 
 
 @extend_schema_view(
@@ -55,23 +51,16 @@ class EvidenceLinkViewSet(ProjectScopedMixin, mixins.CreateModelMixin, mixins.Li
 
     def get_queryset(self) -> QuerySet[EvidenceLink]:
         links = EvidenceLink.objects.filter(project=self.project).order_by("-created_at", "id")
-        tags = access_tags(self.request, lookup_action(self.request))  # reads: search; a delete: any action
-        if tags is not None:
-            for end in ("source", "target"):
-                links = links.filter(
-                    Q(**{f"{end}_memory__store__access_tags__overlap": tags})
-                    | Q(**{f"{end}_version__document__access_tags__overlap": tags}))
-        return links
+        return visible(self.caller, links, self.detail_action)  # both ends in reach
 
     def perform_create(self, serializer: Any) -> None:
         data = serializer.validated_data
         source = link_end(project=self.project, end_id=data.get("source_id"), field="source_id")
         target = link_end(project=self.project, end_id=data.get("target_id"), field="target_id")
-        reachable = access_tags(self.request, None)  # any action: a row the key reaches at all
         for field, end in (("source_id", source), ("target_id", target)):
-            if reachable is not None and not set(reachable) & set(_end_tags(end)):
+            if not sees(self.caller, end, None):  # any action: a row the caller reaches at all
                 raise LinkEndNotFound(details={"field": field, field: end.pk})  # 404 parity: unseen = unknown
-            require_grant(self.request, ADD, _end_tags(end))
+            require(self.caller, ADD, end)
         serializer.instance = evidence_link_create(project=self.project, kind=data.get("kind", ""), source=source,
                                                    target=target, created_by=self.principal)
 
@@ -79,7 +68,7 @@ class EvidenceLinkViewSet(ProjectScopedMixin, mixins.CreateModelMixin, mixins.Li
         for end in (instance.source_memory or instance.source_version,
                     instance.target_memory or instance.target_version):
             if end is not None:
-                require_grant(self.request, ADD, _end_tags(end))
+                require(self.caller, ADD, end)
         evidence_link_delete(link=instance)
 
 

@@ -17,15 +17,23 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_engine.access import ADD, FORGET, PURGE
 from memory_engine.exceptions import MemoryStoreNotFound, NotFound, ValidationFailed
 from memory_engine.facets import validate_facet
 from memory_engine.models import Memory, MemoryAssertion, MemoryRevision, MemoryStore, Project
 from memory_engine.models.memories import Mechanism, Tier
 from memory_engine.models.retention import RetentionClass
+from memory_engine.policy import (
+    ADD,
+    FORGET,
+    PURGE,
+    access_tags_write,
+    get_visible_or_404,
+    require,
+    share_resolve,
+    visible,
+)
 from memory_engine.selectors.memories import drop_instruction_memories, in_facet, open_memory
 from memory_engine.selectors.search import Degraded
-from memory_engine.services.access import access_tags_write, share_resolve
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore
 from memory_engine.services.memory_write import WriteResult, memory_write
 from memory_engine.services.retention import memory_retention_set
@@ -35,14 +43,7 @@ from memory_engine.subjects import validate_subject
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField, ShareSerializer, StrictCharField, parse_tags_param
 from .permissions import require_write_access
-from .scoping import (
-    ProjectScopedMixin,
-    lookup_action,
-    project_object_or_404,
-    request_owner,
-    require_grant,
-    visible,
-)
+from .scoping import ProjectScopedMixin, request_caller
 
 # --- serializers ---------------------------------------------------------------------
 
@@ -336,7 +337,7 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     filterset_fields: list[str] = []
 
     def get_queryset(self) -> QuerySet[MemoryStore]:
-        return visible(stores_with_counts(self.project), self.request, lookup_action(self.request)).order_by(
+        return visible(self.caller, stores_with_counts(self.project), self.detail_action).order_by(
             "created_at", "id")
 
     def perform_create(self, serializer: Any) -> None:
@@ -346,18 +347,18 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
             if share is not None:
                 share = share_resolve(project=self.project, key_ids=share["keys"], actions=share["actions"])
             store = memory_store_save(project=self.project, **data)
-            access_tags_write(obj=store, owner=request_owner(self.request), share=share)
+            access_tags_write(obj=store, owner=self.caller.owner, share=share)
         # The 201 answer carries what list/retrieve carry, valid_memories annotated.
         serializer.instance = self.get_queryset().get(pk=store.pk)
 
     def perform_update(self, serializer: Any) -> None:
-        require_grant(self.request, ADD, serializer.instance.access_tags)
+        require(self.caller, ADD, serializer.instance)
         data = {k: v for k, v in serializer.validated_data.items() if k != "share"}  # share: on create only
         # The instance carries get_queryset's valid_memories annotation into the answer.
         memory_store_save(project=self.project, store=serializer.instance, **data)
 
     def perform_destroy(self, instance: MemoryStore) -> None:
-        require_grant(self.request, PURGE, instance.access_tags)
+        require(self.caller, PURGE, instance)
         memory_store_delete(store=instance)
 
 
@@ -376,13 +377,13 @@ class SubjectMemoryStoreView(ProjectScopedMixin, APIView):
         stores = stores_with_counts(self.project)
         store = stores.filter(tier=Tier.USER, subject_external_id=external_id).first()
         created = False
-        if store is not None and not visible(stores, request).filter(pk=store.pk).exists():
+        if store is not None and not visible(request_caller(request), stores).filter(pk=store.pk).exists():
             raise NotFound()  # another principal's subject (docs/security.md, *Access inside a project*)
         if store is None:
             require_write_access(request, "memory_engine.add_memorystore")
             found, created = subject_store_get_or_create(project=self.project, external_id=external_id)
             if created:
-                access_tags_write(obj=found, owner=request_owner(request))
+                access_tags_write(obj=found, owner=request_caller(request).owner)
             store = stores.get(pk=found.pk)
         return Response(MemoryStoreSerializer(store).data,
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
@@ -418,8 +419,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
     def get_queryset(self) -> QuerySet[Memory]:
         # An expired memory is gone for every route, before the sweep deletes it.
         return (
-            visible(Memory.objects.filter(store__project=self.project), self.request, lookup_action(self.request),
-                    field="store__access_tags")
+            visible(self.caller, Memory.objects.filter(store__project=self.project), self.detail_action)
             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
             .select_related("content", "store").order_by("created_at", "id")
         )
@@ -445,9 +445,10 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         serializer = MemoryWriteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        store = project_object_or_404(visible(MemoryStore.objects.filter(project=self.project), self.request, None),
-                                      data["memory_store_id"], error=MemoryStoreNotFound, field="memory_store_id")
-        require_grant(request, ADD, store.access_tags)
+        store = get_visible_or_404(self.caller, MemoryStore.objects.filter(project=self.project),
+                                   data["memory_store_id"], action=None, error=MemoryStoreNotFound,
+                                   field="memory_store_id")
+        require(self.caller, ADD, store)
         store.project = self.project  # the store's own (the filter above): the quota check reads it
         result = memory_write(
             store=store,
@@ -463,7 +464,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         return write_response(result)
 
     def perform_destroy(self, instance: Memory) -> None:
-        require_grant(self.request, FORGET, instance.store.access_tags)
+        require(self.caller, FORGET, instance)
         memory_forget(memory=instance, principal=self.principal, mechanism=Mechanism.API)
 
     @extend_schema(request=None, parameters=[FACET_PARAMETER], filters=False,
@@ -473,7 +474,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         """Bring a forgotten agent or institutional memory back from the trash (outcome `restored`);
         409 NOT_IN_TRASH or TRASH_EXPIRED (after the store's trash_days)."""
         memory = self.get_object()
-        require_grant(request, FORGET, memory.store.access_tags)
+        require(self.caller, FORGET, memory)
         memory = memory_restore(memory=memory, principal=self.principal, mechanism=Mechanism.API)
         return Response(MemoryFullSerializer(memory).data)
 
@@ -485,8 +486,8 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         serializer = MemoryRetentionSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         memory = self.get_object()
-        require_grant(request, FORGET, memory.store.access_tags)  # a retention class decides deletion
-        memory = memory_retention_set(memory=memory, principal=self.principal,
+        require(self.caller, FORGET, memory)  # a retention class decides deletion
+        memory = memory_retention_set(memory=memory, caller=self.caller,
                                       retention_class=serializer.validated_data["retention_class"])
         return Response(MemoryFullSerializer(memory).data)
 
@@ -533,8 +534,8 @@ class MemoryAssertionViewSet(ProjectScopedMixin, viewsets.ReadOnlyModelViewSet):
     filterset_class = MemoryAssertionFilter
 
     def get_queryset(self) -> QuerySet[MemoryAssertion]:
-        return visible(MemoryAssertion.objects.filter(store__project=self.project), self.request,
-                       field="store__access_tags").order_by("created_at", "id")
+        return visible(self.caller, MemoryAssertion.objects.filter(store__project=self.project)).order_by(
+            "created_at", "id")
 
 
 __all__ = ["MemoryAssertionViewSet", "MemoryStoreViewSet", "MemoryViewSet", "SubjectMemoryStoreView"]

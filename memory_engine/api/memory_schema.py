@@ -32,6 +32,8 @@ class MemorySchemaSerializer(serializers.Serializer):
 class MemorySchemaView(ProjectScopedMixin, APIView):
     """The project's memory schema: which memory kinds writes may use, rendered into agents' tools."""
 
+    project_wide_writes = True
+
     # Staff sessions need view_memoryschema to read it and change_memoryschema to replace it.
     queryset = MemorySchema.objects.none()
 

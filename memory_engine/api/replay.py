@@ -66,6 +66,8 @@ class TransformConfigViewSet(ProjectScopedMixin, mixins.CreateModelMixin, mixins
                              mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """How a replay derives a staged generation; immutable: posting the same name makes its next version."""
 
+    project_wide_writes = True
+
     queryset = TransformConfig.objects.none()  # for the schema; get_queryset scopes by project
     serializer_class = TransformConfigSerializer
     not_found_error = TransformConfigNotFound
@@ -107,6 +109,8 @@ class ReplayRunViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retriev
     """Staged generations (``manage.py memory_engine_replay`` starts them); promote and demote are
     staff-only (``change_replayrun``)."""
 
+    project_wide_writes = True
+
     queryset = ReplayRun.objects.none()
     serializer_class = ReplayRunSerializer
     not_found_error = StagedGenerationNotFound
@@ -121,12 +125,12 @@ class ReplayRunViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retriev
         run = switch(run=run, by=self.principal)
         return Response(ReplayRunSerializer(run).data, status=status.HTTP_200_OK)
 
-    @action(detail=True, methods=["post"], session_permissions=["view_replayrun"])
+    @action(detail=True, methods=["post"], session_permissions=["change_replayrun"])
     def promote(self, request: Request, pk: str) -> Response:
         """Make this completed (or demoted) generation live in one transaction."""
         return self._switch(request, generation_promote)
 
-    @action(detail=True, methods=["post"], session_permissions=["view_replayrun"])
+    @action(detail=True, methods=["post"], session_permissions=["change_replayrun"])
     def demote(self, request: Request, pk: str) -> Response:
         """Undo the newest promote: the previous live chunks and versions come back."""
         return self._switch(request, generation_demote)

@@ -12,12 +12,13 @@ from rest_framework.response import Response
 
 from memory_engine.exceptions import MemoryStoreNotFound
 from memory_engine.models import MemoryRule, MemoryStore
+from memory_engine.policy import ADD, get_visible_or_404, require
 from memory_engine.redaction import mask_handler_config
 from memory_engine.services.rules import memory_rule_create, memory_rule_update
 
 from .exceptions import ERRORS
 from .fields import JSONObjectField
-from .scoping import ProjectScopedMixin, project_object_or_404
+from .scoping import ProjectScopedMixin
 
 SECRET_KEYS = ("secret",)
 
@@ -85,7 +86,9 @@ def _handler_args(data: dict[str, Any], default_type: str | None = None) -> dict
 )
 class MemoryRuleViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                         mixins.DestroyModelMixin, viewsets.GenericViewSet):
-    """What to extract into this store when a generation completes, and with which handler."""
+    """What to extract into this store when a generation completes, and with which handler. A rule
+    acts as the principal that created or last changed it: its firings write only where that
+    principal's grants allow ``add``, checked again at each firing."""
 
     queryset = MemoryRule.objects.none()  # schema generation only; get_queryset scopes by project
     serializer_class = MemoryRuleSerializer
@@ -93,8 +96,14 @@ class MemoryRuleViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
 
     @property
     def store(self) -> MemoryStore:
-        return project_object_or_404(MemoryStore.objects.filter(project=self.project), self.kwargs["store_id"],
-                                     error=MemoryStoreNotFound, field="memory_store_id")
+        """The store of the path, in the caller's reach (else 404 like an unknown id); a rule writes
+        into it, so changing its rules needs ``add`` on it (403 GRANT_REQUIRED)."""
+        store = get_visible_or_404(self.caller, MemoryStore.objects.filter(project=self.project),
+                                   self.kwargs["store_id"], action=self.detail_action, error=MemoryStoreNotFound,
+                                   field="memory_store_id")
+        if self.request.method not in ("GET", "HEAD", "OPTIONS"):
+            require(self.caller, ADD, store)
+        return store
 
     def get_queryset(self) -> QuerySet[MemoryRule]:
         return (
@@ -109,7 +118,7 @@ class MemoryRuleViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
         rule = memory_rule_create(
             store=self.store, source_agent_ids=data.get("source_agent_ids", []),
             enabled=data.get("enabled", True), on=data.get("on", MemoryRule.On.GENERATION_COMPLETED),
-            **_handler_args(data),
+            caller=self.caller, **_handler_args(data),
         )
         return Response(self.get_serializer(rule).data, status=status.HTTP_201_CREATED)
 
@@ -123,7 +132,7 @@ class MemoryRuleViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
             rule=rule, source_agent_ids=data.get("source_agent_ids", None if partial else []),
             enabled=data.get("enabled", None if partial else True),
             on=data.get("on", None if partial else MemoryRule.On.GENERATION_COMPLETED),
-            **_handler_args(data, default_type=rule.handler_type),
+            caller=self.caller, **_handler_args(data, default_type=rule.handler_type),
         )
         return Response(self.get_serializer(rule).data)
 

@@ -9,10 +9,9 @@ from django.core.exceptions import ValidationError
 from django.db.models import Model, QuerySet
 from rest_framework.parsers import FormParser, MultiPartParser
 
-from memory_engine.access import Grants
-from memory_engine.exceptions import GrantRequired, NotFound, ProjectNotFound, ProjectRequired
+from memory_engine.exceptions import NotFound, ProjectNotFound, ProjectRequired
 from memory_engine.models import ApiKey, Project
-from memory_engine.selectors.access import grant_tags, key_grants, user_grants
+from memory_engine.policy import SEARCH, Principal, key_principal, lookup_action, require_unrestricted, user_principal
 
 from .limits import SafeJSONParser, check_request_size
 
@@ -41,73 +40,23 @@ def request_project(request: Any) -> Project:
     return project
 
 
+def request_caller(request: Any) -> Principal:
+    """The caller as the access policy sees it (memory_engine.policy), built once per request:
+    the API key, or the session's staff user."""
+    if "_memory_engine_caller" not in request.__dict__:
+        request.__dict__["_memory_engine_caller"] = (
+            key_principal(request.auth) if isinstance(request.auth, ApiKey) else user_principal(request.user))
+    return request.__dict__["_memory_engine_caller"]
+
+
 def request_principal(request: Any) -> str:
     """Recorded on every assertion: the key or the user that made the call."""
-    if isinstance(request.auth, ApiKey):
-        return f"key:{request.auth.pk}"
-    return f"user:{request.user.get_username()}"
+    return request_caller(request).label
 
 
 def request_key(request: Any) -> ApiKey | None:
     """The API key of the call; None for a staff session."""
     return request.auth if isinstance(request.auth, ApiKey) else None
-
-
-def lookup_action(request: Any) -> str | None:
-    """The action a detail lookup filters by: ``search`` for reads; for writes any granted action,
-    so an object the key may see but not change answers 403 GRANT_REQUIRED, not 404."""
-    return "search" if request.method in ("GET", "HEAD", "OPTIONS") else None
-
-
-def request_grants(request: Any) -> Grants | None:
-    """The caller's grants when it has any: an API key's, or a staff session user's
-    (:class:`~memory_engine.models.StaffGrants`); None: the whole project (no grants, a superuser)."""
-    if "_memory_engine_grants" not in request.__dict__:
-        request.__dict__["_memory_engine_grants"] = (
-            key_grants(request.auth) if isinstance(request.auth, ApiKey) else user_grants(request.user))
-    return request.__dict__["_memory_engine_grants"]
-
-
-def request_owner(request: Any) -> str | None:
-    """Whose owner tag a new document or store gets: the key's; a staff user's only when the user
-    has grants (without, a session writes none, as before grants existed)."""
-    if isinstance(request.auth, ApiKey):
-        return str(request.auth.pk)
-    grants = request_grants(request)
-    return grants.key_id if grants is not None else None
-
-
-def access_tags(request: Any, action: str | None) -> list[str] | None:
-    """The grant tags ``action`` reaches for this request (None: any action), computed once per
-    request; None when the caller is not restricted."""
-    grants = request_grants(request)
-    if grants is None:
-        return None
-    cache = request.__dict__.setdefault("_memory_engine_access", {})
-    if action not in cache:
-        cache[action] = grant_tags(grants, action, request_project(request))
-    return cache[action]
-
-
-def key_access_tags(key: ApiKey, action: str | None) -> list[str] | None:
-    """As :func:`access_tags`, for a key outside a request (the MCP server)."""
-    grants = key_grants(key)
-    return None if grants is None else grant_tags(grants, action, key.project)
-
-
-def visible(queryset: QuerySet[M], request: Any, action: str | None = "search", *,
-            field: str = "access_tags") -> QuerySet[M]:
-    """``queryset`` less the rows the caller's grants do not reach for ``action`` (filtered in SQL)."""
-    tags = access_tags(request, action)
-    return queryset if tags is None else queryset.filter(**{f"{field}__overlap": tags})
-
-
-def require_grant(request: Any, action: str, object_tags: list[str]) -> None:
-    """403 GRANT_REQUIRED when the caller's grants (a key's or a staff user's) lack ``action`` on
-    an object it can see."""
-    grants = request_grants(request)
-    if grants is not None and not grants.allows(action, object_tags):
-        raise GrantRequired(details={"action": action})
 
 
 def project_object_or_404(queryset: QuerySet[M], pk: Any, *, error: type[NotFound] = NotFound,
@@ -151,9 +100,16 @@ class ProjectScopedMixin(_ViewBase):
     not_found_error: type[NotFound] = NotFound
     not_found_field = "id"
 
+    #: Project-wide configuration (ingestion rules, transform configs, replay runs, the memory
+    #: schema, webhooks): it reaches every team's rows, so a caller narrowed by grants may not
+    #: change it (memory_engine.policy.require_unrestricted).
+    project_wide_writes = False
+
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
         check_request_size(request)  # before authentication reads anything, and before parsing
         super().initial(request, *args, **kwargs)
+        if self.project_wide_writes and request.method not in ("GET", "HEAD", "OPTIONS"):
+            require_unrestricted(self.caller)
 
     @property
     def project(self) -> Project:
@@ -162,6 +118,19 @@ class ProjectScopedMixin(_ViewBase):
     @property
     def principal(self) -> str:
         return request_principal(self.request)
+
+    @property
+    def caller(self) -> Principal:
+        return request_caller(self.request)
+
+    @property
+    def detail_action(self) -> str | None:
+        """The action a row lookup filters by (memory_engine.policy.lookup_action): ``search`` for
+        reads, including POSTs that only read (``read_only_key_allowed``); any action for writes,
+        so a row the caller sees but may not change answers 403 GRANT_REQUIRED, not 404."""
+        if getattr(self, "read_only_key_allowed", False):
+            return SEARCH
+        return lookup_action(self.request.method)
 
     def get_object(self) -> Any:
         """DRF's get_object, through :func:`project_object_or_404` (get_queryset is project-scoped)."""

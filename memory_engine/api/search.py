@@ -10,9 +10,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_engine.access import SEARCH
 from memory_engine.exceptions import AgentNotFound, ValidationFailed
 from memory_engine.models import Agent
+from memory_engine.policy import SEARCH, get_visible_or_404, reach
 from memory_engine.selectors.search import (
     DOCUMENT,
     EVIDENCE_GRADES,
@@ -27,7 +27,7 @@ from memory_engine.selectors.search import (
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import TagFilterField
 from .replay import require_generation_access
-from .scoping import ProjectScopedMixin, access_tags, project_object_or_404
+from .scoping import ProjectScopedMixin
 
 #: A staff session searching reads memories and documents (the admin playground asks the same).
 SEARCH_PERMISSIONS = ["view_memory", "view_document"]
@@ -174,8 +174,8 @@ class KnowledgeSearchView(ProjectScopedMixin, APIView):
         if args.get("generation") is not None:
             require_generation_access(request)
         if agent_id:
-            agent = project_object_or_404(Agent.objects.filter(project=self.project), agent_id,
-                                          error=AgentNotFound, field="agent_id")
+            agent = get_visible_or_404(self.caller, Agent.objects.filter(project=self.project), agent_id,
+                                       error=AgentNotFound, field="agent_id")
             args["actor"] = Actor(agent=agent, subject=subject)
-        result = knowledge_search(project=self.project, access_tags=access_tags(request, SEARCH), **args)
+        result = knowledge_search(project=self.project, access_tags=reach(self.caller, SEARCH), **args)
         return search_response(result)

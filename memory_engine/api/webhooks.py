@@ -11,13 +11,13 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_engine.access import SEARCH
 from memory_engine.exceptions import GrantRequired, URLNotAllowed
 from memory_engine.models import FeedKind, WebhookDelivery, WebhookSubscription
-from memory_engine.webhooks import webhook_create
+from memory_engine.policy import unrestricted_only
+from memory_engine.webhooks import webhook_create, webhook_rotate_secret
 
 from .exceptions import ERRORS, error_responses
-from .scoping import ProjectScopedMixin, request_grants
+from .scoping import ProjectScopedMixin
 
 
 class WebhookDeliverySerializer(serializers.ModelSerializer):
@@ -37,6 +37,11 @@ class WebhookSerializer(serializers.ModelSerializer):
         fields = ["id", "url", "event_kinds", "active", "cursor", "failures", "next_attempt_at", "created_by",
                   "created_at"]
         read_only_fields = ["id", "active", "cursor", "failures", "next_attempt_at", "created_by", "created_at"]
+
+
+class WebhookSecretSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    secret = serializers.CharField(help_text="The new signing secret; shown in this answer only.")
 
 
 class WebhookCreatedSerializer(WebhookSerializer):
@@ -62,22 +67,29 @@ class WebhookViewSet(ProjectScopedMixin, mixins.CreateModelMixin, mixins.ListMod
     serializer_class = WebhookSerializer
 
     def get_queryset(self) -> QuerySet[WebhookSubscription]:
-        if request_grants(self.request) is not None:  # they carry the whole project's feed
-            return WebhookSubscription.objects.none()
-        return WebhookSubscription.objects.filter(project=self.project).order_by("-created_at", "id")
+        subscriptions = WebhookSubscription.objects.filter(project=self.project).order_by("-created_at", "id")
+        # they carry the whole project's feed: for a caller narrowed by grants they do not exist, and
+        # creating one answers 403 GRANT_REQUIRED (webhook_create)
+        return unrestricted_only(self.caller, subscriptions)
 
     def perform_create(self, serializer: Any) -> None:
-        if request_grants(self.request) is not None:
-            # the feed is project-wide: a principal narrowed by grants may not follow all of it
-            raise GrantRequired(details={"action": SEARCH, "scope": "project"})
         data = serializer.validated_data
         serializer.instance = webhook_create(project=self.project, url=data["url"],
-                                             event_kinds=data.get("event_kinds"), principal=self.principal)
+                                             event_kinds=data.get("event_kinds"), caller=self.caller)
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         response = super().create(request, *args, **kwargs)
         response.data = WebhookCreatedSerializer(response.data.serializer.instance).data
         return response
+
+    @extend_schema(request=None, responses={200: WebhookSecretSerializer, **error_responses(GrantRequired),
+                                            **ERRORS})
+    @action(detail=True, methods=["post"], url_path="rotate-secret",
+            session_permissions=["change_webhooksubscription"])
+    def rotate_secret(self, request: Request, pk: str | None = None) -> Response:
+        """A new signing secret, shown in this answer only; the next delivery is signed with it."""
+        subscription = self.get_object()
+        return Response({"id": subscription.pk, "secret": webhook_rotate_secret(subscription=subscription)})
 
     @action(detail=True, methods=["get"], session_permissions=["view_webhooksubscription"])
     def deliveries(self, request: Request, pk: str | None = None) -> Response:

@@ -296,7 +296,15 @@ class ReadOnlyKey(PermissionDenied):
 
 class GrantRequired(PermissionDenied):
     code = "GRANT_REQUIRED"
-    default_message = "This API key's grants do not allow this action on this object (see details.action)."
+    default_message = "Your grants do not allow this action on this object (see details.action)."
+
+
+class PrincipalInactive(PermissionDenied):
+    """A rule or a webhook subscription acts as the principal that set it up; that principal is gone."""
+
+    code = "PRINCIPAL_INACTIVE"
+    default_message = ("The key or user this rule or subscription acts as is revoked, deleted or no longer "
+                       "a staff member of the project (see details.principal); set it up again as an active one.")
 
 
 class ModelPermissionRequired(PermissionDenied):

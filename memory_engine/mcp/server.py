@@ -10,17 +10,15 @@ structured content are the REST error body (``{"code", "message", "details"}``).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from rest_framework import exceptions as drf_exceptions
 
-from memory_engine.access import FORGET, SEARCH
 from memory_engine.api.agents import SearchToolRequestSerializer, WriteMemoryToolSerializer
 from memory_engine.api.authentication import api_key_from_raw
 from memory_engine.api.exceptions import drf_error_code
-from memory_engine.api.scoping import key_access_tags, project_object_or_404
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import (
     AgentNotFound,
@@ -31,6 +29,7 @@ from memory_engine.exceptions import (
 )
 from memory_engine.facets import validate_facet
 from memory_engine.models import Agent, ApiKey
+from memory_engine.policy import Principal, get_visible_or_404, key_principal
 from memory_engine.services.agent_tools import agent_write_memory
 from memory_engine.services.memory_schema import memory_schema_of
 from memory_engine.subjects import validate_subject
@@ -65,13 +64,25 @@ class Connection:
     arguments when pinned, and an argument the schema does not name is refused."""
 
     key: ApiKey
+    caller: Principal
     agent: Agent | None = None
     subject: str | None = None
     facet: str | None = None
 
     @property
     def principal(self) -> str:
-        return f"key:{self.key.pk}"
+        return self.caller.label
+
+    def renewed(self) -> Connection:
+        """This connection as its key is now: a stdio server lives as long as its client, and a
+        revoked key, changed grants or an agent moved out of reach must apply to the next call
+        (401 AUTHENTICATION_FAILED, the narrower reach, 404 AGENT_NOT_FOUND)."""
+        key = ApiKey.objects.select_related("project").filter(pk=self.key.pk).first()
+        if key is None or not key.is_active:
+            raise AuthenticationFailed("This API key is revoked or expired.")
+        caller = key_principal(key)
+        agent = _visible_agent(caller, key, self.agent.pk) if self.agent is not None else None
+        return replace(self, key=key, caller=caller, agent=agent)
 
 
 def connect(raw_key: str, *, agent_id: str | None = None, subject: str | None = None,
@@ -82,12 +93,18 @@ def connect(raw_key: str, *, agent_id: str | None = None, subject: str | None = 
         key = api_key_from_raw(raw_key)
     except drf_exceptions.AuthenticationFailed as exc:
         raise AuthenticationFailed(str(exc.detail)) from None
+    caller = key_principal(key)
     agent = None
     if agent_id:
-        agent = project_object_or_404(Agent.objects.filter(project_id=key.project_id).select_related(
-            "project", "write_memory_store"), agent_id, error=AgentNotFound, field="agent_id")
-    return Connection(key=key, agent=agent, subject=validate_subject(subject or None, allow_none=True),
-                      facet=validate_facet(facet or None))
+        agent = _visible_agent(caller, key, agent_id)
+    return Connection(key=key, caller=caller, agent=agent,
+                      subject=validate_subject(subject or None, allow_none=True), facet=validate_facet(facet or None))
+
+
+def _visible_agent(caller: Principal, key: ApiKey, agent_id: Any) -> Agent:
+    """An agent of the key's project in its reach; else 404 AGENT_NOT_FOUND, as for an unknown id."""
+    agents = Agent.objects.filter(project_id=key.project_id).select_related("project", "write_memory_store")
+    return get_visible_or_404(caller, agents, agent_id, error=AgentNotFound, field="agent_id")
 
 
 def _writable(connection: Connection) -> bool:
@@ -123,8 +140,7 @@ def tool_definitions(connection: Connection) -> list[dict[str, Any]]:
 def _agent(connection: Connection, arguments: dict[str, Any]) -> Agent:
     if connection.agent is not None:
         return connection.agent
-    return project_object_or_404(Agent.objects.filter(project_id=connection.key.project_id).select_related(
-        "project", "write_memory_store"), arguments.pop("agent_id", None), error=AgentNotFound, field="agent_id")
+    return _visible_agent(connection.caller, connection.key, arguments.pop("agent_id", None))
 
 
 def _validated(serializer_class: type, arguments: dict[str, Any]) -> Any:
@@ -150,25 +166,24 @@ def run_tool(connection: Connection, name: str, arguments: dict[str, Any] | None
     pins: dict[str, Any] = {"subject": connection.subject, "facet": connection.facet}
     if name == "search_knowledge":
         data = _validated(SearchToolRequestSerializer, arguments).validated_data
-        content, result = run_search_knowledge(agent, dict(data), access_tags=key_access_tags(connection.key, SEARCH),
+        content, result = run_search_knowledge(agent, dict(data), caller=connection.caller,
                                                **pins)
         return {"content": content, "knowledge": result.as_dict()}
     if name == "open_memory":
-        content, memory = run_open_memory(agent, arguments, access_tags=key_access_tags(connection.key, SEARCH),
+        content, memory = run_open_memory(agent, arguments, caller=connection.caller,
                                           **pins)
         return {"content": content, "memory_id": memory.pk}
     if name == "list_memories":
-        content, memories = run_list_memories(agent, arguments, access_tags=key_access_tags(connection.key, SEARCH),
+        content, memories = run_list_memories(agent, arguments, caller=connection.caller,
                                               **pins)
         return {"content": content, "memory_ids": [m.pk for m in memories]}
     if name == "forget_memory":
-        content, assertion = run_forget_memory(agent, arguments, principal=connection.principal,
-                                               access_tags=key_access_tags(connection.key, FORGET), **pins)
+        content, assertion = run_forget_memory(agent, arguments, caller=connection.caller, **pins)
         return {"content": content, "memory_id": arguments["id"].strip(), "assertion_id": assertion.pk}
     serializer = _validated(WriteMemoryToolSerializer, arguments)
     result = agent_write_memory(agent=agent, content=serializer.validated_data["content"],
                                 **serializer.write_kwargs(), subject=connection.subject,
-                                pinned_facet=connection.facet, principal=connection.principal)
+                                pinned_facet=connection.facet, caller=connection.caller)
     return {"content": f"Remembered ({result.action}): memory {result.memory.pk}.", "action": result.action,
             "memory_id": result.memory.pk, "assertion_id": result.assertion.pk,
             "superseded_memory_id": result.replaced.pk if result.replaced else None}
@@ -198,7 +213,7 @@ def build_server(connection: Connection) -> Server:
 
     def call(name: str, arguments: dict[str, Any] | None) -> tuple[bool, dict[str, Any]]:
         try:
-            return False, run_tool(connection, name, arguments)
+            return False, run_tool(connection.renewed(), name, arguments)
         except Exception as exc:
             body = error_body(exc)
             if body is None:

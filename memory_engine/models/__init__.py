@@ -7,7 +7,7 @@ from .feed import FeedEntry, FeedKind
 from .links import EvidenceLink
 from .memories import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemorySchema, MemoryStore
 from .replay import ReplayRun, TransformConfig
-from .retention import ErasureReceipt, RetentionClass
+from .retention import ErasureReceipt, RetentionChange, RetentionClass
 from .rules import MemoryRule
 from .tenancy import ApiKey, Project, StaffGrants
 from .webhooks import DeliveryStatus, WebhookDelivery, WebhookSubscription
@@ -40,5 +40,6 @@ __all__ = [
     "WebhookDelivery",
     "WebhookSubscription",
     "DeliveryStatus",
+    "RetentionChange",
     "RetentionClass",
 ]

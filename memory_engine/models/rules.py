@@ -32,6 +32,10 @@ class MemoryRule(models.Model):
         default=dict, blank=True,
         help_text="builtin: prompt, model, provider overrides; callable: path; http: url, secret.",
     )
+    #: The principal the rule acts as (memory_engine.policy.principal_from_reference): whoever
+    #: created or last changed it; its grants are checked again at every firing. Empty for rules
+    #: older than the access policy (they act as the system).
+    acting_as = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

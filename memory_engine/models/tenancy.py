@@ -11,8 +11,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from memory_engine.access import validate_grants
 from memory_engine.exceptions import ValidationFailed
+from memory_engine.grants import validate_grants
 from memory_engine.ids import PublicIdField
 
 KEY_PREFIX = "me"

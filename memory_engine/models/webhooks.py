@@ -27,6 +27,9 @@ class WebhookSubscription(models.Model):
     failures = models.PositiveIntegerField(default=0, editable=False)
     next_attempt_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_by = models.CharField(max_length=200, blank=True, default="", editable=False)
+    #: The principal deliveries read the feed as (memory_engine.policy.principal_from_reference),
+    #: checked again at every delivery; empty for subscriptions older than the access policy.
+    acting_as = models.CharField(max_length=200, blank=True, default="", editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:

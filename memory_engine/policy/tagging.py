@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from memory_engine.access import SEARCH, owner_tag, share_tag, validate_grants
 from memory_engine.exceptions import ValidationFailed
+from memory_engine.grants import SEARCH, owner_tag, share_tag, validate_grants
 from memory_engine.models import ApiKey, Document, MemoryStore, Project
 
 
@@ -36,7 +36,7 @@ def share_resolve(*, project: Project, key_ids: Sequence[str], actions: Sequence
 @transaction.atomic
 def access_tags_write(*, obj: Document | MemoryStore, owner: str | None, share: Share | None = None) -> None:
     """Tag a new document or store: the creator's owner tag ``owner:<owner>`` (a key id, or
-    ``user:<pk>`` for a staff user with grants; None: none)
+    ``user:<pk>`` for a staff user with grants, :attr:`Principal.owner`; None: none)
     and, with ``share``, ``share:<object id>`` granted to each shared key that has grants (a key
     without grants already reaches the whole project; a grant would restrict it). One transaction."""
     tags = list(obj.access_tags)

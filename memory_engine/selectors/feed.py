@@ -16,11 +16,12 @@ import binascii
 import re
 from dataclasses import dataclass
 
-from django.db.models import Q, QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.expressions import RawSQL
 
 from memory_engine.exceptions import FeedCursorInvalid
 from memory_engine.models import FeedEntry, Project
+from memory_engine.policy import SEARCH, Principal, reach, tag_filter
 
 #: Everything before the first entry.
 FEED_START = (0, 0)
@@ -51,10 +52,9 @@ def decode_feed_cursor(cursor: str) -> tuple[int, int]:
     return txid, seq
 
 
-def feed_grant_filter(entries: QuerySet[FeedEntry], *, project: Project, principal: str) -> QuerySet[FeedEntry]:
-    """The entries the caller may see. The one place access to feed entries is decided: today
-    the caller's project; per-store and per-document grants plug in here."""
-    return entries.filter(project=project)
+#: A page reads at most this many entries per entry it returns when the caller's grants hide
+#: entries; the cursor still moves past every entry read (shown or not).
+SCAN_FACTOR = 10
 
 
 @dataclass(frozen=True)
@@ -63,21 +63,35 @@ class FeedPage:
     next_cursor: str
 
 
-def feed_page(*, project: Project, principal: str, after: str | None = None, limit: int = 100,
+def feed_page(*, project: Project, caller: Principal, after: str | None = None, limit: int = 100,
               exclude_generator: bool = False) -> FeedPage:
-    """Up to ``limit`` entries after the cursor ``after`` (from the start when omitted), and the
-    cursor to pass next time (the same one when nothing new is visible yet)."""
+    """Up to ``limit`` entries after the cursor ``after`` (from the start when omitted) that
+    ``caller`` may see (memory_engine.policy: an entry goes with its store or its document), and
+    the cursor to pass next time (the same one when nothing new is visible yet). Entries the
+    caller may not see, and with ``exclude_generator`` those it made, are left out and the cursor
+    moves past them: a narrowed reader never stalls behind a run of other teams' changes."""
     position = decode_feed_cursor(after) if after else FEED_START
-    entries = feed_grant_filter(FeedEntry.objects.all(), project=project, principal=principal)
-    if exclude_generator:
-        entries = entries.exclude(principal=principal)
     txid, seq = position
-    rows = list(
+    entries = (
         # txid >= the cursor's lets the (project, txid, seq) index bound the scan
-        entries.filter(txid__gte=txid).filter(Q(txid__gt=txid) | Q(txid=txid, seq__gt=seq))
-        .filter(txid__lt=_VISIBILITY_HORIZON)
-        .order_by("txid", "seq")[:limit]
+        FeedEntry.objects.filter(project=project, txid__gte=txid).filter(Q(txid__gt=txid) | Q(txid=txid, seq__gt=seq))
+        .filter(txid__lt=_VISIBILITY_HORIZON).order_by("txid", "seq")
     )
-    if rows:
-        position = (rows[-1].txid, rows[-1].seq)
+    tags = reach(caller, SEARCH)
+    if tags is None and not exclude_generator:
+        rows = list(entries[:limit])
+        if rows:
+            position = (rows[-1].txid, rows[-1].seq)
+        return FeedPage(entries=rows, next_cursor=encode_feed_cursor(position))
+    shown = Q() if tags is None else tag_filter(FeedEntry, tags)
+    if exclude_generator:
+        shown &= ~Q(principal=caller.label)
+    scanned = entries.annotate(shown=ExpressionWrapper(shown, output_field=BooleanField()))[:limit * SCAN_FACTOR]
+    rows = []
+    for entry in scanned:
+        position = (entry.txid, entry.seq)
+        if entry.shown:
+            rows.append(entry)
+            if len(rows) == limit:
+                break
     return FeedPage(entries=rows, next_cursor=encode_feed_cursor(position))

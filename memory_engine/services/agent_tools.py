@@ -5,11 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from memory_engine.access import ADD, Grants
-from memory_engine.exceptions import GenerationAgentMismatch, GenerationNotFound, GrantRequired, NoWriteMemoryStore
+from memory_engine.exceptions import (
+    GenerationAgentMismatch,
+    GenerationNotFound,
+    NotFound,
+    NoWriteMemoryStore,
+)
 from memory_engine.models import Agent, Generation, MemoryStore
 from memory_engine.models.memories import Mechanism, SourceType
-from memory_engine.services.access import access_tags_write
+from memory_engine.policy import ADD, Principal, access_tags_write, require, sees
 from memory_engine.services.memory_write import WriteResult, memory_write
 from memory_engine.services.stores import subject_store_get_or_create
 
@@ -18,7 +22,7 @@ def agent_write_memory(
     *,
     agent: Agent,
     content: str,
-    principal: str,
+    caller: Principal,
     tags: dict[str, Any] | None = None,
     metadata: dict[str, Any] | None = None,
     about: dict[str, Any] | None = None,
@@ -32,8 +36,6 @@ def agent_write_memory(
     expires_at: datetime | None = None,
     subject: str | None = None,
     pinned_facet: str | None = None,
-    grants: Grants | None = None,
-    owner: str | None = None,
 ) -> WriteResult:
     """Write a fact (mechanism ``tool``) on the store's thresholds: into the agent's write store,
     or with ``subject`` (set by the host) into that end user's store (found or created; the
@@ -42,23 +44,27 @@ def agent_write_memory(
     turn the tool was called in and must be one of this agent's generations. The memory records
     the agent that wrote it.
 
-    ``grants`` are the caller's (docs/security.md, *Access inside a project*): without ``add`` on
-    the target store the call answers 403 GRANT_REQUIRED and writes nothing. A subject store created
-    here gets the caller's ``owner`` tag, as on ``GET /subjects/{id}/memory-store``."""
+    ``caller`` is who asks (REST or MCP; memory_engine.policy): a target store outside its reach
+    answers 404 MEMORY_STORE_NOT_FOUND like one that does not exist, one it sees without ``add``
+    403 GRANT_REQUIRED; either way nothing is written. A subject store created here gets the
+    caller's owner tag, as on ``GET /subjects/{id}/memory-store``."""
     if pinned_facet:
         facet = pinned_facet
     store: MemoryStore | None = agent.write_memory_store
     if subject is not None:
         store, created = subject_store_get_or_create(project=agent.project, external_id=subject)
         if created:
-            access_tags_write(obj=store, owner=owner)
-    if store is None or store.project_id != agent.project_id:
+            access_tags_write(obj=store, owner=caller.owner)
+            store.refresh_from_db(fields=["access_tags"])
+    if subject is not None and store is not None and not sees(caller, store, None):
+        raise NotFound()  # another principal's subject: as GET /subjects/{id}/memory-store answers
+    if store is None or store.project_id != agent.project_id or not sees(caller, store, None):
+        # a write store outside the caller's reach answers like none at all
         raise NoWriteMemoryStore(
             f"Agent {agent.name} has no write memory store; set its write_memory_store_id first.",
             details={"agent_id": agent.pk},
         )
-    if grants is not None and not grants.allows(ADD, store.access_tags):
-        raise GrantRequired(details={"action": ADD})
+    require(caller, ADD, store)
     if type(agent).project.is_cached(agent):
         store.project = agent.project  # the same project (checked above): the quota check reads it
     if generation_id:
@@ -72,7 +78,7 @@ def agent_write_memory(
     return memory_write(
         store=store,
         content=content,
-        principal=principal,
+        principal=caller.label,
         mechanism=Mechanism.TOOL,
         tags=tags,
         metadata=metadata,

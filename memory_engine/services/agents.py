@@ -9,8 +9,9 @@ from django.db import transaction
 
 from memory_engine.exceptions import UnknownScope
 from memory_engine.knowledge_config import normalize_knowledge_config
-from memory_engine.models import Agent, Document, MemoryStore, Project
+from memory_engine.models import Agent, Document, Memory, MemoryStore, Project
 from memory_engine.models.memories import Tier
+from memory_engine.policy import PURGE, Principal, check_legal_hold, require, visible
 
 from .stores import agent_store_create, allow_ledger_erasure, check_name_free
 
@@ -18,19 +19,21 @@ UNSET: Any = object()
 
 
 def validate_agent_scope(*, project: Project, knowledge_config: dict[str, Any],
-                         write_memory_store_id: str | None) -> None:
-    """Every id the agent names must exist in its project: else one UNKNOWN_SCOPE naming them."""
+                         write_memory_store_id: str | None, caller: Principal) -> None:
+    """Every id the agent names must exist in its project and be in the caller's reach (an id
+    outside its grants answers like one that does not exist): else one UNKNOWN_SCOPE naming them."""
     unknown: dict[str, list[str]] = {}
     store_ids = list(knowledge_config.get("memory_store_ids") or [])
-    found = set(MemoryStore.objects.filter(project=project, pk__in=store_ids + [write_memory_store_id or ""])
-                .values_list("pk", flat=True))
+    stores = visible(caller, MemoryStore.objects.filter(project=project))
+    found = set(stores.filter(pk__in=store_ids + [write_memory_store_id or ""]).values_list("pk", flat=True))
     if missing := [i for i in store_ids if i not in found]:
         unknown["memory_store_ids"] = missing
     if write_memory_store_id and write_memory_store_id not in found:
         unknown["write_memory_store_id"] = [write_memory_store_id]
     doc_ids = list(knowledge_config.get("document_ids") or [])
     if doc_ids:
-        docs = set(Document.objects.filter(project=project, pk__in=doc_ids).values_list("pk", flat=True))
+        docs = set(visible(caller, Document.objects.filter(project=project, pk__in=doc_ids))
+                   .values_list("pk", flat=True))
         if missing := [i for i in doc_ids if i not in docs]:
             unknown["document_ids"] = missing
     if unknown:
@@ -47,27 +50,33 @@ def _split_write_store(config: dict[str, Any], write_memory_store_id: Any) -> tu
 
 
 @transaction.atomic
-def agent_create(*, project: Project, name: str, knowledge_config: dict[str, Any] | None = None,
+def agent_create(*, project: Project, name: str, caller: Principal, knowledge_config: dict[str, Any] | None = None,
                  write_memory_store_id: str | None = None) -> Agent:
+    """A new agent with its own (agent-tier) store, which carries the caller's owner tag: the agent
+    and its generations go with that store (memory_engine.policy)."""
     config, store_id = _split_write_store(normalize_knowledge_config(knowledge_config), write_memory_store_id)
     store_id = None if store_id is UNSET else store_id
-    validate_agent_scope(project=project, knowledge_config=config, write_memory_store_id=store_id)
+    validate_agent_scope(project=project, knowledge_config=config, write_memory_store_id=store_id, caller=caller)
     check_name_free(Agent.objects.filter(project=project), name, label="An agent")
     agent = Agent.objects.create(project=project, name=name, knowledge_config=config,
                                  write_memory_store_id=store_id or None)
     # Its own store joins every recall as this agent; writes still go to write_memory_store
     # (the host may point it at the own store), so no agent gains a write_memory tool unasked.
-    agent_store_create(agent=agent)
+    agent_store_create(agent=agent, owner=caller.owner)
     return agent
 
 
 @transaction.atomic
-def agent_update(*, agent: Agent, name: str | None = None, knowledge_config: Any = UNSET,
+def agent_update(*, agent: Agent, caller: Principal, name: str | None = None, knowledge_config: Any = UNSET,
                  write_memory_store_id: Any = UNSET) -> Agent:
+    """Change what is given; the ids the agent names are checked against the caller's reach
+    (the caller's ``add`` on the agent is the view's check)."""
     config = agent.knowledge_config if knowledge_config is UNSET else normalize_knowledge_config(knowledge_config)
     config, store_id = _split_write_store(dict(config), write_memory_store_id)
     store_id = agent.write_memory_store_id if store_id is UNSET else store_id
-    validate_agent_scope(project=agent.project, knowledge_config=config, write_memory_store_id=store_id)
+    if knowledge_config is not UNSET or write_memory_store_id is not UNSET:
+        validate_agent_scope(project=agent.project, knowledge_config=config, write_memory_store_id=store_id,
+                             caller=caller)
     if name is not None:
         check_name_free(Agent.objects.filter(project=agent.project).exclude(pk=agent.pk), name, label="An agent")
         _rename_own_store(agent, name)
@@ -79,9 +88,12 @@ def agent_update(*, agent: Agent, name: str | None = None, knowledge_config: Any
 
 
 @transaction.atomic
-def agent_delete(*, agent: Agent) -> None:
+def agent_delete(*, agent: Agent, caller: Principal) -> None:
     """Delete an agent with its own store, that store's memories and their ledger rows (as
-    memory_store_delete erases a store)."""
+    memory_store_delete erases a store): 403 GRANT_REQUIRED without ``purge`` on the agent (its
+    own store), 409 LEGAL_HOLD while a memory of its own store is under legal hold."""
+    require(caller, PURGE, agent)
+    check_legal_hold(memories=Memory.objects.filter(store__agent=agent, store__tier=Tier.AGENT))
     allow_ledger_erasure()
     agent.delete()
 

@@ -11,26 +11,31 @@ What a selector reaches:
 * for both: the ledger rows of the erased memories are redacted (:func:`ledger_redact`), and
   the generations those rows came from lose their conversation text.
 
-An erasure by a caller with grants (docs/security.md, *Access inside a project*) needs ``purge``
-on every store and document it reaches; one it lacks stops the whole erasure (403 GRANT_REQUIRED)
-before anything changes: an erasure is never silently partial.
+An erasure acts as its caller (memory_engine.policy): rows outside the caller's reach do not exist
+for it (they are neither erased nor named), and it needs ``purge`` on every store and document it
+does reach; one it lacks stops the whole erasure (403 GRANT_REQUIRED) before anything changes.
+A caller without grants reaches the whole project.
 
 Rows under legal hold stop the whole erasure (409 LEGAL_HOLD naming them) before anything
 changes. The receipt (:class:`~memory_engine.models.ErasureReceipt`) holds the counts per table,
-the removed ids and a sha256 over the removed rows; it names the selector only by its sha256.
+the removed ids and a sha256 over the removed rows; it names the selector only by an HMAC under
+the deployment's ``ERASURE_RECEIPT_KEY`` (:func:`selector_hmac`), which cannot be reversed by
+hashing guessed selectors without that key.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
-from memory_engine.access import PURGE, Grants
-from memory_engine.exceptions import GrantRequired, ValidationFailed
+from memory_engine.conf import engine_settings
+from memory_engine.exceptions import ValidationFailed
 from memory_engine.models import (
     Chunk,
     Document,
@@ -46,19 +51,23 @@ from memory_engine.models import (
     RawCapture,
 )
 from memory_engine.models.memories import Tier
+from memory_engine.policy import PURGE, Principal, check_legal_hold, require, visible
 from memory_engine.subjects import validate_subject
 
 from .documents import document_delete
-from .legal_hold import check_legal_hold
 from .memory_write import lock_store
 from .retention import ledger_redact
 
-__all__ = ["subject_erase", "selector_sha256"]
+__all__ = ["subject_erase", "selector_hmac"]
 
 
-def selector_sha256(selector: dict[str, Any]) -> str:
-    """The sha256 of a selector's canonical JSON (what the receipt keeps of it)."""
-    return hashlib.sha256(json.dumps(selector, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+def selector_hmac(selector: dict[str, Any]) -> str:
+    """HMAC-SHA256 of a selector's canonical JSON under ``ERASURE_RECEIPT_KEY`` (by default a key
+    derived from ``SECRET_KEY``): what the receipt keeps of the selector. Whoever holds the key
+    can check whether a receipt is for a given selector; nobody else can."""
+    key = engine_settings.ERASURE_RECEIPT_KEY or f"memory_engine.erasure-receipt:{settings.SECRET_KEY}"
+    canonical = json.dumps(selector, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(hashlib.sha256(key.encode()).digest(), canonical, hashlib.sha256).hexdigest()
 
 
 class _Digest:
@@ -94,35 +103,35 @@ def _validate_selector(subject_external_id: str | None, tags: dict[str, Any] | N
     return selector
 
 
-def _check_purge_grants(grants: Grants, subject_store: MemoryStore | None, memories: Any, documents: Any) -> None:
+def _check_purge(caller: Principal, subject_store: MemoryStore | None, memories: Any, documents: Any) -> None:
     stores = MemoryStore.objects.filter(Q(pk__in=memories.values("store_id"))
                                         | Q(pk=subject_store.pk if subject_store is not None else None))
-    for object_tags in [*stores.values_list("access_tags", flat=True),
-                        *documents.values_list("access_tags", flat=True)]:
-        if not grants.allows(PURGE, object_tags):
-            raise GrantRequired(details={"action": PURGE})
+    for row in [*stores, *documents]:
+        require(caller, PURGE, row)
 
 
 @transaction.atomic
-def subject_erase(*, project: Project, principal: str, subject_external_id: str | None = None,
-                  tags: dict[str, Any] | None = None, grants: Grants | None = None) -> ErasureReceipt:
-    """Erase what the selector reaches (module docstring) and return the stored receipt.
-    400 VALIDATION_ERROR / SUBJECT_INVALID for a bad selector, 403 GRANT_REQUIRED when ``grants``
-    lack ``purge`` on a store or document reached, 409 LEGAL_HOLD for held rows."""
+def subject_erase(*, project: Project, caller: Principal, subject_external_id: str | None = None,
+                  tags: dict[str, Any] | None = None) -> ErasureReceipt:
+    """Erase what the selector reaches inside ``caller``'s reach (module docstring) and return the
+    stored receipt. 400 VALIDATION_ERROR / SUBJECT_INVALID for a bad selector, 403 GRANT_REQUIRED
+    when the caller lacks ``purge`` on a store or document reached, 409 LEGAL_HOLD for held rows."""
+    principal = caller.label
     selector = _validate_selector(subject_external_id, tags)
     subject_store = None
     if subject_external_id is not None:
-        subject_store = MemoryStore.objects.filter(project=project, tier=Tier.USER,
-                                                   subject_external_id=subject_external_id).first()
+        subject_store = visible(caller, MemoryStore.objects.filter(
+            project=project, tier=Tier.USER, subject_external_id=subject_external_id), None).first()
     memory_filter = Q(pk__in=[])
     if subject_store is not None:
         memory_filter |= Q(store=subject_store)
     if tags:
         memory_filter |= Q(tags__contains=tags)
-    memories = Memory.objects.filter(memory_filter, store__project=project)
-    documents = Document.objects.filter(project=project, tags__contains=tags) if tags else Document.objects.none()
-    if grants is not None:
-        _check_purge_grants(grants, subject_store, memories, documents)
+    memories = visible(caller, Memory.objects.filter(memory_filter, store__project=project), None)
+    documents = (visible(caller, Document.objects.filter(project=project, tags__contains=tags), None) if tags
+                 else Document.objects.none())
+    _check_purge(caller, subject_store, memories, documents)
+    memory_filter = Q(pk__in=memories.values("pk"))
     check_legal_hold(memories=memories, versions=DocumentVersion.objects.filter(document__in=documents))
 
     store_ids = sorted(set(memories.values_list("store_id", flat=True))
@@ -195,6 +204,6 @@ def subject_erase(*, project: Project, principal: str, subject_external_id: str 
         ids["memorystore"] = [subject_store.pk]
         counts["memorystore"] = 1
     return ErasureReceipt.objects.create(
-        project=project, selector_kind="+".join(sorted(selector)), selector_sha256=selector_sha256(selector),
+        project=project, selector_kind="+".join(sorted(selector)), selector_hmac=selector_hmac(selector),
         counts=counts, ids=ids, sha256=digest.hexdigest(), principal=principal[:200],
     )

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from memory_engine.access import validate_grants
+from memory_engine.grants import validate_grants
 from memory_engine.models import ApiKey, Project
 from memory_engine.models.tenancy import hash_key
 

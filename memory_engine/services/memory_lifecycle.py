@@ -29,8 +29,8 @@ from memory_engine.exceptions import NotInTrash, TrashExpired
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome, Tier
 from memory_engine.models.retention import RetentionClass
+from memory_engine.policy import check_legal_hold
 
-from .legal_hold import check_legal_hold
 from .memory_write import lock_store
 
 logger = logging.getLogger("memory_engine.lifecycle")

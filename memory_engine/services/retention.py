@@ -20,11 +20,11 @@ from django.utils import timezone
 from memory_engine.conf import engine_settings
 from memory_engine.db import allow_ledger_erasure
 from memory_engine.exceptions import DocumentNotForgotten, ValidationFailed
-from memory_engine.models import Chunk, Document, DocumentVersion, Memory, RawCapture
+from memory_engine.models import Chunk, Document, DocumentVersion, Memory, RawCapture, RetentionChange
 from memory_engine.models.retention import RetentionClass
+from memory_engine.policy import Principal, check_legal_hold, require_hold_release
 
 from .documents import document_delete, stored_files_delete_on_commit
-from .legal_hold import check_legal_hold
 from .memory_write import lock_store
 
 logger = logging.getLogger("memory_engine.retention")
@@ -68,32 +68,51 @@ def ledger_redact(*, assertion_ids: list[str], principal: str) -> int:
 
 
 @transaction.atomic
-def memory_retention_set(*, memory: Memory, retention_class: str, principal: str) -> Memory:
-    """Change a memory's retention class (an operator's decision). Becoming ephemeral without
-    an ``expires_at`` gives it one (MEMORY_EPHEMERAL_TTL_SECONDS from now)."""
+def memory_retention_set(*, memory: Memory, retention_class: str, caller: Principal) -> Memory:
+    """Change a memory's retention class (an operator's decision), recorded in the retention
+    ledger. Releasing a legal hold needs the ``hold`` action (403 GRANT_REQUIRED). Becoming
+    ephemeral without an ``expires_at`` gives it one (MEMORY_EPHEMERAL_TTL_SECONDS from now)."""
     retention_class = validate_retention_class(retention_class)
     lock_store(memory.store_id)
     memory = Memory.objects.select_related("content", "store").get(pk=memory.pk)
+    require_hold_release(caller, memory, current=memory.retention_class, new=retention_class)
+    previous = memory.retention_class
     fields: dict[str, object] = {"retention_class": retention_class}
     if retention_class == RetentionClass.EPHEMERAL and memory.expires_at is None:
         fields["expires_at"] = timezone.now() + timedelta(seconds=engine_settings.MEMORY_EPHEMERAL_TTL_SECONDS)
     Memory.objects.filter(pk=memory.pk).update(**fields)
     memory.refresh_from_db(fields=list(fields))
-    logger.info("memory retention %s -> %s by %s", memory.pk, retention_class, principal)
+    if previous != retention_class:
+        RetentionChange.objects.create(
+            project_id=memory.store.project_id, kind=RetentionChange.Kind.MEMORY, object_id=memory.pk,
+            parent_id=memory.store_id, previous_class=previous, retention_class=retention_class,
+            principal=caller.label[:200])
+    logger.info("memory retention %s -> %s by %s", memory.pk, retention_class, caller.label)
     return memory
 
 
 @transaction.atomic
-def document_retention_set(*, document: Document, retention_class: str, principal: str,
+def document_retention_set(*, document: Document, retention_class: str, caller: Principal,
                            version_ids: list[str] | None = None) -> int:
-    """Change the retention class of a document's versions (all, or ``version_ids``); the
-    number of versions changed."""
+    """Change the retention class of a document's versions (all, or ``version_ids``), each change
+    recorded in the retention ledger; the number of versions changed. Releasing a legal hold needs
+    the ``hold`` action on the document (403 GRANT_REQUIRED, nothing changed)."""
     retention_class = validate_retention_class(retention_class)
+    document = Document.objects.select_for_update().get(pk=document.pk)
     versions = DocumentVersion.objects.filter(document=document)
     if version_ids is not None:
         versions = versions.filter(pk__in=version_ids)
+    before = dict(versions.exclude(retention_class=retention_class).values_list("pk", "retention_class"))
+    for previous in set(before.values()):
+        require_hold_release(caller, document, current=previous, new=retention_class)
     changed = versions.update(retention_class=retention_class)
-    logger.info("document retention %s -> %s (%s versions) by %s", document.pk, retention_class, changed, principal)
+    RetentionChange.objects.bulk_create([
+        RetentionChange(project_id=document.project_id, kind=RetentionChange.Kind.DOCUMENT_VERSION,
+                        object_id=version_id, parent_id=document.pk, previous_class=previous,
+                        retention_class=retention_class, principal=caller.label[:200])
+        for version_id, previous in sorted(before.items())])
+    logger.info("document retention %s -> %s (%s versions) by %s", document.pk, retention_class, changed,
+                caller.label)
     return changed
 
 

@@ -21,10 +21,10 @@ from memory_engine.exceptions import (
 )
 from memory_engine.models import Agent, DocumentVersion, Memory, MemoryStore, Project
 from memory_engine.models.memories import Tier
+from memory_engine.policy import access_tags_write, check_legal_hold
 from memory_engine.subjects import validate_subject
 
 from .documents import stored_files_delete_on_commit
-from .legal_hold import check_legal_hold
 from .memory_write import validate_thresholds
 
 #: What a caller may set on a memory store.
@@ -150,12 +150,14 @@ def subject_store_get_or_create(*, project: Project, external_id: str) -> tuple[
     return store, True
 
 
-def agent_store_create(*, agent: Agent) -> MemoryStore:
+def agent_store_create(*, agent: Agent, owner: str | None) -> MemoryStore:
     """The agent's own (agent-tier) store, named ``agent:<agent name>`` (``agent:<store id>``
-    when that name is taken). The name is a label: recall finds the store by its agent."""
+    when that name is taken), tagged with its creator's ``owner`` (the agent goes with it). The
+    name is a label: recall finds the store by its agent."""
     store = MemoryStore(project_id=agent.project_id, tier=Tier.AGENT, agent=agent)
     store.name = _free_name(agent.project_id, f"agent:{agent.name}", f"agent:{store.pk}")
     store.save()
+    access_tags_write(obj=store, owner=owner)
     return store
 
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from memory_engine.access import Grants, owner_tag, validate_grants
 from memory_engine.exceptions import ValidationFailed
+from memory_engine.grants import Grants, owner_tag, validate_grants
 from memory_engine.models import ApiKey, Document, Memory, MemoryStore
 from tests.access.helpers import keyed, tag
 from tests.search.helpers import make_document

@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from memory_engine.access import owner_tag
+from memory_engine.grants import owner_tag
 from memory_engine.models import Document, ErasureReceipt, Memory, MemoryStore, StaffGrants
 from tests.access.helpers import ALL, keyed
 from tests.factories import AgentFactory
@@ -59,7 +59,7 @@ def listed(client: Client, path: str, headers: dict[str, str]) -> set[str]:
 
 
 def test_write_memory_tool_needs_add_on_the_write_store(project: Any, teams: dict[str, Any]) -> None:
-    agent = AgentFactory(project=project, write_memory_store=teams["store_b"])
+    agent = AgentFactory(project=project, write_memory_store=teams["store_b"], access_tags=["team:b"])
     before = Memory.objects.filter(store=teams["store_b"]).count()
     refused = tool_write(teams["b"], agent)  # b: search only on team:b
     assert (refused.status_code, refused.json()["code"]) == (403, "GRANT_REQUIRED")
@@ -76,13 +76,14 @@ def test_write_memory_tool_needs_add_on_the_write_store(project: Any, teams: dic
 
 def test_write_memory_tool_for_a_subject_checks_and_tags_the_subject_store(project: Any,
                                                                            teams: dict[str, Any]) -> None:
-    agent = AgentFactory(project=project, write_memory_store=teams["store_a"])
+    agent = AgentFactory(project=project, write_memory_store=teams["store_a"], access_tags=["team:a", "team:b"])
     created = tool_write(teams["a"], agent, subject="user-7")
     assert created.status_code == 201, created.json()
     store = MemoryStore.objects.get(project=project, subject_external_id="user-7")
     assert store.access_tags == [owner_tag(teams["key_a"].pk)]
+    # team b reaches the agent but not a's subject store: it answers like GET /subjects/{id}/memory-store
     refused = tool_write(teams["b"], agent, subject="user-7", content="The user prefers tea.")
-    assert (refused.status_code, refused.json()["code"]) == (403, "GRANT_REQUIRED")
+    assert (refused.status_code, refused.json()["code"]) == (404, "NOT_FOUND")
     assert Memory.objects.filter(store=store).count() == 1
 
 
@@ -102,23 +103,40 @@ def test_retention_class_changes_need_forget(teams: dict[str, Any]) -> None:
 
 def test_erasure_by_tags_needs_purge_on_every_row_it_reaches(project: Any, teams: dict[str, Any]) -> None:
     Document.objects.filter(pk__in=[teams["doc_a"].pk, teams["doc_b"].pk]).update(tags={"case": "c-1"})
-    refused = teams["a"].post("/api/v1/erasure", {"tags": {"case": "c-1"}}, format="json")
+    # a key that sees team b's document but may not purge it: the whole erasure stops
+    seeing, _ = keyed(project, [{"pattern": "team:a", "actions": ALL}, {"pattern": "team:b", "actions": ["search"]}])
+    refused = seeing.post("/api/v1/erasure", {"tags": {"case": "c-1"}}, format="json")
     assert (refused.status_code, refused.json()["code"]) == (403, "GRANT_REQUIRED")
     assert refused.json()["details"] == {"action": "purge"}
     assert Document.objects.filter(pk__in=[teams["doc_a"].pk, teams["doc_b"].pk]).count() == 2
     assert not ErasureReceipt.objects.filter(project=project).exists()  # never a partial erasure
-    Document.objects.filter(pk=teams["doc_b"].pk).update(tags={})
+    # team a's key does not reach team b's document at all: for it, that row does not exist
     erased = teams["a"].post("/api/v1/erasure", {"tags": {"case": "c-1"}}, format="json")
     assert erased.status_code == 201, erased.json()
+    assert erased.json()["ids"]["document"] == [teams["doc_a"].pk]
+    assert teams["doc_b"].pk not in erased.content.decode()
     assert not Document.objects.filter(pk=teams["doc_a"].pk).exists()
     assert Document.objects.filter(pk=teams["doc_b"].pk).exists()
 
 
 def test_subject_erasure_needs_purge_on_the_subject_store(project: Any, teams: dict[str, Any]) -> None:
     assert teams["a"].get("/api/v1/subjects/user-9/memory-store").status_code == 201
-    refused = teams["b"].post("/api/v1/erasure", {"subject_external_id": "user-9"}, format="json")
+    assert teams["a"].post("/api/v1/memories", {"memory_store_id": MemoryStore.objects.get(
+        subject_external_id="user-9").pk, "content": "User nine prefers tea."}, format="json").status_code == 201
+    # team b does not reach a's subject store: for it the subject has nothing to erase
+    nothing = teams["b"].post("/api/v1/erasure", {"subject_external_id": "user-9"}, format="json")
+    assert nothing.status_code == 201, nothing.json()
+    assert nothing.json()["counts"].get("memory") == 0
+    assert Memory.objects.filter(store__subject_external_id="user-9").count() == 1
+    # a key that sees the store but may not purge it is refused
+    seeing, _ = keyed(project, [{"pattern": owner_tag(teams["key_a"].pk), "actions": ["search"]}])
+    MemoryStore.objects.filter(subject_external_id="user-9").update(access_tags=[owner_tag(teams["key_a"].pk), "team:x"])
+    seeing_x, _ = keyed(project, [{"pattern": "team:x", "actions": ["search"]}])
+    refused = seeing_x.post("/api/v1/erasure", {"subject_external_id": "user-9"}, format="json")
     assert (refused.status_code, refused.json()["code"]) == (403, "GRANT_REQUIRED")
-    assert teams["a"].post("/api/v1/erasure", {"subject_external_id": "user-9"}, format="json").status_code == 201
+    erased = teams["a"].post("/api/v1/erasure", {"subject_external_id": "user-9"}, format="json")
+    assert erased.status_code == 201
+    assert erased.json()["counts"]["memory"] == 1
 
 
 # --------------------------------------------------------------------------- staff users with grants
@@ -153,7 +171,7 @@ def test_staff_grants_refuse_writes_without_the_action(project: Any, teams: dict
                          ("post", f"/api/v1/documents/{teams['doc_b'].pk}/deprecate")):
         refused = getattr(client, method)(path, **headers)
         assert (refused.status_code, refused.json()["code"]) == (403, "GRANT_REQUIRED"), path
-    agent = AgentFactory(project=project, write_memory_store=teams["store_b"])
+    agent = AgentFactory(project=project, write_memory_store=teams["store_b"], access_tags=["team:b"])
     refused = client.post(f"/api/v1/agents/{agent.pk}/tools/write_memory", {"content": "x y z"},
                           content_type="application/json", **headers)
     assert (refused.status_code, refused.json()["code"]) == (403, "GRANT_REQUIRED")

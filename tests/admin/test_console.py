@@ -401,6 +401,6 @@ def test_forget_action_goes_through_the_funnel(member_client: Client, mine: Worl
     memory = Memory.objects.get(pk=mine.new.pk)
     assert memory.invalidated_at is not None
     forgotten = MemoryAssertion.objects.get(memory=memory, outcome="forgotten")
-    assert forgotten.principal == "admin:member"
+    assert forgotten.principal == "user:member"
     timeline = text(member_client.get(f"{A}/memory/{mine.new.pk}/change/"))
-    assert "forgotten</span> by <b>admin:member</b>" in timeline
+    assert "forgotten</span> by <b>user:member</b>" in timeline

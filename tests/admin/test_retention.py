@@ -8,6 +8,7 @@ from django.test import Client
 
 from memory_engine.models import DocumentVersion, Memory
 from memory_engine.services.erasure import subject_erase
+from memory_engine.policy import system_principal
 
 from .conftest import World
 
@@ -31,8 +32,8 @@ def test_legal_hold_action_and_forget_refused(member_client: Client, mine: World
 
 def test_receipts_are_listed_and_downloadable_per_project(member_client: Client, mine: World,
                                                           theirs: World) -> None:
-    receipt = subject_erase(project=mine.project, principal="test", tags={"team": "nobody"})
-    other = subject_erase(project=theirs.project, principal="test", tags={"team": "nobody"})
+    receipt = subject_erase(project=mine.project, caller=system_principal("test"), tags={"team": "nobody"})
+    other = subject_erase(project=theirs.project, caller=system_principal("test"), tags={"team": "nobody"})
     page = member_client.get(f"{A}/erasurereceipt/")
     assert page.status_code == 200
     assert [r.pk for r in page.context["cl"].queryset] == [receipt.pk]

@@ -29,7 +29,7 @@ def test_trash_lists_only_this_projects_trash_and_restores(member_client: Client
     assert "Restored 1 memory(ies)" in response.content.decode()
     memory = Memory.objects.get(pk=mine.new.pk)
     assert memory.trashed_at is None and memory.invalidated_at is None
-    assert MemoryAssertion.objects.get(memory_id=memory.pk, outcome="restored").principal == "admin:member"
+    assert MemoryAssertion.objects.get(memory_id=memory.pk, outcome="restored").principal == "user:member"
 
 
 def test_restore_past_the_window_is_reported(member_client: Client, mine: World) -> None:

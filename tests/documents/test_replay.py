@@ -310,11 +310,11 @@ class TestPermissions:
                                                            corpus, small):
         run = replay_run(config=small)
         assert client.get(f"{RUNS}/{run.pk}").json()["status"] == "completed"
-        for api in (client, viewer_api):
+        for api, code in ((client, "STAGED_GENERATION_FORBIDDEN"), (viewer_api, "MODEL_PERMISSION_REQUIRED")):
             for switch in ("promote", "demote"):
                 response = api.post(f"{RUNS}/{run.pk}/{switch}")
                 assert response.status_code == 403, response.json()
-                assert response.json()["code"] == "STAGED_GENERATION_FORBIDDEN"
+                assert response.json()["code"] == code
         assert readonly_client.post(f"{RUNS}/{run.pk}/promote").json()["code"] == "READ_ONLY_KEY"
         # A viewer may search a generation (staff session), not switch it.
         assert search(viewer_api, "breakfast", generation=run.pk).status_code == 200

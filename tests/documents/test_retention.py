@@ -22,8 +22,9 @@ from memory_engine.models import (
     RawCapture,
 )
 from memory_engine.selectors.search import knowledge_search
+from memory_engine.services.keys import api_key_create
 from memory_engine.services.retention import document_retention_sweep
-from tests.conftest import wait_for
+from tests.conftest import api_client, wait_for
 
 pytestmark = pytest.mark.usefixtures("hashing_embedder")
 
@@ -98,7 +99,14 @@ class TestDocuments:
             assert response.json()["details"]["document_ids"] == [doc["id"]]
         response = client.delete(f"/api/v1/documents/{doc['id']}")
         assert response.status_code == 409 and response.json()["code"] == "LEGAL_HOLD"
-        released = client.post(f"/api/v1/documents/{doc['id']}/retention", {"retention_class": "durable"},
+        # releasing the hold is its own action: a key needs a grant that names `hold`
+        refused = client.post(f"/api/v1/documents/{doc['id']}/retention", {"retention_class": "durable"},
+                              format="json")
+        assert (refused.status_code, refused.json()["details"]) == (403, {"action": "hold"})
+        owner = Document.objects.get(pk=doc["id"]).access_tags[0]
+        holder = api_client(api_key_create(project=Document.objects.get(pk=doc["id"]).project,
+                                           grants=[{"pattern": owner, "actions": ["search", "forget", "hold"]}])[1])
+        released = holder.post(f"/api/v1/documents/{doc['id']}/retention", {"retention_class": "durable"},
                                format="json")
         assert released.status_code == 200 and released.json()[0]["retention_class"] == "durable"
         assert client.delete(f"/api/v1/documents/{doc['id']}").status_code == 204

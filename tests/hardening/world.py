@@ -8,6 +8,7 @@ from typing import Any
 
 from memory_engine.models import Chunk, DocumentVersion, Memory, MemoryAssertion, Project, RawCapture
 from memory_engine.models.memories import Mechanism
+from memory_engine.policy import SYSTEM, system_principal
 from memory_engine.services.agents import agent_create
 from memory_engine.services.documents import document_capture_text, document_create_text, document_ingest
 from memory_engine.services.documents.replay import replay_run, transform_config_create
@@ -73,22 +74,23 @@ def build_world(label: str, *, project: Project | None = None, external_ref: str
                                          converter_secret=f"conv-secret-{marker}")
     agent = agent_create(project=project, name=f"agent-{marker}",
                          knowledge_config={"memory_store_ids": [store.pk], "document_ids": [document.pk]},
-                         write_memory_store_id=store.pk)
-    agent2 = agent_create(project=project, name=f"agent2-{marker}")
+                         write_memory_store_id=store.pk, caller=SYSTEM)
+    agent2 = agent_create(project=project, name=f"agent2-{marker}", caller=SYSTEM)
     running = record_generation(agent=agent, input_messages=[{"role": "user", "content": f"hi {marker}"}])
     completed = record_generation(agent=agent, input_messages=[{"role": "user", "content": marker}],
                                   output=f"reply {marker}", status="completed", initiator=running)
     # Created after the generations completed, so nothing fires during setup.
     rule = memory_rule_create(store=store, handler_type="http",
                               handler_config={"url": DEAD_URL, "secret": f"rule-secret-{marker}"},
-                              source_agent_ids=[agent.pk])
+                              source_agent_ids=[agent.pk], caller=SYSTEM)
     # A subject id is a name inside its project (no marker: another project may use it too).
     subject = f"subject-{label}"
     subject_store = subject_store_get_or_create(project=project, external_id=subject)[0]
-    receipt = subject_erase(project=project, principal=principal, tags={"erase": "nothing"})
+    receipt = subject_erase(project=project, caller=system_principal(marker), tags={"erase": "nothing"})
     config = transform_config_create(project=project, name=f"config-{marker}")
     replay = replay_run(config=config, started_by=principal)
-    webhook = webhook_create(project=project, url=f"http://127.0.0.1:9/hook-{marker}", principal=principal)
+    webhook = webhook_create(project=project, url=f"http://127.0.0.1:9/hook-{marker}",
+                             caller=system_principal(marker))
     assert replay.status == "completed", replay.error
     stores = [store, store2, subject_store]
     linked = list(Memory.objects.filter(store=store).order_by("created_at").values_list("pk", flat=True)[:2])

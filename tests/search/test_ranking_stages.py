@@ -12,6 +12,7 @@ from memory_engine.selectors.search import Degraded, SearchHit, knowledge_search
 from memory_engine.selectors.search.stages import mmr
 from tests.conftest import api_client
 from tests.factories import AgentFactory, make_key
+from memory_engine.policy import SYSTEM
 
 from .helpers import make_document, write
 
@@ -62,10 +63,10 @@ def test_weak_evidence_is_said_in_the_knowledge_block(project, settings):
     agent = AgentFactory(project=project, knowledge_config={"document_paths": ["/handbook/"]})
     messages = [{"role": "user", "content": "holiday allowance for staff"}]
     floor(settings, 1000.0)
-    injected, result = inject_knowledge(messages, agent=agent)
+    injected, result = inject_knowledge(messages, agent=agent, caller=SYSTEM)
     assert result.evidence == "weak" and WEAK_EVIDENCE_NOTE in injected[0]["content"]
     floor(settings, 0.0)
-    injected, result = inject_knowledge([{"role": "user", "content": "paid vacation days"}], agent=agent)
+    injected, result = inject_knowledge([{"role": "user", "content": "paid vacation days"}], agent=agent, caller=SYSTEM)
     assert result.evidence == "strong" and WEAK_EVIDENCE_NOTE not in injected[0]["content"]
 
 

@@ -20,6 +20,7 @@ from memory_engine.selectors.search import USER_FOR_AGENT, Actor, knowledge_sear
 from memory_engine.services.agents import agent_create
 from memory_engine.services.stores import subject_store_get_or_create
 from tests.factories import MemoryStoreFactory
+from memory_engine.policy import SYSTEM
 
 from .helpers import write
 
@@ -31,7 +32,7 @@ TEA = "The customer drinks green tea every morning."
 @pytest.fixture
 def agent(project: Any, store: Any) -> Agent:
     """An agent whose knowledge_config names one institutional store (``store``)."""
-    return agent_create(project=project, name="support", knowledge_config={"memory_store_ids": [store.pk]})
+    return agent_create(project=project, name="support", knowledge_config={"memory_store_ids": [store.pk]}, caller=SYSTEM)
 
 
 def own_store(agent: Agent) -> MemoryStore:
@@ -92,7 +93,7 @@ def test_a_subject_never_sees_another_subjects_memories(project, store, agent):
 
 
 def test_a_subjects_memories_of_this_agent_are_user_for_agent(project, store, agent):
-    other = agent_create(project=project, name="sales")
+    other = agent_create(project=project, name="sales", caller=SYSTEM)
     alice = user_store(project, "alice")
     for_us = set_fields(write(alice, "The customer prefers phone calls."), agent=agent)
     for_them = set_fields(write(alice, "The customer prefers phone calls in the afternoon."), agent=other)
@@ -208,7 +209,7 @@ def test_an_agent_without_its_own_store_still_recalls(project, store):
 def test_an_agent_with_an_empty_config_still_searches_documents(project):
     from .helpers import make_document
 
-    empty = agent_create(project=project, name="docs-only")
+    empty = agent_create(project=project, name="docs-only", caller=SYSTEM)
     document = make_document(project, "/handbook/tea.txt", ["The office kitchen stocks green tea."])
     write(own_store(empty), "The office manager orders tea on Fridays.")
     hits = recall(project, empty, "green tea in the kitchen", subject=None)

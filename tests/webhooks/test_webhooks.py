@@ -168,10 +168,13 @@ def test_staff_create_subscriptions_in_the_admin_and_see_deliveries(settings: An
                        {"project": project.pk, "url": "http://127.0.0.1:9/hook", "active": "on",
                         "event_kinds": ["assertion"], "deliveries-TOTAL_FORMS": "0",
                         "deliveries-INITIAL_FORMS": "0"})
-    assert added.status_code == 302, added.content[:2000]
+    # the secret is shown once, in the answer to the request that created it
     subscription = WebhookSubscription.objects.get(project=project)
-    assert subscription.event_kinds == ["assertion"] and subscription.created_by == "admin:root"
+    assert added.status_code == 200 and subscription.secret.encode() in added.content
+    assert "no-store" in added["Cache-Control"]
+    assert subscription.event_kinds == ["assertion"] and subscription.created_by == "user:root"
     WebhookDelivery.objects.create(subscription=subscription, status="failed", attempt=1, http_status=500,
                                    event_count=2, cursor_to="x", error="answered HTTP 500")
     page = admin.get(f"/admin/memory_engine/webhooksubscription/{subscription.pk}/change/")
     assert page.status_code == 200 and b"answered HTTP 500" in page.content
+    assert subscription.secret.encode() not in page.content

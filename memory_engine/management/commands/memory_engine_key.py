@@ -13,8 +13,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory_engine.access import validate_grants
 from memory_engine.exceptions import ValidationFailed
+from memory_engine.grants import validate_grants
 from memory_engine.management.projects import add_project_arguments, project_for_command
 from memory_engine.models import ApiKey
 from memory_engine.services.keys import api_key_create, api_key_revoke

@@ -20,7 +20,6 @@ from django.db.models import Max, Sum
 from django.utils import timezone
 from django.utils.text import slugify
 
-from memory_engine.access import owner_tag
 from memory_engine.conf import engine_settings
 from memory_engine.db import allow_ledger_erasure, lock_project_documents
 from memory_engine.exceptions import (
@@ -36,13 +35,14 @@ from memory_engine.exceptions import (
     ValidationFailed,
 )
 from memory_engine.extraction import NATIVE_CONTENT_TYPES, sniff_content_type
+from memory_engine.grants import owner_tag
 from memory_engine.models import Document, DocumentVersion, IngestionRule, Project, RawCapture
 from memory_engine.models.documents import DocumentStatus
 from memory_engine.models.retention import RetentionClass
+from memory_engine.policy import check_legal_hold
 from memory_engine.queue import enqueue_document_ingest_on_commit, enqueue_documents_ingest_on_commit
 
 from ..ingestion_rules import rule_for_content_type
-from ..legal_hold import check_legal_hold
 from .chunk_settings import CHUNK_REQUEST_KEYS, chunk_request, resolve_chunking
 from .grants import seal_password
 from .runs import persistent_state

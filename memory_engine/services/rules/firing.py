@@ -15,6 +15,7 @@ from memory_engine.exceptions import InvalidFacts, MemoryEngineError, RuleHandle
 from memory_engine.models import Generation, MemoryAssertion, MemoryRule
 from memory_engine.models.agents import GenerationStatus
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
+from memory_engine.policy import ADD, principal_from_reference, require
 from memory_engine.providers.rule_handlers import Fact, get_rule_handler
 from memory_engine.services.memory_write import memory_write
 from memory_engine.text import content_text
@@ -130,6 +131,14 @@ def memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool = False) 
             .values_list("memory_id", "outcome")
         )
     counts = new_counts()
+    try:  # the rule acts as the principal that set it up, as that principal is now
+        require(principal_from_reference(rule.acting_as, project_id=rule.store.project_id), ADD, rule.store)
+    except MemoryEngineError as exc:  # PRINCIPAL_INACTIVE, GRANT_REQUIRED: nothing is asked or written
+        counts["error"] = error_entry(exc)
+        record_rule_counts(generation_id=generation.pk, rule_id=rule.pk, counts=counts)
+        logger.warning("rule %s on %s: %s", rule.pk, generation.pk, exc.code,
+                       extra={"rule_id": rule.pk, "generation_id": generation.pk, "code": exc.code})
+        return counts
     facts, counts["failed"], counts["error"] = _run_handler(rule, generation)
     for fact in facts:
         try:

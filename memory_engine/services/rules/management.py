@@ -9,6 +9,7 @@ from django.db import transaction
 
 from memory_engine.exceptions import AgentNotFound, HandlerInvalid
 from memory_engine.models import Agent, MemoryRule, MemoryStore
+from memory_engine.policy import Principal, visible
 from memory_engine.providers.rule_handlers import COMMON_KEYS, HANDLER_CLASSES, get_rule_handler
 from memory_engine.text import contains_nul
 
@@ -43,9 +44,10 @@ def validate_rule_handler(*, handler_type: str, config: dict[str, Any], trusted:
     return handler.validate_config(config, trusted=trusted)
 
 
-def _project_agents(*, project_id: str, agent_ids: Iterable[str]) -> list[Agent]:
+def _project_agents(*, project_id: str, agent_ids: Iterable[str], caller: Principal) -> list[Agent]:
+    """The agents named, each in the caller's reach (else AGENT_NOT_FOUND, as for an unknown id)."""
     wanted = list(dict.fromkeys(agent_ids))
-    agents = list(Agent.objects.filter(project_id=project_id, pk__in=wanted))
+    agents = list(visible(caller, Agent.objects.filter(project_id=project_id, pk__in=wanted)))
     missing = sorted(set(wanted) - {a.pk for a in agents})
     if missing:
         raise AgentNotFound("Some agent ids do not exist in your project.",
@@ -53,10 +55,11 @@ def _project_agents(*, project_id: str, agent_ids: Iterable[str]) -> list[Agent]
     return agents
 
 
-def _clean_handler(store: MemoryStore, handler_type: str, config: dict[str, Any], trusted: bool) -> dict[str, Any]:
+def _clean_handler(store: MemoryStore, handler_type: str, config: dict[str, Any], trusted: bool,
+                   caller: Principal) -> dict[str, Any]:
     config = validate_rule_handler(handler_type=handler_type, config=config, trusted=trusted)
     if config.get("agent_id"):
-        _project_agents(project_id=store.project_id, agent_ids=[config["agent_id"]])
+        _project_agents(project_id=store.project_id, agent_ids=[config["agent_id"]], caller=caller)
     return config
 
 
@@ -70,12 +73,15 @@ def memory_rule_create(
     enabled: bool = True,
     on: str = MemoryRule.On.GENERATION_COMPLETED,
     trusted: bool = False,
+    caller: Principal,
 ) -> MemoryRule:
-    """A rule on ``store``; ``trusted`` (superusers) may name any callable."""
-    config = _clean_handler(store, handler_type, handler_config or {}, trusted)
-    agents = _project_agents(project_id=store.project_id, agent_ids=source_agent_ids)
+    """A rule on ``store`` acting as ``caller`` (its firings write only where the caller's grants
+    allow ``add``, checked again at each firing); ``trusted`` (superusers) may name any callable.
+    The caller's ``add`` on the store is the door's check."""
+    config = _clean_handler(store, handler_type, handler_config or {}, trusted, caller)
+    agents = _project_agents(project_id=store.project_id, agent_ids=source_agent_ids, caller=caller)
     rule = MemoryRule.objects.create(store=store, on=on, enabled=enabled, handler_type=handler_type,
-                                     handler_config=config)
+                                     handler_config=config, acting_as=caller.reference[:200])
     rule.source_agents.set(agents)
     return rule
 
@@ -90,8 +96,10 @@ def memory_rule_update(
     enabled: bool | None = None,
     on: str | None = None,
     trusted: bool = False,
+    caller: Principal,
 ) -> MemoryRule:
-    """Change what is given; a new handler of the same type keeps its secret when none is sent."""
+    """Change what is given; a new handler of the same type keeps its secret when none is sent.
+    The rule acts as ``caller`` from now on."""
     if handler_type is not None or handler_config is not None:
         new_type = handler_type or rule.handler_type
         config = dict(handler_config or {})
@@ -99,12 +107,14 @@ def memory_rule_update(
         if new_type == rule.handler_type and "secret" in old and "secret" not in config:
             config["secret"] = old["secret"]
         rule.handler_type = new_type
-        rule.handler_config = _clean_handler(rule.store, new_type, config, trusted)
+        rule.handler_config = _clean_handler(rule.store, new_type, config, trusted, caller)
     if enabled is not None:
         rule.enabled = enabled
     if on is not None:
         rule.on = on
+    rule.acting_as = caller.reference[:200]
     rule.save()
     if source_agent_ids is not None:
-        rule.source_agents.set(_project_agents(project_id=rule.store.project_id, agent_ids=source_agent_ids))
+        rule.source_agents.set(_project_agents(project_id=rule.store.project_id, agent_ids=source_agent_ids,
+                                               caller=caller))
     return rule
