@@ -20,8 +20,11 @@ memory_engine.W004  Q_CLUSTER max_attempts is unlimited: an unacknowledged task 
 memory_engine.W005  CONN_HEALTH_CHECKS is off for a reused connection: no recovery after a restart
 memory_engine.W010  the lexical channel uses the tsvector fallback (the reason says why)
 memory_engine.W012  EMBEDDING still names the previous model; the active one is reached through EMBEDDING_MODELS
-memory_engine.W011  a bm25 index has not been rebuilt since the server started (pg_textsearch < 1.3)
 memory_engine.W020  MEMORY_ENGINE (or its EMBEDDING / LLM dict) has a key that is no setting: it does nothing
+
+A check speaks only when there is something to do. A bm25 index that pg_textsearch < 1.3 lost
+at a server restart is no warning (it was W011): the next search rebuilds it, and the embedded
+server restarts with every command, so it would be reported on each one.
 """
 
 from __future__ import annotations
@@ -243,15 +246,18 @@ def _registry_messages(state: dict[str, Any]) -> list[CheckMessage]:
 
 @register("database")
 def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> Sequence[CheckMessage]:
-    """Registered under the ``database`` tag and also run by :func:`check_serving`."""
+    """The database against the settings, once per run: Django runs ``database`` checks on every
+    run, with ``databases=None`` for plain `check` / `runserver` (so a mismatch refuses to serve
+    there too) and the aliases being migrated for `migrate`."""
     if (databases is not None and "default" not in databases) or not _settings_readable():
         return []
     return _database_errors() + lexical_messages()
 
 
 def lexical_messages() -> list[CheckMessage]:
-    """The lexical channel's backend, its text search config and (pg_textsearch < 1.3) staleness."""
-    from .lexical import BM25, TSVECTOR, lexical_status
+    """The lexical channel's backend and its text search config. Staleness (pg_textsearch < 1.3
+    after a restart) is repaired before the next search, so it asks nothing of anyone."""
+    from .lexical import TSVECTOR, lexical_status
 
     if connection.vendor != "postgresql":
         return []
@@ -279,14 +285,6 @@ def lexical_messages() -> list[CheckMessage]:
                  "pg_textsearch, add it to shared_preload_libraries, then run "
                  "`python manage.py memory_engine_rebuild_lexical` (docs/retrieval.md).",
             id="memory_engine.W010",
-        ))
-    elif status.backend == BM25 and status.stale:
-        messages.append(Warning(
-            f"pg_textsearch {status.extension_version} lost the statistics of {', '.join(status.stale)} "
-            f"when the server restarted; they are rebuilt before the next search.",
-            hint="Nothing to do (`python manage.py memory_engine_rebuild_lexical --stale` rebuilds them now). "
-                 "pg_textsearch 1.3 or later keeps them across restarts.",
-            id="memory_engine.W011",
         ))
     return messages
 
@@ -331,14 +329,6 @@ def _database_errors() -> list[CheckMessage]:
             id="memory_engine.E005",
         ))
     return errors
-
-
-@register()
-def check_serving(app_configs: Any = None, **kwargs: Any) -> Sequence[CheckMessage]:
-    """Run the database checks on plain `check` / `runserver` too, so a mismatch refuses to serve."""
-    if kwargs.get("databases") is not None or not _settings_readable():
-        return []  # check_database covers this run; E020 covers unreadable settings
-    return _database_errors() + lexical_messages()
 
 
 def _task_queue_warnings(q_cluster: dict[str, Any]) -> list[Warning]:

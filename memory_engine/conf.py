@@ -79,7 +79,7 @@ DEFAULTS: dict[str, Any] = {
     # exactly for dedup, larger ones through the HNSW index (iterative scan, HNSW_EF_SEARCH).
     # The limit scales with the square root of the table's rows (400,000: twice this), never
     # below 2,000: where the two cost about the same (bench/scan_mode.py, docs/benchmarks.md,
-    # "The exact shortlist's limit"). 0: always HNSW.
+    # "Dedup shortlist: exact scan or HNSW"). 0: always HNSW.
     "DEDUP_EXACT_SCAN_MAX": 6000,
     # The write funnel runs its content upsert and its candidates statement as statements
     # prepared once per database connection, planned once rather than on every write

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import struct
 import threading
 import zlib
@@ -90,6 +91,16 @@ _PYPDF_FAILURES: tuple[type[BaseException], ...] = (
 )
 
 _MARKDOWN_SUFFIXES = (".md", ".markdown")
+# Markup that plain prose does not write: an ATX heading ("# Title"), a code fence, a link or
+# image ("[text](target)"), a table's delimiter row ("|---|:--:|").
+_MARKDOWN_MARKUP = re.compile(
+    r"^ {0,3}#{1,6}[ \t]+\S"
+    r"|^ {0,3}(?:```|~~~)"
+    r"|!?\[[^\]\n]+\]\([^)\s]+(?:[ \t]+\"[^\"\n]*\")?\)"
+    r"|^ {0,3}\|?[ \t]*:?-{3,}:?[ \t]*\|",
+    re.MULTILINE,
+)
+_MARKDOWN_SNIFF_CHARS = 65536
 _OOXML_TYPES = {
     ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
@@ -108,6 +119,12 @@ _MAGIC_NUMBERS: tuple[tuple[bytes, str], ...] = (
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")
 _SNIFF_WINDOW = 1024
 _ALLOWED_CONTROLS = frozenset("\t\r\n")
+
+
+def looks_like_markdown(text: str) -> bool:
+    """Whether ``text`` (its first 64 KiB) uses Markdown markup: a heading, a code fence, a link
+    or image, or a table. Lists and emphasis alone do not count: plain text writes them too."""
+    return _MARKDOWN_MARKUP.search(text[:_MARKDOWN_SNIFF_CHARS]) is not None
 
 
 def _empty_file() -> ExtractionError:

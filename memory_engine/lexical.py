@@ -174,7 +174,7 @@ def ensure_lexical_fresh(status: LexicalStatus | None = None) -> LexicalStatus:
 
 def rebuild_stale_after_migrate(sender: Any, using: str = DEFAULT_DB_ALIAS, **kwargs: Any) -> None:
     """post_migrate receiver: `migrate` right after a server start (``make run``) does the
-    rebuild, so neither the first search nor the system checks meet a stale index."""
+    rebuild, so the first search does not wait for it."""
     if using == DEFAULT_DB_ALIAS:
         ensure_lexical_fresh()
 

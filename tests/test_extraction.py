@@ -815,3 +815,18 @@ def test_every_pdf_sniffs_as_pdf(name):
             sniff_content_type(data, filename=name)
         return
     assert sniff_content_type(data, filename=name, declared="text/plain") == PDF
+
+
+@pytest.mark.parametrize(("text", "markdown"), [
+    ("# Leave policy\n\nTwenty days.", True),
+    ("Intro\n\n   ## Details\nmore", True),
+    ("Run it:\n```bash\nmake run\n```", True),
+    ("See [the handbook](https://example.com/hb).", True),
+    ("![diagram](arch.png \"Architecture\")", True),
+    ("| name | days |\n|---|:---:|\n| leave | 20 |", True),
+    ("Plain prose. #hashtag and a list:\n- one\n- two", False),
+    ("Signed below.\n---\nAda", False),
+    ("Price [USD] (approx) is *about* 20.", False),
+])
+def test_markdown_is_recognised_by_its_markup(text: str, markdown: bool) -> None:
+    assert extraction.looks_like_markdown(text) is markdown

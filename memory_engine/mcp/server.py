@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 from rest_framework import exceptions as drf_exceptions
 
+from memory_engine import __version__
 from memory_engine.api.agents import SearchToolRequestSerializer, WriteMemoryToolSerializer
 from memory_engine.api.authentication import api_key_from_raw
 from memory_engine.api.exceptions import drf_error_code
@@ -226,4 +227,4 @@ def build_server(connection: Connection) -> Server:
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     structured_content=body, is_error=is_error)
 
-    return Server(SERVER_NAME, on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server(SERVER_NAME, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)

@@ -311,8 +311,8 @@ def exact_scan_limit(table_rows: float) -> int:
     DEDUP_EXACT_SCAN_MAX at EXACT_SCAN_REFERENCE_ROWS, scaled by the square root of the table's
     size: the exact scan costs a time per row of the store, the store-filtered HNSW scan one that
     grows as the store's share of the table shrinks, so the two cost the same where the store's
-    rows squared are proportional to the table's (docs/benchmarks.md, "The exact shortlist's
-    limit"). Never below EXACT_SCAN_ALWAYS."""
+    rows squared are proportional to the table's (docs/benchmarks.md, "Dedup shortlist: exact
+    scan or HNSW"). Never below EXACT_SCAN_ALWAYS."""
     limit = engine_settings.DEDUP_EXACT_SCAN_MAX
     if table_rows <= 0:
         return limit
@@ -382,7 +382,8 @@ def facet_filter(facet: str | None) -> str:
     """The memories of ``facet`` (the ``%(facet)s`` parameter), or without one (None). Not
     ``IS NOT DISTINCT FROM %(facet)s``: bound on the server (``OPTIONS["server_side_binding"]``)
     the planner cannot read that as ``IS NULL`` and estimates it at one row, then reads every
-    memory of the table in a join (250 ms per write at 100,000 memories, docs/benchmarks.md)."""
+    memory of the table in a join (250 ms per write at 100,000 memories, docs/benchmarks.md,
+    "Server-side binding")."""
     return "m.facet IS NULL" if facet is None else "m.facet = %(facet)s"
 
 
@@ -459,7 +460,8 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
     nearest, among the store's live memories of the same facet (no facet: only memories without
     one), in one statement (candidates_query): branches of a UNION ALL, each planned on its own.
     A branch that cannot match is left out rather than sent: planning is most of what a small
-    store's statement costs (docs/benchmarks.md, "Planning the candidates statement").
+    store's statement costs (``EXPLAIN (SUMMARY)``, 2026-12-01: 1.04 ms of planning with every
+    branch against 0.21 ms of execution; 0.84 ms without the two unused ones).
 
     The query vector is read from the content row inside PostgreSQL, so no vector
     travels over the wire. Small stores are scanned exactly (_exact_shortlist_ctes: the HNSW

@@ -41,6 +41,15 @@ def test_key_create_prints_only_the_key_and_it_works():
         run("memory_engine_key", "revoke", "nope")
 
 
+def test_key_list_shows_each_keys_grants(project):
+    run("memory_engine_key", "create", "--project", project.name, "--name", "whole")
+    run("memory_engine_key", "create", "--project", project.name, "--grant", "team:a=search,add",
+        "--grant", "hr room=search")
+    lines = {line.split()[0]: line for line in run("memory_engine_key", "list").splitlines()[1:]}
+    assert lines[ApiKey.objects.get(name="whole").pk].endswith(" whole project")
+    assert lines[ApiKey.objects.exclude(name="whole").get().pk].endswith(" team:a=search,add; hr room=search")
+
+
 def test_key_create_read_only(project):
     raw = run("memory_engine_key", "create", "--project", project.name, "--read-only").strip()
     assert ApiKey.objects.get().read_only

@@ -165,6 +165,26 @@ def test_text_document_without_path_gets_one(client):
     assert response.json()["path"].startswith("/some-note-") and response.json()["content_type"] == "text/plain"
 
 
+MARKDOWN = "# Leave policy\n\nTwenty days a year; see [the handbook](https://example.com/hb)."
+
+
+@pytest.mark.parametrize(("fields", "content_type", "suffix"), [
+    ({"content": MARKDOWN}, "text/markdown", ".md"),                               # the markup says so
+    ({"content": "Twenty days a year.\n- ask first"}, "text/plain", ".txt"),       # no markup: plain
+    ({"content": MARKDOWN, "path": "/hr/leave.txt"}, "text/plain", ".txt"),        # the path's suffix decides
+    ({"content": "Twenty days a year.", "path": "/hr/leave.md"}, "text/markdown", ".md"),
+    ({"content": MARKDOWN, "path": "/hr/leave"}, "text/markdown", "leave"),         # no suffix: the markup
+    ({"content": "Twenty days.", "content_type": "text/markdown"}, "text/markdown", ".md"),  # named: wins
+    ({"content": MARKDOWN, "content_type": "text/plain"}, "text/plain", ".txt"),
+])
+def test_text_document_type_from_content_type_then_path_then_markup(client, fields, content_type, suffix):
+    response = client.post("/api/v1/documents", {**fields, "title": "Leave", "wait": True}, format="json")
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert (body["content_type"], body["path"].endswith(suffix)) == (content_type, True)
+    assert Document.objects.get(pk=body["id"]).content_type == content_type
+
+
 def test_blank_text_is_400(client):
     response = client.post("/api/v1/documents", {"content": "  \n "}, format="json")
     assert response.status_code == 400 and response.json()["code"] == "EMPTY_FILE"

@@ -1,5 +1,5 @@
-"""A real server for the MCP and client tests: example_project's ASGI app under uvicorn on
-127.0.0.1 in a thread, on the test database (tests using it commit their data)."""
+"""A real server for the MCP tests: example_project's ASGI app under uvicorn (which the `mcp`
+extra brings) on 127.0.0.1 in a thread, on the test database (tests using it commit their data)."""
 
 from __future__ import annotations
 
@@ -7,45 +7,13 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from memory_engine.models import Agent, MemoryStore, Project
-from memory_engine.services.memory_schema import memory_schema_save
-
-from ..factories import AgentFactory, MemoryStoreFactory, ProjectFactory, make_key
+from ..tool_setup import Setup, setup  # noqa: F401 - the fixture, and the name the tests import
 
 pytest.importorskip("mcp")
-
-KINDS = [{"name": "preference", "display_name": "Preference", "description": "What the user likes."},
-         {"name": "fact", "display_name": "Fact"}]
-
-
-@dataclass
-class Setup:
-    project: Project
-    store: MemoryStore
-    agent: Agent
-    key: str
-    other_memory_id: str
-
-
-@pytest.fixture
-def setup(transactional_db: Any, hashing_embedder: None) -> Setup:
-    """A project with a memory schema, an agent that reads and writes one store, a key; and
-    another project's memory."""
-    from memory_engine.services.memory_write import memory_write
-
-    project = ProjectFactory()
-    memory_schema_save(project=project, kinds=KINDS, relation_types=[])
-    store = MemoryStoreFactory(project=project)
-    agent = AgentFactory(project=project, write_memory_store=store, knowledge_config={"memory_store_ids": [store.pk]})
-    other = MemoryStoreFactory(project=ProjectFactory())
-    other_memory = memory_write(store=other, content="The other project's secret is blue.", principal="test",
-                                mechanism="api").memory
-    return Setup(project=project, store=store, agent=agent, key=make_key(project), other_memory_id=other_memory.pk)
 
 
 @pytest.fixture

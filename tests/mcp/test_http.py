@@ -3,6 +3,7 @@ own client against a real server; REST reads back what the tools did."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from typing import Any
 
@@ -30,6 +31,16 @@ async def _session(url: str, key: str, calls: list[tuple[str, dict[str, Any]]]) 
         tools = await client.list_tools()
         results = [await client.call_tool(name, arguments) for name, arguments in calls]
     return tools, results
+
+
+async def _server_info(url: str, key: str) -> Any:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60) as http, \
+            Client(streamable_http_client(url, http_client=http)) as client:
+        return client.server_info
 
 
 def _error_code(result: Any) -> str:
@@ -67,6 +78,10 @@ def test_tools_over_http(setup: Setup, live_url: str) -> None:
     assert _error_code(bad) == ValidationFailed.code
     assert _error_code(unknown) == ValidationFailed.code  # `subject` is the host's to pin, not an argument
     assert _error_code(foreign) == "NOT_FOUND"
+
+    # The server names itself and the installed package's version.
+    info = anyio.run(_server_info, url, setup.key)
+    assert (info.name, info.version) == ("memory-engine", importlib.metadata.version("django-memory-engine"))
 
     _, (opened, forgotten) = anyio.run(_session, url, setup.key, [
         ("open_memory", {"id": memory_id}), ("forget_memory", {"id": memory_id})])

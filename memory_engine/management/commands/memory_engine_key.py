@@ -20,6 +20,14 @@ from memory_engine.models import ApiKey
 from memory_engine.services.keys import api_key_create, api_key_revoke
 
 
+def grants_text(grants: list[dict[str, Any]] | None) -> str:
+    """A key's grants as ``create --grant`` takes them (``PATTERN=ACTION,ACTION``, ``; `` between
+    grants); a key without grants reaches its whole project."""
+    if not grants:
+        return "whole project"
+    return "; ".join(f"{grant['pattern']}={','.join(grant['actions'])}" for grant in grants)
+
+
 class Command(BaseCommand):
     help = "Create, list or revoke API keys."
 
@@ -32,7 +40,7 @@ class Command(BaseCommand):
         create.add_argument("--grant", action="append", default=[], metavar="PATTERN=ACTION[,ACTION]",
                             help="Restrict the key to objects whose access tags match PATTERN "
                                  "(repeatable; actions: search, add, forget, purge). None: the whole project.")
-        listing = sub.add_parser("list", help="List keys (prefix, project, scope, state).")
+        listing = sub.add_parser("list", help="List keys (prefix, project, scope, state, grants).")
         listing.add_argument("--project", help="Only this project's keys.")
         revoke = sub.add_parser("revoke", help="Revoke a key by id or prefix.")
         revoke.add_argument("key", help="Key id (key_…) or prefix.")
@@ -62,11 +70,12 @@ class Command(BaseCommand):
         keys = ApiKey.objects.select_related("project").order_by("project__name", "-created_at")
         if project:
             keys = keys.filter(project__name=project) | keys.filter(project_id=project)
-        self.stdout.write(f"{'id':<32} {'prefix':<10} {'project':<24} {'scope':<10} state")
+        self.stdout.write(f"{'id':<32} {'prefix':<10} {'project':<24} {'scope':<10} {'state':<8} grants")
         for key in keys:
             state = "revoked" if key.revoked_at else ("expired" if not key.is_active else "active")
             scope = "read-only" if key.read_only else "read-write"
-            self.stdout.write(f"{key.pk:<32} {key.prefix:<10} {key.project.name[:24]:<24} {scope:<10} {state}")
+            self.stdout.write(f"{key.pk:<32} {key.prefix:<10} {key.project.name[:24]:<24} {scope:<10} {state:<8} "
+                              f"{grants_text(key.grants)}")
 
     def handle_revoke(self, *, key: str, **options: Any) -> None:
         found = ApiKey.objects.filter(pk=key).first() or ApiKey.objects.filter(prefix=key).first()

@@ -6,7 +6,7 @@ KNOWLEDGE_TEXT_SEARCH_CONFIG (the fix for system check memory_engine.E010), as p
 for W010 once pg_textsearch is installed and preloaded).
 
 --stale: only rebuild bm25 indexes that pg_textsearch < 1.3 lost at the last server
-restart (W011); the search function does the same before its first search.
+restart; the search function does the same before its first search.
 """
 
 from __future__ import annotations

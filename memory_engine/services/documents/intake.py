@@ -34,7 +34,13 @@ from memory_engine.exceptions import (
     UnsupportedContentType,
     ValidationFailed,
 )
-from memory_engine.extraction import NATIVE_CONTENT_TYPES, sniff_content_type
+from memory_engine.extraction import (
+    NATIVE_CONTENT_TYPES,
+    TEXT_MARKDOWN,
+    TEXT_PLAIN,
+    looks_like_markdown,
+    sniff_content_type,
+)
 from memory_engine.grants import owner_tag
 from memory_engine.models import Document, DocumentVersion, IngestionRule, Project, RawCapture
 from memory_engine.models.documents import DocumentStatus
@@ -465,14 +471,24 @@ def document_capture_text(*, project: Project, content: str, content_type: str |
                             **arguments)
 
 
+def _text_content_type(content: str, path: str | None) -> str:
+    """A text's type when the caller names none: the path's suffix (``.md`` / ``.markdown`` or
+    ``.txt``) decides; without one, Markdown markup in the text (:func:`looks_like_markdown`)."""
+    suffix = (path or "").lower().rsplit("/", 1)[-1]
+    if suffix.endswith((".md", ".markdown")):
+        return TEXT_MARKDOWN
+    if suffix.endswith(".txt"):
+        return TEXT_PLAIN
+    return TEXT_MARKDOWN if looks_like_markdown(content) else TEXT_PLAIN
+
+
 def _text_upload(content: str, *, content_type: str | None, path: str | None, title: str,
                  external_ref: str | None) -> tuple[Upload, str | None]:
     """A text or Markdown ``content`` as an upload, and its path (a fresh one when there is no
     path and no ``external_ref``); EMPTY_FILE when blank, VALIDATION_ERROR for another type."""
     if not isinstance(content, str) or not content.strip():
         raise EmptyFile("`content` is empty; send the text to index.")
-    declared = content_type or ("text/markdown" if (path or "").lower().endswith((".md", ".markdown"))
-                                else "text/plain")
+    declared = content_type or _text_content_type(content, path)
     if declared not in ("text/plain", "text/markdown"):
         raise ValidationFailed("content_type must be text/plain or text/markdown for a text document.",
                                details={"content_type": declared})
