@@ -508,11 +508,13 @@ MCP_DOORS: dict[str, Tool] = {
 }
 
 
-def mcp_expected(tool: Tool, who: Who, obj: str) -> str:
+def mcp_expected(tool: Tool, who: Who, obj: str, *, pinned: bool = True) -> str:
     if not who.is_key:
         return "AUTHENTICATION_REQUIRED"  # the MCP server takes API keys only
+    if tool.writes and who.read_only and not pinned:
+        return "READ_ONLY_KEY"  # refused before the agent argument is looked up
     if not reaches(TAGGED, who, obj):
-        return "hidden"  # the pinned agent is resolved with the connection, before any tool runs
+        return "hidden"  # a pinned agent is resolved with the connection, before any tool runs
     return "READ_ONLY_KEY" if tool.writes and who.read_only else "ok"
 
 
@@ -821,3 +823,44 @@ def test_every_door_is_declared() -> None:
     for name, admin_class in registered.items():
         actions = {action for action in (admin_class.actions or []) if action != "delete_selected"}
         assert actions == set(ADMIN[name].actions), f"admin {name}: its actions and ADMIN's differ"
+
+
+# --------------------------------------------------------------------------- MCP over stdio (last: its writes commit)
+
+
+def test_mcp_stdio_door(m: Matrix) -> None:
+    """The stdio transport (``manage.py memory_engine_mcp``, a subprocess on the committed world)
+    answers each key's tool calls as the HTTP one does. It runs last in this module: the
+    subprocess commits what it writes (the module's teardown erases both projects)."""
+    import anyio
+
+    from tests.conftest import ROOT
+    from tests.mcp.test_stdio import _command, _env
+
+    async def session(key: str, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+        from mcp import Client, StdioServerParameters
+
+        command = _command("--key", key)
+        params = StdioServerParameters(command=command[0], args=command[1:], env=_env(), cwd=str(ROOT))
+        async with Client(params) as client:
+            return [await client.call_tool(name, arguments) for name, arguments in calls]
+
+    wrong = []
+    for principal in ("unrestricted", "narrowed_a", "narrowed_b", "read_only"):
+        who = WHO[principal]
+        cells = [(name, obj) for name in ("search_knowledge", "list_memories", "open_memory", "write_memory")
+                 for obj in OBJECTS]
+        calls = [(name, {"agent_id": m.world(who, obj).ids["agent"][0],
+                         **MCP_DOORS[name].arguments(m.world(who, obj))}) for name, obj in cells]
+        results = anyio.run(session, m.keys[principal], calls)
+        for (name, obj), result in zip(cells, results, strict=True):
+            want = mcp_expected(MCP_DOORS[name], who, obj, pinned=False)
+            body = json.loads(result.content[0].text) if result.is_error else {}
+            got = ("ok" if not result.is_error else
+                   "hidden" if body.get("code") == "AGENT_NOT_FOUND" else body.get("code", "?"))
+            if got == "ok":
+                named = sorted(i for i in _forbidden_ids(m, who) if i in result.content[0].text)
+                got = "leak" if named else "ok"
+            if got != want:
+                wrong.append((principal, f"{obj}:{name}", want, got, result.content[0].text[:160]))
+    assert not wrong, f"MCP over stdio:\n{_report(wrong)}"
