@@ -29,6 +29,7 @@ from memory_engine.tools import (
     run_search_knowledge,
 )
 
+from . import strict
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField
 from .memories import WRITE_RESPONSES, MemoryFieldsSerializer, MemoryFullSerializer, write_response
@@ -36,7 +37,7 @@ from .scoping import ProjectScopedMixin
 from .search import SEARCH_PERMISSIONS, SearchResultSerializer
 
 
-class AgentSerializer(serializers.ModelSerializer):
+class AgentSerializer(strict.ModelSerializer):
     knowledge_config = JSONObjectField(
         required=False,
         help_text="memory_store_ids, document_ids, document_paths, tags, min_score, limit (5), rrf_k, "
@@ -58,7 +59,7 @@ class AgentSerializer(serializers.ModelSerializer):
         return agent.own_stores.filter(tier=Tier.AGENT).values_list("pk", flat=True).first()
 
 
-class AgentContextRequestSerializer(serializers.Serializer):
+class AgentContextRequestSerializer(strict.Serializer):
     messages = serializers.ListField(child=serializers.DictField(), help_text="Chat messages [{role, content}].")
     override = JSONObjectField(required=False, allow_null=True,
                                help_text="Per-generation knowledge_config override (arrays unioned, "
@@ -71,24 +72,24 @@ class AgentContextRequestSerializer(serializers.Serializer):
                                   help_text="Pinned facet: that facet's memories and the cross-cutting ones.")
 
 
-class AgentContextResponseSerializer(serializers.Serializer):
+class AgentContextResponseSerializer(strict.Serializer):
     messages = serializers.ListField(child=serializers.DictField())
     injected = serializers.BooleanField()
     knowledge = SearchResultSerializer()
 
 
-class ToolsResponseSerializer(serializers.Serializer):
+class ToolsResponseSerializer(strict.Serializer):
     provider = serializers.ChoiceField(choices=FORMATS)
     tools = serializers.ListField(child=serializers.DictField())
 
 
-class SchemaEntryOutSerializer(serializers.Serializer):
+class SchemaEntryOutSerializer(strict.Serializer):
     name = serializers.CharField()
     display_name = serializers.CharField()
     description = serializers.CharField()
 
 
-class ToolGuidanceResponseSerializer(serializers.Serializer):
+class ToolGuidanceResponseSerializer(strict.Serializer):
     provider = serializers.ChoiceField(choices=FORMATS)
     kinds = SchemaEntryOutSerializer(many=True, help_text="The project's declared memory kinds (empty: open).")
     relation_types = SchemaEntryOutSerializer(many=True)
@@ -97,7 +98,7 @@ class ToolGuidanceResponseSerializer(serializers.Serializer):
                                                "and the kinds.")
 
 
-class HostPinsSerializer(serializers.Serializer):
+class HostPinsSerializer(strict.Serializer):
     """What the host sets on a tool call beside the model's arguments; the model cannot change it."""
 
     subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
@@ -118,7 +119,7 @@ class SearchToolRequestSerializer(HostPinsSerializer):
                                   help_text="The model's facet argument (a pinned_facet wins over it).")
 
 
-class SearchToolResponseSerializer(serializers.Serializer):
+class SearchToolResponseSerializer(strict.Serializer):
     content = serializers.CharField(help_text="Text to hand back to the model as the tool result.")
     knowledge = SearchResultSerializer()
 
@@ -127,12 +128,15 @@ class OpenMemoryToolRequestSerializer(HostPinsSerializer):
     id = serializers.CharField(max_length=40, help_text="The memory id (mem_…) from a search result.")
 
 
-class OpenMemoryToolResponseSerializer(serializers.Serializer):
+class OpenMemoryToolResponseSerializer(strict.Serializer):
     content = serializers.CharField(help_text="Text to hand back to the model as the tool result.")
     memory = MemoryFullSerializer()
 
 
 class WriteMemoryToolSerializer(MemoryFieldsSerializer, HostPinsSerializer):
+    #: Refused with their own code below (the tool writes on the store's thresholds), not UNKNOWN_FIELD.
+    also_known = frozenset({"duplicate_threshold", "supersede_threshold"})
+
     content = serializers.CharField(allow_blank=True, trim_whitespace=False)
     generation_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=40)
 

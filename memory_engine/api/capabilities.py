@@ -15,11 +15,12 @@ from memory_engine.providers.embeddings import get_embedding_provider
 from memory_engine.providers.rerank import get_rerank_provider
 from memory_engine.selectors.search import Degraded
 
+from . import strict
 from .exceptions import ERRORS
 from .scoping import ProjectScopedMixin
 
 
-class CapabilitiesSerializer(serializers.Serializer):
+class CapabilitiesSerializer(strict.Serializer):
     embeddings_configured = serializers.BooleanField(help_text="A query can be embedded (vector channel).")
     embedding_model = serializers.CharField(allow_null=True)
     embedding_dimensions = serializers.IntegerField(help_text="The vector columns' dimension.")

@@ -80,6 +80,7 @@ from memory_engine.services.retention import (
     document_retention_set,
 )
 
+from . import strict
 from .exceptions import ERRORS, ErrorSerializer, error_responses
 from .fields import JSONObjectField, ShareSerializer, parse_tags_param
 from .limits import SafeJSONParser
@@ -96,7 +97,7 @@ class PathField(serializers.CharField):
         self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
 
 
-class DocumentErrorSerializer(serializers.Serializer):
+class DocumentErrorSerializer(strict.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
     details = serializers.DictField(required=False)
@@ -105,7 +106,7 @@ class DocumentErrorSerializer(serializers.Serializer):
 STATUS_HELP = "pending | processing | ready | failed"
 
 
-class DocumentSerializer(serializers.ModelSerializer):
+class DocumentSerializer(strict.ModelSerializer):
     error = DocumentErrorSerializer(read_only=True, allow_null=True)
     status = serializers.CharField(read_only=True, help_text=STATUS_HELP)
     ingestion_rule_id = serializers.CharField(read_only=True, allow_null=True)
@@ -124,7 +125,7 @@ class DocumentSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class DocumentStatusSerializer(serializers.ModelSerializer):
+class DocumentStatusSerializer(strict.ModelSerializer):
     error = DocumentErrorSerializer(read_only=True, allow_null=True)
     status = serializers.CharField(read_only=True, help_text=STATUS_HELP)
 
@@ -135,7 +136,7 @@ class DocumentStatusSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class ChunkSettingsSerializer(serializers.Serializer):
+class ChunkSettingsSerializer(strict.Serializer):
     chunk_strategy = serializers.ChoiceField(
         choices=ChunkStrategy.choices, required=False,
         help_text="Default: recursive for text/plain and text/markdown, page (long pages cut recursively) "
@@ -200,7 +201,7 @@ class DocumentTextSerializer(IdentitySerializer):
                                                       "(docs/security.md).")
 
 
-class BatchTextSerializer(serializers.Serializer):
+class BatchTextSerializer(strict.Serializer):
     """One text document of a batch."""
 
     content = serializers.CharField(allow_blank=True, trim_whitespace=False)
@@ -247,7 +248,7 @@ class ByRefCaptureSerializer(LineageSerializer):
         return attrs
 
 
-class DocumentVersionSerializer(serializers.ModelSerializer):
+class DocumentVersionSerializer(strict.ModelSerializer):
     document_id = serializers.CharField(read_only=True)
     derived_from_id = serializers.CharField(read_only=True, allow_null=True)
     raw_capture_id = serializers.CharField(read_only=True, allow_null=True)
@@ -278,7 +279,7 @@ class DocumentVersionDetailSerializer(DocumentVersionSerializer):
         return version_text(obj)
 
 
-class CaptureSerializer(serializers.Serializer):
+class CaptureSerializer(strict.Serializer):
     """The answer to a capture: what it did, the version it made (or matched) and the document."""
 
     id = serializers.CharField(help_text="The document's id.")
@@ -287,11 +288,11 @@ class CaptureSerializer(serializers.Serializer):
     document = DocumentSerializer()
 
 
-class DocumentForgetSerializer(serializers.Serializer):
+class DocumentForgetSerializer(strict.Serializer):
     reason = serializers.CharField(max_length=400, help_text="Why it is forgotten; kept on the tombstone.")
 
 
-class DocumentRetentionSerializer(serializers.Serializer):
+class DocumentRetentionSerializer(strict.Serializer):
     retention_class = serializers.ChoiceField(choices=RetentionClass.choices)
     version_ids = serializers.ListField(child=serializers.CharField(max_length=40), required=False,
                                         max_length=1000, help_text="Default: every version of the document.")
@@ -301,7 +302,7 @@ class ReingestSerializer(ChunkSettingsSerializer):
     password = serializers.CharField(required=False, allow_blank=True, write_only=True, max_length=1000)
 
 
-class ChunkSerializer(serializers.ModelSerializer):
+class ChunkSerializer(strict.ModelSerializer):
     document_id = serializers.CharField(read_only=True)
     has_embedding = serializers.SerializerMethodField()
 
@@ -314,7 +315,7 @@ class ChunkSerializer(serializers.ModelSerializer):
         return obj.embedding is not None
 
 
-class IngestionRuleSerializer(serializers.ModelSerializer):
+class IngestionRuleSerializer(strict.ModelSerializer):
     converter_secret = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=200)
     has_secret = serializers.SerializerMethodField()
 
@@ -333,7 +334,7 @@ class IngestionRuleSerializer(serializers.ModelSerializer):
         return bool(obj.converter_secret)
 
 
-class CallbackAcceptedSerializer(serializers.Serializer):
+class CallbackAcceptedSerializer(strict.Serializer):
     document_id = serializers.CharField()
     status = serializers.CharField()
 
@@ -453,7 +454,7 @@ CREATED = {
     **CAPTURE_ERRORS,
     **ERRORS,
 }
-class DocumentBatchCreatedSerializer(serializers.Serializer):
+class DocumentBatchCreatedSerializer(strict.Serializer):
     documents = DocumentSerializer(many=True, help_text="In the order sent.")
 
 

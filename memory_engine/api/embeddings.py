@@ -13,11 +13,12 @@ from rest_framework.views import APIView
 from memory_engine.exceptions import EmbeddingFailed
 from memory_engine.providers.embeddings import EmbeddingError, require_embedding_provider
 
+from . import strict
 from .exceptions import ERRORS, ErrorSerializer
 from .scoping import ProjectScopedMixin
 
 
-class EmbeddingRequestSerializer(serializers.Serializer):
+class EmbeddingRequestSerializer(strict.Serializer):
     input = serializers.JSONField(help_text="A string or a list of up to 256 strings.")
 
     def validate_input(self, value: Any) -> list[str]:
@@ -31,13 +32,13 @@ class EmbeddingRequestSerializer(serializers.Serializer):
         return items
 
 
-class EmbeddingDataSerializer(serializers.Serializer):
+class EmbeddingDataSerializer(strict.Serializer):
     object = serializers.CharField(default="embedding")
     embedding = serializers.ListField(child=serializers.FloatField())
     index = serializers.IntegerField()
 
 
-class EmbeddingResponseSerializer(serializers.Serializer):
+class EmbeddingResponseSerializer(strict.Serializer):
     object = serializers.CharField(default="list")
     # A declared field named like Serializer.data is fine at runtime (the metaclass takes declared
     # fields off the class); the stubs cannot tell.

@@ -14,12 +14,13 @@ from memory_engine.models import ErasureReceipt
 from memory_engine.policy import receipts_visible
 from memory_engine.services.erasure import subject_erase
 
+from . import strict
 from .exceptions import ERRORS, error_responses
 from .fields import JSONObjectField
 from .scoping import ProjectScopedMixin
 
 
-class ErasureRequestSerializer(serializers.Serializer):
+class ErasureRequestSerializer(strict.Serializer):
     subject_external_id = serializers.CharField(
         required=False, allow_null=True, trim_whitespace=False,
         help_text="The end user whose user-tier store (memories, contents, revisions, ledger text) is erased.")
@@ -27,7 +28,7 @@ class ErasureRequestSerializer(serializers.Serializer):
                            help_text="Memories and documents whose tags contain these are erased.")
 
 
-class ErasureReceiptSerializer(serializers.ModelSerializer):
+class ErasureReceiptSerializer(strict.ModelSerializer):
     class Meta:
         model = ErasureReceipt
         fields = ["id", "selector_kind", "selector_hmac", "counts", "ids", "sha256", "principal", "created_at"]

@@ -13,13 +13,16 @@ from memory_engine.exceptions import FeedCursorInvalid
 from memory_engine.models import FeedEntry, FeedKind
 from memory_engine.selectors.feed import feed_page
 
+from . import strict
 from .exceptions import ERRORS, error_responses
 from .scoping import ProjectScopedMixin
 
 FEED_MAX_LIMIT = 1000
 
 
-class FeedQuerySerializer(serializers.Serializer):
+class FeedQuerySerializer(strict.Serializer):
+    also_known = frozenset({"project_id", "format"})  # a staff session's project; DRF's renderer switch
+
     after = serializers.CharField(required=False, allow_blank=True, max_length=200,
                                   help_text="A `next_cursor` from an earlier page; omit to start at the beginning.")
     limit = serializers.IntegerField(required=False, default=100, min_value=1, max_value=FEED_MAX_LIMIT)
@@ -27,7 +30,7 @@ class FeedQuerySerializer(serializers.Serializer):
                                                  help_text="Leave out the changes the caller made.")
 
 
-class FeedEntrySerializer(serializers.ModelSerializer):
+class FeedEntrySerializer(strict.ModelSerializer):
     kind = serializers.ChoiceField(choices=FeedKind.choices)
     id = serializers.CharField(source="object_id", help_text="The memory, document version or assertion id.")
     state = serializers.CharField(help_text="assertion: its outcome; document_version: active; memory: live.")
@@ -40,7 +43,7 @@ class FeedEntrySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class FeedPageSerializer(serializers.Serializer):
+class FeedPageSerializer(strict.Serializer):
     entries = FeedEntrySerializer(many=True)
     next_cursor = serializers.CharField(help_text="Pass as `after` to read on; unchanged when nothing is new.")
 

@@ -12,6 +12,8 @@ from memory_engine.exceptions import TagFilterTooLarge, ValidationFailed
 from memory_engine.jsonobject import parse_json_object
 from memory_engine.text import contains_nul
 
+from . import strict
+
 
 class JSONObjectField(serializers.JSONField):
     """A JSON object (dict) field; arrays, scalars and NUL characters are rejected."""
@@ -67,7 +69,7 @@ def parse_tags_param(raw: str | None) -> dict[str, Any] | None:
     return check_tag_filter(value)
 
 
-class ShareSerializer(serializers.Serializer):
+class ShareSerializer(strict.Serializer):
     """``share`` on create (docs/security.md, *Access inside a project*)."""
 
     keys = serializers.ListField(child=serializers.CharField(max_length=40), max_length=100,

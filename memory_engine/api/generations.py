@@ -18,12 +18,13 @@ from memory_engine.models.agents import GenerationStatus
 from memory_engine.policy import ADD, get_visible_or_404, require, visible
 from memory_engine.services.generations import complete_generation, record_generation
 
+from . import strict
 from .exceptions import ERRORS, ErrorSerializer
 from .memories import MemoryAssertionSerializer
-from .scoping import ProjectScopedMixin
+from .scoping import ProjectScopedMixin, ScopeIdFilter
 
 
-class GenerationSerializer(serializers.ModelSerializer):
+class GenerationSerializer(strict.ModelSerializer):
     agent_id = serializers.CharField(read_only=True)
     initiator_id = serializers.CharField(read_only=True, allow_null=True)
     started_by_rule_id = serializers.CharField(read_only=True, allow_null=True)
@@ -38,7 +39,7 @@ class GenerationSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class GenerationCreateSerializer(serializers.Serializer):
+class GenerationCreateSerializer(strict.Serializer):
     agent_id = serializers.CharField(max_length=40)
     # The stubs allow only a mapping as a JSONField's default; any JSON value is valid.
     input_messages = serializers.JSONField(default=list,  # type: ignore[arg-type]
@@ -52,7 +53,7 @@ class GenerationCreateSerializer(serializers.Serializer):
     )
 
 
-class GenerationCompleteSerializer(serializers.Serializer):
+class GenerationCompleteSerializer(strict.Serializer):
     output = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     # The full status set (one enum in the schema); `running` is refused by the service.
     status = serializers.ChoiceField(choices=GenerationStatus.choices, default=GenerationStatus.COMPLETED,
@@ -60,7 +61,7 @@ class GenerationCompleteSerializer(serializers.Serializer):
 
 
 class GenerationFilter(django_filters.FilterSet):
-    agent_id = django_filters.CharFilter(field_name="agent_id")
+    agent_id = ScopeIdFilter(param="agent_id", model=Agent, field_name="agent_id")
     status = django_filters.ChoiceFilter(choices=GenerationStatus.choices)
 
     class Meta:

@@ -14,11 +14,12 @@ from memory_engine.models import EvidenceLink
 from memory_engine.policy import ADD, require, sees, visible
 from memory_engine.services.links import evidence_link_create, evidence_link_delete, link_end
 
+from . import strict
 from .exceptions import ERRORS
 from .scoping import ProjectScopedMixin
 
 
-class EvidenceLinkSerializer(serializers.ModelSerializer):
+class EvidenceLinkSerializer(strict.ModelSerializer):
     # Plain fields: the service checks the values (LINK_INVALID, LINK_END_NOT_FOUND, ...).
     kind = serializers.CharField(max_length=20, help_text="supports | contradicts")
     source_id = serializers.CharField(max_length=40,

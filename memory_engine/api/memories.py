@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from memory_engine.exceptions import MemoryStoreNotFound, NotFound, ValidationFailed
 from memory_engine.facets import validate_facet
-from memory_engine.models import Memory, MemoryAssertion, MemoryRevision, MemoryStore, Project
+from memory_engine.models import Generation, Memory, MemoryAssertion, MemoryRevision, MemoryRule, MemoryStore, Project
 from memory_engine.models.memories import Mechanism, Tier
 from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import (
@@ -40,15 +40,16 @@ from memory_engine.services.retention import memory_retention_set
 from memory_engine.services.stores import memory_store_delete, memory_store_save, subject_store_get_or_create
 from memory_engine.subjects import validate_subject
 
+from . import strict
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField, ShareSerializer, StrictCharField, parse_tags_param
 from .permissions import require_write_access
-from .scoping import ProjectScopedMixin, request_caller
+from .scoping import ProjectScopedMixin, ScopeIdFilter, request_caller, request_project
 
 # --- serializers ---------------------------------------------------------------------
 
 
-class MemoryStoreSerializer(serializers.ModelSerializer):
+class MemoryStoreSerializer(strict.ModelSerializer):
     tags = JSONObjectField(required=False)
     duplicate_threshold = serializers.FloatField(required=False, allow_null=True)
     supersede_threshold = serializers.FloatField(required=False, allow_null=True)
@@ -86,12 +87,12 @@ class MemoryStoreSerializer(serializers.ModelSerializer):
         read_only_fields = ["id", "created_at", "valid_memories"]
 
 
-class AboutSerializer(serializers.Serializer):
+class AboutSerializer(strict.Serializer):
     kind = serializers.CharField(max_length=100)
     key = serializers.CharField(max_length=200)
 
 
-class MemoryFieldsSerializer(serializers.Serializer):
+class MemoryFieldsSerializer(strict.Serializer):
     """What every memory write may carry (POST /memories and the write_memory tool)."""
 
     tags = JSONObjectField(required=False)
@@ -126,11 +127,11 @@ class MemoryWriteSerializer(MemoryFieldsSerializer):
         help_text="durable | ephemeral (expires_at defaults to MEMORY_EPHEMERAL_TTL_SECONDS) | legal_hold.")
 
 
-class MemoryRetentionSerializer(serializers.Serializer):
+class MemoryRetentionSerializer(strict.Serializer):
     retention_class = serializers.ChoiceField(choices=RetentionClass.choices)
 
 
-class MemorySerializer(serializers.ModelSerializer):
+class MemorySerializer(strict.ModelSerializer):
     memory_store_id = serializers.CharField(source="store_id", read_only=True)
     content = serializers.CharField(source="content.text", read_only=True)
     content_id = serializers.CharField(read_only=True)
@@ -161,13 +162,13 @@ class MemoryFullSerializer(MemorySerializer):
                                      "expires_at", "trashed_at"]))
 
 
-class ChangedDetailSerializer(serializers.Serializer):
+class ChangedDetailSerializer(strict.Serializer):
     kind = serializers.CharField()
     old = serializers.ListField(child=serializers.CharField())
     new = serializers.ListField(child=serializers.CharField())
 
 
-class PotentialDuplicateSerializer(serializers.Serializer):
+class PotentialDuplicateSerializer(strict.Serializer):
     memory_id = serializers.CharField()
     similarity = serializers.FloatField()
 
@@ -223,7 +224,7 @@ WRITE_RESPONSES = {
 }
 
 
-class MemoryRevisionSerializer(serializers.ModelSerializer):
+class MemoryRevisionSerializer(strict.ModelSerializer):
     content = serializers.CharField(source="content.text", read_only=True)
 
     class Meta:
@@ -231,7 +232,7 @@ class MemoryRevisionSerializer(serializers.ModelSerializer):
         fields = ["id", "content", "created_at"]
 
 
-class MemoryAssertionSerializer(serializers.ModelSerializer):
+class MemoryAssertionSerializer(strict.ModelSerializer):
     memory_store_id = serializers.CharField(source="store_id", read_only=True)
     memory_id = serializers.CharField(read_only=True, allow_null=True)
     replaced_memory_id = serializers.CharField(read_only=True, allow_null=True)
@@ -251,7 +252,7 @@ class MemoryAssertionSerializer(serializers.ModelSerializer):
 
 
 class MemoryFilter(django_filters.FilterSet):
-    memory_store_id = django_filters.CharFilter(field_name="store_id")
+    memory_store_id = ScopeIdFilter(param="memory_store_id", model=MemoryStore, field_name="store_id")
     tags = django_filters.CharFilter(method="filter_tags", help_text='JSON object, e.g. {"team": "a"}')
     include_invalidated = django_filters.BooleanFilter(
         method="filter_validity", help_text="Also superseded and trashed memories (never expired ones).")
@@ -282,14 +283,25 @@ class MemoryFilter(django_filters.FilterSet):
         return queryset
 
 
+class LedgerMemoryFilter(ScopeIdFilter):
+    """``?memory_id=``: a memory the caller may see, or one deleted since (a forgotten user-tier
+    memory, an expired one) whose ledger rows it may see: the ledger outlives the row."""
+
+    def known(self, request: Any, value: Any) -> bool:
+        ledger = MemoryAssertion.objects.filter(Q(memory_id=value) | Q(replaced_memory_id=value),
+                                                store__project=request_project(request))
+        return super().known(request, value) or visible(request_caller(request), ledger).exists()
+
+
 class MemoryAssertionFilter(django_filters.FilterSet):
-    memory_store_id = django_filters.CharFilter(field_name="store_id")
-    memory_id = django_filters.CharFilter(method="filter_memory")
+    memory_store_id = ScopeIdFilter(param="memory_store_id", model=MemoryStore, field_name="store_id")
+    memory_id = LedgerMemoryFilter(param="memory_id", model=Memory, project_path="store__project",
+                              match=lambda rows, value: rows.filter(Q(memory_id=value) | Q(replaced_memory_id=value)))
     outcome = django_filters.CharFilter()
     mechanism = django_filters.CharFilter()
     principal = django_filters.CharFilter()
-    generation_id = django_filters.CharFilter(field_name="generation_id")
-    rule_id = django_filters.CharFilter(field_name="rule_id")
+    generation_id = ScopeIdFilter(param="generation_id", model=Generation, field_name="generation_id")
+    rule_id = ScopeIdFilter(param="rule_id", model=MemoryRule, project_path="store__project", field_name="rule_id")
     created_after = django_filters.IsoDateTimeFilter(method="filter_created")
     created_before = django_filters.IsoDateTimeFilter(method="filter_created")
 
@@ -307,8 +319,6 @@ class MemoryAssertionFilter(django_filters.FilterSet):
         lookup = "created_at__gte" if name == "created_after" else "created_at__lt"
         return queryset.filter(**{lookup: value})
 
-    def filter_memory(self, queryset: QuerySet, name: str, value: Any) -> QuerySet:
-        return queryset.filter(Q(memory_id=value) | Q(replaced_memory_id=value))
 
 
 # --- views ----------------------------------------------------------------------------

@@ -12,17 +12,18 @@ from memory_engine.exceptions import SchemaInvalid
 from memory_engine.models import MemorySchema
 from memory_engine.services.memory_schema import memory_schema_of, memory_schema_save
 
+from . import strict
 from .exceptions import ERRORS, error_responses
 from .scoping import ProjectScopedMixin
 
 
-class SchemaEntrySerializer(serializers.Serializer):
+class SchemaEntrySerializer(strict.Serializer):
     name = serializers.CharField(help_text="1-100 lowercase ASCII letters, digits and _, starting with a letter.")
     display_name = serializers.CharField(required=False, help_text="At most 200 characters (default: the name).")
     description = serializers.CharField(required=False, allow_blank=True, help_text="At most 1000 characters.")
 
 
-class MemorySchemaSerializer(serializers.Serializer):
+class MemorySchemaSerializer(strict.Serializer):
     # Documentation only: the service validates (SCHEMA_INVALID names the bad entry).
     kinds = SchemaEntrySerializer(many=True, required=False,
                                   help_text="The accepted memory kinds; empty: any kind is accepted.")
@@ -49,5 +50,6 @@ class MemorySchemaView(ProjectScopedMixin, APIView):
         data = request.data if isinstance(request.data, dict) else None
         if data is None:
             raise SchemaInvalid("The body must be an object {kinds, relation_types}.")
+        strict.refuse_unknown(data, frozenset({"kinds", "relation_types", *strict.ALWAYS_KNOWN}))
         memory_schema_save(project=self.project, kinds=data.get("kinds"), relation_types=data.get("relation_types"))
         return Response(memory_schema_of(self.project))

@@ -16,6 +16,7 @@ from memory_engine.exceptions import StagedGenerationForbidden, StagedGeneration
 from memory_engine.models import ApiKey, ReplayRun, TransformConfig
 from memory_engine.services.documents.replay import generation_demote, generation_promote, transform_config_create
 
+from . import strict
 from .exceptions import ERRORS
 from .scoping import ProjectScopedMixin
 
@@ -34,7 +35,7 @@ def require_generation_access(request: Any, permission: str | None = None) -> No
         raise StagedGenerationForbidden(details={"missing": [permission]})
 
 
-class TransformConfigSerializer(serializers.ModelSerializer):
+class TransformConfigSerializer(strict.ModelSerializer):
     # Plain fields: the service checks the values, with codes (TRANSFORM_CONFIG_INVALID, ...).
     name = serializers.CharField(max_length=200, allow_blank=True)
     chunk_strategy = serializers.CharField(required=False, allow_blank=True, max_length=20,
@@ -87,7 +88,7 @@ class TransformConfigViewSet(ProjectScopedMixin, mixins.CreateModelMixin, mixins
         )
 
 
-class ReplayRunSerializer(serializers.ModelSerializer):
+class ReplayRunSerializer(strict.ModelSerializer):
     config_id = serializers.CharField(read_only=True)
 
     class Meta:

@@ -16,6 +16,7 @@ from memory_engine.policy import ADD, get_visible_or_404, require
 from memory_engine.redaction import mask_handler_config
 from memory_engine.services.rules import memory_rule_create, memory_rule_update
 
+from . import strict
 from .exceptions import ERRORS
 from .fields import JSONObjectField
 from .scoping import ProjectScopedMixin
@@ -23,7 +24,7 @@ from .scoping import ProjectScopedMixin
 SECRET_KEYS = ("secret",)
 
 
-class RuleHandlerSerializer(serializers.Serializer):
+class RuleHandlerSerializer(strict.Serializer):
     type = serializers.ChoiceField(choices=MemoryRule.HandlerType.choices)
     prompt = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
                                    help_text="builtin: the system prompt (default: extract durable facts).")
@@ -40,7 +41,7 @@ class RuleHandlerSerializer(serializers.Serializer):
     secret_set = serializers.BooleanField(read_only=True)
 
 
-class MemoryRuleSerializer(serializers.ModelSerializer):
+class MemoryRuleSerializer(strict.ModelSerializer):
     memory_store_id = serializers.CharField(source="store_id", read_only=True)
     source_agent_ids = serializers.ListField(child=serializers.CharField(max_length=40), required=False,
                                              max_length=500, help_text="Empty: every agent of the project.")

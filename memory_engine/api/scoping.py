@@ -3,15 +3,25 @@ fetches a row of that project by id."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import django_filters
 from django.core.exceptions import ValidationError
 from django.db.models import Model, QuerySet
 from rest_framework.parsers import FormParser, MultiPartParser
 
-from memory_engine.exceptions import NotFound, ProjectNotFound, ProjectRequired
+from memory_engine.exceptions import NotFound, ProjectNotFound, ProjectRequired, UnknownScope
 from memory_engine.models import ApiKey, Project
-from memory_engine.policy import SEARCH, Principal, key_principal, lookup_action, require_unrestricted, user_principal
+from memory_engine.policy import (
+    SEARCH,
+    Principal,
+    key_principal,
+    lookup_action,
+    require_unrestricted,
+    user_principal,
+    visible,
+)
 
 from .limits import SafeJSONParser, check_request_size
 
@@ -76,6 +86,33 @@ def project_object_or_404(queryset: QuerySet[M], pk: Any, *, error: type[NotFoun
     if error is NotFound:
         raise NotFound()
     raise error(details={field: pk})
+
+
+class ScopeIdFilter(django_filters.CharFilter):
+    """A list filter naming one row by id (``?memory_store_id=``, ``?agent_id=``, ...): an id that
+    names no row the caller may see answers ``400 UNKNOWN_SCOPE`` naming it, as a search scope
+    does, instead of an empty page (another project's or another team's id answers the same)."""
+
+    def __init__(self, *, param: str, model: type[Model], project_path: str = "project",
+                 match: Callable[[QuerySet[Any], Any], QuerySet[Any]] | None = None, **kwargs: Any) -> None:
+        self.param, self.scope_model, self.project_path, self.match = param, model, project_path, match
+        super().__init__(**kwargs)
+
+    def known(self, request: Any, value: Any) -> bool:
+        """Whether ``value`` names a row of the caller's project it may see."""
+        rows = self.scope_model._default_manager.filter(**{self.project_path: request_project(request)})
+        return visible(request_caller(request), rows).filter(pk=value).exists()
+
+    def filter(self, qs: QuerySet[Any], value: Any) -> QuerySet[Any]:
+        if value in (None, ""):
+            return qs
+        try:
+            found = self.known(self.parent.request, value)
+        except (TypeError, ValueError, ValidationError):
+            found = False
+        if not found:
+            raise UnknownScope(f"Not found in your project: {value}.", details={self.param: [value]})
+        return self.match(qs, value) if self.match is not None else super().filter(qs, value)
 
 
 if TYPE_CHECKING:

@@ -24,6 +24,7 @@ from memory_engine.selectors.search import (
     knowledge_search,
 )
 
+from . import strict
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import TagFilterField
 from .replay import require_generation_access
@@ -33,7 +34,7 @@ from .scoping import ProjectScopedMixin
 SEARCH_PERMISSIONS = ["view_memory", "view_document"]
 
 
-class KnowledgeSearchRequestSerializer(serializers.Serializer):
+class KnowledgeSearchRequestSerializer(strict.Serializer):
     query = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
                                   help_text="Natural-language query. Without one the read is deterministic.")
     memory_store_ids = serializers.ListField(child=serializers.CharField(max_length=40), required=False,
@@ -72,6 +73,9 @@ class KnowledgeSearchRequestSerializer(serializers.Serializer):
                   "knob, else the SEARCH_MMR setting).")
     include_deprecated = serializers.BooleanField(required=False, default=False,
                                                   help_text="Search deprecated documents too.")
+    channels = serializers.ListField(
+        child=serializers.ChoiceField(choices=["vector", "lexical"]), required=False, min_length=1, max_length=2,
+        help_text="The ranked channels to run (default both): one alone for a lexical-only or vector-only search.")
     generation = serializers.CharField(required=False, allow_null=True, max_length=40,
                                        help_text="A staged generation (replay run id): search its chunks instead "
                                                  "of the live ones. Staff sessions only.")
@@ -83,12 +87,12 @@ class KnowledgeSearchRequestSerializer(serializers.Serializer):
         return attrs
 
 
-class SearchRanksSerializer(serializers.Serializer):
+class SearchRanksSerializer(strict.Serializer):
     vector = serializers.IntegerField(allow_null=True)
     lexical = serializers.IntegerField(allow_null=True)
 
 
-class SearchHitSerializer(serializers.Serializer):
+class SearchHitSerializer(strict.Serializer):
     # The API names the hit's origin ``source``; on a serializer field that name is also DRF's
     # ``Field.source`` attribute, which the stubs type as a string.
     source = serializers.ChoiceField(choices=[DOCUMENT, MEMORY])  # type: ignore[assignment]
@@ -120,7 +124,7 @@ class SearchHitSerializer(serializers.Serializer):
     title = serializers.CharField(allow_null=True, allow_blank=True, help_text="A memory's title.")
 
 
-class SearchResultSerializer(serializers.Serializer):
+class SearchResultSerializer(strict.Serializer):
     results = SearchHitSerializer(many=True)
     degraded = serializers.ListField(child=serializers.ChoiceField(choices=list(Degraded.ALL)),
                                      help_text="Why the answer is less than the deployment offers "
@@ -151,6 +155,8 @@ def search_arguments(data: dict[str, Any]) -> dict[str, Any]:
     args = {key: value for key, value in data.items() if value is not None}
     if args.get("query") == "":
         args.pop("query")
+    if "channels" in args:
+        args["channels"] = tuple(dict.fromkeys(args["channels"]))
     return args
 
 

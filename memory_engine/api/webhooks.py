@@ -16,11 +16,12 @@ from memory_engine.models import FeedKind, WebhookDelivery, WebhookSubscription
 from memory_engine.policy import unrestricted_only
 from memory_engine.webhooks import webhook_create, webhook_rotate_secret
 
+from . import strict
 from .exceptions import ERRORS, error_responses
 from .scoping import ProjectScopedMixin
 
 
-class WebhookDeliverySerializer(serializers.ModelSerializer):
+class WebhookDeliverySerializer(strict.ModelSerializer):
     class Meta:
         model = WebhookDelivery
         fields = ["id", "status", "attempt", "http_status", "event_count", "cursor_from", "cursor_to", "error",
@@ -28,7 +29,7 @@ class WebhookDeliverySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class WebhookSerializer(serializers.ModelSerializer):
+class WebhookSerializer(strict.ModelSerializer):
     event_kinds = serializers.ListField(child=serializers.ChoiceField(choices=FeedKind.choices), required=False,
                                         help_text="Feed entry kinds to send; empty or omitted: all.")
 
@@ -39,7 +40,7 @@ class WebhookSerializer(serializers.ModelSerializer):
         read_only_fields = ["id", "active", "cursor", "failures", "next_attempt_at", "created_by", "created_at"]
 
 
-class WebhookSecretSerializer(serializers.Serializer):
+class WebhookSecretSerializer(strict.Serializer):
     id = serializers.CharField()
     secret = serializers.CharField(help_text="The new signing secret; shown in this answer only.")
 

@@ -12,6 +12,21 @@ class ValidationFailed(MemoryEngineError):
     default_message = "The request is invalid."
 
 
+class QueryRequired(ValidationFailed):
+    """A search with neither a query nor a scope to list: nothing to do, said plainly."""
+
+    code = "QUERY_REQUIRED"
+    default_message = ("Send a non-empty `query`, or name what to list without one (memory_store_ids, "
+                       "document_ids, document_paths, tags or agent_id: its first rows in order).")
+
+
+class UnknownField(ValidationFailed):
+    """A field the endpoint (or tool) does not take: refused, never silently ignored."""
+
+    code = "UNKNOWN_FIELD"
+    default_message = "The request names fields this endpoint does not take (see details.fields)."
+
+
 class MalformedRequest(MemoryEngineError):
     code = "MALFORMED_REQUEST"
     default_message = "The request is malformed."

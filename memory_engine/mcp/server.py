@@ -26,6 +26,7 @@ from memory_engine.exceptions import (
     AuthenticationFailed,
     MemoryEngineError,
     ReadOnlyKey,
+    UnknownField,
     ValidationFailed,
 )
 from memory_engine.facets import validate_facet
@@ -161,8 +162,7 @@ def run_tool(connection: Connection, name: str, arguments: dict[str, Any] | None
     arguments = dict(arguments or {})
     unknown = sorted(set(arguments) - set(definitions[name]["parameters"]["properties"]))
     if unknown:
-        raise ValidationFailed(f"Unknown argument(s) for {name}: {', '.join(unknown)}.",
-                               details={"fields": unknown})
+        raise UnknownField(f"Unknown argument(s) for {name}: {', '.join(unknown)}.", details={"fields": unknown})
     agent = _agent(connection, arguments)
     pins: dict[str, Any] = {"subject": connection.subject, "facet": connection.facet}
     if name == "search_knowledge":

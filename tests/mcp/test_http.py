@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from memory_engine.client import ApiError, MemoryEngineClient
-from memory_engine.exceptions import ValidationFailed
+from memory_engine.exceptions import UnknownField, ValidationFailed
 from memory_engine.models import Memory, MemoryAssertion
 from memory_engine.tools import agent_tool_definitions
 
@@ -76,7 +76,7 @@ def test_tools_over_http(setup: Setup, live_url: str) -> None:
     assert memory_id in found.content[0].text and "<knowledge>" in found.content[0].text
     assert listed.structured_content["memory_ids"] == [memory_id]
     assert _error_code(bad) == ValidationFailed.code
-    assert _error_code(unknown) == ValidationFailed.code  # `subject` is the host's to pin, not an argument
+    assert _error_code(unknown) == UnknownField.code  # `subject` is the host's to pin, not an argument
     assert _error_code(foreign) == "NOT_FOUND"
 
     # The server names itself and the installed package's version.
@@ -109,7 +109,7 @@ def test_pinned_subject_and_facet_and_an_unpinned_agent(setup: Setup, live_url: 
     assert write.input_schema["required"][0] == "agent_id"
     memory = Memory.objects.select_related("store").get(pk=written.structured_content["memory_id"])
     assert (memory.store.subject_external_id, memory.facet) == ("ada", "garden")
-    assert _error_code(overridden) == ValidationFailed.code
+    assert _error_code(overridden) == UnknownField.code  # a pinned facet is no argument
     assert _error_code(missing_agent) == "AGENT_NOT_FOUND"
 
 

@@ -208,11 +208,13 @@ def test_other_projects_rows_answer_404(client, other_client, other_project):
     assert other_client.delete(f"/api/v1/memory-stores/{store['id']}").status_code == 404
     response = post_memory(other_client, store["id"], "sneaky")
     assert response.status_code == 404 and response.json()["code"] == "MEMORY_STORE_NOT_FOUND"
-    # lists and filters never show or count the other project's rows
-    for url in ("/api/v1/memory-stores", "/api/v1/memories", "/api/v1/memory-assertions",
-                f"/api/v1/memories?memory_store_id={store['id']}",
-                f"/api/v1/memory-assertions?memory_store_id={store['id']}"):
+    # lists never show or count the other project's rows; a filter naming one answers as for an unknown id
+    for url in ("/api/v1/memory-stores", "/api/v1/memories", "/api/v1/memory-assertions"):
         assert other_client.get(url).json()["count"] == 0, url
+    for url in (f"/api/v1/memories?memory_store_id={store['id']}",
+                f"/api/v1/memory-assertions?memory_store_id={store['id']}"):
+        response = other_client.get(url)
+        assert (response.status_code, response.json()["code"]) == (400, "UNKNOWN_SCOPE"), url
     MemoryStoreFactory(project=other_project, name="facts")  # same name in another project is fine
 
 

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from memory_engine.conf import engine_settings
 from memory_engine.db import result_columns, vector_literal
+from memory_engine.exceptions import QueryRequired
 from memory_engine.instruction_guard import drop_instructions
 from memory_engine.lexical import ensure_lexical_fresh
 from memory_engine.models import Project, ReplayRun
@@ -117,6 +118,8 @@ def knowledge_search(
                           lexical_weight=lexical_weight)
     weights = {"vector": knobs.vector_weight, "lexical": knobs.lexical_weight}
     query = clean_query(query)
+    if query is None and not (memory_store_ids or document_ids or document_paths or tags or actor or generation):
+        raise QueryRequired()  # nothing to search and nothing to list
     scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
                           document_ids=document_ids, document_paths=document_paths, tags=tags, facet=facet,
                           actor=actor, generation=generation, access_tags=access_tags)

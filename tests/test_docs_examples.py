@@ -1,0 +1,279 @@
+"""Executed documentation: the request examples of README.md and docs/*.md run against a live
+server, and each answer is checked against what the text shows.
+
+* ``bash`` blocks that call the API with curl (``$BASE/api/v1/…``) run in bash, as written, with
+  ``MEMORY_ENGINE_ADDRESS`` naming the live server and ``.demo-credentials.json`` holding a key;
+  each curl is followed by a ``# → STATUS {…}`` line: the status and the part of the answer to
+  expect (``…`` stands for what varies: ``"mem_…"`` is any id with that prefix).
+* ``http`` blocks hold requests (``METHOD /api/v1/path``, then a JSON body) each optionally followed
+  by ``→ STATUS {…}``; ids written as ``agt_…``, ``ms_…``, ``gen_…`` … are the test project's rows,
+  or the ones earlier requests of the block created.
+* Inline requests in the prose, ``POST /api/v1/x {field, other: …}``, may only name fields the
+  OpenAPI schema declares for that operation.
+
+The README's host walkthrough (``manage.py memory_engine_key`` in a fresh ``startproject``) is run by
+tests/test_packaging.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from drf_spectacular.generators import SchemaGenerator
+
+from .conftest import ROOT
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+ELLIPSIS = "…"
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+@dataclass(frozen=True)
+class Block:
+    path: Path
+    line: int
+    language: str
+    code: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def blocks() -> list[Block]:
+    found = []
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        for match in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.S | re.M):
+            found.append(Block(path, text[:match.start()].count("\n") + 1, match.group(1), match.group(2)))
+    return found
+
+
+BLOCKS = blocks()
+CURL_BLOCKS = [b for b in BLOCKS if b.language == "bash" and "$BASE/api/" in b.code]
+HTTP_BLOCKS = [b for b in BLOCKS if b.language == "http"]
+
+
+# --------------------------------------------------------------------------- what the text shows
+
+
+def strip_comment(line: str) -> str:
+    """``line`` without a trailing ``# …`` comment outside JSON strings."""
+    in_string = escaped = False
+    for index, char in enumerate(line):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "#":
+            return line[:index].rstrip()
+    return line
+
+
+def lenient_json(text: str) -> Any:
+    """JSON as the docs write it: ``…`` outside strings stands for "and more" and is dropped."""
+    out, in_string, escaped = [], False, False
+    for char in text:
+        if in_string:
+            out.append(char)
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+            out.append(char)
+        elif char != ELLIPSIS:
+            out.append(char)
+    cleaned = re.sub(r",\s*([}\]])", r"\1", "".join(out))
+    cleaned = re.sub(r"([\[{])\s*,", r"\1", cleaned)
+    return json.loads(cleaned)
+
+
+def matches(expected: Any, actual: Any) -> bool:
+    """``actual`` holds what ``expected`` shows: its keys (recursively), list items by position,
+    and strings with ``…`` as a wildcard."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(k in actual and matches(v, actual[k]) for k, v in expected.items())
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(actual) >= len(expected) and all(
+            matches(e, a) for e, a in zip(expected, actual, strict=False))
+    if isinstance(expected, str) and ELLIPSIS in expected:
+        pattern = ".*".join(re.escape(part) for part in expected.split(ELLIPSIS))
+        return isinstance(actual, str) and re.fullmatch(pattern, actual, re.S) is not None
+    if isinstance(expected, float) and isinstance(actual, (int, float)):
+        return abs(expected - actual) < 1e-6
+    return bool(expected == actual)
+
+
+def expectation(text: str) -> tuple[int, Any]:
+    """``STATUS {…}`` (the part after the arrow) as (status, expected JSON or None)."""
+    status, _, rest = text.strip().partition(" ")
+    rest = "\n".join(strip_comment(line) for line in rest.splitlines()).strip()
+    return int(status), (lenient_json(rest) if rest else None)
+
+
+# --------------------------------------------------------------------------- the live server
+
+
+@pytest.fixture
+def documented(live_server: Any, transactional_db: Any) -> dict[str, Any]:
+    """A project like `make run`'s: a key, a store, an agent writing into it, one of its generations."""
+    from memory_engine.models import Generation
+    from memory_engine.policy import SYSTEM
+    from memory_engine.services.agents import agent_create
+    from memory_engine.services.keys import api_key_create
+    from memory_engine.services.stores import memory_store_save
+
+    from .factories import ProjectFactory
+
+    project = ProjectFactory(name="docs")
+    key = api_key_create(project=project)[1]
+    store = memory_store_save(project=project, name="docs-store")
+    agent = agent_create(project=project, name="docs-agent", caller=SYSTEM, write_memory_store_id=store.pk,
+                         knowledge_config={"memory_store_ids": [store.pk]})
+    generation = Generation.objects.create(project=project, agent=agent, input_messages=[])
+    return {"url": live_server.url, "key": key, "ids": {"ms_": store.pk, "agt_": agent.pk, "gen_": generation.pk}}
+
+
+@pytest.mark.parametrize("block", CURL_BLOCKS, ids=lambda b: b.label)
+def test_curl_examples_answer_as_shown(block: Block, documented: dict[str, Any], tmp_path: Path) -> None:
+    shown = [expectation(line.split("→", 1)[1]) for line in block.code.splitlines()
+             if line.strip().startswith("# →")]
+    calls = len(re.findall(r"(?:^|\$\()\s*curl ", block.code, re.M))
+    assert calls == len(shown), f"{block.label}: {calls} curl calls, {len(shown)} `# →` lines: annotate each call"
+    (tmp_path / ".demo-credentials.json").write_text(json.dumps({"api_key": documented["key"]}))
+    log = tmp_path / "calls"
+    log.mkdir()
+    # Each curl's status and body land in calls/<n>.*, in order (a file counter: $(…) is a subshell).
+    prelude = ('echo 0 > "$DOCS_LOG/n"\n'
+               'curl() { local n=$(( $(cat "$DOCS_LOG/n") + 1 )); echo $n > "$DOCS_LOG/n"; '
+               'command curl -sS -o "$DOCS_LOG/$n.body" -w "%{http_code}" "$@" > "$DOCS_LOG/$n.status"; '
+               'cat "$DOCS_LOG/$n.body"; }\n')
+    env = {**os.environ, "DOCS_LOG": str(log), "MEMORY_ENGINE_ADDRESS": documented["url"].removeprefix("http://"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    run = subprocess.run(["bash", "-euo", "pipefail", "-c", prelude + block.code], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, f"{block.label}: {run.stderr[-2000:]}"
+    for index, (status, expected) in enumerate(shown, start=1):
+        answered = int((log / f"{index}.status").read_text())
+        body = (log / f"{index}.body").read_text()
+        assert answered == status, f"{block.label}, call {index}: answered {answered}, the text shows {status}: {body}"
+        if expected is not None:
+            assert matches(expected, json.loads(body)), f"{block.label}, call {index}: {body[:600]}"
+
+
+def _requests(code: str) -> list[tuple[str, str, str, str | None]]:
+    """(method, path, body, expectation) of each request of an http block."""
+    requests: list[list[str]] = []
+    for line in code.splitlines():
+        if line.split(" ", 1)[0] in METHODS and line.split(" ", 1)[-1].startswith("/"):
+            requests.append([line, "", ""])
+        elif requests and line.lstrip().startswith(("→", "->")):
+            requests[-1][2] = line.lstrip()[1:].lstrip(">").strip()
+        elif requests and requests[-1][2]:
+            requests[-1][2] += "\n" + line
+        elif requests:
+            requests[-1][1] += "\n" + strip_comment(line)
+    parsed = []
+    for head, body, expected in requests:
+        method, path = head.split(" ", 1)
+        parsed.append((method, path.split()[0], body.strip(), expected.strip() or None))
+    return parsed
+
+
+def _fill(text: str, ids: dict[str, str]) -> str:
+    return re.sub(r"\b([a-z]{2,4}_)" + ELLIPSIS, lambda m: ids.get(m.group(1), m.group(0)), text)
+
+
+@pytest.mark.parametrize("block", HTTP_BLOCKS, ids=lambda b: b.label)
+def test_http_examples_answer_as_shown(block: Block, documented: dict[str, Any]) -> None:
+    ids = dict(documented["ids"])
+    headers = {"Authorization": f"Bearer {documented['key']}"}
+    requests = _requests(block.code)
+    assert requests, f"{block.label}: no request in this http block"
+    with httpx.Client(base_url=documented["url"], headers=headers, timeout=120) as client:
+        for method, path, body, shown in requests:
+            content = _fill(body, ids)
+            response = client.request(method, _fill(path, ids), json=lenient_json(content) if content else None)
+            label = f"{block.label}: {method} {path}"
+            if shown is None:
+                assert response.status_code < 400, f"{label}: {response.status_code} {response.text[:600]}"
+            else:
+                status, expected = expectation(shown)  # `gen_…` there: any id, made here or not
+                assert response.status_code == status, f"{label}: {response.status_code} {response.text[:600]}"
+                if expected is not None:
+                    assert matches(expected, response.json()), f"{label}: {response.text[:600]}"
+            answer = response.json() if response.content else {}
+            if isinstance(answer, dict) and isinstance(answer.get("id"), str) and "_" in answer["id"]:
+                ids[answer["id"].split("_", 1)[0] + "_"] = answer["id"]  # later requests use what it made
+
+
+# --------------------------------------------------------------------------- inline requests in prose
+
+
+INLINE = re.compile(r"`(GET|POST|PUT|PATCH) (/api/v1/[^ `]+) \{([^`]*)\}`")
+
+
+def _schema_fields() -> dict[tuple[str, str], set[str]]:
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    components = schema["components"]["schemas"]
+
+    def properties(node: dict[str, Any]) -> set[str]:
+        while "$ref" in node:
+            node = components[node["$ref"].rsplit("/", 1)[-1]]
+        return set(node.get("properties", {}))
+
+    fields = {}
+    for path, item in schema["paths"].items():
+        for method, spec in item.items():
+            content = spec.get("requestBody", {}).get("content", {}) if isinstance(spec, dict) else {}
+            names: set[str] = set()
+            for media in content.values():
+                names |= properties(media.get("schema", {}))
+            fields[(method.upper(), re.sub(r"\{[^}]+\}", "{}", path))] = names
+    return fields
+
+
+def test_inline_requests_name_only_declared_fields() -> None:
+    fields = _schema_fields()
+    wrong = []
+    for path in DOCS:
+        for match in INLINE.finditer(path.read_text(encoding="utf-8")):
+            method, url, inside = match.groups()
+            route = re.sub(r"\{[^}]+\}|[a-z]{2,4}_" + ELLIPSIS, "{}", url.split("?")[0])
+            declared = fields.get((method, route))
+            if declared is None:
+                wrong.append(f"{path.name}: {method} {url}: no such operation")
+                continue
+            named = {re.match(r"\s*\"?(\w+)", part).group(1)  # type: ignore[union-attr]
+                     for part in re.split(r",(?![^{\[]*[}\]])", inside) if re.match(r"\s*\"?\w", part)}
+            if unknown := sorted(name.rstrip("?") for name in named if name.rstrip("?") not in declared):
+                wrong.append(f"{path.name}: {method} {url} names {unknown}, not in {sorted(declared)}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_request_block_is_executed() -> None:
+    """A block that shows a request to the API is an ``http`` block or a curl block with ``$BASE``:
+    a plain or ``json`` block starting with ``METHOD /api/`` would never run."""
+    stray = [b.label for b in BLOCKS if b.language not in ("http",) and re.match(r"\s*(GET|POST|PUT|PATCH|DELETE) /api/",
+                                                                                  b.code)]
+    stray += [b.label for b in BLOCKS if b.language == "bash" and "curl " in b.code and "/api/" in b.code
+              and "$BASE" not in b.code and "manage.py" not in b.code]
+    assert not stray, f"request examples that do not run: {stray}"
