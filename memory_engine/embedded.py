@@ -182,8 +182,8 @@ def release_embedded_servers(data_dir: str | os.PathLike[str] | None = None) -> 
 
 
 def close_django_connections(info: Any) -> None:
-    """Close this thread's Django connections to the embedded server (``info``: pgserver's
-    postmaster info) before it is let go.
+    """Close this process's Django connections to the embedded server (``info``: pgserver's
+    postmaster info) before it is let go: this thread's, and every connection idle in a pool.
 
     PostgreSQL's fast shutdown waits for every backend to exit, and a backend that rolled back a
     transaction that wrote to a bm25 index cannot be stopped by a signal with the pg_textsearch
@@ -198,10 +198,13 @@ def close_django_connections(info: Any) -> None:
     from django.db import connections
 
     server = (str(info.socket_dir) if info.socket_dir is not None else (info.hostname or ""), str(info.port or ""))
-    for connection in connections.all(initialized_only=True):
+    for alias in connections:
+        connection = connections[alias]
         entry = connection.settings_dict
         if connection.vendor == "postgresql" and (entry.get("HOST"), str(entry.get("PORT") or "")) == server:
             connection.close()
+            if entry.get("OPTIONS", {}).get("pool"):  # and the connections idle in the process's pool
+                connection.close_pool()  # type: ignore[attr-defined]
 
 
 def prune_handle_pids(data_dir: str | os.PathLike[str]) -> list[int]:

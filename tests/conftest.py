@@ -61,6 +61,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """The suite's own process keeps plain connections, not the pool the example project gives
+    each process by default: every test runs inside one transaction on its connection, and tests
+    change that connection's settings (``server_side_binding``, W005). The servers and workers
+    the suite starts keep the pool (``DB_POOL_MAX_SIZE`` in their environment, or the default)."""
+    from django.db import connections
+
+    for alias in connections:
+        entry = connections[alias].settings_dict
+        if entry.get("OPTIONS", {}).pop("pool", None):
+            entry["CONN_MAX_AGE"] = int(os.environ.get("CONN_MAX_AGE", "60"))  # as without DB_POOL_MAX_SIZE
+
+
+@pytest.fixture(scope="session")
 def sample_pdf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every generated sample PDF (tests/pdfs.py) written to a directory, for tests that need files."""
     root = tmp_path_factory.mktemp("pdfs")
