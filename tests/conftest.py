@@ -206,8 +206,15 @@ def qcluster_env() -> dict[str, str]:
 
 
 @pytest.fixture
+def qcluster_log() -> Path | None:
+    """Where the qcluster worker's output goes (appended); None: nowhere. Override it in a test
+    module that reads the log."""
+    return ROOT / ".pytest_cache" / "qcluster.log" if (ROOT / ".pytest_cache").is_dir() else None
+
+
+@pytest.fixture
 def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch,
-             qcluster_env: dict[str, str]) -> Iterator[subprocess.Popen]:
+             qcluster_env: dict[str, str], qcluster_log: Path | None) -> Iterator[subprocess.Popen]:
     """A real django-q2 worker (`manage.py qcluster`) on the test database.
 
     Tests using it must commit their data (they get ``transactional_db``). The worker
@@ -219,7 +226,7 @@ def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch,
     env = dict(os.environ, MEMORY_ENGINE_DB_NAME=connection.settings_dict["NAME"], Q_WORKERS="1",
                PYTHONUNBUFFERED="1")
     env.update(qcluster_env)
-    log = open(ROOT / ".pytest_cache" / "qcluster.log", "ab") if (ROOT / ".pytest_cache").is_dir() else None
+    log = open(qcluster_log, "ab") if qcluster_log is not None else None
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "manage.py"), "qcluster"], cwd=ROOT, env=env,
         stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
