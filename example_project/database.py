@@ -54,9 +54,9 @@ def default_database(base_dir: Path) -> dict[str, Any]:
         config["NAME"] = os.environ["MEMORY_ENGINE_DB_NAME"]
     pool_size = int(os.environ.get("DB_POOL_MAX_SIZE") or DEFAULT_POOL_MAX_SIZE)
     if pool_size > 0:
-        # Requests beyond the pool's size wait (up to 30 s) for a connection instead of
+        # Requests beyond the pool's size wait (up to 10 s) for a connection instead of
         # opening one more; a pool needs CONN_MAX_AGE=0 (connections go back to the pool).
-        config.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": pool_size, "timeout": 30}
+        config.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": pool_size, "timeout": 10}
         config["CONN_MAX_AGE"] = 0
     else:
         config["CONN_MAX_AGE"] = int(os.environ.get("CONN_MAX_AGE", "60"))
