@@ -217,7 +217,8 @@ def close_django_connections(info: Any) -> None:
         entry = connection.settings_dict
         if connection.vendor == "postgresql" and (entry.get("HOST"), str(entry.get("PORT") or "")) == server:
             connection.close()
-            if entry.get("OPTIONS", {}).get("pool"):  # and the connections idle in the process's pool
+            # and the connections idle in the pool this process opened for the alias, if any
+            if connection.alias in getattr(type(connection), "_connection_pools", {}):
                 connection.close_pool()  # type: ignore[attr-defined]
 
 
