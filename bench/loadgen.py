@@ -68,12 +68,14 @@ class LiveApp:
     """
 
     def __init__(self, env: dict[str, str], *, web_workers: int = 2, threads: int = 8, qcluster: bool = False,
-                 q_workers: int = 2, log: Path | None = None) -> None:
+                 q_workers: int = 2, log: Path | None = None, wsgi: str = "example_project.wsgi:application",
+                 preload: bool = False) -> None:
         self.env = {**os.environ, "MEMORY_ENGINE_RATE": "1000000/min", "DJANGO_DEBUG": "0",
                     "PYTHONUNBUFFERED": "1", "Q_WORKERS": str(q_workers), **env}
         # DEBUG off needs a real key (memory_engine.E006); web and worker share this one.
         self.env.setdefault("DJANGO_SECRET_KEY", checkout_secret_key(ROOT / ".secret_key"))
         self.web_workers, self.threads, self.with_qcluster = web_workers, threads, qcluster
+        self.wsgi, self.preload = wsgi, preload  # preload: gunicorn loads the app once, then forks
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log
@@ -88,9 +90,10 @@ class LiveApp:
 
     def __enter__(self) -> LiveApp:
         self.web = self._spawn([
-            sys.executable, "-m", "gunicorn", "example_project.wsgi:application", "--bind",
+            sys.executable, "-m", "gunicorn", self.wsgi, "--bind",
             f"127.0.0.1:{self.port}", "--workers", str(self.web_workers), "--worker-class", "gthread",
             "--threads", str(self.threads), "--timeout", "120", "--graceful-timeout", "5",
+            *(["--preload"] if self.preload else []),
         ])
         if self.with_qcluster:
             self._spawn([sys.executable, str(ROOT / "manage.py"), "qcluster"])

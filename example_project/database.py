@@ -5,9 +5,12 @@ When DATABASE_URL is unset, the app's development helper (`memory_engine.embedde
 (or MEMORY_ENGINE_PGDATA). Several processes (web server, worker, tests) share it; the
 last one to let go stops it (see `memory_engine.embedded`).
 
-DB_POOL_MAX_SIZE (a number) puts the connections of one process in a psycopg pool of that
-size: servers that run each request on a new thread (runserver) then share a bounded set
-of connections instead of keeping one open per thread.
+Each process keeps its connections in a psycopg pool of DB_POOL_MAX_SIZE connections (default
+10): the dev server, which runs every request on a thread of its own, then shares a bounded
+set of connections instead of opening one per request or keeping one open per thread, and
+gunicorn's threads and django-q2's processes reuse theirs. Each process opens its own pool,
+forked ones included (memory_engine.fork_safety). DB_POOL_MAX_SIZE=0 turns the pool off: a
+connection per thread, kept CONN_MAX_AGE seconds (default 60).
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 from memory_engine.embedded import embedded_database
+
+#: Connections in one process's pool when DB_POOL_MAX_SIZE is unset or empty (0: no pool).
+DEFAULT_POOL_MAX_SIZE = 10
 
 
 def database_from_url(url: str) -> dict[str, Any]:
@@ -46,11 +52,11 @@ def default_database(base_dir: Path) -> dict[str, Any]:
     if os.environ.get("MEMORY_ENGINE_DB_NAME"):
         # Lets a worker started by the test suite use the suite's test database.
         config["NAME"] = os.environ["MEMORY_ENGINE_DB_NAME"]
-    pool_size = int(os.environ.get("DB_POOL_MAX_SIZE") or 0)
+    pool_size = int(os.environ.get("DB_POOL_MAX_SIZE") or DEFAULT_POOL_MAX_SIZE)
     if pool_size > 0:
-        # Requests beyond the pool's size wait (up to 30 s) for a connection instead of
+        # Requests beyond the pool's size wait (up to 10 s) for a connection instead of
         # opening one more; a pool needs CONN_MAX_AGE=0 (connections go back to the pool).
-        config.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": pool_size, "timeout": 30}
+        config.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": pool_size, "timeout": 10}
         config["CONN_MAX_AGE"] = 0
     else:
         config["CONN_MAX_AGE"] = int(os.environ.get("CONN_MAX_AGE", "60"))

@@ -6,7 +6,7 @@ use keeps running for them). Set DATABASE_URL to use your own server instead.
 
 Environment: MEMORY_ENGINE_ADDRESS (host:port, default 127.0.0.1:8000),
 MEMORY_ENGINE_DEMO_CREDENTIALS (the demo credentials file, default .demo-credentials.json),
-DB_POOL_MAX_SIZE (the server's connection pool, default 10).
+DB_POOL_MAX_SIZE (each process's connection pool, default 10; 0: none).
 """
 
 from __future__ import annotations
@@ -76,10 +76,8 @@ def main() -> int:
         subprocess.run(demo, check=True, cwd=ROOT)
         step(f"starting the worker and the server on http://{address}/ (Ctrl-C stops both)")
         children.append(subprocess.Popen([*MANAGE, "qcluster"], cwd=ROOT, start_new_session=True))
-        # The dev server runs every request on a new thread: a pool bounds its connections.
-        server_env = {**os.environ, "DB_POOL_MAX_SIZE": os.environ.get("DB_POOL_MAX_SIZE", "10")}
         children.append(subprocess.Popen([*MANAGE, "runserver", address, "--noreload"], cwd=ROOT,
-                                         env=server_env, start_new_session=True))
+                                         start_new_session=True))
         print(f"    API docs  http://{address}/api/docs/\n    Admin     http://{address}/admin/", flush=True)
         while all(child.poll() is None for child in children):
             time.sleep(0.5)

@@ -1,4 +1,4 @@
-"""App configuration: connects signal receivers and registers system checks."""
+"""App configuration: connects signal receivers, registers system checks and the fork handler."""
 
 from django.apps import AppConfig
 
@@ -11,6 +11,7 @@ class MemoryEngineConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks, signals  # noqa: F401  (registration side effects)
+        from .fork_safety import register_fork_handler
         from .services.rules import enqueue_memory_rules
 
         signals.generation_completed.connect(enqueue_memory_rules, dispatch_uid="memory_engine.rules")
@@ -21,3 +22,5 @@ class MemoryEngineConfig(AppConfig):
 
         post_migrate.connect(ensure_schedules, sender=self, dispatch_uid="memory_engine.schedules")
         post_migrate.connect(rebuild_stale_after_migrate, sender=self, dispatch_uid="memory_engine.lexical")
+        # A forked process (django-q2's workers, gunicorn --preload) opens its own connections.
+        register_fork_handler()

@@ -10,7 +10,9 @@ The first process that asks starts the server on a Unix socket inside ``data_dir
 processes (the web server, ``qcluster``, tests) join it. Each holds a handle (its pid in
 ``data_dir/.handle_pids.json``) and the last one to let go stops the server. A process
 that was killed cannot let go, so the pids of dead processes are dropped whenever a handle
-is taken or released (:func:`prune_handle_pids`). For production, point ``DATABASES`` at
+is taken or released (:func:`prune_handle_pids`). pgserver rewrites that file in place, and a
+process killed meanwhile leaves it empty: :class:`HandleList` reads an empty or damaged file
+as "no handles" (logged) and writes it atomically. For production, point ``DATABASES`` at
 your own PostgreSQL with pgvector instead.
 
 The server gets a larger ``shared_buffers`` than initdb's 128MB (:func:`size_shared_buffers`):
@@ -21,6 +23,8 @@ evicts graph pages.
 from __future__ import annotations
 
 import atexit
+import json
+import logging
 import os
 import warnings
 from pathlib import Path
@@ -28,6 +32,10 @@ from types import ModuleType
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+
+from .files import write_atomically
+
+logger = logging.getLogger(__name__)
 
 EXTRA_MISSING = (
     "memory_engine.embedded needs the embedded PostgreSQL from the [embedded] extra: "
@@ -43,6 +51,9 @@ EMBEDDED_MAJOR = "18"
 EMBEDDED_SHARED_BUFFERS_MAX = 1024 * 1024 * 1024
 #: What initdb writes into postgresql.conf on an ordinary machine; any other value there was chosen.
 INITDB_SHARED_BUFFERS = 128 * 1024 * 1024
+
+#: pgserver's list of the processes holding the server, in its data directory.
+HANDLE_LIST = ".handle_pids.json"
 
 #: The embedded servers this process holds a handle on (released at exit, or explicitly).
 _HELD: dict[Path, Any] = {}
@@ -95,6 +106,9 @@ def start_embedded_server(data_dir: str | os.PathLike[str]) -> Any:
             # (Otherwise it takes effect at the next start.)
             server.cleanup()
             server = pgserver.get_server(str(path), cleanup_mode="stop")
+    # pgserver reads and writes its handle list through this attribute from now on (letting go,
+    # at exit included): tolerantly and atomically.
+    server.global_process_id_list = HandleList(path / HANDLE_LIST)
     if not _HELD:
         # Registered after pgserver's own exit hook, so it runs first (atexit is LIFO): the
         # dead pids are gone by the time pgserver decides whether this is the last handle.
@@ -182,8 +196,8 @@ def release_embedded_servers(data_dir: str | os.PathLike[str] | None = None) -> 
 
 
 def close_django_connections(info: Any) -> None:
-    """Close this thread's Django connections to the embedded server (``info``: pgserver's
-    postmaster info) before it is let go.
+    """Close this process's Django connections to the embedded server (``info``: pgserver's
+    postmaster info) before it is let go: this thread's, and every connection idle in a pool.
 
     PostgreSQL's fast shutdown waits for every backend to exit, and a backend that rolled back a
     transaction that wrote to a bm25 index cannot be stopped by a signal with the pg_textsearch
@@ -198,10 +212,60 @@ def close_django_connections(info: Any) -> None:
     from django.db import connections
 
     server = (str(info.socket_dir) if info.socket_dir is not None else (info.hostname or ""), str(info.port or ""))
-    for connection in connections.all(initialized_only=True):
+    for alias in connections:
+        connection = connections[alias]
         entry = connection.settings_dict
         if connection.vendor == "postgresql" and (entry.get("HOST"), str(entry.get("PORT") or "")) == server:
             connection.close()
+            # and the connections idle in the pool this process opened for the alias, if any
+            if connection.alias in getattr(type(connection), "_connection_pools", {}):
+                connection.close_pool()  # type: ignore[attr-defined]
+
+
+class HandleList:
+    """The pids in ``.handle_pids.json`` (pgserver's ``DiskList``, same methods), read
+    tolerantly and written atomically.
+
+    A missing file holds no pids. An empty, unreadable or malformed one (pgserver's own
+    in-place write cut short by a kill) is logged, counted as no processes and rewritten:
+    otherwise every later process would fail in its settings on pgserver's JSON parse error.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def get(self) -> list[int]:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as exc:
+            text = f"<unreadable: {exc}>"
+        try:
+            pids = json.loads(text)
+        except ValueError:
+            pids = None
+        if isinstance(pids, list) and all(type(pid) is int for pid in pids):
+            return pids
+        logger.warning("%s was empty or damaged (%r): counting no process on the embedded PostgreSQL and "
+                       "writing it again", self.path, text[:100])
+        self.put([])
+        return []
+
+    def put(self, values: list[int]) -> None:
+        write_atomically(self.path, json.dumps(values), mode=0o644)
+
+    def get_and_add(self, value: int) -> list[int]:
+        old = self.get()
+        if value not in old:
+            self.put([*old, value])
+        return old
+
+    def get_and_remove(self, value: int) -> list[int]:
+        old = self.get()
+        if value in old:
+            self.put([pid for pid in old if pid != value])
+        return old
 
 
 def prune_handle_pids(data_dir: str | os.PathLike[str]) -> list[int]:
@@ -209,13 +273,13 @@ def prune_handle_pids(data_dir: str | os.PathLike[str]) -> list[int]:
 
     pgserver counts one handle per process and stops the server when the last one exits;
     a process that was killed (SIGKILL, or SIGTERM without an exit hook) never removes its
-    pid, which would keep the server running forever and pile up in the file.
+    pid, which would keep the server running forever and pile up in the file. An empty or
+    damaged file counts as no pids and is written again (:class:`HandleList`).
     """
     import psutil
     from pgserver.postgres_server import PostgresServer
-    from pgserver.utils import DiskList
 
-    handles = DiskList(Path(data_dir) / ".handle_pids.json")
+    handles = HandleList(Path(data_dir) / HANDLE_LIST)
     with PostgresServer._lock:  # the lock pgserver itself holds while it reads and writes the list
         pids = handles.get()
         live = [pid for pid in pids if _process_alive(pid, psutil)]

@@ -61,6 +61,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """The suite's own process keeps plain connections, not the pool the example project gives
+    each process by default: every test runs inside one transaction on its connection, and tests
+    change that connection's settings (``server_side_binding``, W005). The servers and workers
+    the suite starts keep the pool (``DB_POOL_MAX_SIZE`` in their environment, or the default)."""
+    from django.db import connections
+
+    for alias in connections:
+        entry = connections[alias].settings_dict
+        if entry.get("OPTIONS", {}).pop("pool", None):
+            entry["CONN_MAX_AGE"] = int(os.environ.get("CONN_MAX_AGE", "60"))  # as without DB_POOL_MAX_SIZE
+
+
+@pytest.fixture(scope="session")
 def sample_pdf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every generated sample PDF (tests/pdfs.py) written to a directory, for tests that need files."""
     root = tmp_path_factory.mktemp("pdfs")
@@ -192,8 +206,15 @@ def qcluster_env() -> dict[str, str]:
 
 
 @pytest.fixture
+def qcluster_log() -> Path | None:
+    """Where the qcluster worker's output goes (appended); None: nowhere. Override it in a test
+    module that reads the log."""
+    return ROOT / ".pytest_cache" / "qcluster.log" if (ROOT / ".pytest_cache").is_dir() else None
+
+
+@pytest.fixture
 def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch,
-             qcluster_env: dict[str, str]) -> Iterator[subprocess.Popen]:
+             qcluster_env: dict[str, str], qcluster_log: Path | None) -> Iterator[subprocess.Popen]:
     """A real django-q2 worker (`manage.py qcluster`) on the test database.
 
     Tests using it must commit their data (they get ``transactional_db``). The worker
@@ -205,7 +226,7 @@ def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch,
     env = dict(os.environ, MEMORY_ENGINE_DB_NAME=connection.settings_dict["NAME"], Q_WORKERS="1",
                PYTHONUNBUFFERED="1")
     env.update(qcluster_env)
-    log = open(ROOT / ".pytest_cache" / "qcluster.log", "ab") if (ROOT / ".pytest_cache").is_dir() else None
+    log = open(qcluster_log, "ab") if qcluster_log is not None else None
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "manage.py"), "qcluster"], cwd=ROOT, env=env,
         stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -19,8 +20,11 @@ from django.core.exceptions import ImproperlyConfigured
 
 from memory_engine.embedded import (
     EMBEDDED_SHARED_BUFFERS_MAX,
+    HANDLE_LIST,
     INITDB_SHARED_BUFFERS,
+    HandleList,
     embedded_database,
+    prune_handle_pids,
     release_embedded_servers,
     shared_buffers_target,
 )
@@ -113,6 +117,38 @@ def test_a_server_others_hold_gets_its_shared_buffers_at_the_next_start(fresh_da
     release_embedded_servers(fresh_data_dir)  # the dead pid is dropped: the last handle stops the server
     assert not _postgres_running(fresh_data_dir)
     assert _shared_buffers(embedded_database(fresh_data_dir)) == (target, False)
+
+
+@pytest.mark.parametrize("damaged", [b"", b"[4242, 42", b"\xff\xfe", b'{"pids": []}', b'["1"]'],
+                         ids=["empty", "cut", "binary", "object", "strings"])
+def test_an_empty_or_damaged_handle_list_counts_no_process_and_is_written_again(tmp_path: Path, caplog: Any,
+                                                                                damaged: bytes) -> None:
+    handles = tmp_path / HANDLE_LIST
+    handles.write_bytes(damaged)
+    with caplog.at_level("WARNING", logger="memory_engine.embedded"):
+        assert prune_handle_pids(tmp_path) == []
+    assert "was empty or damaged" in caplog.text
+    assert handles.read_text() == "[]"
+    HandleList(handles).get_and_add(os.getpid())
+    assert handles.read_text() == f"[{os.getpid()}]"
+    assert [p.name for p in tmp_path.iterdir()] == [HANDLE_LIST]  # written beside it, then renamed over it
+
+
+def test_a_server_whose_handle_list_was_left_empty_starts_and_stops(fresh_data_dir: Path) -> None:
+    """A process killed while pgserver rewrote the list in place (SIGTERM to runserver with its
+    autoreloader) left it empty, and every later process died in its settings on pgserver's
+    JSON parse error. The list now counts no process; this one's handle is written atomically,
+    also when it lets go."""
+    embedded_database(fresh_data_dir)
+    release_embedded_servers(fresh_data_dir)  # a data directory made and let go (the server stopped)
+    (fresh_data_dir / HANDLE_LIST).write_text("")
+    entry = embedded_database(fresh_data_dir)
+    with psycopg.connect(dbname=entry["NAME"], user=entry["USER"], host=entry["HOST"], port=entry["PORT"]) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    assert json.loads((fresh_data_dir / HANDLE_LIST).read_text()) == [os.getpid()]
+    release_embedded_servers(fresh_data_dir)
+    assert not _postgres_running(fresh_data_dir)
+    assert json.loads((fresh_data_dir / HANDLE_LIST).read_text()) == []
 
 
 ROLLED_BACK_BM25_WRITE = """

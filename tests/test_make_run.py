@@ -1,5 +1,6 @@
 """`make run` (python -m example_project.run) as a user meets it: it serves on the address it
-was given and says so, it takes 8 concurrent writers without a 5xx, and interrupting it
+was given and says so, it takes 8 concurrent writers without a 5xx (the example project's
+own settings: a connection pool in the server and the worker alike), and interrupting it
 (Ctrl-C = SIGINT, or SIGTERM) stops the web server, the worker and the embedded PostgreSQL it
 started, leaving no dead pids in pgserver's handle list.
 

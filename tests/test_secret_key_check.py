@@ -50,3 +50,33 @@ def test_development_runs_on_a_per_checkout_key() -> None:
 
     key_file = ROOT / ".secret_key"
     assert settings.SECRET_KEY == key_file.read_text().strip() and len(settings.SECRET_KEY) >= 50
+
+
+MAKE_KEY = "import sys; from pathlib import Path; from example_project.secret_key import checkout_secret_key; " \
+           "print(checkout_secret_key(Path(sys.argv[1])))"
+
+
+def test_processes_starting_together_share_one_whole_checkout_key(tmp_path: Path) -> None:
+    """The web server and the worker start at once on a fresh checkout: the key file appears
+    whole (written beside it, then linked into place) and every process gets the same key."""
+    key_file = tmp_path / ".secret_key"
+    starters = [subprocess.Popen([sys.executable, "-c", MAKE_KEY, str(key_file)], cwd=ROOT, stdout=subprocess.PIPE,
+                                 text=True) for _ in range(8)]
+    keys = {starter.communicate(timeout=60)[0].strip() for starter in starters}
+    assert keys == {key_file.read_text()} and len(key_file.read_text()) >= 50
+    assert [p.name for p in tmp_path.iterdir()] == [".secret_key"]  # no temporary file left
+
+
+@pytest.mark.parametrize("damaged", [b"", b"  \n", b"\xff\xfe"], ids=["empty", "blank", "binary"])
+def test_an_empty_or_damaged_checkout_key_is_replaced(tmp_path: Path, caplog: Any, damaged: bytes) -> None:
+    """An earlier version wrote the file in place: a process killed meanwhile left it empty, and
+    Django then refused the empty SECRET_KEY in every later command."""
+    from example_project.secret_key import checkout_secret_key
+
+    key_file = tmp_path / ".secret_key"
+    key_file.write_bytes(damaged)
+    with caplog.at_level("WARNING", logger="example_project.secret_key"):
+        key = checkout_secret_key(key_file)
+    assert len(key) >= 50 and key_file.read_text() == key
+    assert "is empty or damaged" in caplog.text
+    assert checkout_secret_key(key_file) == key  # kept from now on

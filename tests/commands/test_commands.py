@@ -284,6 +284,23 @@ def test_demo_command_is_rerunnable(tmp_path):
     assert api_client(data["api_key"]).get("/api/v1/memories").json()["count"] > 0
 
 
+@pytest.mark.parametrize("damaged", [b"", b'{"api_key": "me_', b"\xff\xfe", b"[]"], ids=["empty", "cut", "binary", "list"])
+def test_demo_command_makes_an_empty_or_damaged_credentials_file_anew(tmp_path, hashing_embedder, damaged):
+    """A run killed while the file was written used to leave it so, and every later `make run`
+    died on it: it is reported, made anew (whole, readable by its owner only) and works."""
+    credentials = tmp_path / "demo.json"
+    credentials.write_bytes(damaged)
+    errors = StringIO()
+    out = StringIO()
+    call_command("memory_engine_demo", "--credentials-file", str(credentials), stdout=out, stderr=errors)
+    assert "is empty or damaged" in errors.getvalue()
+    data = json.loads(credentials.read_text())
+    assert data["api_key"] in out.getvalue()
+    assert credentials.stat().st_mode & 0o777 == 0o600
+    assert api_client(data["api_key"]).get("/api/v1/memories").status_code == 200
+    assert [p.name for p in tmp_path.iterdir()] == ["demo.json"]  # no temporary file left beside it
+
+
 def test_demo_command_prints_the_address_it_is_given(tmp_path, hashing_embedder):
     out = run("memory_engine_demo", "--credentials-file", str(tmp_path / "demo.json"), "--address", "0.0.0.0:8123")
     assert "(http://0.0.0.0:8123/admin/)" in out and ":8000" not in out

@@ -9,6 +9,9 @@
     duplicate chunks or memories and counts that are not double-added;
 (d) PostgreSQL is restarted under a live gunicorn: requests in flight answer 503
     DATABASE_UNAVAILABLE with Retry-After, the app reconnects by itself, no half-written rows.
+
+(c) and (d) run with the example project's connection pool in every process (its default) and
+without one (``DB_POOL_MAX_SIZE=0``: a kept connection per thread).
 """
 
 from __future__ import annotations
@@ -151,11 +154,16 @@ def test_llm_failure_keeps_the_turn_and_records_the_error(client: Any, project: 
 # --- (c) the worker is killed ------------------------------------------------------------------
 
 
-@pytest.fixture
-def qcluster_env(endpoint: EmbeddingEndpoint) -> dict[str, str]:
-    """The worker embeds through the test's endpoint (which can hold a request)."""
+#: Each process's connections: the example project's psycopg pool (its default), or none.
+POOL_SIZES = pytest.mark.parametrize("pool_size", ["10", "0"], ids=["pool", "no-pool"])
+
+
+@pytest.fixture(params=["10", "0"], ids=["pool", "no-pool"])
+def qcluster_env(request: pytest.FixtureRequest, endpoint: EmbeddingEndpoint) -> dict[str, str]:
+    """The worker embeds through the test's endpoint (which can hold a request), with a
+    connection pool in each of its processes or without one."""
     return {"MEMORY_ENGINE_EMBEDDING_PROVIDER": "openai", "MEMORY_ENGINE_EMBEDDING_MODEL": MODEL,
-            "MEMORY_ENGINE_EMBEDDING_BASE_URL": endpoint.url}
+            "MEMORY_ENGINE_EMBEDDING_BASE_URL": endpoint.url, "DB_POOL_MAX_SIZE": request.param}
 
 
 def kill_cluster(qcluster: Any) -> None:
@@ -298,10 +306,11 @@ def restart_postgres(server: Any, downtime: float) -> None:
 
 
 @pytest.mark.slow
-def test_postgres_restart_mid_run(own_postgres: Any) -> None:
+@POOL_SIZES
+def test_postgres_restart_mid_run(own_postgres: Any, pool_size: str) -> None:
     url = own_postgres.get_uri().replace("/postgres?", "/faults?")
     own_postgres.psql("CREATE DATABASE faults;")
-    env = {"DATABASE_URL": url, "MEMORY_ENGINE_DB_NAME": "", "CONN_MAX_AGE": "60",
+    env = {"DATABASE_URL": url, "MEMORY_ENGINE_DB_NAME": "", "DB_POOL_MAX_SIZE": pool_size, "CONN_MAX_AGE": "60",
            "MEMORY_ENGINE_EMBEDDING_PROVIDER": "tests.providers.HashingEmbeddingProvider"}
     manage(env, "migrate", "--noinput")
     made = json.loads(manage(env, "shell", "-c", (

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
+from memory_engine.files import write_atomically
 from memory_engine.models import ApiKey, MemoryStore, Project
 from memory_engine.models.tenancy import hash_key
 from memory_engine.services.keys import api_key_create
@@ -51,7 +52,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, credentials_file: str, project: str, address: str, **options: Any) -> None:
         path = Path(credentials_file)
-        saved = json.loads(path.read_text()) if path.is_file() else {}
+        saved = self._saved_credentials(path)
         demo, _ = Project.objects.get_or_create(name=project)
 
         raw_key = saved.get("api_key")
@@ -81,14 +82,27 @@ class Command(BaseCommand):
 
         saved = {"project_id": demo.pk, "api_key": raw_key, "username": username, "password": password,
                  "memory_store_id": store.pk}
-        path.write_text(json.dumps(saved, indent=2))
-        path.chmod(0o600)
+        write_atomically(path, json.dumps(saved, indent=2), mode=0o600)
         self.stdout.write(self.style.SUCCESS("memory_engine demo is ready."))
         self.stdout.write(f"  project         {demo.name} ({demo.pk})")
         self.stdout.write(f"  API key         {raw_key}")
         self.stdout.write(f"  memory store    {store.name} ({store.pk})")
         self.stdout.write(f"  admin login     {username} / {password}   (http://{address}/admin/)")
         self.stdout.write(f"  saved in        {path}")
+
+    def _saved_credentials(self, path: Path) -> dict[str, Any]:
+        """The credentials file of an earlier run; an empty or damaged one is reported and made anew
+        (the demo key and the admin password are then replaced)."""
+        try:
+            saved = json.loads(path.read_text())
+        except FileNotFoundError:
+            return {}
+        except ValueError:  # not JSON, or not text
+            saved = None
+        if isinstance(saved, dict):
+            return saved
+        self.stderr.write(f"{path} is empty or damaged: new demo credentials are made and saved there.")
+        return {}
 
     def _sample_document(self, project: Project) -> None:
         """Add a sample handbook once the documents service is installed (best-effort)."""

@@ -15,6 +15,7 @@ from typing import Any
 from django.utils.module_loading import import_string
 
 from memory_engine.exceptions import ConverterError, ConverterFailed, ConverterNotFound, ConverterTimeout
+from memory_engine.fork_safety import closes_connections
 
 from . import ConverterRequest, ConverterResult, parse_answer
 
@@ -42,7 +43,8 @@ def run_callable_converter(rule: Any, request: ConverterRequest) -> ConverterRes
         except BaseException as exc:  # noqa: BLE001  (reported to the ingesting thread)
             outcome.set_exception(exc)
 
-    threading.Thread(target=call, name=f"converter:{source}", daemon=True).start()
+    # The converter may read the database: what it opens goes back when it returns.
+    threading.Thread(target=closes_connections(call), name=f"converter:{source}", daemon=True).start()
     try:
         answer = outcome.result(timeout=rule.converter_timeout)
     except concurrent.futures.TimeoutError:

@@ -34,6 +34,7 @@ from memory_engine.exceptions import (
     UnsupportedContentType,
 )
 from memory_engine.extraction import extract_pages, iter_pages
+from memory_engine.fork_safety import closes_connections
 from memory_engine.models import Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
 from memory_engine.providers.converters import ConverterRequest, run_converter
@@ -426,7 +427,7 @@ def _stream_pdf_pages(document: Document, run: str,
         except BaseException as exc:  # noqa: BLE001  (re-raised in the ingesting thread)
             arrivals.put(exc)
 
-    threading.Thread(target=read, name=f"extract:{document.pk}", daemon=True).start()
+    threading.Thread(target=closes_connections(read), name=f"extract:{document.pk}", daemon=True).start()
     try:
         specs, vectors, model = _embed_batches(document.pk, run, _arrived_batches(arrivals))
     finally:
