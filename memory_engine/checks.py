@@ -397,3 +397,22 @@ def check_connection_health(app_configs: Any = None, **kwargs: Any) -> list[Warn
                 id="memory_engine.W005",
             ))
     return warnings
+
+
+@register()
+def check_read_replicas(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """E011: READ_REPLICAS names an alias DATABASES lacks, or the router that sends reads there is
+    missing from DATABASE_ROUTERS (the replicas would then serve nothing, silently)."""
+    from memory_engine.replicas import replica_aliases
+
+    aliases = replica_aliases()
+    errors = [Error(f"MEMORY_ENGINE['READ_REPLICAS'] names {alias!r}, which DATABASES does not define.",
+                    hint="Add the replica to DATABASES, or remove it from READ_REPLICAS.", id="memory_engine.E011")
+              for alias in aliases if alias not in connections.settings]
+    routers = [router if isinstance(router, str) else f"{type(router).__module__}.{type(router).__name__}"
+               for router in getattr(settings, "DATABASE_ROUTERS", [])]
+    if aliases and "memory_engine.replicas.ReplicaRouter" not in routers:
+        errors.append(Error("MEMORY_ENGINE['READ_REPLICAS'] is set but no router sends reads there.",
+                            hint='Add "memory_engine.replicas.ReplicaRouter" to DATABASE_ROUTERS.',
+                            id="memory_engine.E011"))
+    return errors

@@ -272,6 +272,12 @@ DEFAULTS: dict[str, Any] = {
     # The key of the HMAC erasure receipts keep of their selector (docs/retention.md); None: a
     # key derived from SECRET_KEY. Set it to keep receipts checkable across a SECRET_KEY rotation.
     "ERASURE_RECEIPT_KEY": None,
+    # Read replicas (docs/scaling.md): DATABASES aliases reads may run on (empty: off; the host also
+    # adds memory_engine.replicas.ReplicaRouter to DATABASE_ROUTERS); how long a principal's reads
+    # wait for a replica to replay its own last write; how long an unreachable replica is left alone.
+    "READ_REPLICAS": [],
+    "READ_YOUR_WRITES_SECONDS": 30,
+    "REPLICA_RETRY_SECONDS": 30,
 }
 
 # --- declared types (coercers: memory_engine.setting_types) ------------------------------------
@@ -414,6 +420,9 @@ TYPES: dict[str, Coerce] = {
     "WEBHOOK_RETRY_SECONDS": integer,
     "WEBHOOK_RETRY_MAX_SECONDS": integer,
     "ERASURE_RECEIPT_KEY": optional(text),
+    "READ_REPLICAS": string_list,
+    "READ_YOUR_WRITES_SECONDS": integer,
+    "REPLICA_RETRY_SECONDS": integer,
 }
 assert TYPES.keys() == DEFAULTS.keys(), sorted(TYPES.keys() ^ DEFAULTS.keys())
 

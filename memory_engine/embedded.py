@@ -23,9 +23,12 @@ evicts graph pages.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
+import shutil
+import subprocess
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -293,3 +296,58 @@ def _process_alive(pid: int, psutil: Any) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+class EmbeddedStandby:
+    """A hot standby of an embedded server, for trying read replicas on one machine and for the
+    replica tests and benchmark (docs/scaling.md, *Read replicas*): ``pg_basebackup`` of the
+    primary at ``primary_host`` (its socket directory) into ``root``, started on ``127.0.0.1:port``
+    with the same preloaded libraries. PostgreSQL refuses to run as root: as root, the embedded
+    server's own system user runs it (``root`` must be one it can enter)."""
+
+    def __init__(self, *, primary_host: str, root: str | os.PathLike[str], port: int) -> None:
+        self.bin = Path(str(_pgserver().__file__)).parent / "pginstall" / "bin"
+        self.primary_host = primary_host
+        self.root = Path(root)
+        self.port = port
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    def _run(self, program: str, *args: str, timeout: float = 120) -> None:
+        user = "pgserver" if os.geteuid() == 0 else None
+        subprocess.run([str(self.bin / program), *args], check=True, capture_output=True, timeout=timeout, user=user)
+
+    def create(self) -> EmbeddedStandby:
+        """Copy the primary (a fast checkpoint, WAL streamed) and write its standby settings."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            from pgserver.utils import ensure_prefix_permissions
+
+            ensure_prefix_permissions(self.root)  # the system user must reach it
+            shutil.chown(self.root, "pgserver")
+        self.root.chmod(0o700)
+        self._run("pg_basebackup", "-D", str(self.data), "-h", self.primary_host, "-U", "postgres", "-R",
+                  "-X", "stream", "-c", "fast", timeout=1800)
+        return self
+
+    def start(self) -> None:
+        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
+                   "-c shared_preload_libraries=pg_textsearch -c hot_standby=on")
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "-t", "60", "-o", options,
+                  "start")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
+    def database(self, primary: dict[str, Any]) -> dict[str, Any]:
+        """A ``DATABASES`` entry for the standby, from the primary's (same database name)."""
+        options = {key: value for key, value in (primary.get("OPTIONS") or {}).items() if key != "pool"}
+        return {**primary, "HOST": "127.0.0.1", "PORT": str(self.port), "CONN_MAX_AGE": 0,
+                "CONN_HEALTH_CHECKS": True, "OPTIONS": options}
+
+    def remove(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError, FileNotFoundError):
+            self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)

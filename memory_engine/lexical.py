@@ -25,6 +25,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from memory_engine.conf import engine_settings
+from memory_engine.replicas import read_connection, reading_replica
 
 logger = logging.getLogger("memory_engine.lexical")
 
@@ -99,8 +100,9 @@ SELECT pg_postmaster_start_time(),
 
 
 def lexical_status() -> LexicalStatus:
-    """Server start, extension version, index configs and rebuild state (two cheap queries)."""
-    with connection.cursor() as cursor:
+    """Server start, extension version, index configs and rebuild state (two cheap queries), of
+    the server this request reads from (a read replica's own, memory_engine.replicas)."""
+    with read_connection().cursor() as cursor:
         if not _state_table_exists(cursor):
             return LexicalStatus(backend=TSVECTOR, reason="the database is not migrated", extension_version=None)
         cursor.execute(_STATUS_SQL, [list(BM25_INDEXES + GIN_INDEXES)])
@@ -157,7 +159,7 @@ def ensure_lexical_fresh(status: LexicalStatus | None = None) -> LexicalStatus:
     a session advisory lock; the second one finds the state row current and does nothing.
     """
     status = status or lexical_status()
-    if not status.stale:
+    if not status.stale or reading_replica():  # a replica rebuilds nothing (memory_engine.replicas)
         return status
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_lock(%s)", [REBUILD_LOCK])

@@ -163,6 +163,7 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     filterset_fields: list[str] = []
     #: Set per action: reading context or running a search is allowed with read-only keys.
     read_only_key_allowed = False
+    replica_search = True  # context and the search tool may search on a replica (memory_engine.replicas)
     not_found_error = AgentNotFound
     not_found_field = "agent_id"
 

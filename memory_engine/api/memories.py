@@ -377,6 +377,7 @@ class SubjectMemoryStoreView(ProjectScopedMixin, APIView):
 
     queryset = MemoryStore.objects.none()  # the schema generator's model; the view reads by subject
     session_permissions = ["view_memorystore"]
+    replica_reads = False  # it creates the store on first use
 
     @extend_schema(responses={200: MemoryStoreSerializer,
                               201: OpenApiResponse(MemoryStoreSerializer, description="Created on first use"),

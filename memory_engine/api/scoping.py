@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import django_filters
 from django.core.exceptions import ValidationError
+from django.db import DatabaseError
 from django.db.models import Model, QuerySet
 from rest_framework.parsers import FormParser, MultiPartParser
 
+from memory_engine import replicas
 from memory_engine.exceptions import NotFound, ProjectNotFound, ProjectRequired, UnknownScope
 from memory_engine.models import ApiKey, Project
 from memory_engine.policy import (
@@ -22,6 +24,7 @@ from memory_engine.policy import (
     user_principal,
     visible,
 )
+from memory_engine.replicas import replica_aliases
 
 from .limits import SafeJSONParser, check_request_size
 
@@ -142,11 +145,43 @@ class ProjectScopedMixin(_ViewBase):
     #: change it (memory_engine.policy.require_unrestricted).
     project_wide_writes = False
 
+    #: Whether the reads of a request that only reads (safe methods, and POSTs that set
+    #: ``read_only_key_allowed``) may run on a read replica (memory_engine.replicas); False for a
+    #: view whose read may also write (find-or-create).
+    replica_reads = True
+    #: A replica is used for this view's search only when its lexical channel answers there.
+    replica_search = False
+
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
         check_request_size(request)  # before authentication reads anything, and before parsing
         super().initial(request, *args, **kwargs)
         if self.project_wide_writes and request.method not in ("GET", "HEAD", "OPTIONS"):
             require_unrestricted(self.caller)
+        # After authentication (a key made a moment ago is read on the primary).
+        if replica_aliases() and self.replica_reads and self._only_reads(request):
+            self._replica = replicas.reads_from_replica(self.caller.label, search=self.replica_search)
+            self._replica.__enter__()
+
+    def _only_reads(self, request: Any) -> bool:
+        return request.method in ("GET", "HEAD", "OPTIONS") or bool(getattr(self, "read_only_key_allowed", False))
+
+    def handle_exception(self, exc: Exception) -> Any:
+        # A replica that failed mid-request: the same read again on the primary, no 5xx.
+        if isinstance(exc, DatabaseError) and replicas.reading_replica():
+            replicas.mark_down(replicas.current_read_alias(), exc)
+            replicas.use_primary()
+            handler = getattr(self, self.request.method.lower(), None)
+            if handler is not None:
+                return handler(self.request, *self.args, **self.kwargs)
+        return super().handle_exception(exc)
+
+    def finalize_response(self, request: Any, response: Any, *args: Any, **kwargs: Any) -> Any:
+        replica = self.__dict__.pop("_replica", None)
+        if replica is not None:
+            replica.__exit__(None, None, None)
+        elif replica_aliases() and not self._only_reads(request) and getattr(response, "status_code", 500) < 400:
+            replicas.note_write(self.caller.label)  # its next reads wait for a replica that has this
+        return super().finalize_response(request, response, *args, **kwargs)
 
     @property
     def project(self) -> Project:

@@ -165,6 +165,7 @@ class KnowledgeSearchView(ProjectScopedMixin, APIView):
 
     read_only_key_allowed = True
     session_permissions = SEARCH_PERMISSIONS
+    replica_search = True
 
     @extend_schema(
         request=KnowledgeSearchRequestSerializer,

@@ -14,9 +14,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
+from django.db import DEFAULT_DB_ALIAS, DatabaseError
 from rest_framework import exceptions as drf_exceptions
 
-from memory_engine import __version__
+from memory_engine import __version__, replicas
 from memory_engine.api.agents import SearchToolRequestSerializer, WriteMemoryToolSerializer
 from memory_engine.api.authentication import api_key_from_raw
 from memory_engine.api.exceptions import drf_error_code
@@ -153,7 +154,27 @@ def _validated(serializer_class: type, arguments: dict[str, Any]) -> Any:
 
 def run_tool(connection: Connection, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
     """Run one tool call; ``{"content": text, ...}`` with what the REST endpoint answers besides.
-    Raises MemoryEngineError (or DRF's ValidationError from the shared serializers)."""
+    Raises MemoryEngineError (or DRF's ValidationError from the shared serializers).
+
+    A reading tool reads from a replica when one can serve the key (memory_engine.replicas; a
+    replica that fails mid-call is retried on the primary); a writing one records its write so
+    the key's next reads see it."""
+    if name in WRITE_TOOLS:
+        result = _run_tool(connection, name, arguments)
+        replicas.note_write(connection.principal)
+        return result
+    with replicas.reads_from_replica(connection.principal, search=name == "search_knowledge") as alias:
+        try:
+            return _run_tool(connection, name, arguments)
+        except DatabaseError as exc:
+            if alias == DEFAULT_DB_ALIAS:
+                raise
+            replicas.mark_down(alias, exc)
+            replicas.use_primary()
+            return _run_tool(connection, name, arguments)
+
+
+def _run_tool(connection: Connection, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
     if name in WRITE_TOOLS and connection.key.read_only:
         raise ReadOnlyKey()
     definitions = {d["name"]: d for d in tool_definitions(connection)}

@@ -26,11 +26,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from django.db import connection
-
 from memory_engine.models import Chunk, Document, DocumentVersion, EvidenceLink, Memory
 from memory_engine.models.memories import LIVE_MEMORY_SQL, Kind
 from memory_engine.ranking_knobs import RankingKnobs
+from memory_engine.replicas import read_connection
 
 from .results import DOCUMENT, MEMORY, SearchHit
 
@@ -145,7 +144,7 @@ def corroboration_counts(hits: list[SearchHit]) -> dict[tuple[str, str], Corrobo
     if not any(ids.values()):
         return {}
     found: dict[tuple[str, str], list[int]] = {}
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(_corroboration_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT]})
         for source, id_, kind, n in cursor.fetchall():
             found.setdefault((source, id_), [0, 0])[0 if kind == EvidenceLink.Kind.SUPPORTS else 1] += n

@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Any
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
@@ -30,6 +30,7 @@ from memory_engine.providers.embeddings import (
 )
 from memory_engine.providers.rerank import RerankError, get_rerank_provider, rerank_top_n
 from memory_engine.ranking_knobs import ranking_knobs
+from memory_engine.replicas import current_read_alias, read_connection
 
 from . import boosts, stages
 from .fusion import fuse
@@ -238,7 +239,7 @@ def _stored_vectors(hits: list[SearchHit]) -> dict[tuple[str, str], list[float]]
     ids = {source: [h.id for h in hits if h.source == source] for source in (MEMORY, DOCUMENT)}
     if not any(ids.values()):
         return {}
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(stored_vectors_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT]})
         return {(source, id_): json.loads(vector) for source, id_, vector in cursor.fetchall()}
 
@@ -289,7 +290,7 @@ def _candidates(scope: Scope, query: str, qvec: list[float] | None, limit: int, 
     }
     config = engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG
     cap = engine_settings.SEARCH_EXACT_SCAN_MAX
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(using=current_read_alias()), read_connection().cursor() as cursor:
         exact = {MEMORY: True, DOCUMENT: True}
         if qvec is not None or backend is not None:
             sizes = _scope_sizes(cursor, scope, cap + 1)
@@ -305,7 +306,7 @@ def _candidates(scope: Scope, query: str, qvec: list[float] | None, limit: int, 
         if backend is None:
             return (run(None) if qvec is not None else []), None
         try:
-            with transaction.atomic():
+            with transaction.atomic(using=current_read_alias()):
                 return run(backend), backend
         except (DatabaseError, ValueError) as exc:
             if qvec is None:
@@ -336,6 +337,6 @@ def _set_hnsw_scan(cursor: Any, k: int) -> None:
 
 def _ordered_read(scope: Scope, limit: int) -> list[SearchHit]:
     """No query: memories oldest first, then chunks by document path and chunk_index."""
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(ordered_read_sql(scope), {**scope.params(), "k": limit})
         return [row.hit() for row in fetch_records(cursor, DisplayRow)]
