@@ -17,7 +17,9 @@ from memory_engine.exceptions import NotFound, ProjectNotFound, ProjectRequired,
 from memory_engine.models import ApiKey, Project
 from memory_engine.policy import (
     SEARCH,
+    SYSTEM,
     Principal,
+    get_visible_or_404,
     key_principal,
     lookup_action,
     require_unrestricted,
@@ -78,17 +80,10 @@ def project_object_or_404(queryset: QuerySet[M], pk: Any, *, error: type[NotFoun
 
     An id of another project answers exactly like an id that never existed. A specific
     ``error`` (``AgentNotFound``, ...) names the kind of row in its message and echoes the
-    id under ``details[field]``; the default is the plain ``NOT_FOUND``.
+    id under ``details[field]``; the default is the plain ``NOT_FOUND``. For rows grants cover,
+    views use :func:`memory_engine.policy.get_visible_or_404` with the caller instead.
     """
-    try:
-        row = queryset.filter(pk=pk).first()
-    except (TypeError, ValueError, ValidationError):  # an id no row can have (e.g. a NUL in it)
-        row = None
-    if row is not None:
-        return row
-    if error is NotFound:
-        raise NotFound()
-    raise error(details={field: pk})
+    return get_visible_or_404(SYSTEM, queryset, pk, action=None, error=error, field=field)
 
 
 class ScopeIdFilter(django_filters.CharFilter):

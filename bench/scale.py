@@ -1,0 +1,250 @@
+"""Scale: search latency as one store grows to 300,000 memories, the batch write door against
+one-by-one writes, and reads on a streaming replica (docs/scaling.md).
+
+    .venv/bin/python bench/scale.py --data ../shared/data                   # 10k, 100k, 300k (~20 min)
+    .venv/bin/python bench/scale.py --sizes 10000 --queries 50 --base-sample 300   # a quick check
+    .venv/bin/python bench/scale.py --replica                               # + reads on a standby
+
+One project in a database of its own (``bench_scale``): store A grows to N memories, three more
+stores hold N/10 each. Every memory takes the text of a real LoCoMo turn and a vector near that
+text's real embedding (cosine ~0.9; the shared data holds ~5,900 turns, so texts repeat with
+their own vectors), loaded with COPY, HNSW rebuilt after each load. Queries are real LoCoMo
+questions embedded with the real model. Measured per size: the database part of
+``knowledge_search`` (``timings["search_ms"]``, the query embedding excluded) for store A alone
+(``one store``) and for all four stores (``project``), concurrency 1.
+
+``batch``: the same texts written one ``POST /memories`` at a time and through
+``POST /memories/batch`` (the real embedder, a new store each, in-process API), writes per second
+and ``batch_speedup`` = batch / single.
+
+``--replica``: a hot standby of the embedded server (``memory_engine.embedded.EmbeddedStandby``)
+as ``READ_REPLICAS``; a writer key writes and reads back at once, another key reads: reads served
+by the replica, stale reads (a principal's read missing its own last write: the target is 0) and
+the replication lag (from a write's commit until the standby has replayed it).
+
+Writes bench/results/scale-<time>.json: ``sizes: [{memories, search_p50_ms, search_p95_ms,
+project_p50_ms, project_p95_ms}]``, ``batch_speedup``, ``replica: {reads_on_replica, stale_reads,
+lag_p95_ms}``; targets: search p95 ≤ 20 ms at 300k in one store, batch ≥ 3× single, 0 stale reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _setup import DEFAULT_DATA, machine, percentile, print_table, write_results  # noqa: E402
+from search import base_material, build_hnsw, drop_hnsw, near, setup_django, vec_text  # noqa: E402
+
+DB_NAME = "bench_scale"
+OTHER_STORES = 3
+TARGET_P95_MS = 20.0
+TARGET_BATCH_SPEEDUP = 3.0
+
+
+def load_memories(store: Any, material: dict[str, Any], n: int, seed: int) -> None:
+    """Append ``n`` memories to ``store`` with COPY (texts of real turns, vectors near theirs)."""
+    import numpy as np
+    from django.db import connection
+    from django.utils import timezone
+
+    from memory_engine.ids import new_id
+
+    if n <= 0:
+        return
+    rng = np.random.default_rng(seed)
+    vectors, idx = near(material["turn_vectors"], rng, n)
+    now = timezone.now()
+    raw = connection.connection
+    with raw.cursor() as cursor:
+        contents, memories = [], []
+        for i in range(n):
+            text = material["turns"][idx[i]]
+            cid = new_id("mc")
+            digest = hashlib.sha256(f"{text}#{store.pk}#{seed}#{i}".encode()).hexdigest()
+            contents.append((cid, store.pk, store.project_id, digest, text, vec_text(vectors[i]), "all-MiniLM-L6-v2",
+                             now))
+            memories.append((new_id("mem"), store.pk, store.project_id, cid, "{}", "{}", "manual", now, "fact", "",
+                             "", 0.7, 1, "durable"))
+        with cursor.copy("COPY memory_engine_memorycontent (id, store_id, project_id, content_hash, text, embedding, "
+                         "embedding_model, created_at) FROM STDIN") as copy:
+            for row in contents:
+                copy.write_row(row)
+        with cursor.copy("COPY memory_engine_memory (id, store_id, project_id, content_id, tags, metadata, "
+                         "source_type, created_at, kind, title, summary, confidence, evidence_count, retention_class) "
+                         "FROM STDIN") as copy:
+            for row in memories:
+                copy.write_row(row)
+    raw.commit()
+
+
+def search_latency(project: Any, store_ids: list[str], queries: list[str]) -> dict[str, float]:
+    from memory_engine.selectors.search import knowledge_search
+
+    for query in queries[:5]:  # warm up
+        knowledge_search(project=project, query=query, memory_store_ids=store_ids, limit=10)
+    timings = [knowledge_search(project=project, query=query, memory_store_ids=store_ids, limit=10)
+               .timings["search_ms"] for query in queries]
+    return {"p50_ms": round(statistics.median(timings), 2), "p95_ms": round(percentile(timings, 95), 2)}
+
+
+def write_throughput(project: Any, texts: list[str], batch_size: int) -> dict[str, Any]:
+    """Writes per second one by one and through the batch door, each into a new store."""
+    from rest_framework.test import APIClient
+
+    from memory_engine.models import MemoryStore
+    from memory_engine.services.keys import api_key_create
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key_create(project=project)[1]}")
+    single = MemoryStore.objects.create(project=project, name=f"single-{time.time_ns()}")
+    started = time.perf_counter()
+    for text in texts:
+        answer = client.post("/api/v1/memories", {"memory_store_id": single.pk, "content": text}, format="json")
+        assert answer.status_code in (200, 201), answer.content
+    single_rate = len(texts) / (time.perf_counter() - started)
+    batched = MemoryStore.objects.create(project=project, name=f"batch-{time.time_ns()}")
+    started = time.perf_counter()
+    for i in range(0, len(texts), batch_size):
+        answer = client.post("/api/v1/memories/batch", {"memory_store_id": batched.pk, "memories": [
+            {"content": text} for text in texts[i:i + batch_size]]}, format="json")
+        assert answer.status_code in (200, 201), answer.content
+    batch_rate = len(texts) / (time.perf_counter() - started)
+    return {"writes": len(texts), "batch_size": batch_size, "single_per_s": round(single_rate, 1),
+            "batch_per_s": round(batch_rate, 1), "batch_speedup": round(batch_rate / single_rate, 2)}
+
+
+def replica_run(project: Any, store: Any, texts: list[str]) -> dict[str, Any]:
+    """A writer writes and reads back at once; another key reads; on a real standby."""
+    from django.conf import settings
+    from django.db import connection, connections
+    from django.test.utils import CaptureQueriesContext
+    from rest_framework.test import APIClient
+
+    from memory_engine.embedded import EmbeddedStandby
+    from memory_engine.services.keys import api_key_create
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    root = Path(tempfile.mkdtemp(prefix="bench-standby-")) / "standby"
+    standby = EmbeddedStandby(primary_host=connection.settings_dict["HOST"], root=root, port=port)
+    print("  making a standby (pg_basebackup)...", flush=True)
+    standby.create().start()
+    connections.settings["replica"] = standby.database(connection.settings_dict)
+    settings.DATABASE_ROUTERS = ["memory_engine.replicas.ReplicaRouter"]
+    from django.db import router
+
+    router.routers = [__import__("memory_engine.replicas", fromlist=["ReplicaRouter"]).ReplicaRouter()]
+    settings.MEMORY_ENGINE = {**getattr(settings, "MEMORY_ENGINE", {}), "READ_REPLICAS": ["replica"]}
+    clients = {}
+    for name in ("writer", "reader"):
+        clients[name] = APIClient()
+        clients[name].credentials(HTTP_AUTHORIZATION=f"Bearer {api_key_create(project=project)[1]}")
+    reads_on_replica = reads = stale = 0
+    lags: list[float] = []
+    try:
+        for text in texts:
+            written = clients["writer"].post("/api/v1/memories", {"memory_store_id": store.pk, "content": text},
+                                             format="json")
+            committed = time.perf_counter()
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_current_wal_lsn()::text")
+                position = cursor.fetchone()[0]
+            for name in ("writer", "reader"):
+                with CaptureQueriesContext(connections["replica"]) as on_replica:
+                    answer = clients[name].get(f"/api/v1/memories/{written.json()['id']}")
+                reads += 1
+                reads_on_replica += len(on_replica.captured_queries) > 1  # more than the position check
+                if name == "writer" and answer.status_code != 200:
+                    stale += 1
+            while True:
+                with connections["replica"].cursor() as cursor:
+                    cursor.execute("SELECT pg_wal_lsn_diff(pg_last_wal_replay_lsn(), %s::pg_lsn) >= 0", [position])
+                    if cursor.fetchone()[0]:
+                        break
+                time.sleep(0.0005)
+            lags.append((time.perf_counter() - committed) * 1000)
+    finally:
+        connections["replica"].close()
+        standby.remove()
+    return {"reads": reads, "reads_on_replica": reads_on_replica, "stale_reads": stale,
+            "lag_p50_ms": round(statistics.median(lags), 2), "lag_p95_ms": round(percentile(lags, 95), 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--sizes", default="10000,100000,300000", help="memories in store A, ascending")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--base-sample", type=int, default=0, help="only the first N turns as base material")
+    parser.add_argument("--writes", type=int, default=300, help="texts written per way (batch measurement)")
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--replica", action="store_true", help="also measure reads on a streaming standby")
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
+    setup_django(DB_NAME)
+    from memory_engine.models import MemoryStore, Project
+    from memory_engine.providers.embeddings import get_embedding_provider
+
+    provider = get_embedding_provider()
+    material = base_material(args.data, provider, args.base_sample)
+    project = Project.objects.create(name="bench-scale")
+    store = MemoryStore.objects.create(project=project, name="A")
+    others = [MemoryStore.objects.create(project=project, name=f"other-{i}") for i in range(OTHER_STORES)]
+    questions = material["questions"][:args.queries]
+    sizes = [int(size) for size in args.sizes.split(",")]
+    loaded, rows = 0, []
+    for n in sizes:
+        print(f"loading {n:,} memories into store A (+{n // 10:,} into each other store)...", flush=True)
+        drop_hnsw()
+        load_memories(store, material, n - loaded, seed=n)
+        for i, other in enumerate(others):
+            load_memories(other, material, n // 10 - loaded // 10, seed=n * 10 + i)
+        loaded = n
+        built = build_hnsw()
+        one = search_latency(project, [store.pk], questions)
+        whole = search_latency(project, [store.pk, *(o.pk for o in others)], questions)
+        rows.append({"memories": n, "project_memories": n + OTHER_STORES * (n // 10), "hnsw_build_s": round(built, 1),
+                     "search_p50_ms": one["p50_ms"], "search_p95_ms": one["p95_ms"],
+                     "project_p50_ms": whole["p50_ms"], "project_p95_ms": whole["p95_ms"]})
+        print_table(["memories in A", "project", "one store p50 / p95 ms", "project p50 / p95 ms", "HNSW build s"],
+                    [[f"{r['memories']:,}", f"{r['project_memories']:,}", f"{r['search_p50_ms']} / {r['search_p95_ms']}",
+                      f"{r['project_p50_ms']} / {r['project_p95_ms']}", r["hnsw_build_s"]] for r in rows])
+    texts = [f"{turn} (note {i})" for i, turn in enumerate(material["turns"][:args.writes])]
+    print(f"writing {len(texts)} memories one by one, then in batches of {args.batch_size}...", flush=True)
+    batch = write_throughput(project, texts, args.batch_size)
+    print_table(["writes", "single / s", "batch / s", "batch speedup"],
+                [[batch["writes"], batch["single_per_s"], batch["batch_per_s"], batch["batch_speedup"]]])
+    replica = None
+    if args.replica:
+        replica = replica_run(project, store, [f"Replica note {i}: {t}" for i, t in enumerate(texts[:100])])
+        print_table(["reads", "on the replica", "stale reads", "lag p50 / p95 ms"],
+                    [[replica["reads"], replica["reads_on_replica"], replica["stale_reads"],
+                      f"{replica['lag_p50_ms']} / {replica['lag_p95_ms']}"]])
+    last = rows[-1]
+    targets = {"search_p95_ms_at_300k": TARGET_P95_MS, "batch_speedup": TARGET_BATCH_SPEEDUP, "stale_reads": 0}
+    met = {"search_p95": last["memories"] >= 300_000 and last["search_p95_ms"] <= TARGET_P95_MS,
+           "batch_speedup": batch["batch_speedup"] >= TARGET_BATCH_SPEEDUP,
+           "stale_reads": replica is None or replica["stale_reads"] == 0}
+    print(f"targets: search p95 at 300k {'met' if met['search_p95'] else 'NOT met'} "
+          f"({last['search_p95_ms']} ms at {last['memories']:,}), batch speedup "
+          f"{'met' if met['batch_speedup'] else 'NOT met'} ({batch['batch_speedup']}×)"
+          + (f", stale reads {replica['stale_reads']}" if replica else ""))
+    path = write_results("scale", {"machine": machine(), "sizes": rows, "batch": batch,
+                                   "batch_speedup": batch["batch_speedup"], "replica": replica,
+                                   "targets": targets, "met": met,
+                                   "args": {k: str(v) for k, v in vars(args).items()}})
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
