@@ -184,7 +184,7 @@ def test_a_facet_sees_its_own_and_cross_cutting_memories_in_every_tier(project, 
 
 
 def test_expired_memories_are_never_recalled(project, store, agent):
-    gone = set_fields(write(store, TEA), expires_at=timezone.now() - timedelta(seconds=1))
+    gone = set_fields(write(store, TEA), expires_at=timezone.now() - timedelta(hours=1))
     later = set_fields(write(store, "The customer drinks green tea every evening."),
                        expires_at=timezone.now() + timedelta(days=1))
     for results in (recall(project, agent, "green tea"),
