@@ -17,6 +17,7 @@ from . import (
     replay,
     rules,
     search,
+    timeline,
     webhooks,
 )
 
@@ -39,6 +40,7 @@ urlpatterns = [
     path("capabilities", capabilities.CapabilitiesView.as_view(), name="capabilities"),
     path("erasure", erasure.ErasureView.as_view(), name="erasure"),
     path("feed", feed.FeedView.as_view(), name="feed"),
+    path("timeline", timeline.TimelineView.as_view(), name="timeline"),
     path("memory-schema", memory_schema.MemorySchemaView.as_view(), name="memory-schema"),
     path("knowledge/search", search.KnowledgeSearchView.as_view(), name="knowledge-search"),
     path("agents/<str:agent_id>/tools/write_memory", agents.WriteMemoryToolView.as_view(),

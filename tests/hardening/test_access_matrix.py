@@ -203,6 +203,7 @@ DOORS: dict[str, Door] = {
     "v1_replay_runs_demote_create": Door(PROJECT_WIDE, "path", W, exceptions=KEYS_REFUSED),
     "v1_replay_runs_promote_create": Door(PROJECT_WIDE, "path", W, exceptions=KEYS_REFUSED),
     "v1_subjects_memory_store_retrieve": Door(NAME, "path", exceptions=SUBJECT_NAMES),
+    "v1_timeline_retrieve": Door(TAGGED, "list", lists=("document", "captured_document")),
     "v1_transform_configs_list": Door(PROJECT_WIDE, "list", lists=("transform_config",)),
     "v1_transform_configs_create": Door(PROJECT_WIDE, "none", W),
     "v1_transform_configs_retrieve": Door(PROJECT_WIDE, "path"),
