@@ -240,6 +240,15 @@ DEFAULTS: dict[str, Any] = {
     "NUM_PROXIES": 0,
     # Requests per project when the host's REST_FRAMEWORK names no 'project' throttle rate.
     "PROJECT_RATE": "6000/min",
+    # Resident distillers (memory_engine.services.distillers): how often the schedule ticks
+    # (a django-q2 schedule counts whole minutes), the characters of a document one LLM call
+    # reads, the most windows read of one version, the most versions one tick reads, and how
+    # often a version whose call failed is tried again.
+    "DISTILLER_TICK_SECONDS": 300,
+    "DISTILLER_WINDOW_CHARS": 12000,
+    "DISTILLER_MAX_WINDOWS": 8,
+    "DISTILLER_BATCH_VERSIONS": 50,
+    "DISTILLER_MAX_ATTEMPTS": 3,
     # Memory rules (memory_engine.services.rules).
     "RULE_MAX_FACTS": 20,
     "RULE_TRANSCRIPT_MAX_CHARS": 24000,
@@ -406,6 +415,11 @@ TYPES: dict[str, Coerce] = {
     "AUTH_FAILURE_RATE": optional(rate),
     "NUM_PROXIES": optional(integer, none=0),
     "PROJECT_RATE": optional(rate),
+    "DISTILLER_TICK_SECONDS": integer,
+    "DISTILLER_WINDOW_CHARS": integer,
+    "DISTILLER_MAX_WINDOWS": integer,
+    "DISTILLER_BATCH_VERSIONS": integer,
+    "DISTILLER_MAX_ATTEMPTS": integer,
     "RULE_MAX_FACTS": integer,
     "RULE_TRANSCRIPT_MAX_CHARS": integer,
     "RULE_HANDLER_TIMEOUT": number,

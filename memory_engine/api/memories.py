@@ -10,7 +10,13 @@ import django_filters
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -19,7 +25,18 @@ from rest_framework.views import APIView
 
 from memory_engine.exceptions import MemoryStoreNotFound, NotFound, ValidationFailed
 from memory_engine.facets import validate_facet
-from memory_engine.models import Generation, Memory, MemoryAssertion, MemoryRevision, MemoryRule, MemoryStore, Project
+from memory_engine.models import (
+    DocumentVersion,
+    Generation,
+    Lineage,
+    Memory,
+    MemoryAssertion,
+    MemoryRevision,
+    MemoryRule,
+    MemoryStore,
+    Project,
+    Provenance,
+)
 from memory_engine.models.memories import Mechanism, Tier
 from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import (
@@ -105,6 +122,12 @@ class MemoryFieldsSerializer(strict.Serializer):
     confidence = serializers.FloatField(required=False, allow_null=True)
     facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
+    provenance = serializers.ChoiceField(
+        choices=Provenance.choices, required=False, default=Provenance.UNKNOWN,
+        help_text="stated (its writer says so) | inferred (a model read it out of something) | unknown.")
+    lineage = serializers.ChoiceField(
+        choices=Lineage.choices, required=False, default=Lineage.NATIVE,
+        help_text="native (written here) | imported (brought from another system) | derived.")
 
     def write_kwargs(self) -> dict[str, Any]:
         """The validated memory fields as ``memory_write`` keyword arguments."""
@@ -113,7 +136,8 @@ class MemoryFieldsSerializer(strict.Serializer):
 
 
 #: The memory fields of a write, as memory_write names them.
-MEMORY_FIELDS = ("tags", "metadata", "about", "kind", "title", "summary", "confidence", "facet", "expires_at")
+MEMORY_FIELDS = ("tags", "metadata", "about", "kind", "title", "summary", "confidence", "facet", "expires_at",
+                 "provenance", "lineage")
 
 
 class MemoryWriteSerializer(MemoryFieldsSerializer):
@@ -138,6 +162,8 @@ class MemorySerializer(strict.ModelSerializer):
     superseded_by_memory_id = serializers.CharField(source="superseded_by_id", read_only=True, allow_null=True)
     about = serializers.SerializerMethodField()
     agent_id = serializers.CharField(read_only=True, allow_null=True)
+    derived_from = serializers.SerializerMethodField(
+        help_text="lineage derived: the document versions it was read out of that you may see.")
 
     class Meta:
         model = Memory
@@ -145,8 +171,18 @@ class MemorySerializer(strict.ModelSerializer):
             "id", "memory_store_id", "content", "content_id", "tags", "metadata", "source_type", "about",
             "kind", "title", "summary", "confidence", "facet", "expires_at", "evidence_count", "reinforced_at",
             "trashed_at", "agent_id", "created_at", "invalidated_at", "superseded_by_memory_id",
-            "retention_class",
+            "retention_class", "provenance", "lineage", "derived_from",
         ]
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_derived_from(self, obj: Memory) -> list[str]:
+        if obj.lineage != Lineage.DERIVED:
+            return []
+        request = self.context.get("request")
+        if request is None:
+            return []  # no caller to check the documents' grants against: nothing is shown
+        versions = DocumentVersion.objects.filter(derived_memories__memory=obj)
+        return sorted(visible(request_caller(request), versions).values_list("pk", flat=True))
 
     def get_about(self, obj: Memory) -> dict[str, str] | None:
         if obj.about_key is None:
@@ -257,12 +293,14 @@ class MemoryFilter(django_filters.FilterSet):
     include_invalidated = django_filters.BooleanFilter(
         method="filter_validity", help_text="Also superseded and trashed memories (never expired ones).")
     source_type = django_filters.CharFilter()
+    provenance = django_filters.ChoiceFilter(choices=Provenance.choices)
+    lineage = django_filters.ChoiceFilter(choices=Lineage.choices)
     facet = django_filters.CharFilter(
         method="filter_facet", help_text="That facet's memories and the cross-cutting ones (no facet).")
 
     class Meta:
         model = Memory
-        fields = ["memory_store_id", "tags", "include_invalidated", "source_type", "facet"]
+        fields = ["memory_store_id", "tags", "include_invalidated", "source_type", "provenance", "lineage", "facet"]
 
     def filter_facet(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         return in_facet(queryset, validate_facet(value))

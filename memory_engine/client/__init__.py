@@ -111,6 +111,9 @@ class Memory:
     invalidated_at: str | None = None
     superseded_by_memory_id: str | None = None
     retention_class: str = ""
+    provenance: str = ""
+    lineage: str = ""
+    derived_from: list[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Memory:

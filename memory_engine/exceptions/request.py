@@ -391,6 +391,11 @@ class RuleNotFound(NotFound):
     default_message = "No rule with this id exists in your project."
 
 
+class DistillerNotFound(NotFound):
+    code = "DISTILLER_NOT_FOUND"
+    default_message = "No distiller with this id exists in your project."
+
+
 class DocumentVersionNotFound(NotFound):
     code = "DOCUMENT_VERSION_NOT_FOUND"
     default_message = "This document has no version with this id."
@@ -420,6 +425,16 @@ class Conflict(MemoryEngineError):
     code = "CONFLICT"
     status_code = 409
     default_message = "The request conflicts with existing data."
+
+
+class DistillerBusy(Conflict):
+    code = "DISTILLER_BUSY"
+    default_message = "Another tick of this distiller is running; its run will show what it wrote."
+
+
+class DistillerDisabled(Conflict):
+    code = "DISTILLER_DISABLED"
+    default_message = "This distiller is disabled; enable it to tick."
 
 
 class NameTaken(Conflict):

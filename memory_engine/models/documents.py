@@ -10,6 +10,7 @@ from django.utils import timezone
 from memory_engine.ids import PublicIdField
 
 from .embedded import EmbeddedText, search_indexes
+from .origin import Lineage, Provenance
 from .retention import retention_class_field
 from .tenancy import Project
 
@@ -191,15 +192,8 @@ class DocumentVersion(models.Model):
         FAILED = "failed"
         STAGED = "staged"
 
-    class Provenance(models.TextChoices):
-        STATED = "stated"
-        INFERRED = "inferred"
-        UNKNOWN = "unknown"
-
-    class SourceClass(models.TextChoices):
-        NATIVE = "native"
-        IMPORTED = "imported"
-        DERIVED = "derived"
+    Provenance = Provenance
+    SourceClass = Lineage  # a version's lineage
 
     class CapturedByKind(models.TextChoices):
         HUMAN = "human"

@@ -11,7 +11,7 @@ from memory_engine.exceptions import (
     NotFound,
     NoWriteMemoryStore,
 )
-from memory_engine.models import Agent, Generation, MemoryStore
+from memory_engine.models import Agent, Generation, Lineage, MemoryStore, Provenance
 from memory_engine.models.memories import Mechanism, SourceType
 from memory_engine.policy import ADD, Principal, access_tags_write, require, sees
 from memory_engine.services.memory_write import WriteResult, memory_write
@@ -36,6 +36,8 @@ def agent_write_memory(
     expires_at: datetime | None = None,
     subject: str | None = None,
     pinned_facet: str | None = None,
+    provenance: str = Provenance.UNKNOWN,
+    lineage: str = Lineage.NATIVE,
 ) -> WriteResult:
     """Write a fact (mechanism ``tool``) on the store's thresholds: into the agent's write store,
     or with ``subject`` (set by the host) into that end user's store (found or created; the
@@ -93,4 +95,6 @@ def agent_write_memory(
         facet=facet,
         expires_at=expires_at,
         agent=agent,
+        provenance=provenance,
+        lineage=lineage,
     )
