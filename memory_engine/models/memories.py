@@ -15,7 +15,7 @@ from memory_engine.ids import PublicIdField
 from .embedded import EmbeddedText, search_indexes
 from .origin import Lineage, Provenance
 from .retention import retention_class_field
-from .tenancy import Project
+from .tenancy import Project, TenantProjectField
 
 
 class Tier(models.TextChoices):
@@ -91,6 +91,8 @@ class MemoryContent(EmbeddedText):
     # second index on the store alone, the planner picked it for a lookup by (store, hash) when its
     # statistics had not seen the store yet, and read every content row of the store.
     store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="contents", db_index=False)
+    project = TenantProjectField()
+    tenant_parent = "store"
     content_hash = models.CharField(max_length=64)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -138,6 +140,8 @@ class Memory(models.Model):
 
     id = PublicIdField(prefix="mem")
     store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="memories")
+    project = TenantProjectField()
+    tenant_parent = "store"
     content = models.ForeignKey(MemoryContent, on_delete=models.RESTRICT, related_name="memories")
     tags = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
@@ -218,6 +222,8 @@ class MemoryRevision(models.Model):
 
     id = PublicIdField(prefix="mrev")
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="revisions")
+    project = TenantProjectField()
+    tenant_parent = "memory"
     content = models.ForeignKey(MemoryContent, on_delete=models.RESTRICT, related_name="revisions")
     created_at = models.DateTimeField(default=timezone.now, help_text="When this wording was replaced.")
 
@@ -278,6 +284,8 @@ class MemoryAssertion(models.Model):
 
     id = PublicIdField(prefix="asr")
     store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="assertions")
+    project = TenantProjectField()
+    tenant_parent = "store"
     # No database constraint: a memory deleted by expiry, the trash purge or a user-tier
     # forget keeps its ledger rows, which name its id.
     memory = models.ForeignKey(
