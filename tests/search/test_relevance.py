@@ -15,7 +15,7 @@ from memory_engine.relevance import BUILTIN_MODEL, answer_features, calibrated_f
 from memory_engine.selectors.search import SearchHit, knowledge_search
 from memory_engine.selectors.search.stages import grade_evidence, judge_relevance
 from memory_engine.tools import run_search_knowledge
-from tests.factories import AgentFactory
+from tests.factories import AgentFactory, make_key
 
 from .helpers import write
 
@@ -88,6 +88,17 @@ def test_context_and_tool_endpoints(client: Any, agent: Any, facts: dict[str, st
                        format="json").json()
     assert [hit["id"] for hit in tool["knowledge"]["results"]] == [facts[FACTS[0]]]
     assert tool["knowledge"]["results"][0]["relevant"] is True and FACTS[1] not in tool["content"]
+
+
+def test_mcp_runs_the_same_path(project: Any, agent: Any, facts: dict[str, str]) -> None:
+    from memory_engine.mcp.server import connect, run_tool
+
+    connection = connect(make_key(project), agent_id=agent.pk)
+    off_topic = run_tool(connection, "search_knowledge", {"query": MONGOLIA})
+    assert off_topic["content"] == NO_KNOWLEDGE_NOTE and off_topic["knowledge"]["evidence"] == "none"
+    on_topic = run_tool(connection, "search_knowledge", {"query": EVENING})
+    assert [hit["id"] for hit in on_topic["knowledge"]["results"]] == [facts[FACTS[0]]]
+    assert FACTS[0] in on_topic["content"] and FACTS[1] not in on_topic["content"]
 
 
 def test_an_agent_sets_its_own_threshold(project: Any, store: Any, facts: dict[str, str]) -> None:
