@@ -78,14 +78,17 @@ class SearchHit:
     #: ``relevance`` at or above the threshold the search judged with (its ``min_relevance``, else
     #: SEARCH_MIN_RELEVANCE); true where there is no relevance to judge. Injection hands only these on.
     relevant: bool = True
-    #: The rerank provider's score (RERANK), None when no provider reranked the hit.
+    #: The rerank provider's score (RERANK), None when no provider reranked the hit; a feature of
+    #: the relevance model, not part of the answer.
     rerank_score: float | None = None
 
     def __post_init__(self) -> None:
         self.content_preview, self.has_full_body = text_preview(self.text, engine_settings.INLINE_THRESHOLD_BYTES)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["rerank_score"]
+        return out
 
 
 @dataclass
