@@ -37,8 +37,10 @@ from memory_engine.setting_types import (
     mapping,
     names_of,
     number,
+    number_map,
     one_of,
     optional,
+    probability,
     rate,
     section,
     string_list,
@@ -206,9 +208,20 @@ DEFAULTS: dict[str, Any] = {
     "SEARCH_CORROBORATION_SUPPORT": 0.0,
     "SEARCH_CORROBORATION_CONTRADICT": 0.0,
     "SEARCH_CORROBORATION_CAP": 3,
-    # `evidence: strong` needs a hit among the first three with a lexical (BM25) score of at
-    # least this; measured on SciFact train and LoCoMo dev (docs/benchmarks.md, "Evidence").
-    "EVIDENCE_LEXICAL_FLOOR": 14.0,
+    # Relevance (memory_engine.relevance, docs/retrieval.md "Relevance"): each hit's relevance in
+    # [0, 1] from a small model over what the search knows of it. A hit is relevant at or above
+    # SEARCH_MIN_RELEVANCE (an agent's knowledge_config.min_relevance, a search's min_relevance
+    # override it); push injection and the search_knowledge tool hand only relevant hits to a
+    # model. Calibrated on the shared dev data (docs/benchmarks.md, "Relevance").
+    "SEARCH_MIN_RELEVANCE": 0.35,
+    # `evidence: strong` needs the first relevant hit at or above this relevance (else weak; none
+    # when no hit is relevant).
+    "EVIDENCE_STRONG_RELEVANCE": 0.94,
+    # None: the built-in model, calibrated for all-MiniLM-L6-v2. Another embedder's cosines have
+    # another scale: fit its own with bench/relevance.py --fit and paste what it prints:
+    # {"VERSION": ..., "EMBEDDING_MODEL": ..., "GATE": {"intercept": ..., "top_cosine": ...},
+    #  "WEIGHTS": {"intercept": ..., "cosine": ..., "cosine_gap": ..., ...}}.
+    "RELEVANCE_MODEL": None,
     # A cross-encoder over the fused top TOP_N: {"PROVIDER": "tei" | "cohere" | "jina" | a dotted
     # path to a RerankProvider subclass, "MODEL": ..., "OPTIONS": {"BASE_URL": ..., "API_KEY": ...},
     # "TOP_N": 50, "TIMEOUT": 5}. None: no reranking (no offline cross-encoder comes with the package).
@@ -326,9 +339,13 @@ RERANK_TYPES: dict[str, Coerce] = {
     "PROVIDER": text, "MODEL": optional(text, none=""), "OPTIONS": optional(mapping, none={}),
     "TOP_N": integer, "TIMEOUT": number,
 }
+RELEVANCE_MODEL_TYPES: dict[str, Coerce] = {
+    "VERSION": text, "EMBEDDING_MODEL": optional(text, none=""), "GATE": number_map, "WEIGHTS": number_map,
+}
 #: Nested dict -> (its keys' types, keys read in any case).
 SECTIONS: dict[str, tuple[dict[str, Coerce], bool]] = {
     "EMBEDDING": (EMBEDDING_TYPES, False), "LLM": (LLM_TYPES, True), "RERANK": (RERANK_TYPES, False),
+    "RELEVANCE_MODEL": (RELEVANCE_MODEL_TYPES, False),
 }
 
 #: Each key's declared type. A new setting gets its default in DEFAULTS and its type here.
@@ -401,7 +418,9 @@ TYPES: dict[str, Coerce] = {
     "SEARCH_CORROBORATION_SUPPORT": number,
     "SEARCH_CORROBORATION_CONTRADICT": number,
     "SEARCH_CORROBORATION_CAP": integer,
-    "EVIDENCE_LEXICAL_FLOOR": number,
+    "SEARCH_MIN_RELEVANCE": probability,
+    "EVIDENCE_STRONG_RELEVANCE": probability,
+    "RELEVANCE_MODEL": optional(section(RELEVANCE_MODEL_TYPES)),
     "RERANK": optional(section(RERANK_TYPES)),
     "HTTP_TIMEOUT": number,
     "HTTP_RETRIES": integer,

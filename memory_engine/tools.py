@@ -22,12 +22,14 @@ from memory_engine.exceptions import ToolFormatInvalid, ValidationFailed
 from memory_engine.facets import FACET_PATTERN, validate_facet
 from memory_engine.injection import (
     KNOWLEDGE_PREAMBLE,
+    NO_KNOWLEDGE_NOTE,
+    model_search_kwargs,
     neutralise,
     render_knowledge_block,
     render_memory_block,
     tag_field,
 )
-from memory_engine.knowledge_config import normalize_knowledge_config, search_kwargs
+from memory_engine.knowledge_config import normalize_knowledge_config
 from memory_engine.models import Agent, Memory, MemoryAssertion
 from memory_engine.models.memories import Kind, Mechanism, Tier
 from memory_engine.policy import FORGET, SEARCH, Principal, reach, visible
@@ -269,11 +271,12 @@ def run_search_knowledge(agent: Agent, arguments: dict[str, Any], *, caller: Pri
     model's ``facet`` argument, if any, applies.
 
     Returns ``(text for the tool result, SearchResult)``; the text is the same fenced
-    ``<knowledge>`` block push-injection uses (or a plain "no results" line).
+    ``<knowledge>`` block push-injection uses, holding only relevant hits (the agent's
+    ``min_relevance``, else SEARCH_MIN_RELEVANCE), or :data:`NO_KNOWLEDGE_NOTE` when none is.
     """
     if not isinstance(arguments, dict) or not isinstance(arguments.get("query"), str) or not arguments["query"].strip():
         raise ValidationFailed("search_knowledge needs a non-empty string `query`.", details={"field": "query"})
-    kwargs = search_kwargs(normalize_knowledge_config(agent.knowledge_config))
+    kwargs = model_search_kwargs(normalize_knowledge_config(agent.knowledge_config))
     limit = arguments.get("limit")
     if limit is not None:
         kwargs["limit"] = limit
@@ -281,7 +284,7 @@ def run_search_knowledge(agent: Agent, arguments: dict[str, Any], *, caller: Pri
         facet = arguments.get("facet")
     result = knowledge_search(project=agent.project, query=arguments["query"], guard_path="tools", facet=facet,
                               actor=Actor(agent=agent, subject=subject), access_tags=reach(caller, SEARCH), **kwargs)
-    return render_knowledge_block(result.results, result.evidence) or "No matching knowledge found.", result
+    return render_knowledge_block(result.results, result.evidence) or NO_KNOWLEDGE_NOTE, result
 
 
 def run_open_memory(agent: Agent, arguments: dict[str, Any], *, caller: Principal, subject: str | None = None,

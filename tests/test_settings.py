@@ -59,6 +59,9 @@ def test_every_default_reads_back_unchanged(settings: Any) -> None:
     ("OUTBOUND_ALLOW", None, []),
     ("MAX_DISCARD_BYTES", None, None),
     ("AUTH_FAILURE_RATE", "5/minute", "5/minute"),
+    ("SEARCH_MIN_RELEVANCE", "0.5", 0.5),
+    ("RELEVANCE_MODEL", {"VERSION": "mine", "GATE": {"intercept": "-3", "top_cosine": 9.5}, "WEIGHTS": {}},
+     {"VERSION": "mine", "GATE": {"intercept": -3, "top_cosine": 9.5}, "WEIGHTS": {}}),
 ])
 def test_values_are_coerced_once_to_their_declared_type(settings: Any, name: str, given: Any, read: Any) -> None:
     configure(settings, **{name: given})
@@ -99,6 +102,11 @@ def test_nested_dicts_are_merged_and_coerced(settings: Any) -> None:
     ({"EMBEDDING": {"DIMENSIONS": -3}}, "MEMORY_ENGINE['EMBEDDING']['DIMENSIONS'] must be a positive integer; got -3."),
     ({"LLM": {"BASE_URL": "http://llm/v1", "RETRIES": "x"}}, "MEMORY_ENGINE['LLM']['RETRIES'] must be an integer"),
     ({"LLM": ["http://llm/v1"]}, "MEMORY_ENGINE['LLM'] must be a dict or None"),
+    ({"SEARCH_MIN_RELEVANCE": 1.5}, "MEMORY_ENGINE['SEARCH_MIN_RELEVANCE'] must be a number from 0 to 1; got 1.5."),
+    ({"EVIDENCE_STRONG_RELEVANCE": -0.1},
+     "MEMORY_ENGINE['EVIDENCE_STRONG_RELEVANCE'] must be a number from 0 to 1; got -0.1."),
+    ({"RELEVANCE_MODEL": {"GATE": {"top_cosine": "high"}}},
+     "MEMORY_ENGINE['RELEVANCE_MODEL']['GATE']['top_cosine'] must be a number; got 'high'."),
 ])
 def test_a_bad_value_is_refused_with_its_key_and_type(settings: Any, values: dict[str, Any], message: str) -> None:
     configure(settings, **values)

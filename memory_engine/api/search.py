@@ -47,6 +47,10 @@ class KnowledgeSearchRequestSerializer(strict.Serializer):
                            help_text="jsonb containment on the memory's, its store's or the document's tags.")
     min_similarity = serializers.FloatField(required=False, allow_null=True,
                                             help_text="Cosine floor for vector candidates, in [-1, 1].")
+    min_relevance = serializers.FloatField(
+        required=False, allow_null=True,
+        help_text="Keep only hits whose relevance reaches this, in [0, 1]; the order stays the ranking's "
+                  "(default: keep every hit, each marked `relevant` at the SEARCH_MIN_RELEVANCE setting).")
     rrf_k = serializers.FloatField(required=False, allow_null=True,
                                    help_text="RRF constant k > 0 (default: the SEARCH_RRF_K setting, 5).")
     recency_half_life_days = serializers.FloatField(required=False, default=0)
@@ -122,6 +126,14 @@ class SearchHitSerializer(strict.Serializer):
     tier = serializers.ChoiceField(choices=["user", "user_for_agent", "agent", "institutional"], allow_null=True,
                                    help_text="A memory's tier (null for a document chunk).")
     title = serializers.CharField(allow_null=True, allow_blank=True, help_text="A memory's title.")
+    relevance = serializers.FloatField(
+        allow_null=True,
+        help_text="How surely the hit bears on the query, in [0, 1] (docs/retrieval.md, Relevance); null for a "
+                  "read without a query or without a query vector.")
+    relevant = serializers.BooleanField(
+        help_text="relevance reaches the request's min_relevance, else the SEARCH_MIN_RELEVANCE setting (true "
+                  "when there is no relevance to judge). Injection and the search_knowledge tool hand on only "
+                  "relevant hits.")
 
 
 class SearchResultSerializer(strict.Serializer):
@@ -135,8 +147,8 @@ class SearchResultSerializer(strict.Serializer):
                   "null when the lexical channel did not run.")
     evidence = serializers.ChoiceField(
         choices=list(EVIDENCE_GRADES),
-        help_text="none: no hits; weak: nothing among the first hits matches the query's words closely "
-                  "(say you do not know unless the passages answer it); strong: a close lexical match.")
+        help_text="none: no hit is relevant; weak: relevant hits, the first of them not a close match (say you "
+                  "do not know unless the passages answer it); strong: the first relevant hit is a close match.")
 
 
 def search_response(result: SearchResult) -> Response:

@@ -176,6 +176,11 @@ class MinSimilarityInvalid(SearchParameterInvalid):
     default_message = "`min_similarity` is out of range."
 
 
+class MinRelevanceInvalid(SearchParameterInvalid):
+    code = "MIN_RELEVANCE_INVALID"
+    default_message = "`min_relevance` lies in [0, 1]."
+
+
 class RRFKInvalid(SearchParameterInvalid):
     code = "RRF_K_INVALID"
     default_message = "`rrf_k` is out of range."
