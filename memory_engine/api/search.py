@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory_engine.exceptions import AgentNotFound, ValidationFailed
-from memory_engine.models import Agent
+from memory_engine.models import Agent, Lineage, Provenance
 from memory_engine.policy import SEARCH, get_visible_or_404, reach
 from memory_engine.selectors.search import (
     DOCUMENT,
@@ -63,6 +63,12 @@ class KnowledgeSearchRequestSerializer(strict.Serializer):
                                                       "(default: the SEARCH_LEXICAL_WEIGHT setting).")
     facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
                                   help_text="That facet's memories and the cross-cutting ones (none: all).")
+    provenance = serializers.ListField(
+        child=serializers.ChoiceField(choices=Provenance.choices), required=False, allow_null=True, max_length=3,
+        help_text="Only memories, and chunks of document versions, of these provenances (none: any).")
+    lineage = serializers.ListField(
+        child=serializers.ChoiceField(choices=Lineage.choices), required=False, allow_null=True, max_length=3,
+        help_text="Only memories, and chunks of document versions, of these lineages (none: any).")
     agent_id = serializers.CharField(required=False, allow_null=True, max_length=40,
                                      help_text="Recall as this agent: its own store joins the memory scope.")
     subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
@@ -126,6 +132,10 @@ class SearchHitSerializer(strict.Serializer):
     tier = serializers.ChoiceField(choices=["user", "user_for_agent", "agent", "institutional"], allow_null=True,
                                    help_text="A memory's tier (null for a document chunk).")
     title = serializers.CharField(allow_null=True, allow_blank=True, help_text="A memory's title.")
+    provenance = serializers.ChoiceField(choices=Provenance.choices, allow_null=True,
+                                         help_text="A memory's, or a chunk's version's (docs/memory.md).")
+    lineage = serializers.ChoiceField(choices=Lineage.choices, allow_null=True,
+                                      help_text="A memory's, or a chunk's version's (its source_class).")
     relevance = serializers.FloatField(
         allow_null=True,
         help_text="How surely the hit bears on the query, in [0, 1] (docs/retrieval.md, Relevance); null for a "

@@ -177,6 +177,8 @@ class SearchHit:
     has_full_body: bool = False
     tier: str | None = None
     title: str | None = None
+    provenance: str | None = None
+    lineage: str | None = None
     relevance: float | None = None
     relevant: bool = True
 

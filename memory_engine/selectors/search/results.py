@@ -65,6 +65,10 @@ class SearchHit:
     tier: str | None = None
     #: A memory's title ("" when it has none); None for a chunk.
     title: str | None = None
+    #: Where it comes from (docs/memory.md, *Provenance and lineage*): a memory's own, a chunk's
+    #: version's (``source_class``); None for a chunk older than versions.
+    provenance: str | None = None
+    lineage: str | None = None
     #: The text, or its head when longer than INLINE_THRESHOLD_BYTES (then ``has_full_body``:
     #: the whole is at GET /memories/{id}/open or the open_memory tool). Filled on creation.
     content_preview: str = ""

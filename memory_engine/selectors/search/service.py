@@ -73,6 +73,8 @@ def knowledge_search(
     generation: str | None = None,
     access_tags: list[str] | None = None,
     min_relevance: float | None = None,
+    provenance: list[str] | None = None,
+    lineage: list[str] | None = None,
 ) -> SearchResult:
     """Search the project's memories and documents; see the package docstring for the algorithm.
 
@@ -108,6 +110,9 @@ def knowledge_search(
     ``access_tags`` (a key with grants, docs/security.md): only documents and stores carrying
     one of these tags are searched, filtered inside each ranked query; None: no restriction.
 
+    ``provenance`` / ``lineage`` keep only memories, and chunks of versions, of those values
+    (docs/memory.md, *Provenance and lineage*); None: any.
+
     ``min_relevance`` keeps only hits whose relevance reaches it, before the cut (the order is
     the ranking's); None keeps every hit. Each hit's ``relevant`` is judged at ``min_relevance``,
     else at SEARCH_MIN_RELEVANCE. Push injection and the search_knowledge tool pass the agent's.
@@ -130,7 +135,8 @@ def knowledge_search(
         raise QueryRequired()  # nothing to search and nothing to list
     scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
                           document_ids=document_ids, document_paths=document_paths, tags=tags, facet=facet,
-                          actor=actor, generation=generation, access_tags=access_tags)
+                          actor=actor, generation=generation, access_tags=access_tags, provenance=provenance,
+                          lineage=lineage)
     scope.include_deprecated = include_deprecated  # deprecated documents: left out unless asked for
     if not scope.sources:
         return SearchResult(results=[])
