@@ -1,4 +1,5 @@
-"""Strict input, in one place: every request body the API reads goes through a serializer built on
+"""Strict input, in one place: every request body the API (and every tool call an agent or an MCP
+client makes) reads goes through a serializer built on
 :class:`Serializer` or :class:`ModelSerializer` below, and a field it does not declare answers
 ``400 UNKNOWN_FIELD`` naming it (at any nesting level, with its dotted path), never a silent
 success. Read-only fields count as known: echoing a resource back in a ``PUT`` stays valid.
@@ -13,8 +14,10 @@ from typing import Any
 from rest_framework import serializers
 
 from memory_engine.exceptions import UnknownField
+from memory_engine.jsonobject import parse_json_object
+from memory_engine.text import contains_nul
 
-__all__ = ["ModelSerializer", "Serializer", "StrictInput", "refuse_unknown"]
+__all__ = ["JSONObjectField", "ModelSerializer", "Serializer", "StrictCharField", "StrictInput", "refuse_unknown"]
 
 
 #: Known to every form body: Django's CSRF field of a browser form sent with a session.
@@ -62,3 +65,25 @@ class Serializer(StrictInput, serializers.Serializer):
 
 class ModelSerializer(StrictInput, serializers.ModelSerializer):
     """DRF's ModelSerializer that refuses undeclared fields (``UNKNOWN_FIELD``)."""
+
+
+class JSONObjectField(serializers.JSONField):
+    """A JSON object (dict) field; arrays, scalars and NUL characters are rejected."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        try:
+            value = parse_json_object(super().to_internal_value(data))
+        except ValueError:
+            raise serializers.ValidationError("Must be a JSON object.") from None
+        if contains_nul(value):
+            raise serializers.ValidationError("Null characters are not allowed.")
+        return value
+
+
+class StrictCharField(serializers.CharField):
+    """A CharField that refuses numbers and booleans instead of stringifying them."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        return super().to_internal_value(data)
