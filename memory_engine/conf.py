@@ -4,11 +4,12 @@ Nothing is read at import time, so ``override_settings(MEMORY_ENGINE=...)`` work
 Every key is declared once, in :data:`SETTINGS` (its default, its type and its row of
 docs/settings.md, which ``make docs`` writes from there). The first read of a key merges the
 host's value with its default, coerces it to that type (``"30"`` becomes ``30`` for an
-integer) and caches the result, so callers read plain typed values and never coerce. A value that does not fit raises ImproperlyConfigured naming the key and
-the expected type; ``manage.py check`` reports every such key at once (``memory_engine.E020``)
-and every unknown key, with the closest known one (``memory_engine.W020``). The cache, and
-every cache registered with :func:`reloads_with_settings` (providers, the funnel's scan
-mode), is dropped on ``setting_changed``.
+integer) and caches the result, so callers read plain typed values and never coerce. A value
+that does not fit raises ImproperlyConfigured naming the key and the expected type;
+``manage.py check`` reports every such key at once (``memory_engine.E020``) and every unknown
+key, with the closest known one (``memory_engine.W020``). The cache, and every cache
+registered with :func:`reloads_with_settings` (providers, the funnel's scan mode), is dropped
+on ``setting_changed``.
 
     MEMORY_ENGINE = {
         "EMBEDDING": {"PROVIDER": "onnx", "MODEL": "all-MiniLM-L6-v2", "DIMENSIONS": 384},
