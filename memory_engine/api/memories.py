@@ -9,7 +9,6 @@ from typing import Any
 import django_filters
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -20,7 +19,14 @@ from rest_framework.views import APIView
 from memory_engine.exceptions import MemoryStoreNotFound, NotFound, ValidationFailed
 from memory_engine.facets import validate_facet
 from memory_engine.models import Generation, Memory, MemoryAssertion, MemoryRevision, MemoryRule, MemoryStore, Project
-from memory_engine.models.memories import Mechanism, Tier
+from memory_engine.models.memories import (
+    MEMORY_KIND_MAX_CHARS,
+    MEMORY_TITLE_MAX_CHARS,
+    Mechanism,
+    Tier,
+    live_memory_q,
+    unexpired_memory_q,
+)
 from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import (
     ADD,
@@ -34,8 +40,8 @@ from memory_engine.policy import (
 )
 from memory_engine.selectors.memories import drop_instruction_memories, in_facet, open_memory
 from memory_engine.selectors.search import Degraded
+from memory_engine.services.memories import WriteResult, memory_write
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore
-from memory_engine.services.memory_write import WriteResult, memory_write
 from memory_engine.services.retention import memory_retention_set
 from memory_engine.services.stores import memory_store_delete, memory_store_save, subject_store_get_or_create
 from memory_engine.subjects import validate_subject
@@ -98,8 +104,8 @@ class MemoryFieldsSerializer(strict.Serializer):
     tags = JSONObjectField(required=False)
     metadata = JSONObjectField(required=False)
     about = AboutSerializer(required=False, allow_null=True)
-    kind = serializers.CharField(required=False, max_length=100)
-    title = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    kind = serializers.CharField(required=False, max_length=MEMORY_KIND_MAX_CHARS)
+    title = serializers.CharField(required=False, allow_blank=True, max_length=MEMORY_TITLE_MAX_CHARS)
     summary = serializers.CharField(required=False, allow_blank=True)
     # range checked by the funnel (400 CONFIDENCE_INVALID); same for facet and expires_at
     confidence = serializers.FloatField(required=False, allow_null=True)
@@ -279,7 +285,7 @@ class MemoryFilter(django_filters.FilterSet):
     def filter_queryset(self, queryset: QuerySet) -> QuerySet:
         queryset = super().filter_queryset(queryset)
         if not self.form.cleaned_data.get("include_invalidated"):
-            queryset = queryset.filter(invalidated_at__isnull=True)
+            queryset = queryset.filter(live_memory_q())
         return queryset
 
 
@@ -326,9 +332,8 @@ class MemoryAssertionFilter(django_filters.FilterSet):
 
 def stores_with_counts(project: Project) -> QuerySet[MemoryStore]:
     """The project's stores, each annotated with ``valid_memories``: its live memories."""
-    live = Q(memories__invalidated_at__isnull=True) & (
-        Q(memories__expires_at__isnull=True) | Q(memories__expires_at__gt=timezone.now()))
-    return MemoryStore.objects.filter(project=project).annotate(valid_memories=Count("memories", filter=live))
+    return MemoryStore.objects.filter(project=project).annotate(
+        valid_memories=Count("memories", filter=live_memory_q("memories__")))
 
 
 @extend_schema_view(
@@ -430,7 +435,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         # An expired memory is gone for every route, before the sweep deletes it.
         return (
             visible(self.caller, Memory.objects.filter(store__project=self.project), self.detail_action)
-            .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+            .filter(unexpired_memory_q())
             .select_related("content", "store").order_by("created_at", "id")
         )
 

@@ -14,7 +14,7 @@ from memory_engine.exceptions import (
 from memory_engine.models import Agent, Generation, MemoryStore
 from memory_engine.models.memories import Mechanism, SourceType
 from memory_engine.policy import ADD, Principal, access_tags_write, require, sees
-from memory_engine.services.memory_write import WriteResult, memory_write
+from memory_engine.services.memories import WriteResult, memory_write
 from memory_engine.services.stores import subject_store_get_or_create
 
 

@@ -111,7 +111,7 @@ def console_data(transactional_db: Any, settings: Any, tmp_path: Path) -> dict[s
 
     from memory_engine.models import Generation, MemoryRule
     from memory_engine.services.documents import Upload, document_create
-    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.memories import memory_write
     from tests.factories import AgentFactory, MemoryStoreFactory, ProjectFactory
 
     settings.MEDIA_ROOT = str(tmp_path / "media")

@@ -32,7 +32,7 @@ from memory_engine.services.embedding_models import (
     store_new_vectors_as_configured,
 )
 from memory_engine.services.formation import apply_declaration
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from tests.conftest import use_embedder
 from tests.factories import MemoryStoreFactory, ProjectFactory
 from tests.search.helpers import make_document, write

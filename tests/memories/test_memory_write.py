@@ -9,8 +9,8 @@ from django.db import IntegrityError, InternalError, close_old_connections, conn
 
 from memory_engine.exceptions import ContentEmpty, ContentTooLong, QuotaExceeded, ThresholdsInvalid
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent
+from memory_engine.services.memories import memory_write
 from memory_engine.services.memory_lifecycle import memory_forget
-from memory_engine.services.memory_write import memory_write
 from tests import providers
 from tests.factories import MemoryStoreFactory, ProjectFactory
 
@@ -38,7 +38,7 @@ def test_exact_restatement_and_whitespace_variant_are_skipped_without_embedding(
     use_embedder(settings, "tests.providers.HashingEmbeddingProvider", MODEL="all-MiniLM-L6-v2")
     providers.CALLS.clear()
     again = write(store, EMAIL)
-    spaced = write(store, f"  The customer   prefers email\ncontact  ")
+    spaced = write(store, "  The customer   prefers email\ncontact  ")
     assert (again.action, spaced.action) == ("skipped", "skipped")
     assert again.memory.pk == spaced.memory.pk == first.memory.pk
     assert again.similarity == 1.0
@@ -227,13 +227,13 @@ def test_large_store_dedup_query_can_use_the_hnsw_index(store, settings):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from memory_engine.services import memory_write as funnel
+    from memory_engine.selectors import dedup
 
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 0}
     first = write(store, EMAIL)
-    funnel._scan_mode_cache.clear()  # the write found the store empty: an exact scan at any limit
+    dedup.forget_scan_modes()  # the write found the store empty: an exact scan at any limit
     with CaptureQueriesContext(connection) as queries:
-        funnel.nearest_live_memories(store, first.memory.content_id, facet=None)
+        dedup.nearest_live_memories(store, first.memory.content_id, facet=None)
     nearest_sql = next(q["sql"] for q in queries.captured_queries if "ORDER BY" in q["sql"])
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
@@ -241,7 +241,7 @@ def test_large_store_dedup_query_can_use_the_hnsw_index(store, settings):
         cursor.execute(f"EXPLAIN {nearest_sql}")
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "me_content_embedding_hnsw" in plan, plan
-    funnel._scan_mode_cache.clear()
+    dedup.forget_scan_modes()
 
 
 def test_dedup_scan_mode_follows_a_changed_setting(store, settings):
@@ -250,12 +250,12 @@ def test_dedup_scan_mode_follows_a_changed_setting(store, settings):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from memory_engine.services import memory_write as funnel
+    from memory_engine.selectors import dedup
 
     first = write(store, EMAIL)  # a small store under the default cap: exact scan, cached
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 0}
     with CaptureQueriesContext(connection) as queries:
-        funnel.nearest_live_memories(store, first.memory.content_id, facet=None)
+        dedup.nearest_live_memories(store, first.memory.content_id, facet=None)
     sql = [q["sql"] for q in queries.captured_queries]
     assert any("hnsw.ef_search" in s for s in sql), sql  # the index path, as the setting now asks
     assert not any(") + 0" in s for s in sql), sql

@@ -7,7 +7,7 @@ from typing import Any
 
 from memory_engine.models import Chunk, Document, Memory, MemoryStore, Project
 from memory_engine.providers.embeddings import get_embedding_provider
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 
 
 def make_document(project: Project, path: str, chunks: list[str], *, tags: dict[str, Any] | None = None,
