@@ -262,10 +262,10 @@ class _PackageAt(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def package_at(ref: str, path: str, name: str) -> list[ModuleType]:
     """The package at ``path`` (in the repository) as it was at git ``ref``, loaded as ``name``
     beside today's: its relative imports among its own modules reach ``ref``'s, the others (``..``,
-    absolute) today's. Returns the package and every submodule it imported."""
+    absolute) today's. Returns the package, then every submodule it imported."""
     sys.meta_path.insert(0, _PackageAt(ref, path, name))
-    importlib.import_module(name)
-    return [module for key, module in list(sys.modules.items()) if key == name or key.startswith(name + ".")]
+    package = importlib.import_module(name)
+    return [package, *(module for key, module in list(sys.modules.items()) if key.startswith(name + "."))]
 
 
 def timing_provider_path() -> str:
