@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: run test install check bench clean-db browser
+.PHONY: run test install check bench clean-db browser docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ browser:
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
 	fi
+
+# Generated documentation: the layer table of docs/decisions.md from pyproject.toml's contract
+# (tests/test_layer_map.py fails when they differ).
+docs: install
+	$(BIN)/python -m tests.layer_map
 
 bench: install
 	$(BIN)/python bench/write.py
