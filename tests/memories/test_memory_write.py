@@ -8,7 +8,7 @@ import pytest
 from django.db import IntegrityError, InternalError, close_old_connections, connection, transaction
 
 from memory_engine.exceptions import ContentEmpty, ContentTooLong, QuotaExceeded, ThresholdsInvalid
-from memory_engine.models import Memory, MemoryAssertion, MemoryContent
+from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryRevision
 from memory_engine.services.memories import memory_write
 from memory_engine.services.memory_lifecycle import memory_forget
 from tests import providers
@@ -220,6 +220,83 @@ def test_concurrent_writers_of_the_same_text_make_one_memory():
     assert sorted(results) == ["created"] + ["skipped"] * 7
     assert Memory.objects.filter(store=store).count() == 1
     assert MemoryAssertion.objects.filter(store=store).count() == 8
+
+
+#: Restatements of one fact: each pair scores >= 0.96 with MiniLM and changes no detail (a skip).
+RESTATED = ["The customer prefers email contact", "The customer prefers contact by email",
+            "The customer prefers email contact."]
+#: One fact whose detail changes: each pair scores >= 0.95 and a changed version supersedes.
+VERSIONS = ["The staging database runs PostgreSQL 15 on db-stage-2.",
+            "The staging database runs PostgreSQL 16 on db-stage-2.",
+            "The staging database runs PostgreSQL 17 on db-stage-2."]
+
+
+def write_concurrently(store, texts: list[str]) -> list[str]:
+    """Every text written by a thread of its own, all released at once; their actions."""
+    barrier = threading.Barrier(len(texts))
+    results, errors = [], []
+
+    def worker(text: str) -> None:
+        try:
+            barrier.wait(timeout=30)
+            results.append(write(store, text).action)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(text,)) for text in texts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    return results
+
+
+def one_live_memory_at_the_end_of_every_chain(store) -> Memory:
+    """The store's one live memory; every other memory of it retired into the next, up to it."""
+    live = list(Memory.objects.live().filter(store=store))
+    assert len(live) == 1, [m.content.text for m in live]
+    for memory in Memory.objects.filter(store=store).exclude(pk=live[0].pk):
+        seen = set()
+        while memory.superseded_by_id is not None and memory.pk not in seen:
+            seen.add(memory.pk)
+            memory = memory.superseded_by
+        assert memory.pk == live[0].pk
+    return live[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_of_near_duplicates_keep_one_memory():
+    """Restatements in other words, written at once (the store lock serializes their decisions):
+    the first creates, every other one is a skip onto it, whatever the order; the kept memory
+    holds one of the wordings and files the others as revisions."""
+    store = MemoryStoreFactory(project=ProjectFactory())
+    actions = write_concurrently(store, RESTATED * 3)
+    assert sorted(actions) == ["created"] + ["skipped"] * 8
+    live = one_live_memory_at_the_end_of_every_chain(store)
+    assert live.content.text in RESTATED and Memory.objects.filter(store=store).count() == 1
+    assert MemoryAssertion.objects.filter(store=store).count() == 9
+    texts = {live.content.text, *MemoryRevision.objects.filter(memory=live).values_list("content__text", flat=True)}
+    assert texts <= set(RESTATED)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_of_changed_details_leave_one_live_version():
+    """Versions of one fact written at once: each is decided against the version live when it
+    takes the lock, so whatever the order one memory was created, every other write superseded or
+    skipped, and the retired versions lead to the one live version."""
+    store = MemoryStoreFactory(project=ProjectFactory())
+    actions = write_concurrently(store, VERSIONS * 2)
+    assert actions.count("created") == 1 and set(actions) <= {"created", "superseded", "skipped"}
+    live = one_live_memory_at_the_end_of_every_chain(store)
+    assert live.content.text in VERSIONS
+    assert MemoryAssertion.objects.filter(store=store).count() == 6
+    superseded = MemoryAssertion.objects.filter(store=store, outcome="superseded")
+    assert superseded.count() == actions.count("superseded")
+    assert all(a.decision_reason == "changed_detail" for a in superseded)
 
 
 def test_large_store_dedup_query_can_use_the_hnsw_index(store, settings):
