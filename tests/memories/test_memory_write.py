@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import IntegrityError, InternalError, close_old_connections, connection, transaction
+from django.db import IntegrityError, InternalError, connection, transaction
 
 from memory_engine.exceptions import ContentEmpty, ContentTooLong, QuotaExceeded, ThresholdsInvalid
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryRevision
@@ -13,6 +11,7 @@ from memory_engine.services.memories import memory_write
 from memory_engine.services.memory_lifecycle import memory_forget
 from tests import providers
 from tests.factories import MemoryStoreFactory, ProjectFactory
+from tests.threads import at_once
 
 pytestmark = pytest.mark.django_db
 
@@ -196,27 +195,8 @@ def test_project_erasure_removes_the_ledger_with_it(store):
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_writers_of_the_same_text_make_one_memory():
-    project = ProjectFactory()
-    store = MemoryStoreFactory(project=project)
-    barrier = threading.Barrier(8)
-    results, errors = [], []
-
-    def worker() -> None:
-        try:
-            barrier.wait()
-            results.append(write(store, "Deployments happen every Tuesday afternoon").action)
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            close_old_connections()
-            connection.close()
-
-    threads = [threading.Thread(target=worker) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    store = MemoryStoreFactory(project=ProjectFactory())
+    results = at_once(lambda text: write(store, text).action, ["Deployments happen every Tuesday afternoon"] * 8)
     assert sorted(results) == ["created"] + ["skipped"] * 7
     assert Memory.objects.filter(store=store).count() == 1
     assert MemoryAssertion.objects.filter(store=store).count() == 8
@@ -233,26 +213,7 @@ VERSIONS = ["The staging database runs PostgreSQL 15 on db-stage-2.",
 
 def write_concurrently(store, texts: list[str]) -> list[str]:
     """Every text written by a thread of its own, all released at once; their actions."""
-    barrier = threading.Barrier(len(texts))
-    results, errors = [], []
-
-    def worker(text: str) -> None:
-        try:
-            barrier.wait(timeout=30)
-            results.append(write(store, text).action)
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            close_old_connections()
-            connection.close()
-
-    threads = [threading.Thread(target=worker, args=(text,)) for text in texts]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert errors == []
-    return results
+    return at_once(lambda text: write(store, text).action, texts)
 
 
 def one_live_memory_at_the_end_of_every_chain(store) -> Memory:

@@ -18,7 +18,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,6 +35,7 @@ from memory_engine.services.memories import memory_write
 from tests.factories import MemoryStoreFactory, ProjectFactory
 from tests.plans import queries_sent
 from tests.skips import require
+from tests.threads import at_once
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -247,26 +247,8 @@ def test_concurrent_writers_through_pgbouncer_land_each_write_once(bouncer: Boun
     each write one assertion, whichever sessions their transactions ran on."""
     store = MemoryStoreFactory(project=ProjectFactory())
     texts = [PLANTS, DATABASE, INVOICES, PLANTS, DATABASE, INVOICES, PLANTS, DATABASE]
-    errors: list[BaseException] = []
-    start = threading.Barrier(len(texts))
-
-    def writer(text: str) -> None:
-        try:
-            start.wait(timeout=30)
-            for _ in range(3):
-                write(store, text)
-        except BaseException as exc:  # noqa: BLE001  (reported by the test)
-            errors.append(exc)
-        finally:
-            connection.close()
-
     with bouncer.in_front():
-        threads = [threading.Thread(target=writer, args=(text,)) for text in texts]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
-    assert not errors, errors
+        at_once(lambda text: [write(store, text) for _ in range(3)], texts)
     assert sorted(Memory.objects.filter(store=store).values_list("content__text", flat=True)) == sorted(
         {PLANTS, DATABASE, INVOICES})
     assert MemoryAssertion.objects.filter(store=store).count() == 3 * len(texts)

@@ -4,11 +4,9 @@ QUOTA_EXCEEDED and nothing written. Skips and supersedes add nothing and pass at
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from memory_engine.exceptions import QuotaExceeded
@@ -16,6 +14,7 @@ from memory_engine.models import Memory, MemoryAssertion, MemoryContent
 from memory_engine.services.memories import memory_write
 from memory_engine.services.memory_lifecycle import memory_forget
 from tests.factories import MemoryStoreFactory, ProjectFactory
+from tests.threads import at_once
 
 pytestmark = pytest.mark.django_db
 
@@ -107,27 +106,7 @@ def test_concurrent_creators_in_one_store_stop_exactly_at_the_quota():
     and three are refused, whatever the order."""
     project = ProjectFactory(max_memories=3)
     store = MemoryStoreFactory(project=project)
-    barrier = threading.Barrier(len(FACTS))
-    outcomes, errors = [], []
-
-    def worker(text: str) -> None:
-        try:
-            barrier.wait(timeout=30)
-            outcomes.append(write(store, text).action)
-        except QuotaExceeded:
-            outcomes.append("refused")
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            close_old_connections()
-            connection.close()
-
-    threads = [threading.Thread(target=worker, args=(text,)) for text in FACTS]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert errors == []
-    assert sorted(outcomes) == ["created"] * 3 + ["refused"] * 3
+    outcomes = at_once(lambda text: write(store, text).action, FACTS, expected=(QuotaExceeded,))
+    assert sorted(o if isinstance(o, str) else o.code for o in outcomes) == ["QUOTA_EXCEEDED"] * 3 + ["created"] * 3
     assert Memory.objects.filter(store=store).count() == 3
     assert MemoryAssertion.objects.filter(store=store).count() == 3
