@@ -9,7 +9,6 @@ from typing import Any
 import django_filters
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
-from django.utils import timezone
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -38,7 +37,7 @@ from memory_engine.models import (
     Project,
     Provenance,
 )
-from memory_engine.models.memories import Mechanism, Tier
+from memory_engine.models.memories import Mechanism, Tier, live_memory_q, unexpired_memory_q
 from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import (
     ADD,
@@ -52,8 +51,8 @@ from memory_engine.policy import (
 )
 from memory_engine.selectors.memories import drop_instruction_memories, in_facet, open_memory
 from memory_engine.selectors.search import Degraded
+from memory_engine.services.memories import WriteResult, memory_write
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore
-from memory_engine.services.memory_write import WriteResult, memory_write
 from memory_engine.services.retention import memory_retention_set
 from memory_engine.services.stores import memory_store_delete, memory_store_save, subject_store_get_or_create
 from memory_engine.subjects import validate_subject
@@ -282,7 +281,7 @@ class MemoryFilter(django_filters.FilterSet):
     def filter_queryset(self, queryset: QuerySet) -> QuerySet:
         queryset = super().filter_queryset(queryset)
         if not self.form.cleaned_data.get("include_invalidated"):
-            queryset = queryset.filter(invalidated_at__isnull=True)
+            queryset = queryset.filter(live_memory_q())
         return queryset
 
 
@@ -329,9 +328,8 @@ class MemoryAssertionFilter(django_filters.FilterSet):
 
 def stores_with_counts(project: Project) -> QuerySet[MemoryStore]:
     """The project's stores, each annotated with ``valid_memories``: its live memories."""
-    live = Q(memories__invalidated_at__isnull=True) & (
-        Q(memories__expires_at__isnull=True) | Q(memories__expires_at__gt=timezone.now()))
-    return MemoryStore.objects.filter(project=project).annotate(valid_memories=Count("memories", filter=live))
+    return MemoryStore.objects.filter(project=project).annotate(
+        valid_memories=Count("memories", filter=live_memory_q("memories__")))
 
 
 @extend_schema_view(
@@ -434,7 +432,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         # An expired memory is gone for every route, before the sweep deletes it.
         return (
             visible(self.caller, Memory.objects.filter(store__project=self.project), self.detail_action)
-            .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+            .filter(unexpired_memory_q())
             .select_related("content", "store").order_by("created_at", "id")
         )
 
