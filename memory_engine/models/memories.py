@@ -298,6 +298,7 @@ class Mechanism(models.TextChoices):
     RULE = "rule"
     FORMATION = "formation"
     DISTILLER = "distiller"  # a resident distiller's claim read out of a document (services.distillers)
+    IMPORT = "import"  # manage.py memory_engine_import (another system's memories)
     SYSTEM = "system"  # the engine itself: the memory sweep (expiry, trash purge)
 
 

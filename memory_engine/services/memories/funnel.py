@@ -36,7 +36,7 @@ from memory_engine.selectors.dedup import candidates_query, dedup_candidates
 
 from ..judge import get_judge
 from ..memory_schema import check_kind
-from .content import content_hash, embed_best_effort, model_switched, prepare_vector, resolve_content
+from .content import Prepared, content_hash, embed_best_effort, model_switched, prepare_vector, resolve_content
 from .decision import decide
 from .ledger import record_decision
 from .validation import (
@@ -53,7 +53,7 @@ from .validation import (
     validate_text_field,
 )
 
-__all__ = ["WriteResult", "memory_write"]
+__all__ = ["WriteResult", "memory_write", "write_prepared", "write_request"]
 
 logger = logging.getLogger("memory_engine.write")
 
@@ -123,6 +123,45 @@ def memory_write(
     (memory_engine.services.judge) between JUDGE_FLOOR and the supersede threshold; ``judge`` may
     pass another callable ``(old, new, similarity) -> verdict``.
     """
+    request = write_request(
+        store=store, content=content, principal=principal, mechanism=mechanism, tags=tags, metadata=metadata,
+        source_type=source_type, duplicate_threshold=duplicate_threshold, supersede_threshold=supersede_threshold,
+        about=about, generation_id=generation_id, rule_id=rule_id, judge=judge, conversation_id=conversation_id,
+        kind=kind, title=title, summary=summary, confidence=confidence, facet=facet, expires_at=expires_at,
+        agent=agent, retention_class=retention_class, provenance=provenance, lineage=lineage,
+    )
+    return write_prepared(store, request, prepare_vector(store, request.text, request.digest))
+
+
+def write_request(
+    *,
+    store: MemoryStore,
+    content: str,
+    principal: str,
+    mechanism: str = Mechanism.API,
+    tags: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+    source_type: str = SourceType.MANUAL,
+    duplicate_threshold: float | None = None,
+    supersede_threshold: float | None = None,
+    about: About | dict[str, Any] | None = None,
+    generation_id: str | None = None,
+    rule_id: str | None = None,
+    judge: Any = None,
+    conversation_id: str | None = None,
+    kind: str | None = None,
+    title: str | None = None,
+    summary: str | None = None,
+    confidence: float | None = None,
+    facet: str | None = None,
+    expires_at: datetime | None = None,
+    agent: Agent | None = None,
+    retention_class: str = RetentionClass.DURABLE,
+    provenance: str = Provenance.UNKNOWN,
+    lineage: str = Lineage.NATIVE,
+) -> WriteRequest:
+    """memory_write's arguments checked and resolved (thresholds, kind, expiry, the instruction
+    guard), before anything is written: the refusals memory_write lists."""
     text = validate_content(content)
     tags = dict(tags or {})
     metadata = dict(metadata or {})
@@ -150,14 +189,19 @@ def memory_write(
     guard_instructions(store, text, tags, metadata, about.as_dict() if about else None, title, summary)
     if judge is None and store.judge_enabled:
         judge = get_judge()
-    request = WriteRequest(
+    return WriteRequest(
         text=text, digest=content_hash(text), tags=tags, metadata=metadata, source_type=source_type,
         about=about, kind=kind, title=title, summary=summary, confidence=stated_confidence, facet=facet,
         expires_at=expires_at, agent=agent, retention_class=retention_class, thresholds=(dup_t, sup_t),
         judge=judge, principal=principal, mechanism=mechanism, generation_id=generation_id, rule_id=rule_id,
         provenance=Provenance(provenance), lineage=Lineage(lineage),
     )
-    vector, notes, stored = prepare_vector(store, text, request.digest)
+
+
+def write_prepared(store: MemoryStore, request: WriteRequest, prepared: Prepared) -> WriteResult:
+    """Write a checked request whose text was embedded (or found stored) by prepare_vector; inside
+    a caller's transaction it is one savepoint."""
+    vector, notes, stored = prepared
     try:
         result = _record_prepared(store, request, vector, notes, stored=stored)
     except DataError as exc:
@@ -168,20 +212,20 @@ def memory_write(
         # the lock as always, and write again; when that call fails too, without a vector.
         logger.info("the embedding model changed during a write; embedding the text again")
         refresh_embedding_provider()
-        vector, failure = embed_best_effort(text)
+        vector, failure = embed_best_effort(request.text)
         result = _record_prepared(store, request, vector, {"embedding": failure} if failure else {}, stored=stored)
     memory, rounded = result.memory, None if result.similarity is None else round(result.similarity, 4)
     logger.info(
         "memory write outcome=%s reason=%s store=%s memory=%s assertion=%s similarity=%s mechanism=%s",
-        result.action, result.decision_reason, store.pk, memory.pk, result.assertion.pk, rounded, mechanism,
+        result.action, result.decision_reason, store.pk, memory.pk, result.assertion.pk, rounded, request.mechanism,
         extra={"outcome": result.action, "decision_reason": result.decision_reason, "store_id": store.pk,
                "memory_id": memory.pk, "assertion_id": result.assertion.pk,
                "replaced_memory_id": result.replaced.pk if result.replaced else None, "similarity": rounded,
-               "mechanism": str(mechanism), "generation_id": generation_id, "rule_id": rule_id,
+               "mechanism": str(request.mechanism), "generation_id": request.generation_id,
+               "rule_id": request.rule_id,
                "reinforced": result.reinforced, "potential_duplicates": len(result.potential_duplicates)},
     )
     return result
-
 
 
 def _record_prepared(store: MemoryStore, request: WriteRequest, vector: list[float] | None, notes: dict[str, Any], *,
