@@ -1,25 +1,41 @@
-# ruff: noqa: E501  (the phrase alternations read best one rule to a line)
-"""Stored instructions never reach a model: the scanner, the item filter and its counter.
+"""Stored instructions never reach a model: the guard, the item filter and its counter.
 
-A memory is data. Text that reads as instructions to an AI — overriding earlier
-instructions, addressing future agents or models, or carrying chat-template role markers —
-is refused on write (``400 INSTRUCTION_REJECTED``, memory_engine.services.memory_write) and
-dropped from every read that hands stored text toward a model (knowledge_search, and so
-context injection, the search API and the agent tools). A dropped item stays stored; each
-drop is logged (id, path, rule — never the text) and counted in
+A memory is data. Text that reads as instructions to an AI — setting earlier instructions
+aside, addressing the model that will read it, or forging a chat turn — is refused on write
+(``400 INSTRUCTION_REJECTED``, memory_engine.services.memory_write) and dropped from every
+read that hands stored text toward a model (knowledge_search, and so context injection, the
+search API and the agent tools). A dropped item stays stored; each drop is logged (id, path,
+family, rule, score — never the text) and counted in
 ``memory_engine_instructions_blocked_total``. No setting turns the guard off.
 
-    rule = reads_as_instruction(text)            # "override", "address_ai", "role_marker" or None
-    rule = first_instruction(text, tags, metadata)
+    verdict = judge(text)                         # Verdict(family, rule, score, view)
+    family = reads_as_instruction(text)           # "override", "address_ai", "role_marker" or None
+    verdict = first_verdict(text, tags, metadata, gate="write")
     kept = drop_instructions(hits, path="search", fields=lambda h: (h.id, "", (h.text, h.tags)))
 
-Text is compared after :func:`normalise` (NFKC, invisible characters removed), the same
-normaliser :func:`memory_engine.injection.neutralise` uses, so full-width or zero-width
-spellings of a marker or phrase match too. Phrase rules also read the text casefolded,
-without accents and with punctuation collapsed to spaces ("ignore—all—previous…").
-Ordinary imperatives ("always escalate refunds over £500") match no rule: the rules look for
-what only an injection says — a reference to *instructions/prompts/rules* being replaced, an
-addressee that is an AI, or a template marker.
+How a text is judged:
+
+1. **What a reader sees** (:mod:`.normal`): NFKC, invisible characters removed, Cyrillic,
+   Greek and Armenian look-alike letters as Latin (:mod:`.confusables`), spaced-out, dotted
+   and hyphen-split words closed up, leetspeak as letters. Base64, hex and rot13 segments
+   that decode to readable text are judged as texts of their own (``view`` names the
+   encoding).
+2. **Rules** (:mod:`.rules`, :mod:`.lexicon`): chat-template tokens, a closed ``<knowledge>``
+   fence, forged turns and source tags; phrases that set the reader's instructions aside,
+   disclose its prompt or address it, in English and a lexicon of thirteen more languages.
+   A rule decides alone.
+3. **Meaning** (:mod:`.classifier`): a linear head over sentence embeddings, fitted on
+   labelled exemplars, scores each sentence group; the text's score is its worst group's
+   probability of being an instruction. The score decides when no rule did, against a bar
+   that depends on the gate and on cues: reads (``gate="read"``, whatever reaches a model)
+   are judged with lower bars than the institutional write gate (``gate="write"``), whose
+   refusals a writer sees; a text that addresses the reader, names an AI, instructions or
+   secrets, or opens a line with a model's role (``Assistant:``) meets the lower of the two.
+
+Ordinary imperatives ("always escalate refunds over £500") and look-alikes ("ignore the
+printer noise") pass: the rules need instructions *named as the reader's*, an AI as
+addressee, or a template marker, and the head was fitted on such look-alikes as benign.
+Figures: bench/instruction_guard.py, docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -27,17 +43,26 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import unicodedata
-from collections.abc import Callable, Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from prometheus_client import Counter
 
+from .normal import canonical, normalise, payloads, words
+from .rules import cues, rule_hit
+
 __all__ = [
+    "BARS",
     "BLOCKED",
+    "Verdict",
     "drop_instructions",
     "first_instruction",
+    "first_verdict",
     "item_strings",
+    "judge",
+    "judge_many",
     "normalise",
     "reads_as_instruction",
     "record_block",
@@ -45,152 +70,208 @@ __all__ = [
 
 logger = logging.getLogger("memory_engine.instruction_guard")
 
-# Characters that render as nothing (zero-width spaces and joiners, soft hyphen, bidi
-# controls, word joiners, BOM, variation selectors, Hangul fillers, tag characters): inside a
-# marker or phrase they hide it from a pattern while a model may still read it whole.
-_INVISIBLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
-    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e007f]"
-)
+#: The classifier's bars, (plain, cued) per gate: a score at or above the bar blocks the text.
+#: "cued" applies when the text shows a cue (rules.cues: the reader addressed, an AI, its
+#: instructions or secrets named, a role prefix, an address to send things to), "plain" when
+#: it shows none. Reads (whatever reaches a model) hold the lower bars; the write gate's
+#: refusals are seen by a writer, and what it lets in is still judged on every read.
+BARS: dict[str, tuple[float, float]] = {"read": (0.9, 0.6), "write": (0.95, 0.8)}
+#: Sentence groups of at most this many characters are scored one by one.
+SEGMENT_CHARS = 240
+#: At most this many groups of one text are scored (the rules read all of it).
+MAX_SEGMENTS = 64
+#: A view of fewer words than this is judged by the rules alone (tag keys, one-word values).
+MIN_WORDS = 3
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the guard made of one text.
+
+    ``family``: ``override``, ``address_ai`` or ``role_marker`` when the text reads as
+    instructions, else None. ``rule``: what decided (a rule's name, or ``classifier``; ""
+    when nothing did). ``score``: the classifier's probability that the worst part of the
+    text is an instruction (0 when it was too short to score). ``view``: where it was found:
+    ``text``, or the encoding (``base64``, ``hex``, ``rot13``) of a decoded payload.
+    """
+
+    family: str | None
+    rule: str
+    score: float
+    view: str
+
+    @property
+    def blocked(self) -> bool:
+        return self.family is not None
+
+    def details(self) -> dict[str, Any]:
+        """The reason, as recorded in a refusal's ``details`` and the log (never the text)."""
+        return {"rule": self.rule, "family": self.family, "score": round(self.score, 3), "view": self.view}
 
 
-def normalise(text: str) -> str:
-    """NFKC-normalised (full-width ``＜｜im_start｜＞`` becomes ``<|im_start|>``) and stripped of
-    invisible characters, so no look-alike or interrupted spelling slips past a pattern."""
-    return _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
+CLEAN = Verdict(None, "", 0.0, "text")
 
 
-def _words(text: str) -> str:
-    """Casefolded, accents removed, every run of non-alphanumerics one space."""
-    folded = unicodedata.normalize("NFKD", text.casefold())
-    folded = "".join(ch for ch in folded if not unicodedata.combining(ch))
-    return " " + " ".join(re.findall(r"[^\W_]+", folded)) + " "
+# --------------------------------------------------------------------------- assessment
+
+@dataclass(frozen=True)
+class _Assessment:
+    """A text's rule hit, cues and best classifier reading; the gate is applied after."""
+
+    hit: tuple[str, str, str] | None    # (family, rule, view)
+    cued: bool
+    score: float
+    family: str                         # the classifier's likeliest instruction family
+    view: str
 
 
-# --------------------------------------------------------------------------- rules
-# Markers are matched on the normalised text (punctuation matters); phrases on _words().
-
-_ROLE_MARKER = re.compile(
-    r"<\|\s*[a-z_]{2,30}\s*\|>"                                   # <|im_start|>, <|system|>, <|eot_id|>
-    r"|\[\s*/?\s*inst\s*\]"                                       # [INST] [/INST]
-    r"|<<\s*/?\s*sys\s*>>"                                        # <<SYS>>
-    r"|</?\s*(?:knowledge|system|assistant|start_of_turn|end_of_turn|im_start|im_end)\s*>"
-    r"|^\s*#{1,6}\s*(?:system|assistant|instructions?|human)\s*(?:prompt)?\s*:?\s*$"  # ### System:
-    r"|^\s*#{2,6}\s*(?:system|assistant|instructions?)\b"
-    r"|^\s*(?:system|human)\s*(?:prompt|message)?\s*:\s",       # System: … / Human: … role prefixes
-    re.IGNORECASE | re.MULTILINE,
-)
-
-_NOT = r"(?<! not)(?<! never)(?<! don t)(?<! dont)(?<! nicht)(?<! no)(?<! pas)(?<! ne)"
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+|(?<=[。！？])")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 
-def _override(verbs: str, quals: str, nouns: str) -> str:
-    """A verb of setting aside, then instructions qualified as earlier/the system's/yours (the
-    qualifier before or after the noun); a negated verb ("never ignore…") is no injection."""
-    return (rf"{_NOT} (?:{verbs})(?: \w+){{0,3}} (?:(?:{quals})(?: \w+){{0,2}} (?:{nouns})"
-            rf"|(?:{nouns})(?: \w+){{0,1}} (?:{quals})) ")
+def _segments(view: str) -> list[str]:
+    """The view in groups of whole sentences of at most SEGMENT_CHARS characters."""
+    groups: list[str] = []
+    current = ""
+    for sentence in (s.strip() for s in _SENTENCE_END.split(view)):
+        if not sentence:
+            continue
+        if current and len(current) + 1 + len(sentence) > SEGMENT_CHARS:
+            groups.append(current)
+            current = sentence
+        else:
+            current = f"{current} {sentence}" if current else sentence
+        while len(current) > 2 * SEGMENT_CHARS:
+            cut = current.rfind(" ", 0, SEGMENT_CHARS)
+            cut = cut if cut > 0 else SEGMENT_CHARS
+            groups.append(current[:cut])
+            current = current[cut:].strip()
+    if current:
+        groups.append(current)
+    return groups[:MAX_SEGMENTS]
 
 
-def _now_you_are(lead: str, what: str) -> str:
-    """"You are now <an unrestricted AI>": a new identity for the reader."""
-    return rf" (?:{lead})(?: \w+){{0,3}} (?:{what}) "
+def _long_enough(view: str) -> bool:
+    return len(words(view).split()) >= MIN_WORDS or len(_CJK.findall(view)) >= 6
 
 
-_OVERRIDE = re.compile(
-    "|".join([
-        _override("ignore|disregard|forget|override|overrule|bypass|discard|skip",
-                  "previous|previously|prior|above|earlier|preceding|original|initial|system|your|all prior|all earlier",
-                  "instructions?|prompts?|directives?|guidelines|guardrails|programming|rules|system prompt|orders"),
-        r" (?:ignore|disregard|forget|override|bypass|leak|reveal|print|repeat|show) (?:me )?(?:the |your )?system (?:prompt|message) ",
-        r" (?:reveal|print|repeat|output|leak|dump|disclose)(?: \w+){0,3} (?:hidden|initial|original|secret) (?:instructions|prompt) ",
-        _now_you_are("you are now|you re now|you are no longer|from now on you are|henceforth you are",
-                     r"ai|assistant|model|bot|chatbot|dan|jailbroken|unrestricted|unfiltered|free|evil|bound|restricted"),
-        r" from now on(?: \w+){0,2} you (?:will|must|shall) (?:ignore|disregard|respond|answer|reply|act|obey|pretend|only respond|only answer) ",
-        r" (?:developer|god|jailbreak|dan|unrestricted) mode ",
-        # the reader's own instructions, named as such: disclosed, superseded, cancelled
-        r" (?:reveal|print|repeat|output|leak|dump|disclose|show|recite)(?: \w+){0,4} your(?: \w+){0,2} (?:system prompt|prompt|instructions|programming) ",
-        r" (?:stop following|stop obeying|supersedes?|replaces?|overrides?|cancels?)(?: \w+){0,2} your(?: \w+){0,2} (?:system prompt|programming|instructions|guidelines|guardrails|rules|directives) ",
-        r" your(?: \w+){0,2} (?:system prompt|programming|instructions|directives) (?:are|is|have been|has been) (?:cancelled|canceled|void|revoked|obsolete|replaced|suspended|lifted) ",
-        r" (?:forget|ignore|disregard) (?:everything|anything|all) (?:you were told|you have been told|you know|above|before|said before|prior) ",
-        r" (?:previous|prior|above|earlier|original|system) (?:instructions|rules|directives|prompt)(?: \w+){0,2} (?:no longer apply|are void|are cancelled|do not apply|don t apply) ",
-        r" (?:instructions|consignes|regles) (?:ci dessus|precedentes|initiales)(?: \w+){0,2} ne (?:comptent|s appliquent|valent) plus ",
-        r" (?:obigen|vorherigen|bisherigen) (?:anweisungen|regeln|vorgaben) gelten nicht mehr ",
-        r" (?:instrucciones|reglas|indicaciones) (?:anteriores|previas) ya no (?:aplican|valen|cuentan) ",
-        r" (?:pretend|act as if|behave as if|act as though) (?:you are|you re|to be)(?: \w+){0,3} (?:unrestricted|unfiltered|jailbroken|without (?:rules|restrictions|limits|filters)|another ai|a different ai|not an ai) ",
-        # French
-        _override("ignore|ignorez|ignorer|oublie|oubliez|oublier|neglige|negligez|contourne|contournez",
-                  "precedentes|anterieures|ci dessus|initiales|du systeme|tes|vos|toutes les",
-                  "instructions|consignes|regles|directives|ordres"),
-        _now_you_are("tu es maintenant|tu es desormais|vous etes maintenant|vous etes desormais|tu es a present",
-                     r"ia|une ia|assistant|modele|agent|libre|sans restrictions|sans limites|sans regles|dan"),
-        # German
-        _override("ignoriere|ignorieren|ignorier|vergiss|vergessen|missachte|missachten|uberschreibe",
-                  "alle|vorherigen|bisherigen|obigen|vorigen|fruheren|ursprunglichen|deine|ihre|system",
-                  "anweisungen|instruktionen|regeln|vorgaben|befehle|systemanweisungen|richtlinien"),
-        _now_you_are("du bist jetzt|du bist nun|du bist ab sofort|ab sofort bist du|ab jetzt bist du|sie sind jetzt",
-                     r"ki|eine ki|assistent|modell|frei|ohne regeln|ohne einschrankungen|uneingeschrankt|dan"),
-        # Spanish
-        _override("ignora|ignore|ignorar|ignoren|olvida|olvide|olvidar|olviden|descarta|omite",
-                  "anteriores|previas|todas las|tus|sus|originales|del sistema|de arriba|iniciales",
-                  "instrucciones|indicaciones|reglas|directrices|ordenes"),
-        _now_you_are("ahora eres|a partir de ahora eres|desde ahora eres|ahora usted es",
-                     r"ia|una ia|asistente|modelo|libre|sin restricciones|sin reglas|sin limites|dan"),
-        # Italian / Portuguese
-        _override("ignora|dimentica|ignore|esqueca|esquece",
-                  "precedenti|anteriori|anteriores|tutte le|todas as|suas|tue",
-                  "istruzioni|instrucoes|regole|regras"),
-    ])
-)
-# "New instructions:" — a heading that replaces what came before (the colon matters).
-_NEW_INSTRUCTIONS = re.compile(
-    r"\b(?:new|updated|revised|real|actual|true|override|nouvelles|neue|nuevas|nuove|novas)\s+"
-    r"(?:system\s+)?(?:instructions?|prompt|directives?|rules|consignes|anweisungen|instrucciones|istruzioni|instruções)"
-    r"\s*[:：\-—]",
-    re.IGNORECASE,
-)
-
-_AI = (r"(?:ai|a i|ais|ai \w+|llm|llms|language models?|ai models?|assistants?(?! (?:manager|director|editor|coach|professor|principal))"
-       r"|chatbots?|gpt|chatgpt|claude|copilot|gemini|ia|ki|ki \w+|assistent|assistente|asistente|intelligence artificielle"
-       r"|kunstliche intelligenz|inteligencia artificial|sprachmodell|modele de langage|modelo de lenguaje)")
-_ADDRESS_AI = re.compile(
-    "|".join([
-        rf" (?:note|message|memo|reminder|attention|instructions?|warning|notice|psa|directive) (?:to|for) (?:any|all|every|each|the|future|whatever|whichever)(?: \w+){{0,2}} {_AI} ",
-        rf" (?:any|all|every|each|future|whatever|whichever|the|an|a) {_AI} (?:reading|processing|retrieving|seeing|that reads|who reads|which reads|that retrieves|that sees|parsing|ingesting|that finds|reads|retrieves|processes|sees|finds) (?:this|these|it) ",
-        rf" (?:attention|calling|listen up|hello|hey) (?:all |any |every )?{_AI} ",
-        rf" if (?:you are|you re) (?:an?|the) {_AI} ",
-        r"^ (?:dear |hey |hi |hello |attention |listen )?(?:ai|assistant|chatgpt|claude|gpt|llm|agent|bot|ia|ki|asistente|assistent) (?:you must|you should|you will|you have to|please|always|never|do not|don t|ignore|remember|from now)",
-        r" (?:assistant|ai|llm) (?:you must|you are required|you have to|you shall) ",
-        r" as an ai(?: language model)? you (?:must|should|will|have to|are required) ",
-        # French / German / Spanish
-        rf" (?:note|message|avis|remarque|consigne) (?:a|pour) (?:toute|tout|toutes|tous|l|la|le|les|chaque|une|un|chaque|futur|future)(?: \w+){{0,2}} {_AI} ",
-        r" si (?:tu es|vous etes) (?:une|un) (?:ia|intelligence artificielle|assistant|agent|modele)",
-        rf" (?:hinweis|nachricht|notiz|achtung|anweisung) (?:an|fur) (?:jede|jeden|jedes|alle|die|den|das|eine|einen|kunftige|zukunftige)(?: \w+){{0,2}} {_AI} ",
-        r" (?:wenn|falls) du (?:eine ki|ein ki|ein sprachmodell|ein assistent|ein ki modell|ein agent) bist ",
-        rf" (?:nota|mensaje|aviso|instruccion) (?:para|a) (?:cualquier|toda|todo|todas|todos|la|el|los|las|cada|futuras|futuros)(?: \w+){{0,2}} {_AI} ",
-        r" si (?:eres|es usted) (?:una|un) (?:ia|inteligencia artificial|asistente|agente|modelo)",
-    ])
-)
-
-#: (rule name, pattern, reads the normalised text (True) or the word form (False)).
-_RULES: tuple[tuple[str, re.Pattern[str], bool], ...] = (
-    ("role_marker", _ROLE_MARKER, True),
-    ("override", _OVERRIDE, False),
-    ("override", _NEW_INSTRUCTIONS, True),
-    ("address_ai", _ADDRESS_AI, False),
-)
-
-
-def reads_as_instruction(text: str) -> str | None:
-    """The name of the first rule the text matches (``role_marker``, ``override``,
-    ``address_ai``), or None when it reads as ordinary data."""
-    if not text:
-        return None
+def _views(text: str) -> list[tuple[str, str]]:
+    """(name, text) for the text as a reader sees it and every readable payload it hides."""
     normal = normalise(text)
-    words = _words(normal)
-    for name, pattern, on_normal in _RULES:
-        if pattern.search(normal if on_normal else words):
-            return name
-    return None
+    views = [("text", canonical(text))]
+    for encoding, decoded in payloads(normal):
+        views.append((encoding, canonical(decoded)))
+    return views
+
+
+def _plan(text: str) -> tuple[tuple[str, str, str] | None, bool, list[tuple[str, str]]]:
+    """(rule hit, a cue seen, (view name, segment) pairs to score)."""
+    normal = normalise(text)
+    hit: tuple[str, str, str] | None = None
+    found = rule_hit(normal, words(normal))
+    if found:
+        hit = (found[0], found[1], "text")
+    cued = bool(cues(normal, words(normal)))
+    to_score: list[tuple[str, str]] = []
+    for name, view in _views(text):
+        if hit is None:
+            found = rule_hit(view, words(view))
+            if found:
+                hit = (found[0], found[1], name)
+        cued = cued or bool(cues(view, words(view)))
+        if _long_enough(view):
+            to_score.extend((name, segment) for segment in _segments(view))
+    return hit, cued, to_score
+
+
+_assessed: OrderedDict[str, _Assessment] = OrderedDict()
+_assessed_lock = threading.Lock()
+_ASSESSED_SIZE = 8192
+_classifier_failed = False
+
+
+def _scores(segments: list[str]) -> Any:
+    """Class probabilities of ``segments``, or None when the classifier cannot run (logged
+    once per process; the rules still judge)."""
+    global _classifier_failed
+    from . import classifier
+
+    try:
+        return classifier.classify(segments)
+    except Exception as exc:  # a missing or broken model must not take the rules down with it
+        if not _classifier_failed:
+            logger.error("instruction guard: the classifier cannot run (%s); judging by the rules alone", exc)
+            _classifier_failed = True
+        return None
+
+
+def _assess_many(texts: Sequence[str]) -> list[_Assessment]:
+    from .classifier import CLASSES
+
+    out: list[_Assessment | None] = [None] * len(texts)
+    plans: dict[str, tuple[tuple[str, str, str] | None, bool, list[tuple[str, str]]]] = {}
+    with _assessed_lock:
+        for i, text in enumerate(texts):
+            known = _assessed.get(text)
+            if known is not None:
+                _assessed.move_to_end(text)
+                out[i] = known
+    for i, text in enumerate(texts):
+        if out[i] is None and text not in plans:
+            plans[text] = _plan(text)
+    segments = sorted({segment for _, _, pairs in plans.values() for _, segment in pairs})
+    probabilities = _scores(segments) if segments else None
+    row_of = {segment: n for n, segment in enumerate(segments)}
+    fresh: dict[str, _Assessment] = {}
+    for text, (hit, cued, pairs) in plans.items():
+        score, family, view = 0.0, "override", "text"
+        if probabilities is not None:
+            for name, segment in pairs:
+                row = probabilities[row_of[segment]]
+                if 1.0 - float(row[0]) > score:
+                    score = 1.0 - float(row[0])
+                    family = CLASSES[1 + int(row[1:].argmax())]
+                    view = name
+        fresh[text] = _Assessment(hit, cued, score, family, view)
+    with _assessed_lock:
+        for text, assessment in fresh.items():
+            _assessed[text] = assessment
+        while len(_assessed) > _ASSESSED_SIZE:
+            _assessed.popitem(last=False)
+    return [known if known is not None else fresh[text] for known, text in zip(out, texts, strict=True)]
+
+
+def _verdict(assessment: _Assessment, gate: str) -> Verdict:
+    if assessment.hit is not None:
+        family, rule, view = assessment.hit
+        return Verdict(family, rule, assessment.score, view)
+    plain, cued = BARS[gate]
+    bar = cued if assessment.cued else plain
+    if assessment.score >= bar:
+        return Verdict(assessment.family, "classifier", assessment.score, assessment.view)
+    return Verdict(None, "", assessment.score, assessment.view)
+
+
+# --------------------------------------------------------------------------- public judging
+
+def judge_many(texts: Sequence[str], *, gate: str = "read") -> list[Verdict]:
+    """One :class:`Verdict` per text, the classifier run once over all of them. ``gate``:
+    ``read`` (whatever reaches a model) or ``write`` (the agent and institutional write gate)."""
+    if gate not in BARS:
+        raise ValueError(f"gate must be one of {sorted(BARS)}")
+    present = [text for text in texts if text and text.strip()]
+    assessed = dict(zip(present, _assess_many(present), strict=True))
+    return [_verdict(assessed[text], gate) if text in assessed else CLEAN for text in texts]
+
+
+def judge(text: str, *, gate: str = "read") -> Verdict:
+    """The guard's :class:`Verdict` on one text."""
+    return judge_many([text], gate=gate)[0]
+
+
+def reads_as_instruction(text: str, *, gate: str = "read") -> str | None:
+    """The family the text falls in (``override``, ``address_ai``, ``role_marker``), or None
+    when it reads as ordinary data."""
+    return judge(text, gate=gate).family
 
 
 def item_strings(*values: Any) -> list[str]:
@@ -211,14 +292,20 @@ def item_strings(*values: Any) -> list[str]:
     return found
 
 
-def first_instruction(*values: Any) -> str | None:
-    """The rule matched by the first string of ``values`` (see :func:`item_strings`) that reads
-    as an instruction, or None."""
-    for text in item_strings(*values):
-        rule = reads_as_instruction(text)
-        if rule:
-            return rule
+def first_verdict(*values: Any, gate: str = "read") -> Verdict | None:
+    """The verdict on the first string of ``values`` (see :func:`item_strings`) that reads as
+    an instruction, or None."""
+    strings = item_strings(*values)
+    for verdict in judge_many(strings, gate=gate):
+        if verdict.blocked:
+            return verdict
     return None
+
+
+def first_instruction(*values: Any, gate: str = "read") -> str | None:
+    """The family of the first string of ``values`` that reads as an instruction, or None."""
+    verdict = first_verdict(*values, gate=gate)
+    return verdict.family if verdict else None
 
 
 # --------------------------------------------------------------------------- drops
@@ -234,17 +321,20 @@ _logged: set[str] = set()
 _logged_lock = threading.Lock()
 
 
-def record_block(item_id: str, *, path: str, rule: str, tier: str = "") -> None:
-    """Count one blocked item and log it (id, tier, path, rule; never the text): at info level
-    the first time this process sees the id, at debug level afterwards. ``tier`` is the memory
-    store's tier ("" for a document chunk)."""
+def record_block(item_id: str, *, path: str, rule: str, tier: str = "", verdict: Verdict | None = None) -> None:
+    """Count one blocked item and log it (id, tier, path, family, and with a ``verdict`` the
+    deciding rule, score and view; never the text): at info level the first time this process
+    sees the id, at debug level afterwards. ``rule`` is the family (the counter's label);
+    ``tier`` the memory store's tier ("" for a document chunk)."""
     BLOCKED.labels(path=path, rule=rule, tier=tier).inc()
     with _logged_lock:
         first = item_id not in _logged
         _logged.add(item_id)
+    reason = verdict.details() if verdict else {"rule": rule, "family": rule, "score": None, "view": "text"}
     logger.log(logging.INFO if first else logging.DEBUG,
-               "instruction guard blocked item=%s tier=%s path=%s rule=%s", item_id, tier, path, rule,
-               extra={"item_id": item_id, "tier": tier, "path": path, "rule": rule})
+               "instruction guard blocked item=%s tier=%s path=%s family=%s rule=%s score=%s view=%s",
+               item_id, tier, path, rule, reason["rule"], reason["score"], reason["view"],
+               extra={"item_id": item_id, "tier": tier, "path": path, "rule": rule, "reason": reason})
 
 
 T = TypeVar("T")
@@ -252,14 +342,17 @@ T = TypeVar("T")
 
 def drop_instructions(items: Iterable[T], *, path: str,
                       fields: Callable[[T], tuple[str, str, tuple[Any, ...]]]) -> list[T]:
-    """``items`` without those whose strings read as instructions. ``fields(item)`` gives
-    ``(item id, tier, values to scan)``; each drop goes through :func:`record_block`."""
+    """``items`` without those whose strings read as instructions (judged on the read gate,
+    all items' strings in one classifier run). ``fields(item)`` gives ``(item id, tier,
+    values to scan)``; each drop goes through :func:`record_block`."""
+    listed = [(item, *fields(item)) for item in items]
+    strings = [item_strings(*values) for _, _, _, values in listed]
+    verdicts = iter(judge_many([s for group in strings for s in group], gate="read"))
     kept: list[T] = []
-    for item in items:
-        item_id, tier, values = fields(item)
-        rule = first_instruction(*values)
-        if rule is None:
-            kept.append(item)
+    for (item, item_id, tier, _), group in zip(listed, strings, strict=True):
+        found = [v for v in (next(verdicts) for _ in group) if v.blocked]
+        if found:
+            record_block(item_id, path=path, rule=str(found[0].family), tier=tier, verdict=found[0])
         else:
-            record_block(item_id, path=path, rule=rule, tier=tier)
+            kept.append(item)
     return kept
