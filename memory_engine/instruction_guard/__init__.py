@@ -50,6 +50,7 @@ from typing import Any, TypeVar
 
 from prometheus_client import Counter
 
+from . import classifier
 from .normal import canonical, normalise, payloads, words
 from .rules import cues, rule_hit
 
@@ -193,8 +194,6 @@ def _scores(segments: list[str]) -> Any:
     """Class probabilities of ``segments``, or None when the classifier cannot run (logged
     once per process; the rules still judge)."""
     global _classifier_failed
-    from . import classifier
-
     try:
         return classifier.classify(segments)
     except Exception as exc:  # a missing or broken model must not take the rules down with it
@@ -205,8 +204,6 @@ def _scores(segments: list[str]) -> Any:
 
 
 def _assess_many(texts: Sequence[str]) -> list[_Assessment]:
-    from .classifier import CLASSES
-
     out: list[_Assessment | None] = [None] * len(texts)
     plans: dict[str, tuple[tuple[str, str, str] | None, bool, list[tuple[str, str]]]] = {}
     with _assessed_lock:
@@ -229,10 +226,12 @@ def _assess_many(texts: Sequence[str]) -> list[_Assessment]:
                 row = probabilities[row_of[segment]]
                 if 1.0 - float(row[0]) > score:
                     score = 1.0 - float(row[0])
-                    family = CLASSES[1 + int(row[1:].argmax())]
+                    family = classifier.CLASSES[1 + int(row[1:].argmax())]
                     view = name
         fresh[text] = _Assessment(hit, cued, score, family, view)
-    with _assessed_lock:
+    if probabilities is None and segments:
+        return [known if known is not None else fresh[text] for known, text in zip(out, texts, strict=True)]
+    with _assessed_lock:  # (a reading without the classifier is not kept: it may come back)
         for text, assessment in fresh.items():
             _assessed[text] = assessment
         while len(_assessed) > _ASSESSED_SIZE:
