@@ -44,9 +44,12 @@ _HEADING = re.compile(
     r"|^\s*#{2,6}\s*(?:system|assistant|instruction|system prompt)\s*:",
     re.IGNORECASE | re.MULTILINE,
 )
-_ROLES = "assistant|ai|developer|dev|system|model|bot|chatgpt|gpt|claude|gemini|llm|copilot"
+# A model's turn; "System:", "Developer:", "Model:" also open inventory lines ("Model: T14").
+_MODEL_ROLES = "assistant|ai|bot|chatgpt|gpt|claude|gemini|llm|copilot"
+_ROLES = f"{_MODEL_ROLES}|developer|dev|system|model"
 _ROLE_TURN = re.compile(rf"^\s*(?:{_ROLES})\s*:", re.IGNORECASE | re.MULTILINE)
-_ANY_TURN = re.compile(rf"^\s*(?:user|human|{_ROLES})\s*:", re.IGNORECASE | re.MULTILINE)
+_MODEL_TURN = re.compile(rf"^\s*(?:{_MODEL_ROLES})\s*:", re.IGNORECASE | re.MULTILINE)
+_USER_TURN = re.compile(r"^\s*(?:user|human)\s*:", re.IGNORECASE | re.MULTILINE)
 _PROMPT_PREFIX = re.compile(r"^\s*(?:system|developer)\s*(?:prompt|message|instruction|instructions|note)\s*:",
                             re.IGNORECASE | re.MULTILINE)
 _INSTRUCTIONS_HEADING = re.compile(r"^\s*#{1,6}\s*instructions\b", re.IGNORECASE | re.MULTILINE)
@@ -59,12 +62,9 @@ def _marker(normal: str) -> str | None:
         return "fence"
     if _HEADING.search(normal) or _PROMPT_PREFIX.search(normal):
         return "role_heading"
-    turns = list(_ANY_TURN.finditer(normal))
-    roles = [m for m in turns if _ROLE_TURN.match(m.group())]
-    if roles and len({m.group().strip().rstrip(":").strip().lower() for m in turns}) > 1:
-        return "forged_turn"    # a transcript with a model's turn in it
-    if roles and normal[:roles[0].start()].strip():
-        return "forged_turn"    # a model's turn after other text
+    model_turn = _MODEL_TURN.search(normal)
+    if model_turn and (_USER_TURN.search(normal) or normal[:model_turn.start()].strip()):
+        return "forged_turn"    # a transcript of user and model turns, or a model's turn after other text
     return None
 
 
