@@ -52,6 +52,7 @@ LOOKALIKES = [
     "Never deploy to production on a Friday afternoon.",
     "Runbook: if the queue backs up, restart the worker, then check the broker's disk space.",
     "System: Ubuntu 22.04, 16 GB RAM.",
+    "Laptop inventory.\nSystem: Ubuntu 22.04\nModel: ThinkPad T14, serial 88AB12",
     "Customer: My order hasn't arrived.\nAgent: I'm sorry, let me check the tracking number.",
     "Negeer de oude prijslijst; de nieuwe staat op intranet.",
     "Не обращайте внимания на шум вентилятора, он безопасен.",
@@ -73,7 +74,9 @@ def test_review_cases_are_refused_on_the_institutional_write_gate(client: Any, s
     assert body["code"] == "INSTRUCTION_REJECTED"
     details = body["details"]
     assert details["family"] in {"override", "address_ai", "role_marker"}
-    assert details["rule"] and isinstance(details["score"], float) and details["view"]
+    assert details["rule"] and details["view"]
+    # the classifier's score when it decided; a rule decides without running it
+    assert isinstance(details["score"], float) if details["rule"] == "classifier" else details["score"] is None
     assert REVIEW[case] not in response.content.decode()
     assert not Memory.objects.filter(store=store).exists()
     assert not MemoryAssertion.objects.filter(store=store).exists()

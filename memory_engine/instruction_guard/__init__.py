@@ -91,13 +91,14 @@ class Verdict:
     ``family``: ``override``, ``address_ai`` or ``role_marker`` when the text reads as
     instructions, else None. ``rule``: what decided (a rule's name, or ``classifier``; ""
     when nothing did). ``score``: the classifier's probability that the worst part of the
-    text is an instruction (0 when it was too short to score). ``view``: where it was found:
+    text is an instruction: None when a rule decided (the model is not run then), 0 when the
+    text was too short to score. ``view``: where it was found:
     ``text``, or the encoding (``base64``, ``hex``, ``rot13``) of a decoded payload.
     """
 
     family: str | None
     rule: str
-    score: float
+    score: float | None
     view: str
 
     @property
@@ -106,7 +107,8 @@ class Verdict:
 
     def details(self) -> dict[str, Any]:
         """The reason, as recorded in a refusal's ``details`` and the log (never the text)."""
-        return {"rule": self.rule, "family": self.family, "score": round(self.score, 3), "view": self.view}
+        score = None if self.score is None else round(self.score, 3)
+        return {"rule": self.rule, "family": self.family, "score": score, "view": self.view}
 
 
 CLEAN = Verdict(None, "", 0.0, "text")
@@ -120,7 +122,7 @@ class _Assessment:
 
     hit: tuple[str, str, str] | None    # (family, rule, view)
     cued: bool
-    score: float
+    score: float | None                 # None: a rule decided, the classifier was not run
     family: str                         # the classifier's likeliest instruction family
     view: str
 
@@ -165,7 +167,7 @@ def _views(text: str) -> list[tuple[str, str]]:
 
 
 def _plan(text: str) -> tuple[tuple[str, str, str] | None, bool, list[tuple[str, str]]]:
-    """(rule hit, a cue seen, (view name, segment) pairs to score)."""
+    """(rule hit, a cue seen, (view name, segment) pairs to score: none once a rule decided)."""
     normal = normalise(text)
     hit: tuple[str, str, str] | None = None
     found = rule_hit(normal, words(normal))
@@ -181,7 +183,7 @@ def _plan(text: str) -> tuple[tuple[str, str, str] | None, bool, list[tuple[str,
         cued = cued or bool(cues(view, words(view)))
         if _long_enough(view):
             to_score.extend((name, segment) for segment in _segments(view))
-    return hit, cued, to_score
+    return hit, cued, [] if hit else to_score
 
 
 _assessed: OrderedDict[str, _Assessment] = OrderedDict()
@@ -220,11 +222,12 @@ def _assess_many(texts: Sequence[str]) -> list[_Assessment]:
     row_of = {segment: n for n, segment in enumerate(segments)}
     fresh: dict[str, _Assessment] = {}
     for text, (hit, cued, pairs) in plans.items():
-        score, family, view = 0.0, "override", "text"
+        score: float | None = None if hit else 0.0
+        family, view = "override", "text"
         if probabilities is not None:
             for name, segment in pairs:
                 row = probabilities[row_of[segment]]
-                if 1.0 - float(row[0]) > score:
+                if score is not None and 1.0 - float(row[0]) > score:
                     score = 1.0 - float(row[0])
                     family = classifier.CLASSES[1 + int(row[1:].argmax())]
                     view = name
@@ -245,7 +248,7 @@ def _verdict(assessment: _Assessment, gate: str) -> Verdict:
         return Verdict(family, rule, assessment.score, view)
     plain, cued = BARS[gate]
     bar = cued if assessment.cued else plain
-    if assessment.score >= bar:
+    if assessment.score is not None and assessment.score >= bar:
         return Verdict(assessment.family, "classifier", assessment.score, assessment.view)
     return Verdict(None, "", assessment.score, assessment.view)
 
