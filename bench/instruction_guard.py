@@ -110,7 +110,10 @@ def measure(rows: list[dict[str, Any]]) -> dict[str, Any]:
                      for (label, family), entry in sorted(per_family.items())],
         "decided_by": dict(sorted(rules.items())),
         "ms_per_text": {"mean": statistics.fmean(timings), "p50": statistics.median(timings),
-                        "p95": sorted(timings)[int(0.95 * (len(timings) - 1))], "max": max(timings)},
+                        "p95": sorted(timings)[int(0.95 * (len(timings) - 1))], "max": max(timings),
+                        # what an ordinary text pays (an injection a rule decides skips the model)
+                        "benign_p50": statistics.median(t for t, r in zip(timings, rows, strict=True)
+                                                        if r["label"] == "benign")},
     }
 
 
@@ -150,9 +153,9 @@ def main() -> None:
                                 f"{f['write']}/{f['n']}"])
     print_table(["set", "label", "family", "n", "blocked (read)", "blocked (write)"], family_rows)
     print()
-    print_table(["set", "ms/text mean", "p50", "p95", "max"], [
-        [name, f"{r['ms_per_text']['mean']:.2f}", f"{r['ms_per_text']['p50']:.2f}", f"{r['ms_per_text']['p95']:.2f}",
-         f"{r['ms_per_text']['max']:.2f}"] for name, r in results.items()])
+    print_table(["set", "ms/text mean", "p50", "p95", "max", "benign p50"], [
+        [name, *(f"{r['ms_per_text'][k]:.2f}" for k in ("mean", "p50", "p95", "max", "benign_p50"))]
+        for name, r in results.items()])
     if args.show:
         for name, r in results.items():
             if name not in args.show:
