@@ -10,6 +10,7 @@ memory_engine.E007  pgvector is older than 0.8 (no iterative index scans)
 memory_engine.E008  PDF_EXTRACTOR is "pdfium" but the pypdfium2 package is not installed
 memory_engine.E010  the lexical indexes were built with another text search config than the setting
 memory_engine.E020  a MEMORY_ENGINE value does not fit its declared type (memory_engine.conf.TYPES)
+memory_engine.E021  RELEVANCE_MODEL names a feature the relevance model does not know
 
 Warnings about the host's deployment settings (docs/operations.md, "Worker and connection settings"):
 
@@ -20,6 +21,8 @@ memory_engine.W004  Q_CLUSTER max_attempts is unlimited: an unacknowledged task 
 memory_engine.W005  CONN_HEALTH_CHECKS is off for a reused connection: no recovery after a restart
 memory_engine.W010  the lexical channel uses the tsvector fallback (the reason says why)
 memory_engine.W012  EMBEDDING still names the previous model; the active one is reached through EMBEDDING_MODELS
+memory_engine.W014  EMBEDDING names another model than all-MiniLM-L6-v2 and RELEVANCE_MODEL is unset: the
+                    built-in relevance model reads that embedder's cosines on MiniLM's scale
 memory_engine.W020  MEMORY_ENGINE (or its EMBEDDING / LLM dict) has a key that is no setting: it does nothing
 
 A check speaks only when there is something to do. A bm25 index that pg_textsearch < 1.3 lost
@@ -36,9 +39,11 @@ from typing import Any
 from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 
 from .conf import embedding_dimensions, engine_settings
+from .relevance import BUILTIN_MODEL, calibrated_for_embedder, relevance_model
 
 VECTOR_COLUMNS = (("memory_engine_memorycontent", "embedding"), ("memory_engine_chunk", "embedding"))
 
@@ -69,6 +74,31 @@ def check_pdf_extractor(app_configs: Any = None, **kwargs: Any) -> list[Error]:
         'PDF_EXTRACTOR is "pdfium" but the pypdfium2 package is not installed: every PDF would fail.',
         hint="pip install 'django-memory-engine[pdfium]', or set PDF_EXTRACTOR to \"pypdf\" (the default).",
         id="memory_engine.E008",
+    )]
+
+
+@register()
+def check_relevance_model(app_configs: Any = None, **kwargs: Any) -> list[Error | Warning]:
+    """E021 for a RELEVANCE_MODEL naming unknown features; W014 when the built-in relevance model
+    serves an embedder it was not calibrated for."""
+    if not _settings_readable():
+        return []
+    try:
+        relevance_model()
+    except ImproperlyConfigured as exc:
+        return [Error(str(exc), hint="See docs/retrieval.md, \"Relevance\".", id="memory_engine.E021")]
+    model = engine_settings.EMBEDDING.get("MODEL")
+    if engine_settings.RELEVANCE_MODEL or not engine_settings.EMBEDDING.get("PROVIDER"):
+        return []
+    if calibrated_for_embedder(model):
+        return []
+    return [Warning(
+        f"The relevance model {BUILTIN_MODEL.version} was calibrated for {BUILTIN_MODEL.calibrated_for}; "
+        f"EMBEDDING names {model!r}, whose cosines may lie on another scale: injection may keep too much or "
+        f"too little.",
+        hint="Fit a model for it with bench/relevance.py --fit on your data (or the shared dev data) and set "
+             "MEMORY_ENGINE['RELEVANCE_MODEL'] to what it prints (docs/retrieval.md, \"Relevance\").",
+        id="memory_engine.W014",
     )]
 
 

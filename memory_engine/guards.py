@@ -96,7 +96,7 @@ def check_llm_overrides(config: dict[str, Any]) -> None:
     refused = sorted(llm_overrides(config) - set(allowed))
     if refused:
         raise LLMOverrideNotAllowed(
-            f"Memory rules on this deployment may not set {', '.join(refused)} of its language model "
+            f"Memory rules and distillers on this deployment may not set {', '.join(refused)} of its language model "
             f"(MEMORY_ENGINE['LLM_OVERRIDABLE'] allows {', '.join(allowed) or 'nothing'}); ask an operator.",
             details={"refused": refused, "allowed": allowed},
         )

@@ -9,9 +9,14 @@ as a chat-template control token is neutralised. Every item carries its source t
     messages, result = inject_knowledge(messages, agent=agent)
 
 Agents keep a ``knowledge_config`` (memory_store_ids, document_ids, document_paths,
-tags, min_score, limit, rrf_k, recency_half_life_days; the schema lives in
+tags, min_score, min_relevance, limit, rrf_k, recency_half_life_days; the schema lives in
 :mod:`memory_engine.knowledge_config`); a per-generation override is merged in with
 :func:`merge_knowledge_config`.
+
+Only relevant hits reach a model (memory_engine.relevance): the search runs with the agent's
+``min_relevance`` (else SEARCH_MIN_RELEVANCE) and keeps up to ``limit`` hits that reach it. When
+none does, push injection adds nothing (``injected: false``) and the search_knowledge tool answers
+:data:`NO_KNOWLEDGE_NOTE`.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from memory_engine.conf import engine_settings
 from memory_engine.instruction_guard import normalise
 from memory_engine.knowledge_config import (
     ARRAY_KEYS,
@@ -38,11 +44,13 @@ __all__ = [
     "ARRAY_KEYS",
     "CONFIG_KEYS",
     "DEFAULT_INJECTION_LIMIT",
+    "NO_KNOWLEDGE_NOTE",
     "SCALAR_KEYS",
     "WEAK_EVIDENCE_NOTE",
     "inject_knowledge",
     "knowledge_message",
     "merge_knowledge_config",
+    "model_search_kwargs",
     "neutralise",
     "normalize_knowledge_config",
     "prepend_knowledge",
@@ -115,16 +123,21 @@ def _more(hit: SearchHit) -> str:
     return "\n[… preview only]"
 
 
-#: Said in the block when the search graded its evidence weak (SearchResult.evidence).
+#: Said in the block when the search graded its evidence weak (SearchResult.evidence): the passages
+#: are relevant, the first of them not a close match.
 WEAK_EVIDENCE_NOTE = (
-    "Evidence: weak. None of these passages closely matches the question's words; they may not answer "
+    "Evidence: weak. These passages bear on the question but none is a close match; they may not answer "
     "it. If they do not, say that you do not know rather than guessing."
 )
+
+#: The search_knowledge tool's whole answer when no stored knowledge is relevant to the query.
+NO_KNOWLEDGE_NOTE = "No stored knowledge matches this query."
 
 
 def render_knowledge_block(hits: list[SearchHit], evidence: str | None = None) -> str:
     """The fenced block; empty string when there is nothing to inject. ``evidence`` "weak"
-    (the search's grade) adds :data:`WEAK_EVIDENCE_NOTE` after the preamble."""
+    (the search's grade) adds :data:`WEAK_EVIDENCE_NOTE` after the preamble. Callers pass the hits
+    to inject: the relevant ones (:func:`model_search_kwargs` has the search keep only those)."""
     if not hits:
         return ""
     items = [f"{source_tag(hit)}\n{neutralise(hit.content_preview.strip())}{_more(hit)}" for hit in hits]
@@ -166,6 +179,15 @@ def prepend_knowledge(messages: list[dict[str, Any]], message: dict[str, str] | 
     return [*messages[:at], message, *messages[at:]]
 
 
+def model_search_kwargs(config: dict[str, Any]) -> dict[str, Any]:
+    """knowledge_search keyword arguments for what goes to a model (push injection, the
+    search_knowledge tool): the config's (:func:`search_kwargs`), with its ``min_relevance`` or
+    else SEARCH_MIN_RELEVANCE, so only relevant hits come back, up to ``limit``."""
+    kwargs = search_kwargs(config)
+    kwargs.setdefault("min_relevance", engine_settings.SEARCH_MIN_RELEVANCE)
+    return kwargs
+
+
 def inject_knowledge(
     messages: list[dict[str, Any]],
     *,
@@ -185,7 +207,9 @@ def inject_knowledge(
     given ``subject`` (the end user's external id), that user's store. ``facet`` is pinned by
     the host. ``caller``: who asks; the search holds only what it may see (memory_engine.policy).
 
-    The query defaults to the last user message; with no query nothing is injected.
+    The query defaults to the last user message; with no query nothing is injected. Only
+    relevant hits are injected, up to the limit (:func:`model_search_kwargs`); when none is relevant
+    the messages come back unchanged and the result's evidence is ``none``.
     """
     messages = validate_messages(messages)
     if agent is not None:
@@ -200,5 +224,5 @@ def inject_knowledge(
         return list(messages), SearchResult(results=[])
     actor = Actor(agent=agent, subject=subject) if agent is not None else None
     result = knowledge_search(project=project, query=query, guard_path="context", facet=facet, actor=actor,
-                              access_tags=reach(caller, SEARCH), **search_kwargs(merged))
+                              access_tags=reach(caller, SEARCH), **model_search_kwargs(merged))
     return prepend_knowledge(messages, knowledge_message(result.results, result.evidence)), result

@@ -1,7 +1,7 @@
 """The ``knowledge_config`` schema: an agent's retrieval scope (base layer: imports only
 exceptions), shared by the agents service, push injection and the agent tools.
 
-``{memory_store_ids, document_ids, document_paths, tags, min_score, limit, rrf_k,
+``{memory_store_ids, document_ids, document_paths, tags, min_score, min_relevance, limit, rrf_k,
 recency_half_life_days}``; ids are checked against the project by the search (and by
 ``services.agents.validate_agent_scope``), this module checks shape and types.
 """
@@ -24,7 +24,7 @@ __all__ = [
 
 DEFAULT_INJECTION_LIMIT = 5
 ARRAY_KEYS = ("memory_store_ids", "document_ids", "document_paths")
-SCALAR_KEYS = ("min_score", "limit", "rrf_k", "recency_half_life_days")
+SCALAR_KEYS = ("min_score", "min_relevance", "limit", "rrf_k", "recency_half_life_days")
 CONFIG_KEYS = (*ARRAY_KEYS, "tags", *SCALAR_KEYS)
 
 
@@ -60,6 +60,9 @@ def normalize_knowledge_config(config: Any, *, field: str = "knowledge_config") 
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise KnowledgeConfigInvalid(f"`{field}.{key}` must be a number.",
                                              details={"key": key})
+            if key == "min_relevance" and not 0 <= value <= 1:
+                raise KnowledgeConfigInvalid(f"`{field}.min_relevance` must be a number from 0 to 1.",
+                                             details={"key": key})
             out[key] = value
     if config.get("write_memory_store_id") is not None:
         out["write_memory_store_id"] = config["write_memory_store_id"]
@@ -80,11 +83,12 @@ def merge_knowledge_config(base: dict[str, Any] | None, override: dict[str, Any]
 
 
 def search_kwargs(config: dict[str, Any]) -> dict[str, Any]:
-    """knowledge_config -> knowledge_search keyword arguments (min_score is a raw cosine floor)."""
+    """knowledge_config -> knowledge_search keyword arguments (min_score is a raw cosine floor;
+    min_relevance, when set, the relevance threshold: injection supplies the deployment's otherwise)."""
     kwargs: dict[str, Any] = {key: config[key] for key in (*ARRAY_KEYS, "tags") if config.get(key)}
     if config.get("min_score") is not None:
         kwargs["min_similarity"] = config["min_score"]
-    for key in ("rrf_k", "recency_half_life_days"):
+    for key in ("min_relevance", "rrf_k", "recency_half_life_days"):
         if config.get(key) is not None:
             kwargs[key] = config[key]
     kwargs["limit"] = config.get("limit", DEFAULT_INJECTION_LIMIT)

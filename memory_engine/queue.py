@@ -19,6 +19,8 @@ from django.db import DEFAULT_DB_ALIAS, transaction
 from memory_engine.conf import engine_settings
 
 __all__ = [
+    "DISTILLERS_SCHEDULE_NAME",
+    "DISTILLERS_TASK",
     "INGEST_MANY_TASK",
     "INGEST_TASK",
     "MEMORY_SWEEP_SCHEDULE_NAME",
@@ -49,6 +51,8 @@ MEMORY_SWEEP_SCHEDULE_NAME = "memory_engine: memory sweep"
 RETENTION_SWEEP_TASK = "memory_engine.tasks.retention_sweep_task"
 RETENTION_SWEEP_SCHEDULE_NAME = "memory_engine: retention sweep"
 WEBHOOKS_TASK = "memory_engine.tasks.webhooks_dispatch_task"
+DISTILLERS_TASK = "memory_engine.tasks.distillers_tick_task"
+DISTILLERS_SCHEDULE_NAME = "memory_engine: distillers"
 WEBHOOKS_SCHEDULE_NAME = "memory_engine: webhooks"
 
 
@@ -120,4 +124,10 @@ def ensure_schedules(**kwargs: Any) -> None:
         name=WEBHOOKS_SCHEDULE_NAME,
         defaults={"func": WEBHOOKS_TASK, "schedule_type": Schedule.MINUTES,
                   "minutes": max(1, engine_settings.WEBHOOK_DISPATCH_MINUTES), "repeats": -1},
+    )
+    # resident distillers (services.distillers.distillers_tick); a schedule counts whole minutes
+    Schedule.objects.using(using).update_or_create(
+        name=DISTILLERS_SCHEDULE_NAME,
+        defaults={"func": DISTILLERS_TASK, "schedule_type": Schedule.MINUTES,
+                  "minutes": max(1, -(-engine_settings.DISTILLER_TICK_SECONDS // 60)), "repeats": -1},
     )

@@ -79,6 +79,26 @@ def boolean(value: Any) -> bool:
     raise InvalidSetting("True or False", value)
 
 
+def probability(value: Any) -> int | float:
+    """A number in [0, 1]."""
+    result = number(value)
+    if not 0 <= result <= 1:
+        raise InvalidSetting("a number from 0 to 1", value)
+    return result
+
+
+def number_map(value: Any) -> dict[str, int | float]:
+    """A dict of names to numbers (a model's coefficients)."""
+    items = mapping(value)
+    out = {}
+    for key, item in items.items():
+        try:
+            out[str(key)] = number(item)
+        except InvalidSetting:
+            raise InvalidSetting("a number", item, (str(key),)) from None
+    return out
+
+
 def text(value: Any) -> str:
     if isinstance(value, str):
         return value

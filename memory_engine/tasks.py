@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memory_engine.services.distillers import distillers_tick
 from memory_engine.services.documents import document_ingest_group, document_ingest_many, document_sweep
 from memory_engine.services.memory_lifecycle import memory_sweep
 from memory_engine.services.retention import document_retention_sweep
@@ -58,3 +59,8 @@ def retention_sweep_task() -> dict[str, int]:
 def webhooks_dispatch_task() -> int:
     """Deliver what the feed holds for every due webhook subscription (docs/webhooks.md)."""
     return webhooks_dispatch()
+
+
+def distillers_tick_task() -> int:
+    """A tick of every enabled resident distiller (docs/distillers.md); the number that ran."""
+    return distillers_tick()

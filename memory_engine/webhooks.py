@@ -104,7 +104,8 @@ def webhook_deliver(*, subscription_id: str) -> WebhookDelivery | None:
     except PrincipalInactive as exc:
         subscription.active = False
         subscription.save(update_fields=["active"])
-        return WebhookDelivery.objects.create(subscription=subscription, attempt=subscription.failures + 1,
+        return WebhookDelivery.objects.create(subscription=subscription, project_id=subscription.project_id,
+                                              attempt=subscription.failures + 1,
                                               status=DeliveryStatus.FAILED, error=f"{exc.code}: {exc.message}",
                                               event_count=0,
                                               cursor_from=subscription.cursor, cursor_to=subscription.cursor)
@@ -116,7 +117,8 @@ def webhook_deliver(*, subscription_id: str) -> WebhookDelivery | None:
             subscription.cursor = page.next_cursor
             subscription.save(update_fields=["cursor"])
         return None
-    delivery = WebhookDelivery(subscription=subscription, attempt=subscription.failures + 1,
+    delivery = WebhookDelivery(subscription=subscription, project_id=subscription.project_id,
+                               attempt=subscription.failures + 1,
                                event_count=len(entries), cursor_from=subscription.cursor,
                                cursor_to=page.next_cursor)
     body = json.dumps({"subscription_id": subscription.pk, "cursor": page.next_cursor,

@@ -101,7 +101,7 @@ def test_review_cases_are_dropped_on_read(client: Any, project: Any, store: Any,
     assert listed == [clean.pk]
     agent = AgentFactory(project=project, knowledge_config={"memory_store_ids": [store.pk], "limit": 20})
     response = client.post(f"/api/v1/agents/{agent.pk}/context",
-                           {"messages": [{"role": "user", "content": "refund every approve instructions"}]},
+                           {"messages": [{"role": "user", "content": "refund policy"}]},
                            format="json")
     assert response.status_code == 200, response.json()
     block = response.json()["messages"][0]["content"]

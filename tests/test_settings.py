@@ -17,6 +17,7 @@ from memory_engine.checks import check_engine_settings, check_pdf_extractor
 from memory_engine.conf import (
     DEFAULT_DIMENSIONS,
     DEFAULTS,
+    SETTINGS,
     TYPES,
     embedding_dimensions,
     engine_settings,
@@ -59,6 +60,9 @@ def test_every_default_reads_back_unchanged(settings: Any) -> None:
     ("OUTBOUND_ALLOW", None, []),
     ("MAX_DISCARD_BYTES", None, None),
     ("AUTH_FAILURE_RATE", "5/minute", "5/minute"),
+    ("SEARCH_MIN_RELEVANCE", "0.5", 0.5),
+    ("RELEVANCE_MODEL", {"VERSION": "mine", "GATE": {"intercept": "-3", "top_cosine": 9.5}, "WEIGHTS": {}},
+     {"VERSION": "mine", "GATE": {"intercept": -3, "top_cosine": 9.5}, "WEIGHTS": {}}),
 ])
 def test_values_are_coerced_once_to_their_declared_type(settings: Any, name: str, given: Any, read: Any) -> None:
     configure(settings, **{name: given})
@@ -99,6 +103,11 @@ def test_nested_dicts_are_merged_and_coerced(settings: Any) -> None:
     ({"EMBEDDING": {"DIMENSIONS": -3}}, "MEMORY_ENGINE['EMBEDDING']['DIMENSIONS'] must be a positive integer; got -3."),
     ({"LLM": {"BASE_URL": "http://llm/v1", "RETRIES": "x"}}, "MEMORY_ENGINE['LLM']['RETRIES'] must be an integer"),
     ({"LLM": ["http://llm/v1"]}, "MEMORY_ENGINE['LLM'] must be a dict or None"),
+    ({"SEARCH_MIN_RELEVANCE": 1.5}, "MEMORY_ENGINE['SEARCH_MIN_RELEVANCE'] must be a number from 0 to 1; got 1.5."),
+    ({"EVIDENCE_STRONG_RELEVANCE": -0.1},
+     "MEMORY_ENGINE['EVIDENCE_STRONG_RELEVANCE'] must be a number from 0 to 1; got -0.1."),
+    ({"RELEVANCE_MODEL": {"GATE": {"top_cosine": "high"}}},
+     "MEMORY_ENGINE['RELEVANCE_MODEL']['GATE']['top_cosine'] must be a number; got 'high'."),
 ])
 def test_a_bad_value_is_refused_with_its_key_and_type(settings: Any, values: dict[str, Any], message: str) -> None:
     configure(settings, **values)
@@ -161,11 +170,26 @@ def test_manage_py_check_lists_bad_values_instead_of_crashing(settings: Any) -> 
     assert "memory_engine.W020" in report and "DUPLICATE_THRESHOLD" in report
 
 
-def test_every_setting_has_a_type_and_is_documented() -> None:
-    assert TYPES.keys() == DEFAULTS.keys()
-    reference = (ROOT / "docs" / "settings.md").read_text()
+def test_every_setting_is_declared_once_and_its_table_is_generated() -> None:
+    from tests.settings_table import BEGIN, END, SETTINGS_DOC, render, rewritten
+
+    assert [s.name for s in SETTINGS] == list(DEFAULTS) == list(TYPES)
+    assert len({s.name for s in SETTINGS}) == len(SETTINGS), "a setting declared twice"
+    reference = SETTINGS_DOC.read_text()
+    assert reference.count(BEGIN) == reference.count(END) == 1
+    assert rewritten(reference, render(SETTINGS)) == reference, "docs/settings.md differs: run `make docs`"
     documented = set(re.findall(r"^\| `([A-Z0-9_]+)`", reference, re.MULTILINE))
     assert documented == set(DEFAULTS), sorted(documented ^ set(DEFAULTS))
+
+
+def test_a_changed_declaration_changes_the_table() -> None:
+    from dataclasses import replace
+
+    from tests.settings_table import SETTINGS_DOC, render, rewritten
+
+    reference = SETTINGS_DOC.read_text()
+    changed = [replace(s, shown="`0`") if s.name == "TRASH_DAYS" else s for s in SETTINGS]
+    assert rewritten(reference, render(changed)) != reference
 
 
 @pytest.mark.django_db

@@ -3,9 +3,10 @@
 
 # Importing the modules registers their ModelAdmins: memories and stores, tenancy (projects,
 # API keys), rules and generations, agents, documents and ingestion rules, transform configs and
-# replay runs, memory schemas, retention, webhooks, evidence links.
+# replay runs, memory schemas, retention, webhooks, evidence links, distillers.
 from . import (  # noqa: F401
     agents,
+    distillers,
     documents,
     links,
     memories,

@@ -185,7 +185,9 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
         except MemoryEngineError as exc:
             context["error"] = f"{exc.code}: {exc.message}"
         else:
-            message = knowledge_message(result.results, result.evidence)
+            # What push injection would hand on: the relevant hits only (it searches with the
+            # agent's min_relevance; here, the deployment's SEARCH_MIN_RELEVANCE).
+            message = knowledge_message([hit for hit in result.results if hit.relevant], result.evidence)
             context.update(result=result, knowledge=message["content"] if message else "")
     return render_console(model_admin, request, "playground.html", "Search playground", **context)
 

@@ -14,9 +14,9 @@ from django.utils.html import format_html, format_html_join
 
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.grants import ADD, FORGET
-from memory_engine.models import Memory, MemoryAssertion, MemoryStore
+from memory_engine.models import DocumentVersion, Memory, MemoryAssertion, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome
-from memory_engine.policy import access_tags_write
+from memory_engine.policy import access_tags_write, visible
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore, restorable_until
 from memory_engine.services.stores import memory_store_delete, memory_store_save, validate_memory_store
 
@@ -147,17 +147,33 @@ class MemoryAdmin(RetentionActionsMixin, ProjectScopedAdmin):
     project_path = "store__project"
     list_display = ["id", "text_preview", "store", "kind", "facet", "confidence", "evidence_count", "source_type",
                     "created_at", "expires_at", "invalidated_at", "trashed_at", "successor", "retention_class"]
-    list_filter = [ValidityFilter, "store__project", "store", "source_type", "kind", "retention_class"]
+    list_filter = [ValidityFilter, "store__project", "store", "source_type", "kind", "retention_class", "provenance",
+                   "lineage"]
     search_fields = ["id", "content__text"]
     list_select_related = ["content", "store", "superseded_by"]
     readonly_fields = ("id", "store", "text", "kind", "title", "summary", "facet", "confidence", "evidence_count",
                        "reinforced_at", "expires_at", "trashed_at", "agent", "tags", "metadata", "source_type",
                        "about_kind", "about_key", "created_at", "invalidated_at", "successor", "predecessors",
-                       "revisions", "retention_class")
+                       "revisions", "retention_class", "provenance", "lineage", "derived_from")
     fields = readonly_fields
     date_hierarchy = "created_at"
     change_form_template = "admin/memory_engine/memory/change_form.html"
     inlines = [LinksInInline, LinksOutInline]
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
+        memory = super().get_object(request, object_id, from_field)
+        if memory is not None:  # the versions it was read out of that this operator may see
+            memory.derived_versions = list(visible(admin_caller(request), DocumentVersion.objects.filter(
+                derived_memories__memory=memory).select_related("document")))
+        return memory
+
+    @admin.display(description="derived from")
+    def derived_from(self, obj: Memory) -> str:
+        """The document versions a distiller read it out of."""
+        versions = getattr(obj, "derived_versions", [])
+        return format_html_join(", ", '<a href="{}">{} v{}</a>', (
+            (reverse("admin:memory_engine_document_change", args=[v.document_id]), v.document.path, v.number)
+            for v in versions)) or "-"
     actions = ["forget", *RETENTION_ACTIONS]
     retention_setter = set_memories_retention
 

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.widgets import FilteredSelectMultiple
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.urls import path, reverse
@@ -13,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from memory_engine.exceptions import LLMNotConfigured, MemoryEngineError
-from memory_engine.models import Generation, MemoryRule
+from memory_engine.models import Agent, Generation, MemoryRule
 from memory_engine.policy import ADD
 from memory_engine.redaction import SECRET_MASK, mask_handler_config, restore_masked_secrets
 from memory_engine.services.rules import enqueue_rule_firing, is_pending, matching_rule_ids, validate_rule_handler
@@ -68,7 +69,6 @@ class MemoryRuleAdmin(ProjectScopedAdmin):
     list_filter = ["enabled", "handler_type", "store__project"]
     search_fields = ["id", "store__name"]
     list_select_related = ["store"]
-    filter_horizontal = ["source_agents"]
     readonly_fields = ["id", "created_at", "handler_config_masked"]
 
     def get_fields(self, request: Any, obj: Any = None) -> list[Any]:
@@ -90,11 +90,22 @@ class MemoryRuleAdmin(ProjectScopedAdmin):
     def get_queryset(self, request: Any) -> Any:
         return super().get_queryset(request).prefetch_related("source_agents")
 
+    def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        # The admin offers no field for a many-to-many with its own table (MemoryRuleAgent, which
+        # carries the project): the same two-list picker, over the agents this user may see.
+        if db_field.name == "source_agents":
+            kwargs.setdefault("queryset", self._choices(request, Agent))
+            kwargs.setdefault("widget", FilteredSelectMultiple("source agents", is_stacked=False))
+            kwargs.setdefault("required", False)
+            return db_field.formfield(**kwargs)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
     def save_model(self, request: HttpRequest, obj: MemoryRule, form: Any, change: bool) -> None:
         # A rule writes into its store as the user who saved it (memory_engine.policy), checked
         # again at every firing.
         self.require_grant(request, ADD, [obj])
         obj.acting_as = admin_caller(request).reference[:200]
+        obj.project_id = obj.store.project_id
         super().save_model(request, obj, form, change)
 
     def get_urls(self) -> list[Any]:

@@ -10,16 +10,34 @@ import django_filters
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine.agent_tools import MemoryFieldsSerializer
 from memory_engine.exceptions import MemoryStoreNotFound, NotFound, ValidationFailed
 from memory_engine.facets import validate_facet
-from memory_engine.models import Generation, Memory, MemoryAssertion, MemoryRevision, MemoryRule, MemoryStore, Project
+from memory_engine.models import (
+    DocumentVersion,
+    Generation,
+    Lineage,
+    Memory,
+    MemoryAssertion,
+    MemoryRevision,
+    MemoryRule,
+    MemoryStore,
+    Project,
+    Provenance,
+)
 from memory_engine.models.memories import Mechanism, Tier
 from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import (
@@ -87,35 +105,6 @@ class MemoryStoreSerializer(strict.ModelSerializer):
         read_only_fields = ["id", "created_at", "valid_memories"]
 
 
-class AboutSerializer(strict.Serializer):
-    kind = serializers.CharField(max_length=100)
-    key = serializers.CharField(max_length=200)
-
-
-class MemoryFieldsSerializer(strict.Serializer):
-    """What every memory write may carry (POST /memories and the write_memory tool)."""
-
-    tags = JSONObjectField(required=False)
-    metadata = JSONObjectField(required=False)
-    about = AboutSerializer(required=False, allow_null=True)
-    kind = serializers.CharField(required=False, max_length=100)
-    title = serializers.CharField(required=False, allow_blank=True, max_length=500)
-    summary = serializers.CharField(required=False, allow_blank=True)
-    # range checked by the funnel (400 CONFIDENCE_INVALID); same for facet and expires_at
-    confidence = serializers.FloatField(required=False, allow_null=True)
-    facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
-    expires_at = serializers.DateTimeField(required=False, allow_null=True)
-
-    def write_kwargs(self) -> dict[str, Any]:
-        """The validated memory fields as ``memory_write`` keyword arguments."""
-        data = self.validated_data
-        return {name: data.get(name) for name in MEMORY_FIELDS}
-
-
-#: The memory fields of a write, as memory_write names them.
-MEMORY_FIELDS = ("tags", "metadata", "about", "kind", "title", "summary", "confidence", "facet", "expires_at")
-
-
 class MemoryWriteSerializer(MemoryFieldsSerializer):
     memory_store_id = serializers.CharField(max_length=40)
     content = StrictCharField(allow_blank=True, trim_whitespace=False)
@@ -138,6 +127,8 @@ class MemorySerializer(strict.ModelSerializer):
     superseded_by_memory_id = serializers.CharField(source="superseded_by_id", read_only=True, allow_null=True)
     about = serializers.SerializerMethodField()
     agent_id = serializers.CharField(read_only=True, allow_null=True)
+    derived_from = serializers.SerializerMethodField(
+        help_text="lineage derived: the document versions it was read out of that you may see.")
 
     class Meta:
         model = Memory
@@ -145,8 +136,18 @@ class MemorySerializer(strict.ModelSerializer):
             "id", "memory_store_id", "content", "content_id", "tags", "metadata", "source_type", "about",
             "kind", "title", "summary", "confidence", "facet", "expires_at", "evidence_count", "reinforced_at",
             "trashed_at", "agent_id", "created_at", "invalidated_at", "superseded_by_memory_id",
-            "retention_class",
+            "retention_class", "provenance", "lineage", "derived_from",
         ]
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_derived_from(self, obj: Memory) -> list[str]:
+        if obj.lineage != Lineage.DERIVED:
+            return []
+        request = self.context.get("request")
+        if request is None:
+            return []  # no caller to check the documents' grants against: nothing is shown
+        versions = DocumentVersion.objects.filter(derived_memories__memory=obj)
+        return sorted(visible(request_caller(request), versions).values_list("pk", flat=True))
 
     def get_about(self, obj: Memory) -> dict[str, str] | None:
         if obj.about_key is None:
@@ -257,12 +258,14 @@ class MemoryFilter(django_filters.FilterSet):
     include_invalidated = django_filters.BooleanFilter(
         method="filter_validity", help_text="Also superseded and trashed memories (never expired ones).")
     source_type = django_filters.CharFilter()
+    provenance = django_filters.ChoiceFilter(choices=Provenance.choices)
+    lineage = django_filters.ChoiceFilter(choices=Lineage.choices)
     facet = django_filters.CharFilter(
         method="filter_facet", help_text="That facet's memories and the cross-cutting ones (no facet).")
 
     class Meta:
         model = Memory
-        fields = ["memory_store_id", "tags", "include_invalidated", "source_type", "facet"]
+        fields = ["memory_store_id", "tags", "include_invalidated", "source_type", "provenance", "lineage", "facet"]
 
     def filter_facet(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         return in_facet(queryset, validate_facet(value))

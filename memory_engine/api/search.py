@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory_engine.exceptions import AgentNotFound, ValidationFailed
-from memory_engine.models import Agent
+from memory_engine.models import Agent, Lineage, Provenance
 from memory_engine.policy import SEARCH, get_visible_or_404, reach
 from memory_engine.selectors.search import (
     DOCUMENT,
@@ -47,6 +47,10 @@ class KnowledgeSearchRequestSerializer(strict.Serializer):
                            help_text="jsonb containment on the memory's, its store's or the document's tags.")
     min_similarity = serializers.FloatField(required=False, allow_null=True,
                                             help_text="Cosine floor for vector candidates, in [-1, 1].")
+    min_relevance = serializers.FloatField(
+        required=False, allow_null=True,
+        help_text="Keep only hits whose relevance reaches this, in [0, 1]; the order stays the ranking's "
+                  "(default: keep every hit, each marked `relevant` at the SEARCH_MIN_RELEVANCE setting).")
     rrf_k = serializers.FloatField(required=False, allow_null=True,
                                    help_text="RRF constant k > 0 (default: the SEARCH_RRF_K setting, 5).")
     recency_half_life_days = serializers.FloatField(required=False, default=0)
@@ -59,6 +63,12 @@ class KnowledgeSearchRequestSerializer(strict.Serializer):
                                                       "(default: the SEARCH_LEXICAL_WEIGHT setting).")
     facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
                                   help_text="That facet's memories and the cross-cutting ones (none: all).")
+    provenance = serializers.ListField(
+        child=serializers.ChoiceField(choices=Provenance.choices), required=False, allow_null=True, max_length=3,
+        help_text="Only memories, and chunks of document versions, of these provenances (none: any).")
+    lineage = serializers.ListField(
+        child=serializers.ChoiceField(choices=Lineage.choices), required=False, allow_null=True, max_length=3,
+        help_text="Only memories, and chunks of document versions, of these lineages (none: any).")
     agent_id = serializers.CharField(required=False, allow_null=True, max_length=40,
                                      help_text="Recall as this agent: its own store joins the memory scope.")
     subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
@@ -122,6 +132,18 @@ class SearchHitSerializer(strict.Serializer):
     tier = serializers.ChoiceField(choices=["user", "user_for_agent", "agent", "institutional"], allow_null=True,
                                    help_text="A memory's tier (null for a document chunk).")
     title = serializers.CharField(allow_null=True, allow_blank=True, help_text="A memory's title.")
+    provenance = serializers.ChoiceField(choices=Provenance.choices, allow_null=True,
+                                         help_text="A memory's, or a chunk's version's (docs/memory.md).")
+    lineage = serializers.ChoiceField(choices=Lineage.choices, allow_null=True,
+                                      help_text="A memory's, or a chunk's version's (its source_class).")
+    relevance = serializers.FloatField(
+        allow_null=True,
+        help_text="How surely the hit bears on the query, in [0, 1] (docs/retrieval.md, Relevance); null for a "
+                  "read without a query or without a query vector.")
+    relevant = serializers.BooleanField(
+        help_text="relevance reaches the request's min_relevance, else the SEARCH_MIN_RELEVANCE setting (true "
+                  "when there is no relevance to judge). Injection and the search_knowledge tool hand on only "
+                  "relevant hits.")
 
 
 class SearchResultSerializer(strict.Serializer):
@@ -135,8 +157,8 @@ class SearchResultSerializer(strict.Serializer):
                   "null when the lexical channel did not run.")
     evidence = serializers.ChoiceField(
         choices=list(EVIDENCE_GRADES),
-        help_text="none: no hits; weak: nothing among the first hits matches the query's words closely "
-                  "(say you do not know unless the passages answer it); strong: a close lexical match.")
+        help_text="none: no hit is relevant; weak: relevant hits, the first of them not a close match (say you "
+                  "do not know unless the passages answer it); strong: the first relevant hit is a close match.")
 
 
 def search_response(result: SearchResult) -> Response:

@@ -6,6 +6,7 @@ from rest_framework.routers import DefaultRouter
 from . import (
     agents,
     capabilities,
+    distillers,
     documents,
     embeddings,
     erasure,
@@ -33,6 +34,7 @@ router.register("erasure-receipts", erasure.ErasureReceiptViewSet, basename="era
 router.register("transform-configs", replay.TransformConfigViewSet, basename="transform-config")
 router.register("replay-runs", replay.ReplayRunViewSet, basename="replay-run")
 router.register("webhooks", webhooks.WebhookViewSet, basename="webhook")
+router.register("distillers", distillers.DistillerViewSet, basename="distiller")
 router.register("links", links.EvidenceLinkViewSet, basename="evidence-link")
 
 urlpatterns = [

@@ -111,6 +111,9 @@ class Memory:
     invalidated_at: str | None = None
     superseded_by_memory_id: str | None = None
     retention_class: str = ""
+    provenance: str = ""
+    lineage: str = ""
+    derived_from: list[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Memory:
@@ -150,7 +153,8 @@ class SearchHit:
     """One result of ``POST /knowledge/search`` (the ``SearchHit`` schema): a document chunk
     (``document_*``, ``page``, ``chunk_index``) or a memory (``memory_store_*``, ``tier``, ``title``).
     ``score`` is the fused value, comparable only inside one answer; ``similarity_score`` the raw
-    cosine (None for a lexical-only hit)."""
+    cosine (None for a lexical-only hit); ``relevance`` how surely it bears on the query (None when
+    nothing was judged) and ``relevant`` whether it reaches the search's threshold."""
 
     source: str
     id: str
@@ -173,6 +177,10 @@ class SearchHit:
     has_full_body: bool = False
     tier: str | None = None
     title: str | None = None
+    provenance: str | None = None
+    lineage: str | None = None
+    relevance: float | None = None
+    relevant: bool = True
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SearchHit:

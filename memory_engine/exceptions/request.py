@@ -176,6 +176,11 @@ class MinSimilarityInvalid(SearchParameterInvalid):
     default_message = "`min_similarity` is out of range."
 
 
+class MinRelevanceInvalid(SearchParameterInvalid):
+    code = "MIN_RELEVANCE_INVALID"
+    default_message = "`min_relevance` lies in [0, 1]."
+
+
 class RRFKInvalid(SearchParameterInvalid):
     code = "RRF_K_INVALID"
     default_message = "`rrf_k` is out of range."
@@ -391,6 +396,11 @@ class RuleNotFound(NotFound):
     default_message = "No rule with this id exists in your project."
 
 
+class DistillerNotFound(NotFound):
+    code = "DISTILLER_NOT_FOUND"
+    default_message = "No distiller with this id exists in your project."
+
+
 class DocumentVersionNotFound(NotFound):
     code = "DOCUMENT_VERSION_NOT_FOUND"
     default_message = "This document has no version with this id."
@@ -420,6 +430,16 @@ class Conflict(MemoryEngineError):
     code = "CONFLICT"
     status_code = 409
     default_message = "The request conflicts with existing data."
+
+
+class DistillerBusy(Conflict):
+    code = "DISTILLER_BUSY"
+    default_message = "Another tick of this distiller is running; its run will show what it wrote."
+
+
+class DistillerDisabled(Conflict):
+    code = "DISTILLER_DISABLED"
+    default_message = "This distiller is disabled; enable it to tick."
 
 
 class NameTaken(Conflict):

@@ -1,11 +1,21 @@
 """All memory_engine models (app label ``memory_engine``)."""
 
 from .agents import Agent, Generation
+from .distillers import Distiller, DistillerRun, DistillerVersion
 from .documents import Chunk, Document, DocumentVersion, IngestionRule, RawCapture
 from .embedding_models import EmbeddingModel
 from .feed import FeedEntry, FeedKind
 from .links import EvidenceLink
-from .memories import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemorySchema, MemoryStore
+from .memories import (
+    Memory,
+    MemoryAssertion,
+    MemoryContent,
+    MemoryDerivation,
+    MemoryRevision,
+    MemorySchema,
+    MemoryStore,
+)
+from .origin import Lineage, Provenance
 from .replay import ReplayRun, TransformConfig
 from .retention import ErasureReceipt, RetentionChange, RetentionClass
 from .rules import MemoryRule
@@ -16,6 +26,9 @@ __all__ = [
     "Agent",
     "ApiKey",
     "Chunk",
+    "Distiller",
+    "DistillerRun",
+    "DistillerVersion",
     "Document",
     "DocumentVersion",
     "EmbeddingModel",
@@ -24,14 +37,17 @@ __all__ = [
     "FeedKind",
     "Generation",
     "IngestionRule",
+    "Lineage",
     "Memory",
     "MemoryAssertion",
     "MemoryContent",
+    "MemoryDerivation",
     "MemoryRevision",
     "MemoryRule",
     "MemorySchema",
     "MemoryStore",
     "Project",
+    "Provenance",
     "RawCapture",
     "EvidenceLink",
     "ReplayRun",

@@ -10,8 +10,9 @@ from django.utils import timezone
 from memory_engine.ids import PublicIdField
 
 from .embedded import EmbeddedText, search_indexes
+from .origin import Lineage, Provenance
 from .retention import retention_class_field
-from .tenancy import Project
+from .tenancy import Project, TenantProjectField
 
 
 class ChunkStrategy(models.TextChoices):
@@ -191,15 +192,8 @@ class DocumentVersion(models.Model):
         FAILED = "failed"
         STAGED = "staged"
 
-    class Provenance(models.TextChoices):
-        STATED = "stated"
-        INFERRED = "inferred"
-        UNKNOWN = "unknown"
-
-    class SourceClass(models.TextChoices):
-        NATIVE = "native"
-        IMPORTED = "imported"
-        DERIVED = "derived"
+    Provenance = Provenance
+    SourceClass = Lineage  # a version's lineage
 
     class CapturedByKind(models.TextChoices):
         HUMAN = "human"
@@ -209,6 +203,8 @@ class DocumentVersion(models.Model):
 
     id = PublicIdField(prefix="dv")
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="versions")
+    project = TenantProjectField()
+    tenant_parent = "document"
     number = models.PositiveIntegerField()
     sha256 = models.CharField(max_length=64, help_text="sha256 of the captured content (file bytes or text).")
     size_bytes = models.PositiveBigIntegerField(default=0)
@@ -257,6 +253,8 @@ class Chunk(EmbeddedText):
 
     id = PublicIdField(prefix="chk")
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    project = TenantProjectField()
+    tenant_parent = "document"
     # The version the chunk was cut from (NULL only for rows older than versions).
     version = models.ForeignKey("DocumentVersion", null=True, blank=True, on_delete=models.CASCADE,
                                 related_name="chunks")

@@ -13,8 +13,9 @@ from memory_engine.exceptions import LedgerImmutable
 from memory_engine.ids import PublicIdField
 
 from .embedded import EmbeddedText, search_indexes
+from .origin import Lineage, Provenance
 from .retention import retention_class_field
-from .tenancy import Project
+from .tenancy import Project, TenantProjectField
 
 
 class Tier(models.TextChoices):
@@ -90,6 +91,8 @@ class MemoryContent(EmbeddedText):
     # second index on the store alone, the planner picked it for a lookup by (store, hash) when its
     # statistics had not seen the store yet, and read every content row of the store.
     store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="contents", db_index=False)
+    project = TenantProjectField()
+    tenant_parent = "store"
     content_hash = models.CharField(max_length=64)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -107,6 +110,7 @@ class SourceType(models.TextChoices):
     MANUAL = "manual"
     CONVERSATION = "conversation"
     DECLARED = "declared"
+    DOCUMENT = "document"  # read out of a document by a distiller
 
 
 class Kind(models.TextChoices):
@@ -136,6 +140,8 @@ class Memory(models.Model):
 
     id = PublicIdField(prefix="mem")
     store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="memories")
+    project = TenantProjectField()
+    tenant_parent = "store"
     content = models.ForeignKey(MemoryContent, on_delete=models.RESTRICT, related_name="memories")
     tags = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
@@ -168,6 +174,13 @@ class Memory(models.Model):
     # ephemeral: gets an expires_at (MEMORY_EPHEMERAL_TTL_SECONDS) when written without one;
     # legal_hold: forget and erasure refuse it, the sweep keeps it (docs/retention.md)
     retention_class = retention_class_field()
+    # Where the fact comes from (docs/memory.md, *Provenance and lineage*): stated by its writer,
+    # inferred (a model read it out of a conversation or a document), or unknown; native (written
+    # here), imported (brought from elsewhere) or derived (from documents: MemoryDerivation).
+    provenance = models.CharField(max_length=10, choices=Provenance.choices, default=Provenance.UNKNOWN,
+                                  db_default=Provenance.UNKNOWN)
+    lineage = models.CharField(max_length=10, choices=Lineage.choices, default=Lineage.NATIVE,
+                               db_default=Lineage.NATIVE)
 
     objects = MemoryQuerySet.as_manager()
 
@@ -209,6 +222,8 @@ class MemoryRevision(models.Model):
 
     id = PublicIdField(prefix="mrev")
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="revisions")
+    project = TenantProjectField()
+    tenant_parent = "memory"
     content = models.ForeignKey(MemoryContent, on_delete=models.RESTRICT, related_name="revisions")
     created_at = models.DateTimeField(default=timezone.now, help_text="When this wording was replaced.")
 
@@ -256,6 +271,7 @@ class Mechanism(models.TextChoices):
     TOOL = "tool"
     RULE = "rule"
     FORMATION = "formation"
+    DISTILLER = "distiller"  # a resident distiller's claim read out of a document (services.distillers)
     SYSTEM = "system"  # the engine itself: the memory sweep (expiry, trash purge)
 
 
@@ -268,6 +284,8 @@ class MemoryAssertion(models.Model):
 
     id = PublicIdField(prefix="asr")
     store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="assertions")
+    project = TenantProjectField()
+    tenant_parent = "store"
     # No database constraint: a memory deleted by expiry, the trash purge or a user-tier
     # forget keeps its ledger rows, which name its id.
     memory = models.ForeignKey(
@@ -309,3 +327,23 @@ class MemoryAssertion(models.Model):
         if not self._state.adding:
             raise LedgerImmutable()
         super().save(*args, **kwargs)
+
+
+class MemoryDerivation(models.Model):
+    """A derived memory and a document version it was read out of (a distiller's claim). A memory
+    whose every version is superseded or forgotten is retired with them (services.distillers)."""
+
+    project = models.ForeignKey("memory_engine.Project", on_delete=models.CASCADE, related_name="+")
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="derivations")
+    version = models.ForeignKey("memory_engine.DocumentVersion", on_delete=models.CASCADE,
+                                related_name="derived_memories")
+    distiller = models.ForeignKey("memory_engine.Distiller", null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["memory", "version"], name="me_derivation_unique")]
+        indexes = [models.Index(fields=["version"], name="me_derivation_version")]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} <- {self.version_id}"

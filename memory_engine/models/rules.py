@@ -7,6 +7,8 @@ from django.utils import timezone
 
 from memory_engine.ids import PublicIdField
 
+from .tenancy import TenantProjectField
+
 
 class MemoryRule(models.Model):
     """On ``generation.completed``, run a handler and write its facts through the funnel."""
@@ -21,9 +23,11 @@ class MemoryRule(models.Model):
 
     id = PublicIdField(prefix="mr")
     store = models.ForeignKey("memory_engine.MemoryStore", on_delete=models.CASCADE, related_name="rules")
+    project = TenantProjectField()
+    tenant_parent = "store"
     on = models.CharField(max_length=40, choices=On.choices, default=On.GENERATION_COMPLETED)
     source_agents = models.ManyToManyField(
-        "memory_engine.Agent", blank=True, related_name="memory_rules",
+        "memory_engine.Agent", blank=True, related_name="memory_rules", through="memory_engine.MemoryRuleAgent",
         help_text="Empty means every agent of the project.",
     )
     enabled = models.BooleanField(default=True)
@@ -43,3 +47,19 @@ class MemoryRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.handler_type} rule on {self.store}"
+
+
+class MemoryRuleAgent(models.Model):
+    """A source agent of a rule (its own table, so the row carries its project: docs/scaling.md)."""
+
+    memoryrule = models.ForeignKey(MemoryRule, on_delete=models.CASCADE)
+    agent = models.ForeignKey("memory_engine.Agent", on_delete=models.CASCADE)
+    project = TenantProjectField()
+    tenant_parent = "memoryrule"
+
+    class Meta:
+        db_table = "memory_engine_memoryrule_source_agents"
+        unique_together = [("memoryrule", "agent")]  # as the table was made (an implicit many-to-many)
+
+    def __str__(self) -> str:
+        return f"{self.memoryrule_id} <- {self.agent_id}"

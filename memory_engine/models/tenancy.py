@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -43,6 +44,40 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class TenantProjectField(models.ForeignKey):
+    """The project of a row whose parent (``Model.tenant_parent``: its store, document, rule,
+    subscription) already names it: the distribution column on a distributed PostgreSQL
+    (docs/scaling.md, *A distributed PostgreSQL (Citus)*). Filled from the parent when a writer
+    leaves it empty: on save and on the engine's own inserts here (from the parent object when it
+    is loaded, else with one query), and for raw SQL by a ``BEFORE INSERT`` trigger (migration
+    0021). Unindexed (reads go through the parent) and not collected by Django's cascade (the
+    parent's cascade deletes the row)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("to", "memory_engine.Project")
+        kwargs.setdefault("on_delete", models.DO_NOTHING)
+        kwargs.setdefault("related_name", "+")
+        kwargs.setdefault("db_index", False)
+        super().__init__(*args, **kwargs)
+
+    def pre_save(self, model_instance: models.Model, add: bool) -> Any:
+        if getattr(model_instance, self.attname) is None:
+            setattr(model_instance, self.attname, parent_project_id(model_instance))
+        return super().pre_save(model_instance, add)
+
+
+def parent_project_id(row: models.Model) -> str | None:
+    """The project of ``row``'s parent (``tenant_parent``), None when it has none yet."""
+    parent: Any = type(row)._meta.get_field(type(row).tenant_parent)  # type: ignore[attr-defined]
+    if parent.is_cached(row):
+        found = getattr(row, parent.name)
+        return None if found is None else found.project_id
+    parent_id = getattr(row, parent.attname)
+    if parent_id is None:
+        return None
+    return parent.related_model._default_manager.filter(pk=parent_id).values_list("project_id", flat=True).first()
 
 
 def hash_key(raw_key: str) -> str:

@@ -9,6 +9,8 @@ from django.utils import timezone
 
 from memory_engine.ids import PublicIdField
 
+from .tenancy import TenantProjectField
+
 
 class WebhookSubscription(models.Model):
     """A URL the project's feed entries (of ``event_kinds``; empty: all) are POSTed to, signed
@@ -50,6 +52,8 @@ class WebhookDelivery(models.Model):
 
     id = PublicIdField(prefix="whd")
     subscription = models.ForeignKey(WebhookSubscription, on_delete=models.CASCADE, related_name="deliveries")
+    project = TenantProjectField()
+    tenant_parent = "subscription"
     status = models.CharField(max_length=20, choices=DeliveryStatus.choices)
     attempt = models.PositiveIntegerField(help_text="1 for the first try of this batch.")
     http_status = models.PositiveIntegerField(null=True, blank=True)

@@ -27,6 +27,8 @@ from memory_engine.grants import HOLD, SEARCH
 from memory_engine.models import (
     Agent,
     Chunk,
+    Distiller,
+    DistillerRun,
     Document,
     DocumentVersion,
     EvidenceLink,
@@ -73,6 +75,8 @@ TAG_FILTERS: dict[type[Model], Callable[[list[str]], Q]] = {
     MemoryContent: lambda tags: Q(store__access_tags__overlap=tags),
     MemoryAssertion: lambda tags: Q(store__access_tags__overlap=tags),
     MemoryRule: lambda tags: Q(store__access_tags__overlap=tags),
+    Distiller: lambda tags: Q(store__access_tags__overlap=tags),
+    DistillerRun: lambda tags: Q(distiller__store__access_tags__overlap=tags),
     MemoryRevision: lambda tags: Q(memory__store__access_tags__overlap=tags),
     Document: lambda tags: Q(access_tags__overlap=tags),
     DocumentVersion: lambda tags: Q(document__access_tags__overlap=tags),
@@ -159,8 +163,10 @@ def object_tags(obj: Model) -> list[str]:
     """The grant tags of one row (see the module docstring)."""
     if isinstance(obj, (MemoryStore, Document)):
         return list(obj.access_tags)
-    if isinstance(obj, (Memory, MemoryAssertion, MemoryRule, MemoryContent)):
+    if isinstance(obj, (Memory, MemoryAssertion, MemoryRule, MemoryContent, Distiller)):
         return list(obj.store.access_tags)
+    if isinstance(obj, DistillerRun):
+        return list(obj.distiller.store.access_tags)
     if isinstance(obj, MemoryRevision):
         return list(obj.memory.store.access_tags)
     if isinstance(obj, (DocumentVersion, Chunk, RawCapture)):

@@ -185,7 +185,8 @@ def _declared_contents(store: MemoryStore, memories: list[dict[str, Any]],
     for digest, text in texts.items():
         vector = vectors.get(digest, (None, ""))[0]
         if digest not in rows:
-            rows[digest] = MemoryContent(store=store, content_hash=digest, text=text, embedding=vector,
+            rows[digest] = MemoryContent(store=store, project_id=store.project_id, content_hash=digest, text=text,
+                                         embedding=vector,
                                          embedding_model=provider.model_name if provider and vector is not None else "")
             new.append(rows[digest])
         elif vector is not None:  # the row has no vector yet (declared_vectors embedded only those)
@@ -215,7 +216,8 @@ def _apply_store(store: MemoryStore, memories: list[dict[str, Any]], vectors: di
         memory = live.get(content.pk)
         action = "kept"
         if memory is None:
-            memory = live[content.pk] = Memory(store=store, content=content, tags=item["tags"],
+            memory = live[content.pk] = Memory(store=store, project_id=store.project_id, content=content,
+                                               tags=item["tags"],
                                                metadata=item["metadata"], source_type=SourceType.DECLARED)
             created.append(memory)
             action = "created"
@@ -225,7 +227,7 @@ def _apply_store(store: MemoryStore, memories: list[dict[str, Any]], vectors: di
         failure = vectors.get(digest, (None, ""))[1]
         details = {"formation": action, **({"embedding": failure} if failure else {})}
         assertions.append(MemoryAssertion(
-            store=store, memory=memory, content=content.text, outcome=Outcome.DECLARED,
+            store=store, project_id=store.project_id, memory=memory, content=content.text, outcome=Outcome.DECLARED,
             decision_reason=action, details=details, principal=principal, mechanism=Mechanism.FORMATION,
         ))
     insert_rows(created)
@@ -240,7 +242,8 @@ def _apply_store(store: MemoryStore, memories: list[dict[str, Any]], vectors: di
     for memory in stale:
         Memory.objects.filter(pk=memory.pk).update(invalidated_at=now)
         MemoryAssertion.objects.create(
-            store=store, memory=memory, replaced_memory=memory, content=memory.content.text,
+            store=store, project_id=store.project_id, memory=memory, replaced_memory=memory,
+            content=memory.content.text,
             outcome=Outcome.FORGOTTEN, decision_reason="undeclared", details={"formation": "retired"},
             principal=principal, mechanism=Mechanism.FORMATION,
         )

@@ -59,7 +59,8 @@ def restorable_until(memory: Memory) -> datetime | None:
 def _forget_assertion(memory: Memory, *, principal: str, mechanism: str, outcome: str = Outcome.FORGOTTEN,
                       reason: str = "forgotten", details: dict | None = None) -> MemoryAssertion:
     return MemoryAssertion.objects.create(
-        store_id=memory.store_id, memory_id=memory.pk, replaced_memory_id=memory.pk, content=memory.content.text,
+        store_id=memory.store_id, project_id=memory.project_id, memory_id=memory.pk, replaced_memory_id=memory.pk,
+        content=memory.content.text,
         outcome=outcome, decision_reason=reason, principal=principal, mechanism=mechanism, details=details or {},
     )
 
@@ -131,7 +132,8 @@ def memory_restore(*, memory: Memory, principal: str, mechanism: str = Mechanism
         trashed_at=None, invalidated_at=memory.invalidated_at if memory.superseded_by_id else None)
     memory.refresh_from_db(fields=["trashed_at", "invalidated_at"])
     MemoryAssertion.objects.create(
-        store_id=memory.store_id, memory_id=memory.pk, content=memory.content.text, outcome=Outcome.RESTORED,
+        store_id=memory.store_id, project_id=memory.project_id, memory_id=memory.pk, content=memory.content.text,
+        outcome=Outcome.RESTORED,
         decision_reason="restored", principal=principal, mechanism=mechanism,
     )
     return memory
@@ -170,7 +172,8 @@ def _sweep_store_batch(store_id: str, now: datetime, counts: SweepCounts) -> int
             moment = memory.expires_at if expired else memory.trashed_at
             details = {"expires_at" if expired else "trashed_at": moment.isoformat() if moment else None}
             rows.append(MemoryAssertion(
-                store_id=store_id, memory_id=memory.pk, content=memory.content.text, outcome=outcome,
+                store_id=store_id, project_id=store.project_id, memory_id=memory.pk, content=memory.content.text,
+                outcome=outcome,
                 decision_reason=str(outcome), principal=SWEEP_PRINCIPAL, mechanism=Mechanism.SYSTEM, details=details,
             ))
             if expired:

@@ -56,7 +56,16 @@ from memory_engine.exceptions import (
 from memory_engine.facets import validate_facet
 from memory_engine.ids import new_id
 from memory_engine.instruction_guard import first_verdict, record_block
-from memory_engine.models import Agent, Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemoryStore
+from memory_engine.models import (
+    Agent,
+    Lineage,
+    Memory,
+    MemoryAssertion,
+    MemoryContent,
+    MemoryRevision,
+    MemoryStore,
+    Provenance,
+)
 from memory_engine.models.memories import LIVE_MEMORY_SQL, Kind, Mechanism, Outcome, SourceType, Tier
 from memory_engine.models.retention import RetentionClass
 from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider, refresh_embedding_provider
@@ -909,13 +918,16 @@ def memory_write(
     expires_at: datetime | None = None,
     agent: Agent | None = None,
     retention_class: str = RetentionClass.DURABLE,
+    provenance: str = Provenance.UNKNOWN,
+    lineage: str = Lineage.NATIVE,
 ) -> WriteResult:
     """Write one fact into a store: skip (reinforcing the kept memory), supersede or create, and
     record one assertion.
 
     A ``conversation_id`` is kept in the memory's metadata and makes it a ``conversation`` memory.
     ``kind`` defaults to a string ``tags["kind"]``, else ``fact``; ``confidence`` to
-    DEFAULT_CONFIDENCE; ``expires_at`` to now + the store's ``ttl_default`` (always capped at its
+    DEFAULT_CONFIDENCE; ``provenance`` and ``lineage`` (docs/memory.md) are recorded on a created
+    memory; ``expires_at`` to now + the store's ``ttl_default`` (always capped at its
     ``ttl_max``). A superseding memory inherits the retired one's kind, title and summary unless
     given. Dedup compares only live memories of the same ``facet``. ``agent`` is recorded on
     created memories (the agent that wrote it or for which it was written).
@@ -961,6 +973,7 @@ def memory_write(
         about=about, kind=kind, title=title, summary=summary, confidence=stated_confidence, facet=facet,
         expires_at=expires_at, agent=agent, retention_class=retention_class, thresholds=(dup_t, sup_t),
         judge=judge, principal=principal, mechanism=mechanism, generation_id=generation_id, rule_id=rule_id,
+        provenance=Provenance(provenance), lineage=Lineage(lineage),
     )
     vector, notes, stored = _prepare_vector(store, text, request.digest)
     try:
@@ -1012,6 +1025,8 @@ class _Write:
     mechanism: str
     generation_id: str | None
     rule_id: str | None
+    provenance: str
+    lineage: str
 
 
 def _record_prepared(store: MemoryStore, request: _Write, vector: list[float] | None, notes: dict[str, Any], *,
@@ -1105,6 +1120,8 @@ def _record(store: MemoryStore, request: _Write, vector: list[float] | None, not
                 expires_at=expiry,
                 created_at=now,
                 retention_class=request.retention_class,
+                provenance=request.provenance,
+                lineage=request.lineage,
             )
             writes.append(insert_sql(memory))
             if replaced is not None:

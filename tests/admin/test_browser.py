@@ -256,7 +256,7 @@ def test_operator_journey(driver: Any, live_server: Any, console_data: dict[str,
 
 @pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
 def test_a_missing_browser_skips_only_outside_ci(monkeypatch: pytest.MonkeyPatch, ci: str, outcome: Any) -> None:
-    monkeypatch.setattr(f"{__name__}.CHROMEDRIVER", "/nonexistent/chromedriver")
+    monkeypatch.setattr(f"{__name__}.CHROMIUM", "/nonexistent/chromium")
     monkeypatch.setenv("CI", ci)
-    with pytest.raises(outcome, match="/nonexistent/chromedriver is missing"):
+    with pytest.raises(outcome, match="/nonexistent/chromium is missing"):
         require_browser()

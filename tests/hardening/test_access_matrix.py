@@ -68,7 +68,7 @@ OBJECTS = ("own", "team", "project")
 ALL_ACTIONS = ["search", "add", "forget", "purge"]
 #: Rows grant tags cover: a principal narrowed to one team must never see the other team's.
 TAGGED_KINDS = ("store", "memory", "assertion", "document", "captured_document", "chunk", "document_version",
-                "content", "agent", "generation", "memory_rule", "link")
+                "content", "agent", "generation", "memory_rule", "link", "distiller")
 
 # --------------------------------------------------------------------------- the declared tables
 
@@ -132,6 +132,14 @@ DOORS: dict[str, Door] = {
     "v1_agents_tools_search_knowledge_create": Door(TAGGED, "path"),
     "v1_agents_tools_write_memory_create": Door(TAGGED, "path", W),
     "v1_capabilities_retrieve": Door(NONE, "none"),
+    # distillers go with their store; changing or ticking one needs `add` there (it writes into it)
+    "v1_distillers_list": Door(TAGGED, "list", lists=("distiller",)),
+    "v1_distillers_create": Door(TAGGED, "body", W),
+    "v1_distillers_retrieve": Door(TAGGED, "path"),
+    "v1_distillers_partial_update": Door(TAGGED, "path", W),
+    "v1_distillers_destroy": Door(TAGGED, "path", W),
+    "v1_distillers_runs_retrieve": Door(TAGGED, "path"),
+    "v1_distillers_tick_create": Door(TAGGED, "path", W),
     # documents
     "v1_documents_list": Door(TAGGED, "list", lists=("document", "captured_document")),
     "v1_documents_create": Door(NONE, "none", W),
@@ -674,6 +682,7 @@ ADMIN: dict[str, AdminDoor] = {
     "ingestionrule": AdminDoor(PROJECT_WIDE, "ingestion_rule"),
     "agent": AdminDoor(TAGGED, "agent"),
     "memoryrule": AdminDoor(TAGGED, "memory_rule"),
+    "distiller": AdminDoor(TAGGED, "distiller", actions={"tick_now": True}),
     "generation": AdminDoor(TAGGED, "generation", actions={"fire_rules": True}),
     "evidencelink": AdminDoor(TAGGED, "link"),
     "transformconfig": AdminDoor(PROJECT_WIDE, "transform_config", deletable=False, actions={"replay": True}),
@@ -809,7 +818,7 @@ def test_every_door_is_declared() -> None:
     assert operations - set(DOORS) - SIGNED == set(), "operations without a row in DOORS"
     assert set(DOORS) - operations == set(), "rows of DOORS that name no operation"
     from memory_engine.mcp.server import FORGET_MEMORY, LIST_MEMORIES, OPEN_MEMORY
-    from memory_engine.tools import SEARCH_KNOWLEDGE, WRITE_MEMORY
+    from memory_engine.agent_tools import SEARCH_KNOWLEDGE, WRITE_MEMORY
 
     tools = {d["name"] for d in (SEARCH_KNOWLEDGE, WRITE_MEMORY, OPEN_MEMORY, LIST_MEMORIES, FORGET_MEMORY)}
     assert tools == set(MCP_DOORS)

@@ -43,7 +43,7 @@ RESOURCE_KINDS = {
     "agents": "agent", "documents": "document", "generations": "generation", "ingestion-rules": "ingestion_rule",
     "memories": "memory", "memory-assertions": "assertion", "memory-stores": "store", "rules": "memory_rule",
     "erasure-receipts": "erasure_receipt", "transform-configs": "transform_config", "replay-runs": "replay_run",
-    "webhooks": "webhook", "links": "link",
+    "webhooks": "webhook", "links": "link", "distillers": "distiller",
 }
 #: Named path and query parameters.
 PARAM_KINDS = {
@@ -163,6 +163,9 @@ BODIES: dict[str, Body] = {
     "v1_erasure_create": Body(lambda w, tag: {"subject_external_id": w.first("subject"), "tags": {"erase": tag}},
                               not_ids=("subject_external_id",)),
     "v1_memory_stores_rules_create": Body(_rule_body, RULE_IDS),
+    "v1_distillers_create": Body(lambda w, tag: {"memory_store_id": w.first("store"), "document_paths": [f"/{tag}/"]},
+                                 {"memory_store_id": "store"}),
+    "v1_distillers_partial_update": Body(lambda w, tag: {"enabled": True, "document_paths": [f"/{tag}/"]}),
     "v1_memory_stores_rules_update": Body(_rule_body, RULE_IDS),
     "v1_memory_stores_rules_partial_update": Body(_rule_body, RULE_IDS),
 }

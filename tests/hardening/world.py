@@ -10,6 +10,7 @@ from memory_engine.models import Chunk, DocumentVersion, Memory, MemoryAssertion
 from memory_engine.models.memories import Mechanism
 from memory_engine.policy import SYSTEM, system_principal
 from memory_engine.services.agents import agent_create
+from memory_engine.services.distillers import distiller_create
 from memory_engine.services.documents import document_capture_text, document_create_text, document_ingest
 from memory_engine.services.documents.replay import replay_run, transform_config_create
 from memory_engine.services.erasure import subject_erase
@@ -89,6 +90,7 @@ def build_world(label: str, *, project: Project | None = None, external_ref: str
     receipt = subject_erase(project=project, caller=system_principal(marker), tags={"erase": "nothing"})
     config = transform_config_create(project=project, name=f"config-{marker}")
     replay = replay_run(config=config, started_by=principal)
+    distiller = distiller_create(store=store, caller=SYSTEM, document_paths=[f"/{marker}/"])
     webhook = webhook_create(project=project, url=f"http://127.0.0.1:9/hook-{marker}",
                              caller=system_principal(marker))
     assert replay.status == "completed", replay.error
@@ -116,6 +118,7 @@ def build_world(label: str, *, project: Project | None = None, external_ref: str
         "transform_config": [config.pk],
         "replay_run": [replay.pk],
         "webhook": [webhook.pk],
+        "distiller": [distiller.pk],
         "link": [link.pk],
         "content": list(Memory.objects.filter(store__in=stores).values_list("content_id", flat=True)),
     }
@@ -128,6 +131,7 @@ def counts(world: World) -> dict[str, int]:
     """Row counts of the project's data (to prove a refused call changed nothing)."""
     from memory_engine.models import (
         Agent,
+        Distiller,
         Document,
         EvidenceLink,
         Generation,
@@ -156,6 +160,7 @@ def counts(world: World) -> dict[str, int]:
         "transform_configs": TransformConfig.objects.filter(project=project).count(),
         "promoted_replay_runs": ReplayRun.objects.filter(project=project, status="promoted").count(),
         "webhooks": WebhookSubscription.objects.filter(project=project).count(),
+        "distillers": Distiller.objects.filter(project=project).count(),
         "links": EvidenceLink.objects.filter(project=project).count(),
     }
 

@@ -25,8 +25,8 @@ OFFICE = ["The office is closed on public holidays.", "The office opens at 8 am 
 EXPENSES = ["Expense reports must be filed within 30 days.", "Receipts are required for every expense."]
 
 
-def floor(settings: Any, value: float) -> None:
-    settings.MEMORY_ENGINE = {**(getattr(settings, "MEMORY_ENGINE", None) or {}), "EVIDENCE_LEXICAL_FLOOR": value}
+def strong_bar(settings: Any, value: float) -> None:
+    settings.MEMORY_ENGINE = {**(getattr(settings, "MEMORY_ENGINE", None) or {}), "EVIDENCE_STRONG_RELEVANCE": value}
 
 
 # --- evidence ----------------------------------------------------------------------------------
@@ -37,20 +37,20 @@ def test_evidence_none_without_hits(project, store):
     assert result.results == [] and result.evidence == "none"
 
 
-def test_evidence_strong_needs_a_lexical_hit_above_the_floor(project, settings):
+def test_evidence_strong_needs_the_first_relevant_hit_above_the_bar(project, settings):
     make_document(project, "/handbook/leave.txt", LEAVE)
-    floor(settings, 0.01)
+    strong_bar(settings, 0.01)
     assert knowledge_search(project=project, query="paid vacation days").evidence == "strong"
-    floor(settings, 1000.0)  # the same hits, the lexical score now under the floor
+    strong_bar(settings, 1.0)  # the same hits, the first relevant one now under the bar
     result = knowledge_search(project=project, query="paid vacation days")
-    assert result.results and result.results[0].lexical_score is not None
+    assert result.results and result.results[0].relevant
     assert result.evidence == "weak"
 
 
 def test_evidence_is_never_strong_from_the_vector_channel_alone(project, settings):
     make_document(project, "/handbook/leave.txt", LEAVE)
-    floor(settings, 0.0)
-    # No word in common with the passages: the vector channel finds them, the lexical one does not.
+    # No word in common with the passages: the vector channel finds them, the lexical one does not;
+    # without lexical evidence the built-in model's relevance stays under 0.7, below the strong bar.
     result = knowledge_search(project=project, query="holiday allowance for staff")
     assert result.results and all(h.lexical_score is None for h in result.results)
     assert result.evidence == "weak"
@@ -62,17 +62,17 @@ def test_weak_evidence_is_said_in_the_knowledge_block(project, settings):
     make_document(project, "/handbook/leave.txt", LEAVE)
     agent = AgentFactory(project=project, knowledge_config={"document_paths": ["/handbook/"]})
     messages = [{"role": "user", "content": "holiday allowance for staff"}]
-    floor(settings, 1000.0)
+    strong_bar(settings, 1.0)
     injected, result = inject_knowledge(messages, agent=agent, caller=SYSTEM)
     assert result.evidence == "weak" and WEAK_EVIDENCE_NOTE in injected[0]["content"]
-    floor(settings, 0.0)
+    strong_bar(settings, 0.0)
     injected, result = inject_knowledge([{"role": "user", "content": "paid vacation days"}], agent=agent, caller=SYSTEM)
     assert result.evidence == "strong" and WEAK_EVIDENCE_NOTE not in injected[0]["content"]
 
 
 def test_evidence_in_the_search_tool_and_context_answers(client, project, settings):
     make_document(project, "/handbook/leave.txt", LEAVE)
-    floor(settings, 1000.0)
+    strong_bar(settings, 1.0)
     agent = AgentFactory(project=project, knowledge_config={"document_paths": ["/handbook/"]})
     tool = client.post(f"/api/v1/agents/{agent.pk}/tools/search_knowledge", {"query": "paid vacation"},
                        format="json").json()

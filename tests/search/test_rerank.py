@@ -76,3 +76,14 @@ def test_rerank_failure_keeps_the_fused_order(project, settings, reranker, mode,
 def test_capabilities_name_the_reranker(client, reranker):
     body = client.get("/api/v1/capabilities").json()
     assert body["rerank_configured"] is True and body["rerank_model"] is None  # TEI serves one model
+
+
+def test_a_deployment_relevance_model_may_weigh_the_rerank_score(project, settings, reranker):
+    """The rerank score is a feature of the relevance model: a model of the deployment's own that
+    weighs only it keeps the hits the provider scores high (the reverser: the last sent, 2.0)."""
+    make_document(project, "/handbook/leave.txt", LEAVE)
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "RELEVANCE_MODEL": {
+        "VERSION": "rerank-only", "GATE": {"intercept": 50}, "WEIGHTS": {"intercept": -15, "rerank": 10}}}
+    result = knowledge_search(project=project, query="paid vacation days", limit=10, min_relevance=0.5)
+    assert [h.text for h in result.results] == [reranker.seen[-1][-1]]
+    assert result.results[0].rerank_score == 2.0

@@ -65,6 +65,10 @@ class SearchHit:
     tier: str | None = None
     #: A memory's title ("" when it has none); None for a chunk.
     title: str | None = None
+    #: Where it comes from (docs/memory.md, *Provenance and lineage*): a memory's own, a chunk's
+    #: version's (``source_class``); None for a chunk older than versions.
+    provenance: str | None = None
+    lineage: str | None = None
     #: The text, or its head when longer than INLINE_THRESHOLD_BYTES (then ``has_full_body``:
     #: the whole is at GET /memories/{id}/open or the open_memory tool). Filled on creation.
     content_preview: str = ""
@@ -72,12 +76,23 @@ class SearchHit:
     #: The source's authority prior in [0, 1]: a chunk's from its version's capture fields, a
     #: memory's confidence (selectors.search.boosts); ranked as ``relevance × (1 + w × authority)``.
     authority: float = 0.0
+    #: How surely the hit bears on the query, in [0, 1] (memory_engine.relevance); None for a read
+    #: without a query, or without a query vector (the model needs the cosine).
+    relevance: float | None = None
+    #: ``relevance`` at or above the threshold the search judged with (its ``min_relevance``, else
+    #: SEARCH_MIN_RELEVANCE); true where there is no relevance to judge. Injection hands only these on.
+    relevant: bool = True
+    #: The rerank provider's score (RERANK), None when no provider reranked the hit; a feature of
+    #: the relevance model, not part of the answer.
+    rerank_score: float | None = None
 
     def __post_init__(self) -> None:
         self.content_preview, self.has_full_body = text_preview(self.text, engine_settings.INLINE_THRESHOLD_BYTES)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["rerank_score"]
+        return out
 
 
 @dataclass
@@ -89,8 +104,8 @@ class SearchResult:
     timings: dict[str, float] = field(default_factory=dict)
     #: bm25 (pg_textsearch) or tsvector (the fallback); None when the lexical channel did not run.
     lexical_backend: str | None = None
-    #: none (no hits) | weak | strong (a close lexical match among the first hits): what an agent
-    #: may rest an answer on (selectors.search.stages.grade_evidence).
+    #: none (no relevant hit) | weak | strong (the first relevant hit is a close match): what an
+    #: agent may rest an answer on (selectors.search.stages.grade_evidence).
     evidence: str = "none"
 
     def as_dict(self) -> dict[str, Any]:

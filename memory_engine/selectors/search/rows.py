@@ -43,6 +43,8 @@ class DisplayRow:
     memory_store_name: str | None
     tier: str | None
     title: str | None
+    provenance: str | None
+    lineage: str | None
     created_at: datetime | None
 
     @classmethod
@@ -59,7 +61,7 @@ class DisplayRow:
             document_id=self.document_id, document_path=self.document_path, document_title=self.document_title,
             page=self.page, chunk_index=self.chunk_index, memory_store_id=self.memory_store_id,
             memory_store_name=self.memory_store_name, created_at=self.created_at, tier=self.tier,
-            title=self.title, authority=authority,
+            title=self.title, provenance=self.provenance, lineage=self.lineage, authority=authority,
         )
 
 

@@ -26,7 +26,7 @@ from memory_engine.exceptions import (
     ValidationFailed,
 )
 from memory_engine.facets import validate_facet
-from memory_engine.models import Agent, Document, MemoryStore, Project, ReplayRun
+from memory_engine.models import Agent, Document, Lineage, MemoryStore, Project, Provenance, ReplayRun
 from memory_engine.models.memories import Tier
 from memory_engine.subjects import validate_subject
 
@@ -63,6 +63,9 @@ class Scope:
     generation_id: str | None = None
     #: Grant tags the caller reaches (docs/security.md); None: no restriction.
     access_tags: list[str] | None = None
+    #: Only memories (and chunks of versions) of these provenances / lineages; None: any.
+    provenance: list[str] | None = None
+    lineage: list[str] | None = None
 
     @property
     def sources(self) -> list[str]:
@@ -81,6 +84,8 @@ class Scope:
             "actor_agent": self.actor_agent_id,
             "generation": self.generation_id,
             "access_tags": self.access_tags or [],
+            "provenance": self.provenance or [],
+            "lineage": self.lineage or [],
         }
 
 
@@ -104,6 +109,8 @@ def resolve_scope(
     actor: Actor | None = None,
     generation: str | None = None,
     access_tags: list[str] | None = None,
+    provenance: list[str] | None = None,
+    lineage: list[str] | None = None,
 ) -> Scope:
     """Which sources to search; unknown or foreign ids -> UNKNOWN_SCOPE naming them, a bad
     facet -> FACET_INVALID, a bad subject -> SUBJECT_INVALID, a generation not of the project
@@ -120,6 +127,8 @@ def resolve_scope(
     paths = string_list("document_paths", document_paths)
     if tags is not None and not isinstance(tags, dict):
         raise ValidationFailed("`tags` must be a JSON object.", details={"field": "tags"})
+    provenance = _choices("provenance", provenance, Provenance.values)
+    lineage = _choices("lineage", lineage, Lineage.values)
     unknown: dict[str, list[str]] = {}
     stores = MemoryStore.objects.filter(project=project)
     documents_qs = Document.objects.filter(project=project)
@@ -157,7 +166,18 @@ def resolve_scope(
         actor_agent_id=actor.agent.pk if actor is not None else None,
         generation_id=generation,
         access_tags=access_tags,
+        provenance=provenance,
+        lineage=lineage,
     )
+
+
+def _choices(field: str, values: list[str] | None, allowed: list[str]) -> list[str] | None:
+    """A filter list of known values (None or empty: no filter); 400 VALIDATION_ERROR otherwise."""
+    if not values:
+        return None
+    if not isinstance(values, list) or any(v not in allowed for v in values):
+        raise ValidationFailed(f"`{field}` must be a list of {', '.join(allowed)}.", details={"field": field})
+    return sorted(set(values))
 
 
 def _check_generation(project: Project, generation: str) -> None:

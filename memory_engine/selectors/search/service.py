@@ -30,6 +30,7 @@ from memory_engine.providers.embeddings import (
 )
 from memory_engine.providers.rerank import RerankError, get_rerank_provider, rerank_top_n
 from memory_engine.ranking_knobs import ranking_knobs
+from memory_engine.relevance import relevance_model
 from memory_engine.replicas import current_read_alias, read_connection
 
 from . import boosts, stages
@@ -71,11 +72,14 @@ def knowledge_search(
     include_deprecated: bool = False,
     generation: str | None = None,
     access_tags: list[str] | None = None,
+    min_relevance: float | None = None,
+    provenance: list[str] | None = None,
+    lineage: list[str] | None = None,
 ) -> SearchResult:
     """Search the project's memories and documents; see the package docstring for the algorithm.
 
     Raises a SearchParameterInvalid subclass (400: LimitInvalid, RRFKInvalid,
-    MinSimilarityInvalid, HalfLifeInvalid, WeightInvalid) for knobs out of range, UnknownScope
+    MinSimilarityInvalid, MinRelevanceInvalid, HalfLifeInvalid, WeightInvalid) for knobs out of range, UnknownScope
     (400) for ids outside the project, EmbeddingNotConfigured (503) when a query needs a vector
     and no provider is configured. A failing embedder or lexical channel degrades.
     ``channels`` switches a channel off (the evaluation harness measures each alone).
@@ -97,13 +101,21 @@ def knowledge_search(
     (``stages``, each measured on its own in docs/benchmarks.md): the rerank
     provider's order for the fused top (RERANK; on failure the fused order stands,
     ``rerank_unavailable``), one chunk per document (``dedupe_documents``, default
-    SEARCH_DEDUPE_DOCUMENTS), MMR (``mmr``, default SEARCH_MMR), the cut to ``limit``, and the
-    evidence grade (EVIDENCE_LEXICAL_FLOOR). With ``generation``, the knobs of the config that
+    SEARCH_DEDUPE_DOCUMENTS), MMR (``mmr``, default SEARCH_MMR), each hit's relevance
+    (memory_engine.relevance), the ``min_relevance`` filter, the cut to ``limit``, and the evidence
+    grade (EVIDENCE_STRONG_RELEVANCE). With ``generation``, the knobs of the config that
     staged it (its ``search`` object, memory_engine.ranking_knobs) replace the settings';
     ``dedupe_documents`` and ``mmr`` given here override both.
 
     ``access_tags`` (a key with grants, docs/security.md): only documents and stores carrying
     one of these tags are searched, filtered inside each ranked query; None: no restriction.
+
+    ``provenance`` / ``lineage`` keep only memories, and chunks of versions, of those values
+    (docs/memory.md, *Provenance and lineage*); None: any.
+
+    ``min_relevance`` keeps only hits whose relevance reaches it, before the cut (the order is
+    the ranking's); None keeps every hit. Each hit's ``relevant`` is judged at ``min_relevance``,
+    else at SEARCH_MIN_RELEVANCE. Push injection and the search_knowledge tool pass the agent's.
     """
     began = time.perf_counter()
     validate_channels(channels)
@@ -116,26 +128,29 @@ def knowledge_search(
     rrf_k = knobs.rrf_k
     validate_search_knobs(limit=limit, rrf_k=rrf_k, min_similarity=min_similarity,
                           recency_half_life_days=recency_half_life_days, vector_weight=vector_weight,
-                          lexical_weight=lexical_weight)
+                          lexical_weight=lexical_weight, min_relevance=min_relevance)
     weights = {"vector": knobs.vector_weight, "lexical": knobs.lexical_weight}
     query = clean_query(query)
     if query is None and not (memory_store_ids or document_ids or document_paths or tags or actor or generation):
         raise QueryRequired()  # nothing to search and nothing to list
     scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
                           document_ids=document_ids, document_paths=document_paths, tags=tags, facet=facet,
-                          actor=actor, generation=generation, access_tags=access_tags)
+                          actor=actor, generation=generation, access_tags=access_tags, provenance=provenance,
+                          lineage=lineage)
     scope.include_deprecated = include_deprecated  # deprecated documents: left out unless asked for
     if not scope.sources:
         return SearchResult(results=[])
-    if query is None:
+    if query is None:  # a listing: nothing to judge (relevance None, every hit relevant)
         hits = _guarded(_ordered_read(scope, limit), guard_path)
         return SearchResult(results=hits, evidence=_evidence(hits))
 
     timings: dict[str, float] = {}
     degraded: list[str] = []
     qvec: list[float] | None = None
+    embedder: str | None = None  # the embedding model the query vector comes from
     if "vector" in channels:
         provider = require_embedding_provider()
+        embedder = provider.model_name
         started = time.perf_counter()
         try:
             qvec = provider.embed_query(query)
@@ -162,6 +177,7 @@ def knowledge_search(
         degraded[:] = noted
         current = refresh_embedding_provider()
         qvec = current.embed_query(query) if current is not None else None
+        embedder = current.model_name if current is not None else None
         rows, backend = _candidates(scope, query, qvec, limit, degraded, backend=backend)
     # Fused over every candidate, guarded, then cut: a dropped hit leaves room for the next one.
     # Each stage's time goes to ``timings`` (the Server-Timing header; bench/search.py --stages).
@@ -189,6 +205,12 @@ def knowledge_search(
         pool = engine_settings.SEARCH_MMR_POOL
         hits = stages.mmr(hits, _stored_vectors(hits[:pool]), lambda_=engine_settings.SEARCH_MMR_LAMBDA, pool=pool)
         _lap(timings, "mmr_ms", started)
+    # Relevance over the whole answer (its features are relative to its best), then the filter
+    # and the cut: the ranking is left as it is.
+    threshold = engine_settings.SEARCH_MIN_RELEVANCE if min_relevance is None else min_relevance
+    stages.judge_relevance(hits, relevance_model(embedder) if qvec is not None else None, threshold=threshold)
+    if min_relevance is not None:
+        hits = [hit for hit in hits if hit.relevant]
     hits = hits[:limit]
     # Everything but the query embedding and the rerank call: scope checks, SQL, fusion, stages.
     timings["search_ms"] = ((time.perf_counter() - began) * 1000 - timings.get("embedding_ms", 0.0)
@@ -214,7 +236,7 @@ def _generation_knobs(project: Project, generation: str | None) -> dict[str, Any
 
 
 def _evidence(hits: list[SearchHit]) -> str:
-    return stages.grade_evidence(hits, lexical_floor=engine_settings.EVIDENCE_LEXICAL_FLOOR)
+    return stages.grade_evidence(hits, strong=engine_settings.EVIDENCE_STRONG_RELEVANCE)
 
 
 def _reranked(query: str, hits: list[SearchHit], degraded: list[str], timings: dict[str, float]) -> list[SearchHit]:

@@ -54,6 +54,10 @@ def memory_where(scope: Scope, stores: str = "m.store_id") -> str:
         where += " AND (m.tags @> %(tags)s OR s.tags @> %(tags)s)"
     if scope.access_tags is not None:  # a key with grants: its stores only (docs/security.md)
         where += " AND s.access_tags && %(access_tags)s::varchar[]"
+    if scope.provenance is not None:
+        where += " AND m.provenance = ANY(%(provenance)s)"
+    if scope.lineage is not None:
+        where += " AND m.lineage = ANY(%(lineage)s)"
     return where
 
 
@@ -83,6 +87,10 @@ def document_where(scope: Scope) -> str:
         where += " AND d.deprecated_at IS NULL"
     if scope.access_tags is not None:  # a key with grants: its documents only (docs/security.md)
         where += " AND d.access_tags && %(access_tags)s::varchar[]"
+    origin = [*(["v.provenance = ANY(%(provenance)s)"] if scope.provenance is not None else []),
+              *(["v.source_class = ANY(%(lineage)s)"] if scope.lineage is not None else [])]
+    if origin:  # a chunk's provenance and lineage are its version's
+        where += f" AND EXISTS (SELECT 1 FROM {VERSION} v WHERE v.id = x.version_id AND {' AND '.join(origin)})"
     return where
 
 
@@ -244,6 +252,7 @@ def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: 
            ch.page AS page, ch.chunk_index AS chunk_index,
            ms.id AS memory_store_id, ms.name AS memory_store_name, mm.created_at AS created_at,
            {tier_sql("mm", "ms")} AS tier, mm.title AS title, ms.recency_half_life_days AS store_half_life,
+           coalesce(mm.provenance, dv.provenance) AS provenance, coalesce(mm.lineage, dv.source_class) AS lineage,
            CASE WHEN cand.src = '{MEMORY}' THEN least(1.0, greatest(0.0, mm.confidence))::float8
                 ELSE {version_authority_sql("dv")} END AS authority,
            CASE WHEN cand.src = '{MEMORY}' THEN
@@ -280,7 +289,8 @@ def ordered_read_sql(scope: Scope) -> str:
                 NULL::varchar AS document_id, NULL::varchar AS document_path, NULL::varchar AS document_title,
                 NULL::int AS page, NULL::int AS chunk_index, s.id AS memory_store_id,
                 s.name AS memory_store_name, m.created_at AS created_at,
-                {tier_sql("m", "s")} AS tier, m.title AS title
+                {tier_sql("m", "s")} AS tier, m.title AS title, m.provenance AS provenance,
+                m.lineage AS lineage
             FROM {MEM} m JOIN {CONTENT} mc ON mc.id = m.content_id JOIN {STORE} s ON s.id = m.store_id
             WHERE {memory_where(scope)} ORDER BY m.created_at, m.id LIMIT %(k)s)""")
     if scope.search_documents:
@@ -288,8 +298,9 @@ def ordered_read_sql(scope: Scope) -> str:
                 d.id AS document_id, d.path AS document_path, d.title AS document_title,
                 x.page AS page, x.chunk_index AS chunk_index, NULL AS memory_store_id,
                 NULL AS memory_store_name, NULL::timestamptz AS created_at,
-                NULL::varchar AS tier, NULL::varchar AS title
-            FROM {CHUNK} x JOIN {DOC} d ON d.id = x.document_id
+                NULL::varchar AS tier, NULL::varchar AS title, dv.provenance AS provenance,
+                dv.source_class AS lineage
+            FROM {CHUNK} x JOIN {DOC} d ON d.id = x.document_id LEFT JOIN {VERSION} dv ON dv.id = x.version_id
             WHERE {document_where(scope)} ORDER BY d.path, x.chunk_index LIMIT %(k)s)""")
     # Memories (part 0) by age, then chunks (part 1) by path and position; id breaks ties.
     return (f"SELECT {', '.join(DisplayRow.columns())} FROM ({' UNION ALL '.join(parts)}) u "

@@ -5,7 +5,9 @@ measured on its own (bench/eval_retrieval.py ``--variant``, docs/benchmarks.md):
   the fused order stands and the caller says ``rerank_unavailable``);
 - :func:`dedupe_documents`: one best chunk per document;
 - :func:`mmr`: maximal marginal relevance over the stored vectors;
-- :func:`grade_evidence`: none | weak | strong, what the answer rests on.
+- :func:`judge_relevance`: each hit's relevance (memory_engine.relevance) and whether it passes
+  the threshold;
+- :func:`grade_evidence`: none | weak | strong, what the answer rests on, from the same relevance.
 
 The authority prior and the bounded boosts (memory_engine.selectors.search.boosts) multiply
 the fused score before these stages.
@@ -18,6 +20,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from memory_engine.providers.rerank import RerankProvider
+from memory_engine.relevance import RelevanceModel
 
 from .results import DOCUMENT, SearchHit
 
@@ -26,8 +29,6 @@ Vector = Sequence[float]
 #: Evidence grades (SearchResult.evidence).
 NONE, WEAK, STRONG = "none", "weak", "strong"
 EVIDENCE_GRADES = (NONE, WEAK, STRONG)
-#: How many of the first hits the evidence grade looks at.
-EVIDENCE_DEPTH = 3
 
 
 def dedupe_documents(hits: list[SearchHit]) -> list[SearchHit]:
@@ -75,16 +76,24 @@ def mmr(hits: list[SearchHit], vectors: Mapping[tuple[str, str], Vector], *, lam
     return [with_vector[i] for i in order] + without + tail
 
 
-def grade_evidence(hits: list[SearchHit], *, lexical_floor: float) -> str:
-    """``none`` without hits; ``strong`` when one of the first EVIDENCE_DEPTH hits was found by
-    the lexical channel with a score of at least ``lexical_floor`` (the vector channel alone never
-    makes evidence strong: a nearest neighbour exists for any question); ``weak`` otherwise."""
-    if not hits:
+def judge_relevance(hits: list[SearchHit], model: RelevanceModel | None, *, threshold: float) -> None:
+    """Set each hit's ``relevance`` (the model over the whole answer) and ``relevant`` (at or above
+    ``threshold``). Without a model (an embedder none is calibrated for) or a cosine anywhere (no
+    query vector) there is nothing to judge: relevance stays None and every hit counts as relevant."""
+    scores = model.scores(hits) if model is not None else None
+    for i, hit in enumerate(hits):
+        hit.relevance = None if scores is None else round(scores[i], 4)
+        hit.relevant = hit.relevance is None or hit.relevance >= threshold
+
+
+def grade_evidence(hits: list[SearchHit], *, strong: float) -> str:
+    """``none`` when no hit is relevant; ``strong`` when the first relevant hit's relevance is at
+    least ``strong``; ``weak`` otherwise (a read without a query, or without a query vector, is
+    weak: nothing was judged). One notion of relevance: the grade agrees with what is injected."""
+    first = next((hit for hit in hits if hit.relevant), None)
+    if first is None:
         return NONE
-    for hit in hits[:EVIDENCE_DEPTH]:
-        if hit.lexical_score is not None and hit.lexical_score >= lexical_floor:
-            return STRONG
-    return WEAK
+    return STRONG if first.relevance is not None and first.relevance >= strong else WEAK
 
 
 def rerank_hits(query: str, hits: list[SearchHit], provider: RerankProvider, *, top_n: int) -> list[SearchHit]:
@@ -94,5 +103,7 @@ def rerank_hits(query: str, hits: list[SearchHit], provider: RerankProvider, *, 
     """
     head, tail = hits[:top_n], hits[top_n:]
     scores = provider.score(query, [hit.text for hit in head])
+    for hit, score in zip(head, scores, strict=False):
+        hit.rerank_score = float(score)
     order = sorted(range(len(head)), key=lambda i: (-scores[i], i))
     return [head[i] for i in order] + tail

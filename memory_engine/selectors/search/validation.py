@@ -9,6 +9,7 @@ from typing import Any
 from memory_engine.exceptions import (
     HalfLifeInvalid,
     LimitInvalid,
+    MinRelevanceInvalid,
     MinSimilarityInvalid,
     RRFKInvalid,
     SearchParameterInvalid,
@@ -38,7 +39,7 @@ def _check_number(name: str, value: Any, error: type[SearchParameterInvalid], *,
 
 
 def validate_search_knobs(*, limit: Any, rrf_k: Any, min_similarity: Any, recency_half_life_days: Any,
-                          vector_weight: Any = None, lexical_weight: Any = None) -> None:
+                          vector_weight: Any = None, lexical_weight: Any = None, min_relevance: Any = None) -> None:
     """400 with a specific code for each knob out of range."""
     for name, weight in (("vector_weight", vector_weight), ("lexical_weight", lexical_weight)):
         if weight is not None:
@@ -47,6 +48,8 @@ def validate_search_knobs(*, limit: Any, rrf_k: Any, min_similarity: Any, recenc
     _check_number("rrf_k", rrf_k, RRFKInvalid, low=0, high=None, low_open=True)
     if min_similarity is not None:
         _check_number("min_similarity", min_similarity, MinSimilarityInvalid, low=-1, high=1)
+    if min_relevance is not None:
+        _check_number("min_relevance", min_relevance, MinRelevanceInvalid, low=0, high=1)
     _check_number("recency_half_life_days", recency_half_life_days, HalfLifeInvalid, low=0, high=None)
 
 

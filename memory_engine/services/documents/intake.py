@@ -382,7 +382,8 @@ def _new_version(document: Document, *, number: int, raw: RawCapture, lineage: L
 def _version_row(document: Document, *, number: int, raw: RawCapture, lineage: Lineage) -> DocumentVersion:
     """The document's version ``number`` made from ``raw`` (pending, not saved)."""
     return DocumentVersion(
-        document=document, number=number, sha256=document.sha256, size_bytes=document.size_bytes,
+        document=document, project_id=document.project_id, number=number, sha256=document.sha256,
+        size_bytes=document.size_bytes,
         content_type=document.content_type, title=document.title, status=DocumentVersion.Status.PENDING,
         provenance=lineage.provenance, source_class=lineage.source_class, occurred_at=lineage.occurred_at,
         valid_from=lineage.valid_from, valid_until=lineage.valid_until, captured_by=lineage.captured_by[:200],

@@ -610,7 +610,8 @@ def _swap(items: list[_Embedded]) -> None:
         # Staged generations' chunks (``generation`` set) are not the live version's: they stay.
         Chunk.objects.filter(document_id__in=ids, generation__isnull=True).delete()
         insert_rows([
-            Chunk(document_id=item.document.pk, version=versions.get(item.document.pk),
+            Chunk(document_id=item.document.pk, project_id=item.document.project_id,
+                  version=versions.get(item.document.pk),
                   chunk_index=spec.chunk_index, page=spec.page, text=spec.text, embedding=vector,
                   embedding_model=item.model if vector is not None else "")
             for item in items for spec, vector in zip(item.specs, item.vectors, strict=True)

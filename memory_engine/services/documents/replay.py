@@ -229,7 +229,8 @@ def _stage_document(run: ReplayRun, config: TransformConfig, raw: RawCapture) ->
         captured = (DocumentVersion.objects.filter(raw_capture=raw, generation__isnull=True)
                     .order_by("-number").first())
         version = DocumentVersion.objects.create(
-            document=document, number=number, sha256=raw.content_sha256, size_bytes=len(raw.data),
+            document=document, project_id=document.project_id, number=number, sha256=raw.content_sha256,
+            size_bytes=len(raw.data),
             content_type=raw.content_type, title=(captured.title if captured else document.title),
             status=DocumentVersion.Status.STAGED, generation=run, raw_capture=raw,
             source_class=DocumentVersion.SourceClass.DERIVED, derived_from=captured,
@@ -237,7 +238,8 @@ def _stage_document(run: ReplayRun, config: TransformConfig, raw: RawCapture) ->
             captured_by=run.started_by, captured_by_kind=DocumentVersion.CapturedByKind.SYSTEM,
         )
         Chunk.objects.bulk_create(
-            [Chunk(document=document, version=version, generation=run, chunk_index=index, page=spec.page,
+            [Chunk(document=document, project_id=document.project_id, version=version, generation=run,
+                   chunk_index=index, page=spec.page,
                    text=spec.text, embedding=vector, embedding_model=model if vector is not None else "")
              for index, (spec, vector) in enumerate(zip(specs, vectors, strict=True))],
             batch_size=500,

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import InvalidFacts, MemoryEngineError, RuleHandlerFailed, WriteFailed
-from memory_engine.models import Generation, MemoryAssertion, MemoryRule
+from memory_engine.models import Generation, MemoryAssertion, MemoryRule, Provenance
 from memory_engine.models.agents import GenerationStatus
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
 from memory_engine.policy import ADD, principal_from_reference, require
@@ -152,6 +152,7 @@ def memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool = False) 
                 source_type=SourceType.CONVERSATION,
                 generation_id=generation.pk,
                 rule_id=rule.pk,
+                provenance=Provenance.INFERRED,
             )
         except MemoryEngineError as exc:  # QUOTA_EXCEEDED, CONTENT_TOO_LONG, ABOUT_REQUIRED...
             counts["failed"] += 1
@@ -194,7 +195,8 @@ def memory_rule_dry_run(*, rule: MemoryRule, transcript: str) -> dict[str, Any]:
             try:
                 result = memory_write(store=rule.store, content=fact.content, tags=fact.tags, about=fact.about,
                                       principal=f"rule:{rule.pk}", mechanism=Mechanism.RULE,
-                                      source_type=SourceType.CONVERSATION, rule_id=rule.pk)
+                                      source_type=SourceType.CONVERSATION, rule_id=rule.pk,
+                                      provenance=Provenance.INFERRED)
             except MemoryEngineError as exc:
                 row["error"] = f"{exc.code}: {exc.message}"
             else:

@@ -80,9 +80,9 @@ def memory_rule_create(
     The caller's ``add`` on the store is the door's check."""
     config = _clean_handler(store, handler_type, handler_config or {}, trusted, caller)
     agents = _project_agents(project_id=store.project_id, agent_ids=source_agent_ids, caller=caller)
-    rule = MemoryRule.objects.create(store=store, on=on, enabled=enabled, handler_type=handler_type,
-                                     handler_config=config, acting_as=caller.reference[:200])
-    rule.source_agents.set(agents)
+    rule = MemoryRule.objects.create(store=store, project_id=store.project_id, on=on, enabled=enabled,
+                                     handler_type=handler_type, handler_config=config, acting_as=caller.reference[:200])
+    rule.source_agents.set(agents, through_defaults={"project_id": store.project_id})
     return rule
 
 
@@ -116,5 +116,5 @@ def memory_rule_update(
     rule.save()
     if source_agent_ids is not None:
         rule.source_agents.set(_project_agents(project_id=rule.store.project_id, agent_ids=source_agent_ids,
-                                               caller=caller))
+                                               caller=caller), through_defaults={"project_id": rule.store.project_id})
     return rule
