@@ -20,7 +20,7 @@ from memory_engine.instruction_guard.normal import canonical, payloads, skeleton
 from memory_engine.models import Memory, MemoryAssertion
 from memory_engine.models.memories import Mechanism
 from memory_engine.selectors.search import knowledge_search
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from tests.factories import AgentFactory
 
 GUARD_DATA = Path(__file__).resolve().parent / "data" / "guard"
@@ -87,7 +87,7 @@ def legacy(monkeypatch: Any) -> Any:
     """Write as before the guard existed (existing stores may hold such memories)."""
     def write(store: Any, content: str) -> Memory:
         with monkeypatch.context() as patch:
-            patch.setattr("memory_engine.services.memory_write.guard_instructions", lambda *a, **k: None)
+            patch.setattr("memory_engine.services.memories.funnel.guard_instructions", lambda *a, **k: None)
             return memory_write(store=store, content=content, principal="test", mechanism=Mechanism.API).memory
     return write
 

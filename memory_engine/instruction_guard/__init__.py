@@ -2,7 +2,7 @@
 
 A memory is data. Text that reads as instructions to an AI — setting earlier instructions
 aside, addressing the model that will read it, or forging a chat turn — is refused on write
-(``400 INSTRUCTION_REJECTED``, memory_engine.services.memory_write) and dropped from every
+(``400 INSTRUCTION_REJECTED``, memory_engine.services.memories) and dropped from every
 read that hands stored text toward a model (knowledge_search, and so context injection, the
 search API and the agent tools). A dropped item stays stored; each drop is logged (id, path,
 family, rule, score — never the text) and counted in
