@@ -405,13 +405,18 @@ class StatementTransaction:
         self.begun = False
         self.closed = False
 
-    def opening(self, statements: Sequence[tuple[str, Params]]) -> list[tuple[str, Params]]:
-        """``statements``, after a ``BEGIN`` (or ``SAVEPOINT``) when they are the transaction's first."""
+    def opening(self, statements: Sequence[tuple[str, Params]], *,
+                preparing: Sequence[tuple[str, Params]] = ()) -> list[tuple[str, Params]]:
+        """``statements``, after a ``BEGIN`` (or ``SAVEPOINT``) when they are the transaction's
+        first. ``preparing`` (prepared()'s PREPARE and DEALLOCATE) go before the ``BEGIN``, which
+        would not undo them, and after the ``SAVEPOINT``, which must exist to roll a failed one
+        back to."""
         if not self.carried or self.begun:
-            return list(statements)
+            return [*preparing, *statements]
         self.begun = True
-        start = "BEGIN" if self.savepoint is None else f"SAVEPOINT {self.savepoint}"
-        return [(start, _no_params(statements)), *statements]
+        if self.savepoint is None:
+            return [*preparing, ("BEGIN", _no_params(statements)), *statements]
+        return [(f"SAVEPOINT {self.savepoint}", _no_params(statements)), *preparing, *statements]
 
     def closing(self, statements: Sequence[tuple[str, Params]]) -> list[tuple[str, Params]]:
         """``statements`` (the transaction's last), then ``COMMIT`` (or ``RELEASE SAVEPOINT``)."""

@@ -5,6 +5,7 @@ decisions, and a prepared statement that goes missing costs a write nothing."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -83,7 +84,8 @@ def test_past_the_limit_the_least_recently_used_statement_is_deallocated(project
     assert len(prepared_here()) == 2
     with queries_sent() as sent:
         assert write(stores[0], MOVED).action == "superseded"  # its statement was the one deallocated
-    assert any(query.startswith("DEALLOCATE me_") for query in sent), sent  # first in the lock's query
+    # first in the lock's query (after the savepoint of the test's transaction)
+    assert any(re.sub(r"^SAVEPOINT \w+;\n", "", query).startswith("DEALLOCATE me_") for query in sent), sent
     assert len(prepared_here()) == 2
 
 

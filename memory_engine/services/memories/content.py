@@ -164,9 +164,7 @@ def resolve_content(store: MemoryStore, text: str, digest: str, vector: list[flo
             statements.append(execute)
         else:
             statements.append((candidates.sql, candidates.params))
-    if within is not None:
-        statements = within.opening(statements)
-    statements = preparing + statements
+    statements = within.opening(statements, preparing=preparing) if within is not None else preparing + statements
     with connection.cursor() as cursor:
         results = []
         for _ in in_order(cursor, statements):
