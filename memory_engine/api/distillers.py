@@ -125,6 +125,8 @@ class DistillerViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retriev
             raise DistillerBusy(details={"id": distiller.pk})
         return Response(DistillerRunSerializer(run).data)
 
+    @extend_schema(responses={200: DistillerRunSerializer(many=True), **error_responses(DistillerNotFound), **ERRORS},
+                   filters=False)
     @action(detail=True, methods=["get"], session_permissions=["view_distiller"])
     def runs(self, request: Request, pk: str | None = None) -> Response:
         """The distiller's ticks, newest first."""
