@@ -101,6 +101,22 @@ DEFAULTS: dict[str, Any] = {
     # expires_at, and of an ephemeral document version (the retention sweep tombstones it).
     "MEMORY_EPHEMERAL_TTL_SECONDS": 86400,
     "DOCUMENT_EPHEMERAL_TTL_SECONDS": 86400,
+    # Consent categories (docs/memory.md, *Consent categories*): days a memory of a category may
+    # live, per tier, from its write ({"memory:health": {"user": 30}}; a store's
+    # consent_expiry_days overrides it); the shorter of this and the memory's own expiry wins.
+    "CONSENT_EXPIRY_DAYS": {},
+    # The embedding pass names a category when the memory's cosine to its exemplars' centroid
+    # reaches this (chosen on the exemplars by bench/consent.py --sweep, for all-MiniLM-L6-v2).
+    "CONSENT_EMBEDDING_MIN_SIMILARITY": 0.2,
+    # The memory map (docs/memory.md, *The memory map*): a store with at most this many live
+    # memories gets its first map at once, a larger one from a worker (202 until then); a map is
+    # computed again when the live memories changed by more than this share of the count it was
+    # computed from, or when it is older than MEMORY_MAP_MAX_AGE_MINUTES; it places at most
+    # MEMORY_MAP_MAX_POINTS memories (the newest).
+    "MEMORY_MAP_SYNC_MAX_MEMORIES": 500,
+    "MEMORY_MAP_RECOMPUTE_CHANGE": 0.1,
+    "MEMORY_MAP_MAX_AGE_MINUTES": 60,
+    "MEMORY_MAP_MAX_POINTS": 20000,
     # Confidence of a memory whose writer states none; a write that lands on an existing
     # memory reinforces it at most once per REINFORCE_INTERVAL_SECONDS.
     "DEFAULT_CONFIDENCE": 0.7,
@@ -318,6 +334,37 @@ def dimensions(value: Any) -> int:
     return dims
 
 
+#: The consent categories (memory_engine.consent.categories checks that it names the same) and the
+#: tiers of a store, for CONSENT_EXPIRY_DAYS.
+CONSENT_CATEGORY_NAMES = ("memory:context", "memory:preferences", "memory:history", "memory:location",
+                          "memory:identity", "memory:health")
+TIER_NAMES = ("user", "agent", "institutional")
+
+
+def consent_expiry_days(value: Any) -> dict[str, dict[str, int | float | None]]:
+    """``{category: {tier: days}}``: known categories and tiers, days a positive number or None (no limit)."""
+    out: dict[str, dict[str, int | float | None]] = {}
+    for category, tiers in mapping(value).items():
+        if category not in CONSENT_CATEGORY_NAMES:
+            raise InvalidSetting("keyed by consent categories (" + ", ".join(CONSENT_CATEGORY_NAMES) + ")", category)
+        try:
+            days_by_tier = mapping(tiers)
+        except InvalidSetting:
+            raise InvalidSetting("a dict of tiers to days", tiers, (category,)) from None
+        out[category] = {}
+        for tier, days in days_by_tier.items():
+            if tier not in TIER_NAMES:
+                raise InvalidSetting("keyed by tiers (" + ", ".join(TIER_NAMES) + ")", tier, (category,))
+            try:
+                parsed = None if days is None else number(days)
+            except InvalidSetting:
+                parsed = 0
+            if parsed is not None and parsed <= 0:
+                raise InvalidSetting("a positive number of days or None", days, (category, tier))
+            out[category][tier] = parsed
+    return out
+
+
 #: The LLM settings a builtin memory rule may be allowed to change (LLM_OVERRIDABLE).
 LLM_OVERRIDABLE_NAMES = ("PROMPT", "MODEL", "MAX_TOKENS", "BASE_URL", "API_KEY", "TIMEOUT", "RETRIES")
 
@@ -367,6 +414,12 @@ TYPES: dict[str, Coerce] = {
     "MEMORY_SWEEP_MINUTES": integer,
     "MEMORY_EPHEMERAL_TTL_SECONDS": integer,
     "DOCUMENT_EPHEMERAL_TTL_SECONDS": integer,
+    "CONSENT_EXPIRY_DAYS": optional(consent_expiry_days, none={}),
+    "CONSENT_EMBEDDING_MIN_SIMILARITY": number,
+    "MEMORY_MAP_SYNC_MAX_MEMORIES": integer,
+    "MEMORY_MAP_RECOMPUTE_CHANGE": number,
+    "MEMORY_MAP_MAX_AGE_MINUTES": number,
+    "MEMORY_MAP_MAX_POINTS": integer,
     "DEFAULT_CONFIDENCE": number,
     "REINFORCE_INTERVAL_SECONDS": number,
     "SURFACE_DUPLICATES_ABOVE": number,
