@@ -26,7 +26,7 @@ from memory_engine.services.consent import consent_classify, consent_min_similar
 from tests.conftest import finishes_within
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "consent"
-H, I, L = ConsentCategory.HEALTH, ConsentCategory.IDENTITY, ConsentCategory.LOCATION
+H, ID, L = ConsentCategory.HEALTH, ConsentCategory.IDENTITY, ConsentCategory.LOCATION
 
 
 def found(text: str, **kwargs: Any) -> set[tuple[str, str]]:
@@ -34,17 +34,17 @@ def found(text: str, **kwargs: Any) -> set[tuple[str, str]]:
 
 
 @pytest.mark.parametrize(("text", "category", "pattern"), [
-    ("Her IBAN is NL91 ABNA 0417 1643 00 for refunds.", I, "iban"),
-    ("Refund to DE89370400440532013000 please.", I, "iban"),
-    ("Card on file: 4539 1488 0343 6467.", I, "payment_card"),
-    ("His SSN is 078-05-1120.", I, "ssn"),
-    ("National insurance: AB 12 34 56 C.", I, "national_insurance"),
-    ("Passport number NXC1234P5, expires 2029.", I, "id_number"),
-    ("Her BSN is 111222333.", I, "id_number"),
-    ("The driving licence number is MORGA753116SM9IJ.", I, "id_number"),
-    ("Date of birth: 14/02/1988.", I, "date_of_birth"),
-    ("She was born on 2 July 1979 in Krakow.", I, "date_of_birth"),
-    ("DOB 1990-05-17", I, "date_of_birth"),
+    ("Her IBAN is NL91 ABNA 0417 1643 00 for refunds.", ID, "iban"),
+    ("Refund to DE89370400440532013000 please.", ID, "iban"),
+    ("Card on file: 4539 1488 0343 6467.", ID, "payment_card"),
+    ("His SSN is 078-05-1120.", ID, "ssn"),
+    ("National insurance: AB 12 34 56 C.", ID, "national_insurance"),
+    ("Passport number NXC1234P5, expires 2029.", ID, "id_number"),
+    ("Her BSN is 111222333.", ID, "id_number"),
+    ("The driving licence number is MORGA753116SM9IJ.", ID, "id_number"),
+    ("Date of birth: 14/02/1988.", ID, "date_of_birth"),
+    ("She was born on 2 July 1979 in Krakow.", ID, "date_of_birth"),
+    ("DOB 1990-05-17", ID, "date_of_birth"),
     ("The cabin is at 61.2181, -149.9003.", L, "coordinates"),
     ("Meet at 40°26'46\"N 79°58'56\"W.", L, "coordinates"),
     ("gps: 52.37, 4.89", L, "coordinates"),
@@ -87,7 +87,7 @@ def test_the_pii_pass_leaves_look_alikes_alone(text: str) -> None:
 
 
 def test_tags_are_read_too_by_value_and_by_key() -> None:
-    assert (I, "ssn") in found("A note.", tags={"ref": "078-05-1120"})
+    assert (ID, "ssn") in found("A note.", tags={"ref": "078-05-1120"})
     assert (H, "tag_key:diagnosis") in found("A note.", tags={"Diagnosis": "see file"})
     assert (L, "tag_key:home_address") in found("A note.", tags={"home-address": "on file"})
     assert found("A note.", tags={"diagnosis": ""}) == set()  # an empty value says nothing
@@ -97,14 +97,14 @@ def test_tags_are_read_too_by_value_and_by_key() -> None:
 def test_the_order_of_sensitivity_and_upgrades_that_never_downgrade() -> None:
     assert SENSITIVITY[0] == ConsentCategory.CONTEXT and SENSITIVITY[-1] == H
     assert [rank(c) for c in SENSITIVITY] == list(range(6))
-    assert SENSITIVE == {L, I, H} and all(rank(c) > rank(ConsentCategory.HISTORY) for c in SENSITIVE)
+    assert {L, ID, H} == SENSITIVE and all(rank(c) > rank(ConsentCategory.HISTORY) for c in SENSITIVE)
     assert upgrade() == ConsentCategory.CONTEXT and upgrade(None) == ConsentCategory.CONTEXT
     assert upgrade(ConsentCategory.PREFERENCES, H, None, L) == H
     # a claim above anything found stays; a claim below is raised
     benign = classify("The customer prefers email contact.", claim=H)
     assert benign.category == H and benign.claimed == H and not benign.upgraded
     raised = classify("Her IBAN is NL91 ABNA 0417 1643 00.", claim=ConsentCategory.PREFERENCES)
-    assert raised.category == I and raised.upgraded
+    assert raised.category == ID and raised.upgraded
     assert classify("Her IBAN is NL91 ABNA 0417 1643 00.", claim=H).category == H
     for claim in SENSITIVITY:
         for text in ("Lives at 221B Baker Street.", "The deployment region is eu-west-1.", "He has asthma."):
