@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: run test install check bench clean-db browser
+.PHONY: run test install check bench clean-db browser docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ browser:
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
 	fi
+
+# Generated documentation: the key table of docs/settings.md from memory_engine.conf.SETTINGS
+docs: install
+	$(BIN)/python -m tests.settings_table
 
 bench: install
 	$(BIN)/python bench/write.py

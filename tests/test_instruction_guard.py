@@ -16,7 +16,7 @@ from memory_engine.models import Memory, MemoryAssertion, MemoryStore
 from memory_engine.models.memories import Mechanism
 from memory_engine.selectors.search import knowledge_search
 from memory_engine.services.memory_write import memory_write
-from memory_engine.tools import run_search_knowledge
+from memory_engine.agent_tools import run_search_knowledge
 from tests.factories import AgentFactory, MemoryStoreFactory
 from memory_engine.policy import SYSTEM
 

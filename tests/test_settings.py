@@ -17,6 +17,7 @@ from memory_engine.checks import check_engine_settings, check_pdf_extractor
 from memory_engine.conf import (
     DEFAULT_DIMENSIONS,
     DEFAULTS,
+    SETTINGS,
     TYPES,
     embedding_dimensions,
     engine_settings,
@@ -169,11 +170,26 @@ def test_manage_py_check_lists_bad_values_instead_of_crashing(settings: Any) -> 
     assert "memory_engine.W020" in report and "DUPLICATE_THRESHOLD" in report
 
 
-def test_every_setting_has_a_type_and_is_documented() -> None:
-    assert TYPES.keys() == DEFAULTS.keys()
-    reference = (ROOT / "docs" / "settings.md").read_text()
+def test_every_setting_is_declared_once_and_its_table_is_generated() -> None:
+    from tests.settings_table import BEGIN, END, SETTINGS_DOC, render, rewritten
+
+    assert [s.name for s in SETTINGS] == list(DEFAULTS) == list(TYPES)
+    assert len({s.name for s in SETTINGS}) == len(SETTINGS), "a setting declared twice"
+    reference = SETTINGS_DOC.read_text()
+    assert reference.count(BEGIN) == reference.count(END) == 1
+    assert rewritten(reference, render(SETTINGS)) == reference, "docs/settings.md differs: run `make docs`"
     documented = set(re.findall(r"^\| `([A-Z0-9_]+)`", reference, re.MULTILINE))
     assert documented == set(DEFAULTS), sorted(documented ^ set(DEFAULTS))
+
+
+def test_a_changed_declaration_changes_the_table() -> None:
+    from dataclasses import replace
+
+    from tests.settings_table import SETTINGS_DOC, render, rewritten
+
+    reference = SETTINGS_DOC.read_text()
+    changed = [replace(s, shown="`0`") if s.name == "TRASH_DAYS" else s for s in SETTINGS]
+    assert rewritten(reference, render(changed)) != reference
 
 
 @pytest.mark.django_db

@@ -14,25 +14,28 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_engine.exceptions import AgentNotFound, ThresholdsNotAllowed
-from memory_engine.injection import inject_knowledge
-from memory_engine.models import Agent, MemoryStore
-from memory_engine.models.memories import Tier
-from memory_engine.policy import ADD, get_visible_or_404, require, visible
-from memory_engine.services.agent_tools import agent_write_memory
-from memory_engine.services.agents import UNSET, agent_create, agent_delete, agent_update
-from memory_engine.tools import (
+from memory_engine.agent_tools import (
     FORMATS,
+    OpenMemoryToolRequestSerializer,
+    SearchToolRequestSerializer,
+    WriteMemoryToolSerializer,
     agent_tool_definitions,
     agent_tool_guidance,
     run_open_memory,
     run_search_knowledge,
+    run_write_memory,
 )
+from memory_engine.exceptions import AgentNotFound
+from memory_engine.injection import inject_knowledge
+from memory_engine.models import Agent, MemoryStore
+from memory_engine.models.memories import Tier
+from memory_engine.policy import ADD, get_visible_or_404, require, visible
+from memory_engine.services.agents import UNSET, agent_create, agent_delete, agent_update
 
 from . import strict
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import JSONObjectField
-from .memories import WRITE_RESPONSES, MemoryFieldsSerializer, MemoryFullSerializer, write_response
+from .memories import WRITE_RESPONSES, MemoryFullSerializer, write_response
 from .scoping import ProjectScopedMixin
 from .search import SEARCH_PERMISSIONS, SearchResultSerializer
 
@@ -98,54 +101,15 @@ class ToolGuidanceResponseSerializer(strict.Serializer):
                                                "and the kinds.")
 
 
-class HostPinsSerializer(strict.Serializer):
-    """What the host sets on a tool call beside the model's arguments; the model cannot change it."""
-
-    subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
-                                    help_text="Set by the host: the end user's external id (their store).")
-    pinned_facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
-                                         help_text="Set by the host: the facet the model cannot change.")
-
-    def pins(self) -> tuple[str | None, str | None]:
-        """(subject, pinned facet), None for each the host left out or blank."""
-        data = self.validated_data
-        return data.get("subject") or None, data.get("pinned_facet") or None
-
-
-class SearchToolRequestSerializer(HostPinsSerializer):
-    query = serializers.CharField(trim_whitespace=False)
-    limit = serializers.IntegerField(required=False)
-    facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
-                                  help_text="The model's facet argument (a pinned_facet wins over it).")
-
-
 class SearchToolResponseSerializer(strict.Serializer):
     content = serializers.CharField(help_text="Text to hand back to the model as the tool result.")
     knowledge = SearchResultSerializer()
-
-
-class OpenMemoryToolRequestSerializer(HostPinsSerializer):
-    id = serializers.CharField(max_length=40, help_text="The memory id (mem_…) from a search result.")
 
 
 class OpenMemoryToolResponseSerializer(strict.Serializer):
     content = serializers.CharField(help_text="Text to hand back to the model as the tool result.")
     memory = MemoryFullSerializer()
 
-
-class WriteMemoryToolSerializer(MemoryFieldsSerializer, HostPinsSerializer):
-    #: Refused with their own code below (the tool writes on the store's thresholds), not UNKNOWN_FIELD.
-    also_known = frozenset({"duplicate_threshold", "supersede_threshold"})
-
-    content = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    generation_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=40)
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        given = sorted({"duplicate_threshold", "supersede_threshold"} & set(self.initial_data or {}))
-        if given:
-            raise ThresholdsNotAllowed("The write_memory tool writes on the store's thresholds only.",
-                                       details={"fields": given})
-        return attrs
 
 @extend_schema_view(
     list=extend_schema(responses={200: AgentSerializer(many=True), **ERRORS}),
@@ -278,17 +242,4 @@ class WriteMemoryToolView(ProjectScopedMixin, APIView):
         agent = get_visible_or_404(self.caller, Agent.objects.filter(project=self.project).select_related(
             "write_memory_store"), agent_id, error=AgentNotFound, field="agent_id")
         agent.project = self.project  # the agent's own (the filter above), read again by the write
-        serializer = WriteMemoryToolSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        subject, pinned = serializer.pins()
-        result = agent_write_memory(
-            agent=agent,
-            content=data["content"],
-            generation_id=data.get("generation_id") or None,
-            **serializer.write_kwargs(),
-            subject=subject,
-            pinned_facet=pinned,
-            caller=self.caller,
-        )
-        return write_response(result)
+        return write_response(run_write_memory(agent, request.data, caller=self.caller))

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
-from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
+from memory_engine.auth_failures import FailedAuthThrottle
+from memory_engine.exceptions import AuthenticationFailed
 from memory_engine.models import ApiKey
-from memory_engine.models.tenancy import KEY_PREFIX, hash_key
-
-from .throttling import FailedAuthThrottle
+from memory_engine.services.keys import api_key_authenticate
 
 
 class ApiKeyPrincipal:
@@ -34,25 +32,6 @@ class ApiKeyPrincipal:
 
     def has_perm(self, *args: Any, **kwargs: Any) -> bool:
         return False
-
-
-def api_key_from_raw(raw: str) -> ApiKey:
-    """The active key whose secret is ``raw`` (``me_…``), else DRF's ``AuthenticationFailed``;
-    notes the key's use. Shared by the Bearer authentication and the MCP server."""
-    parts = raw.split("_", 2)
-    if len(parts) != 3 or parts[0] != KEY_PREFIX:
-        raise exceptions.AuthenticationFailed("Invalid API key.")
-    key = ApiKey.objects.select_related("project").filter(prefix=parts[1]).first()
-    # Hash even when the prefix is unknown, so timing does not reveal which prefixes exist.
-    digest = hash_key(raw)
-    if key is None or not hmac.compare_digest(key.hashed_key, digest):
-        raise exceptions.AuthenticationFailed("Invalid API key.")
-    if not key.is_active:
-        raise exceptions.AuthenticationFailed("This API key is revoked or expired.")
-    now = timezone.now()
-    if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
-        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
-    return key
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
@@ -79,7 +58,10 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             raw = header[1].decode("ascii")
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("Invalid API key.") from None
-        key = api_key_from_raw(raw)
+        try:
+            key = api_key_authenticate(raw)
+        except AuthenticationFailed as exc:
+            raise exceptions.AuthenticationFailed(exc.message) from None
         return ApiKeyPrincipal(key), key
 
     def authenticate_header(self, request: Any) -> str:

@@ -7,25 +7,15 @@ from typing import Any
 
 from rest_framework import serializers
 
+from memory_engine import strict
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import TagFilterTooLarge, ValidationFailed
 from memory_engine.jsonobject import parse_json_object
+from memory_engine.strict import JSONObjectField, StrictCharField
 from memory_engine.text import contains_nul
 
-from . import strict
-
-
-class JSONObjectField(serializers.JSONField):
-    """A JSON object (dict) field; arrays, scalars and NUL characters are rejected."""
-
-    def to_internal_value(self, data: Any) -> dict[str, Any]:
-        try:
-            value = parse_json_object(super().to_internal_value(data))
-        except ValueError:
-            raise serializers.ValidationError("Must be a JSON object.") from None
-        if contains_nul(value):
-            raise serializers.ValidationError("Null characters are not allowed.")
-        return value
+__all__ = ["JSONObjectField", "ShareSerializer", "StrictCharField", "TagFilterField", "check_tag_filter",
+           "parse_tags_param"]
 
 
 def check_tag_filter(tags: dict[str, Any]) -> dict[str, Any]:
@@ -42,15 +32,6 @@ class TagFilterField(JSONObjectField):
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         return check_tag_filter(super().to_internal_value(data))
-
-
-class StrictCharField(serializers.CharField):
-    """A CharField that refuses numbers and booleans instead of stringifying them."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            raise serializers.ValidationError("Must be a string.")
-        return super().to_internal_value(data)
 
 
 def parse_tags_param(raw: str | None) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine.agent_tools import MemoryFieldsSerializer
 from memory_engine.exceptions import MemoryStoreNotFound, NotFound, ValidationFailed
 from memory_engine.facets import validate_facet
 from memory_engine.models import (
@@ -102,42 +103,6 @@ class MemoryStoreSerializer(strict.ModelSerializer):
             "trash_days", "share",
         ]
         read_only_fields = ["id", "created_at", "valid_memories"]
-
-
-class AboutSerializer(strict.Serializer):
-    kind = serializers.CharField(max_length=100)
-    key = serializers.CharField(max_length=200)
-
-
-class MemoryFieldsSerializer(strict.Serializer):
-    """What every memory write may carry (POST /memories and the write_memory tool)."""
-
-    tags = JSONObjectField(required=False)
-    metadata = JSONObjectField(required=False)
-    about = AboutSerializer(required=False, allow_null=True)
-    kind = serializers.CharField(required=False, max_length=100)
-    title = serializers.CharField(required=False, allow_blank=True, max_length=500)
-    summary = serializers.CharField(required=False, allow_blank=True)
-    # range checked by the funnel (400 CONFIDENCE_INVALID); same for facet and expires_at
-    confidence = serializers.FloatField(required=False, allow_null=True)
-    facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
-    expires_at = serializers.DateTimeField(required=False, allow_null=True)
-    provenance = serializers.ChoiceField(
-        choices=Provenance.choices, required=False, default=Provenance.UNKNOWN,
-        help_text="stated (its writer says so) | inferred (a model read it out of something) | unknown.")
-    lineage = serializers.ChoiceField(
-        choices=Lineage.choices, required=False, default=Lineage.NATIVE,
-        help_text="native (written here) | imported (brought from another system) | derived.")
-
-    def write_kwargs(self) -> dict[str, Any]:
-        """The validated memory fields as ``memory_write`` keyword arguments."""
-        data = self.validated_data
-        return {name: data.get(name) for name in MEMORY_FIELDS}
-
-
-#: The memory fields of a write, as memory_write names them.
-MEMORY_FIELDS = ("tags", "metadata", "about", "kind", "title", "summary", "confidence", "facet", "expires_at",
-                 "provenance", "lineage")
 
 
 class MemoryWriteSerializer(MemoryFieldsSerializer):

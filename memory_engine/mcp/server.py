@@ -1,6 +1,6 @@
 """One MCP connection: an API key, optionally pinned to an agent, a subject and a facet.
 
-The tool list is rendered from the project's memory schema by :mod:`memory_engine.tools` (the
+The tool list is rendered from the project's memory schema by :mod:`memory_engine.agent_tools` (the
 same definitions as ``GET /agents/{id}/tools``) and each call runs through the same validation
 and services as the REST tool endpoints, as mechanism ``tool`` with the key as principal. A
 :class:`~memory_engine.exceptions.MemoryEngineError` becomes an MCP tool error whose text and
@@ -18,9 +18,20 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError
 from rest_framework import exceptions as drf_exceptions
 
 from memory_engine import __version__, replicas
-from memory_engine.api.agents import SearchToolRequestSerializer, WriteMemoryToolSerializer
-from memory_engine.api.authentication import api_key_from_raw
-from memory_engine.api.exceptions import drf_error_code
+from memory_engine.agent_tools import (
+    FORGET_MEMORY,
+    LIST_MEMORIES,
+    OPEN_MEMORY,
+    SearchToolRequestSerializer,
+    run_forget_memory,
+    run_list_memories,
+    run_open_memory,
+    run_search_knowledge,
+    run_write_memory,
+    search_knowledge_definition,
+    validated,
+    write_memory_definition,
+)
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import (
     AgentNotFound,
@@ -33,20 +44,9 @@ from memory_engine.exceptions import (
 from memory_engine.facets import validate_facet
 from memory_engine.models import Agent, ApiKey
 from memory_engine.policy import Principal, get_visible_or_404, key_principal
-from memory_engine.services.agent_tools import agent_write_memory
+from memory_engine.services.keys import api_key_authenticate
 from memory_engine.services.memory_schema import memory_schema_of
 from memory_engine.subjects import validate_subject
-from memory_engine.tools import (
-    FORGET_MEMORY,
-    LIST_MEMORIES,
-    OPEN_MEMORY,
-    run_forget_memory,
-    run_list_memories,
-    run_open_memory,
-    run_search_knowledge,
-    search_knowledge_definition,
-    write_memory_definition,
-)
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -92,10 +92,7 @@ def connect(raw_key: str, *, agent_id: str | None = None, subject: str | None = 
             facet: str | None = None) -> Connection:
     """The connection of ``raw_key``: 401 AUTHENTICATION_FAILED for a bad key, 404
     AGENT_NOT_FOUND for an agent of another project, 400 for an invalid subject or facet."""
-    try:
-        key = api_key_from_raw(raw_key)
-    except drf_exceptions.AuthenticationFailed as exc:
-        raise AuthenticationFailed(str(exc.detail)) from None
+    key = api_key_authenticate(raw_key)
     caller = key_principal(key)
     agent = None
     if agent_id:
@@ -146,12 +143,6 @@ def _agent(connection: Connection, arguments: dict[str, Any]) -> Agent:
     return _visible_agent(connection.caller, connection.key, arguments.pop("agent_id", None))
 
 
-def _validated(serializer_class: type, arguments: dict[str, Any]) -> Any:
-    serializer = serializer_class(data=arguments)
-    serializer.is_valid(raise_exception=True)
-    return serializer
-
-
 def run_tool(connection: Connection, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
     """Run one tool call; ``{"content": text, ...}`` with what the REST endpoint answers besides.
     Raises MemoryEngineError (or DRF's ValidationError from the shared serializers).
@@ -187,7 +178,7 @@ def _run_tool(connection: Connection, name: str, arguments: dict[str, Any] | Non
     agent = _agent(connection, arguments)
     pins: dict[str, Any] = {"subject": connection.subject, "facet": connection.facet}
     if name == "search_knowledge":
-        data = _validated(SearchToolRequestSerializer, arguments).validated_data
+        data = validated(SearchToolRequestSerializer, arguments).validated_data
         content, result = run_search_knowledge(agent, dict(data), caller=connection.caller,
                                                **pins)
         return {"content": content, "knowledge": result.as_dict()}
@@ -202,10 +193,7 @@ def _run_tool(connection: Connection, name: str, arguments: dict[str, Any] | Non
     if name == "forget_memory":
         content, assertion = run_forget_memory(agent, arguments, caller=connection.caller, **pins)
         return {"content": content, "memory_id": arguments["id"].strip(), "assertion_id": assertion.pk}
-    serializer = _validated(WriteMemoryToolSerializer, arguments)
-    result = agent_write_memory(agent=agent, content=serializer.validated_data["content"],
-                                **serializer.write_kwargs(), subject=connection.subject,
-                                pinned_facet=connection.facet, caller=connection.caller)
+    result = run_write_memory(agent, arguments, caller=connection.caller, **pins)
     return {"content": f"Remembered ({result.action}): memory {result.memory.pk}.", "action": result.action,
             "memory_id": result.memory.pk, "assertion_id": result.assertion.pk,
             "superseded_memory_id": result.replaced.pk if result.replaced else None}
@@ -215,9 +203,8 @@ def error_body(exc: Exception) -> dict[str, Any] | None:
     """The REST error body of ``exc``; None for an error that is a bug (the SDK reports it)."""
     if isinstance(exc, MemoryEngineError):
         return exc.as_dict()
-    if isinstance(exc, drf_exceptions.APIException):
-        details = {"fields": exc.detail} if isinstance(exc, drf_exceptions.ValidationError) else {}
-        return {"code": drf_error_code(exc), "message": "Invalid tool arguments.", "details": details}
+    if isinstance(exc, drf_exceptions.ValidationError):  # the arguments' checks (memory_engine.agent_tools)
+        return {"code": ValidationFailed.code, "message": "Invalid tool arguments.", "details": {"fields": exc.detail}}
     return None
 
 

@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf_exceptions
 
-from memory_engine.api.throttling import FailedAuthThrottle
+from memory_engine.auth_failures import FailedAuthThrottle
 from memory_engine.exceptions import AuthenticationRequired, MemoryEngineError, Throttled
 
 from .server import Connection, build_server, connect

@@ -14,7 +14,7 @@ from memory_engine.policy import SYSTEM
 from memory_engine.relevance import BUILTIN_MODEL, answer_features, calibrated_for_embedder, relevance_model
 from memory_engine.selectors.search import SearchHit, knowledge_search
 from memory_engine.selectors.search.stages import grade_evidence, judge_relevance
-from memory_engine.tools import run_search_knowledge
+from memory_engine.agent_tools import run_search_knowledge
 from tests.factories import AgentFactory, make_key
 
 from .helpers import write

@@ -1,16 +1,13 @@
-"""Pull retrieval: JSON-schema tool definitions a host hands to its LLM.
+"""The tools an agent calls, as JSON-schema definitions a host hands to its LLM.
 
 ``search_knowledge`` and ``open_memory`` always; ``write_memory`` when the agent has a write store.
 They are rendered from the project's memory schema (the declared kinds become ``kind``'s enum and
 are listed in the descriptions; without a schema the enum stays open). All come in the OpenAI
 (``{"type": "function", "function": {...}}``) and the Anthropic (``{"name", "description",
-"input_schema"}``) function-calling shapes. The host runs a
-``search_knowledge`` call with :func:`run_search_knowledge` (or ``POST
-/api/v1/agents/{id}/tools/search_knowledge``), an ``open_memory`` call with
-:func:`run_open_memory` (``POST .../tools/open_memory``) and a ``write_memory`` call through
-``POST /api/v1/agents/{id}/tools/write_memory``. The MCP server (:mod:`memory_engine.mcp`) serves
-the same definitions, plus ``list_memories`` and ``forget_memory`` (:func:`run_list_memories`,
-:func:`run_forget_memory`).
+"input_schema"}``) function-calling shapes. The host runs each call
+with the runner of the same name (:mod:`memory_engine.agent_tools.runners`), or through ``POST
+/api/v1/agents/{id}/tools/<name>``. The MCP server (:mod:`memory_engine.mcp`) serves the same
+definitions, plus ``list_memories`` and ``forget_memory``.
 """
 
 from __future__ import annotations
@@ -18,27 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 from memory_engine.conf import engine_settings
-from memory_engine.exceptions import ToolFormatInvalid, ValidationFailed
-from memory_engine.facets import FACET_PATTERN, validate_facet
-from memory_engine.injection import (
-    KNOWLEDGE_PREAMBLE,
-    NO_KNOWLEDGE_NOTE,
-    model_search_kwargs,
-    neutralise,
-    render_knowledge_block,
-    render_memory_block,
-    tag_field,
-)
-from memory_engine.knowledge_config import normalize_knowledge_config
-from memory_engine.models import Agent, Memory, MemoryAssertion
-from memory_engine.models.memories import Kind, Mechanism, Tier
-from memory_engine.policy import FORGET, SEARCH, Principal, reach, visible
-from memory_engine.selectors.memories import agent_visible_memories, drop_instruction_memories, in_facet, open_memory
-from memory_engine.selectors.search import Actor, knowledge_search
-from memory_engine.services.memory_lifecycle import memory_forget
+from memory_engine.exceptions import ToolFormatInvalid
+from memory_engine.facets import FACET_PATTERN
+from memory_engine.models import Agent
+from memory_engine.models.memories import Kind
 from memory_engine.services.memory_schema import BUILTIN_KINDS, memory_schema_of
-from memory_engine.subjects import validate_subject
-from memory_engine.text import text_preview
 
 FORMATS = ("openai", "anthropic")
 
@@ -264,103 +245,3 @@ def agent_tool_guidance(agent: Agent, *, fmt: str = "openai") -> dict[str, Any]:
     }
 
 
-def run_search_knowledge(agent: Agent, arguments: dict[str, Any], *, caller: Principal, subject: str | None = None,
-                         facet: str | None = None) -> tuple[str, Any]:
-    """Execute a ``search_knowledge`` call inside the agent's scope, as the agent (``Actor``) for
-    ``subject`` when the host names one. A ``facet`` from the host pins the recall; else the
-    model's ``facet`` argument, if any, applies.
-
-    Returns ``(text for the tool result, SearchResult)``; the text is the same fenced
-    ``<knowledge>`` block push-injection uses, holding only relevant hits (the agent's
-    ``min_relevance``, else SEARCH_MIN_RELEVANCE), or :data:`NO_KNOWLEDGE_NOTE` when none is.
-    """
-    if not isinstance(arguments, dict) or not isinstance(arguments.get("query"), str) or not arguments["query"].strip():
-        raise ValidationFailed("search_knowledge needs a non-empty string `query`.", details={"field": "query"})
-    kwargs = model_search_kwargs(normalize_knowledge_config(agent.knowledge_config))
-    limit = arguments.get("limit")
-    if limit is not None:
-        kwargs["limit"] = limit
-    if facet is None:
-        facet = arguments.get("facet")
-    result = knowledge_search(project=agent.project, query=arguments["query"], guard_path="tools", facet=facet,
-                              actor=Actor(agent=agent, subject=subject), access_tags=reach(caller, SEARCH), **kwargs)
-    return render_knowledge_block(result.results, result.evidence) or NO_KNOWLEDGE_NOTE, result
-
-
-def run_open_memory(agent: Agent, arguments: dict[str, Any], *, caller: Principal, subject: str | None = None,
-                    facet: str | None = None) -> tuple[str, Memory]:
-    """Execute an ``open_memory`` call: the whole body of a live memory the agent may see
-    (:func:`memory_engine.selectors.memories.agent_visible_memories`, for ``subject`` when the host
-    names one; in the host's pinned ``facet``), as ``(text for the tool result, memory)``; any
-    other id answers 404 like an unknown one."""
-    if not isinstance(arguments, dict) or not isinstance(arguments.get("id"), str) or not arguments["id"].strip():
-        raise ValidationFailed("open_memory needs a string `id`.", details={"field": "id"})
-    facet = validate_facet(facet)
-    subject = validate_subject(subject, allow_none=True)
-    memories = visible(caller, agent_visible_memories(agent, subject=subject))
-    memory = open_memory(memories, arguments["id"].strip(), facet=facet, path="tools")
-    return render_memory_block(memory), memory
-
-
-#: How many memories ``list_memories`` returns unless the model asks for fewer or more.
-LIST_MEMORIES_LIMIT = 20
-#: The preview of each memory ``list_memories`` shows (open_memory reads the rest).
-LIST_PREVIEW_BYTES = 300
-
-
-def _argument(arguments: dict[str, Any], name: str, kind: type, default: Any = None) -> Any:
-    value = arguments.get(name, default)
-    if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-        raise ValidationFailed(f"`{name}` must be a {kind.__name__}.", details={"field": name})
-    return value
-
-
-def run_list_memories(agent: Agent, arguments: dict[str, Any], *, caller: Principal, subject: str | None = None,
-                      facet: str | None = None) -> tuple[str, list[Memory]]:
-    """Execute a ``list_memories`` call: the live memories the agent may open (as
-    :func:`run_open_memory`), newest first, each as its source tag and a preview. A ``facet`` from
-    the host pins the list; else the model's ``facet`` argument, if any, applies."""
-    if not isinstance(arguments, dict):
-        raise ValidationFailed("list_memories takes an object of arguments.", details={"field": "arguments"})
-    limit = _argument(arguments, "limit", int, LIST_MEMORIES_LIMIT)
-    if not 1 <= limit <= 50:
-        raise ValidationFailed("`limit` must be between 1 and 50.", details={"field": "limit"})
-    kind = _argument(arguments, "kind", str)
-    facet = validate_facet(facet if facet is not None else _argument(arguments, "facet", str))
-    memories = visible(caller, agent_visible_memories(agent, subject=validate_subject(subject, allow_none=True)))
-    memories = in_facet(memories & Memory.objects.live(), facet)
-    if kind:
-        memories = memories.filter(kind=kind)
-    rows = list(memories.select_related("content", "store").defer("content__embedding")
-                .order_by("-created_at", "-id")[:limit])
-    rows = drop_instruction_memories(rows, path="tools")
-    if not rows:
-        return "No memories.", rows
-    items = []
-    for memory in rows:
-        preview, cut = text_preview(memory.content.text.strip(), LIST_PREVIEW_BYTES)
-        more = f"\n[… preview only: open memory {memory.pk} (open_memory tool) for the full text]" if cut else ""
-        facet_note = f", facet {tag_field(memory.facet)}" if memory.facet else ""
-        items.append(f"[Memory store: {tag_field(memory.store.name)} ({memory.pk}), kind {tag_field(memory.kind)}"
-                     f"{facet_note}]\n{neutralise(preview)}{more}")
-    return "<knowledge>\n" + KNOWLEDGE_PREAMBLE + "\n\n" + "\n\n".join(items) + "\n</knowledge>", rows
-
-
-def run_forget_memory(agent: Agent, arguments: dict[str, Any], *, caller: Principal, subject: str | None = None,
-                      facet: str | None = None) -> tuple[str, MemoryAssertion]:
-    """Execute a ``forget_memory`` call (mechanism ``tool``): a live memory of a store the agent
-    writes to (its write store, its own agent-tier store, the host's ``subject``'s store), in the
-    host's pinned ``facet``, that ``caller`` may forget; any other id answers 404 like an unknown one."""
-    if not isinstance(arguments, dict) or not isinstance(arguments.get("id"), str) or not arguments["id"].strip():
-        raise ValidationFailed("forget_memory needs a string `id`.", details={"field": "id"})
-    subject = validate_subject(subject, allow_none=True)
-    own = Memory.objects.filter(store__project_id=agent.project_id, store__tier=Tier.AGENT, store__agent_id=agent.pk)
-    if agent.write_memory_store_id:
-        own |= Memory.objects.filter(store_id=agent.write_memory_store_id)
-    if subject is not None:
-        own |= Memory.objects.filter(store__project_id=agent.project_id, store__tier=Tier.USER,
-                                     store__subject_external_id=subject)
-    writable = visible(caller, agent_visible_memories(agent, subject=subject) & own, FORGET)
-    memory = open_memory(writable, arguments["id"].strip(), facet=validate_facet(facet), path="tools")
-    assertion = memory_forget(memory=memory, principal=caller.label, mechanism=Mechanism.TOOL)
-    return f"Forgot memory {memory.pk}.", assertion
