@@ -6,6 +6,7 @@ from rest_framework.routers import DefaultRouter
 from . import (
     agents,
     capabilities,
+    consent,
     distillers,
     documents,
     embeddings,
@@ -42,6 +43,7 @@ urlpatterns = [
     path("embeddings", embeddings.EmbeddingsView.as_view(), name="embeddings"),
     path("capabilities", capabilities.CapabilitiesView.as_view(), name="capabilities"),
     path("erasure", erasure.ErasureView.as_view(), name="erasure"),
+    path("consent/revoke", consent.ConsentRevokeView.as_view(), name="consent-revoke"),
     path("feed", feed.FeedView.as_view(), name="feed"),
     path("timeline", timeline.TimelineView.as_view(), name="timeline"),
     path("memory-schema", memory_schema.MemorySchemaView.as_view(), name="memory-schema"),

@@ -16,11 +16,18 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import transaction
+
 from memory_engine.conf import engine_settings, reloads_with_settings
-from memory_engine.consent import SENSITIVITY, ConsentVerdict, IndexCache, classify, validate_categories
+from memory_engine.consent import SENSITIVITY, ConsentVerdict, IndexCache, classify, rank, validate_categories
 from memory_engine.exceptions import ValidationFailed
-from memory_engine.models import MemoryStore
+from memory_engine.models import Document, ErasureReceipt, Memory, MemoryStore, Project
+from memory_engine.models.memories import Tier
+from memory_engine.policy import PURGE, Principal, check_legal_hold, require, visible
 from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
+from memory_engine.subjects import validate_subject
+
+from .erasure import erase_rows
 
 logger = logging.getLogger("memory_engine.consent")
 
@@ -100,5 +107,44 @@ def validate_consent_expiry_days(value: Any) -> None:
                                    details={"field": "consent_expiry_days", "category": category})
 
 
+def validate_revoked_categories(value: Any) -> list[str]:
+    """A revocation's ``categories``: a non-empty list of consent categories (sorted, no repeats)."""
+    if not isinstance(value, list) or not value:
+        raise ValidationFailed("`categories` must be a non-empty list of consent categories.",
+                               details={"field": "categories"})
+    try:
+        return sorted(set(validate_categories(value)), key=rank)
+    except (ValueError, TypeError):
+        raise ValidationFailed(f"`categories` may name only {', '.join(SENSITIVITY)}.",
+                               details={"field": "categories"}) from None
+
+
+@transaction.atomic
+def consent_revoke(*, project: Project, caller: Principal, subject_external_id: str,
+                   categories: list[str]) -> ErasureReceipt:
+    """The subject withdraws consent for ``categories``: every memory of those categories in the
+    subject's (user-tier) store, live or not, is erased as a subject erasure erases it (contents,
+    revisions, ledger text, the generations they came from; memory_engine.services.erasure), and
+    the receipt is stored and returned (``selector_kind`` ``consent_categories+subject_external_id``,
+    the selector kept only as its HMAC).
+
+    As its caller (memory_engine.policy): a subject store outside the caller's reach is as none
+    (an empty receipt, like an unknown subject); one it sees needs ``purge`` (403 GRANT_REQUIRED).
+    409 LEGAL_HOLD, naming them, when one of the memories is held: nothing is erased then.
+    400 SUBJECT_INVALID / VALIDATION_ERROR for a bad subject or category list."""
+    validate_subject(subject_external_id, field="subject_external_id")
+    revoked = validate_revoked_categories(categories)
+    store = visible(caller, MemoryStore.objects.filter(project=project, tier=Tier.USER,
+                                                       subject_external_id=subject_external_id), None).first()
+    memories = Memory.objects.none()
+    if store is not None:
+        require(caller, PURGE, store)
+        memories = Memory.objects.filter(store=store, store__project=project, consent_category__in=revoked)
+    check_legal_hold(memories=memories)
+    return erase_rows(project=project, principal=caller.label, documents=Document.objects.none(),
+                      selector={"subject_external_id": subject_external_id, "consent_categories": revoked},
+                      memories=memories)
+
+
 __all__ = ["consent_classify", "consent_expiry_cap", "consent_expiry_days", "consent_min_similarity",
-           "validate_claim", "validate_consent_expiry_days"]
+           "consent_revoke", "validate_claim", "validate_consent_expiry_days", "validate_revoked_categories"]

@@ -134,6 +134,8 @@ DOORS: dict[str, Door] = {
     "v1_agents_tools_search_knowledge_create": Door(TAGGED, "path"),
     "v1_agents_tools_write_memory_create": Door(TAGGED, "path", W),
     "v1_capabilities_retrieve": Door(NONE, "none"),
+    # a revocation erases inside the caller's reach, as erasure does: another team's subject is as none
+    "v1_consent_revoke_create": Door(NONE, "none", W),
     # distillers go with their store; changing or ticking one needs `add` there (it writes into it)
     "v1_distillers_list": Door(TAGGED, "list", lists=("distiller",)),
     "v1_distillers_create": Door(TAGGED, "body", W),
