@@ -6,7 +6,9 @@
 * :func:`consent_expiry_cap`: the latest expiry a memory of a category may have in a store
   (the store's ``consent_expiry_days``, else CONSENT_EXPIRY_DAYS for its tier);
 * :func:`consent_revoke`: a subject withdraws consent for categories: their memories of those
-  categories are erased, with a receipt (memory_engine.services.erasure).
+  categories are erased, with a receipt (memory_engine.services.erasure);
+* :func:`consent_reclassify`: the classifier over memories already stored (those written before
+  consent categories existed, or after the exemplars or patterns improved), raising only.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from memory_engine.conf import engine_settings, reloads_with_settings
 from memory_engine.consent import SENSITIVITY, ConsentVerdict, IndexCache, classify, rank, validate_categories
@@ -145,5 +147,54 @@ def consent_revoke(*, project: Project, caller: Principal, subject_external_id: 
                       memories=memories)
 
 
+#: Memories read per query by consent_reclassify.
+RECLASSIFY_BATCH = 500
+
+RECLASSIFY_SQL = """
+SELECT m.id, m.consent_category, m.title, m.summary, m.tags, c.text, c.embedding::text
+FROM memory_engine_memory m JOIN memory_engine_memorycontent c ON c.id = m.content_id
+WHERE m.id > %(after)s {scope} ORDER BY m.id LIMIT %(limit)s"""
+
+
+def consent_reclassify(*, store_ids: Sequence[str] | None = None, project_id: str | None = None) -> dict[str, int]:
+    """Run the classifier over stored memories (all of them, or those of ``store_ids`` or of
+    ``project_id``; live or not), each with its current category as the claim and its stored
+    vector for the embedding pass: a memory's category is raised where a pass places it higher,
+    never lowered. Expiries stay as they are. Returns how many memories were read and how many
+    were raised into each category (``manage.py memory_engine_classify_consent``)."""
+    scope, params = "", dict[str, Any]()
+    if store_ids is not None:
+        scope, params = "AND m.store_id = ANY(%(stores)s)", {"stores": list(store_ids)}
+    elif project_id is not None:
+        scope, params = "AND m.project_id = %(project)s", {"project": project_id}
+    provider = get_embedding_provider()
+    index = None
+    if provider is not None:
+        try:
+            index = _indexes.get(f"{provider.model_name}/{provider.dimensions}", provider.embed_documents)
+        except EmbeddingError as exc:
+            logger.warning("consent reclassification without the embedding pass: %s", exc)
+    counts: dict[str, int] = {"read": 0}
+    after = ""
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(RECLASSIFY_SQL.format(scope=scope), {**params, "after": after, "limit": RECLASSIFY_BATCH})
+            rows = cursor.fetchall()
+        if not rows:
+            return counts
+        for memory_id, current, title, summary, tags, text, vector_text in rows:
+            vector = [float(v) for v in vector_text.strip("[]").split(",")] if vector_text else None
+            verdict = classify(text, claim=current, tags=tags if isinstance(tags, dict) else None,
+                               extra=(title, summary), vector=vector, index=index,
+                               min_similarity=consent_min_similarity())
+            if verdict.category != current:
+                Memory.objects.filter(pk=memory_id, consent_category=current).update(
+                    consent_category=verdict.category)
+                counts[verdict.category] = counts.get(verdict.category, 0) + 1
+        counts["read"] += len(rows)
+        after = rows[-1][0]
+
+
 __all__ = ["consent_classify", "consent_expiry_cap", "consent_expiry_days", "consent_min_similarity",
-           "consent_revoke", "validate_claim", "validate_consent_expiry_days", "validate_revoked_categories"]
+           "consent_reclassify", "consent_revoke", "validate_claim", "validate_consent_expiry_days",
+           "validate_revoked_categories"]
