@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db import models
 
 from .memories import MemoryStore
-from .tenancy import Project
+from .tenancy import TenantProjectField
 
 
 class MemoryMapStatus(models.TextChoices):
@@ -21,7 +21,8 @@ class MemoryMap(models.Model):
     forgotten memory leaves the map at once and a point is masked by its category of now."""
 
     store = models.OneToOneField(MemoryStore, on_delete=models.CASCADE, primary_key=True, related_name="memory_map")
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    project = TenantProjectField()
+    tenant_parent = "store"
     status = models.CharField(max_length=10, choices=MemoryMapStatus.choices, default=MemoryMapStatus.PENDING)
     #: ``[[memory_id, x, y, cluster], ...]``; x and y in [-1, 1]
     points = models.JSONField(default=list, blank=True)

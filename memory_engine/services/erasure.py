@@ -55,8 +55,8 @@ from memory_engine.policy import PURGE, Principal, check_legal_hold, require, vi
 from memory_engine.subjects import validate_subject
 
 from .documents import document_delete
+from .memories import lock_store
 from .memory_map import memory_maps_drop
-from .memory_write import lock_store
 from .retention import ledger_redact
 
 __all__ = ["erase_rows", "selector_hmac", "subject_erase"]

@@ -26,7 +26,7 @@ from memory_engine.subjects import validate_subject
 
 from .consent import validate_consent_expiry_days
 from .documents import stored_files_delete_on_commit
-from .memory_write import validate_thresholds
+from .memories import validate_thresholds
 
 #: What a caller may set on a memory store.
 STORE_FIELDS = ("name", "description", "tags", "duplicate_threshold", "supersede_threshold",

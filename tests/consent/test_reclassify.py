@@ -10,7 +10,7 @@ from django.core.management import call_command
 
 from memory_engine.consent import ConsentCategory
 from memory_engine.models import Memory, Project
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from tests.factories import MemoryStoreFactory
 
 pytestmark = pytest.mark.django_db

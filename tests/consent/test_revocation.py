@@ -15,8 +15,8 @@ from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import system_principal
 from memory_engine.services.consent import consent_revoke
 from memory_engine.services.erasure import selector_hmac
+from memory_engine.services.memories import memory_write
 from memory_engine.services.memory_map import memory_map_request
-from memory_engine.services.memory_write import memory_write
 from memory_engine.services.retention import REDACTED_TEXT
 from memory_engine.services.stores import subject_store_get_or_create
 from tests.conftest import api_client

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -20,8 +21,8 @@ from memory_engine.consent import ConsentCategory
 from memory_engine.models import Memory, MemoryMap, MemoryStore, Project
 from memory_engine.projection import choose_k, cluster_labels, kmeans, layout_2d, pca_2d, trustworthiness
 from memory_engine.services.keys import api_key_create
+from memory_engine.services.memories import memory_write
 from memory_engine.services.memory_lifecycle import memory_forget
-from memory_engine.services.memory_write import memory_write
 from tests.conftest import api_client, wait_for
 from tests.factories import MemoryStoreFactory, ProjectFactory, make_key
 
@@ -269,6 +270,16 @@ def qcluster_env() -> dict[str, str]:
 
 
 @pytest.mark.timeout(180)
+def test_a_map_row_carries_its_stores_project_however_it_is_written(project: Project) -> None:
+    store = MemoryStoreFactory(project=project)
+    assert MemoryMap.objects.create(store=store).project_id == project.pk  # the ORM names no project
+    MemoryMap.objects.filter(store=store).delete()
+    with connection.cursor() as cursor:  # raw SQL that names none: the trigger of migration 0023 fills it
+        cursor.execute("INSERT INTO memory_engine_memorymap (store_id, status, points, clusters, method, "
+                       "live_memories, error) VALUES (%s, 'pending', '[]', '[]', '{}', 0, '')", [store.pk])
+    assert MemoryMap.objects.get(store=store).project_id == project.pk
+
+
 def test_a_large_store_gets_its_first_map_from_a_worker(transactional_db: Any, qcluster: Any, settings: Any) -> None:
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "MEMORY_MAP_SYNC_MAX_MEMORIES": 10}
     project = ProjectFactory()
