@@ -105,7 +105,7 @@ def main() -> None:
     django.setup()
     from memory_engine.consent import SENSITIVITY, ExemplarIndex
     from memory_engine.providers.embeddings.onnx import OnnxEmbeddingProvider
-    from memory_engine.services.consent import consent_min_similarity
+    from memory_engine.services.memories.consent import consent_min_similarity
 
     provider = OnnxEmbeddingProvider(model="all-MiniLM-L6-v2", dimensions=384)
     embed = provider.embed_documents

@@ -156,6 +156,8 @@ class MemoryBatchItemResultSerializer(strict.Serializer):
     decision_reason = serializers.CharField(required=False)
     similarity = serializers.FloatField(required=False, allow_null=True)
     superseded_memory_id = serializers.CharField(required=False, allow_null=True)
+    consent_category = serializers.ChoiceField(choices=ConsentCategory.choices, required=False,
+                                               help_text="The memory's consent category after the write.")
     error = ErrorSerializer(required=False, help_text="Why this item was refused; nothing of it was written.")
 
 
@@ -179,7 +181,8 @@ def batch_results(outcomes: list[Any]) -> dict[str, Any]:
         results.append({"index": outcome.index, "action": result.action, "memory_id": result.memory.pk,
                         "assertion_id": result.assertion.pk, "decision_reason": result.decision_reason,
                         "similarity": result.similarity,
-                        "superseded_memory_id": result.replaced.pk if result.replaced else None})
+                        "superseded_memory_id": result.replaced.pk if result.replaced else None,
+                        "consent_category": result.memory.consent_category})
     return {"results": results, "counts": counts}
 
 

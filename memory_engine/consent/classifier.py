@@ -126,6 +126,7 @@ class IndexCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._indexes: dict[str, ExemplarIndex] = {}
+        self._latest: ExemplarIndex | None = None
 
     def get(self, model: str, embed: Embed) -> ExemplarIndex:
         index = self._indexes.get(model)
@@ -134,8 +135,20 @@ class IndexCache:
                 index = self._indexes.get(model)
                 if index is None:
                     index = self._indexes[model] = ExemplarIndex.build(embed, model=model)
+        self._latest = index
         return index
+
+    def has(self, model: str) -> bool:
+        return model in self._indexes
+
+    def latest(self) -> ExemplarIndex | None:
+        """The index :meth:`get` answered last (None before the first, or after :meth:`forget_latest`)."""
+        return self._latest
+
+    def forget_latest(self) -> None:
+        self._latest = None
 
     def clear(self) -> None:
         with self._lock:
             self._indexes.clear()
+            self._latest = None

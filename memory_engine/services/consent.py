@@ -1,10 +1,6 @@
-"""Consent categories at write time and their revocation (docs/memory.md, *Consent categories*).
+"""Consent categories after the write (docs/memory.md, *Consent categories*); at write time the
+funnel classifies (memory_engine.services.memories.consent).
 
-* :func:`consent_classify`: the classifier (memory_engine.consent) with the deployment's embedder:
-  the write funnel calls it once per write, with the vector it made (or none when the text's
-  content row already had one: the text is embedded here then, unless the embedder just failed);
-* :func:`consent_expiry_cap`: the latest expiry a memory of a category may have in a store
-  (the store's ``consent_expiry_days``, else CONSENT_EXPIRY_DAYS for its tier);
 * :func:`consent_revoke`: a subject withdraws consent for categories: their memories of those
   categories are erased, with a receipt (memory_engine.services.erasure);
 * :func:`consent_reclassify`: the classifier over memories already stored (those written before
@@ -15,97 +11,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
 
-from memory_engine.conf import engine_settings, reloads_with_settings
-from memory_engine.consent import SENSITIVITY, ConsentVerdict, IndexCache, classify, rank, validate_categories
-from memory_engine.exceptions import LifetimeInvalid, ValidationFailed
+from memory_engine.consent import SENSITIVITY, classify, rank, validate_categories
+from memory_engine.exceptions import ValidationFailed
 from memory_engine.models import Document, ErasureReceipt, Memory, MemoryStore, Project
 from memory_engine.models.memories import Tier
 from memory_engine.policy import PURGE, Principal, check_legal_hold, require, visible
-from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
+from memory_engine.providers.embeddings import EmbeddingError
 from memory_engine.subjects import validate_subject
 
 from .erasure import erase_rows
+from .memories.consent import consent_index, consent_min_similarity
 
 logger = logging.getLogger("memory_engine.consent")
-
-_indexes = IndexCache()
-reloads_with_settings(_indexes.clear)
-
-
-def consent_min_similarity() -> float:
-    return float(engine_settings.CONSENT_EMBEDDING_MIN_SIMILARITY)
-
-
-def validate_claim(value: Any) -> str | None:
-    """A writer's ``consent_category``: one of the categories, or None (no claim)."""
-    if value is None:
-        return None
-    if isinstance(value, str) and value in SENSITIVITY:
-        return value
-    raise ValidationFailed(f"`consent_category` must be one of {', '.join(SENSITIVITY)}.",
-                           details={"field": "consent_category"})
-
-
-def consent_classify(*, text: str, claim: str | None = None, tags: dict[str, Any] | None = None,
-                     extra: Sequence[str | None] = (), vector: Sequence[float] | None = None,
-                     embed: bool = True) -> ConsentVerdict:
-    """The category of a memory being written (memory_engine.consent.classify). ``vector``: the
-    text's vector when the caller has it; without one the text is embedded here when ``embed``
-    (False: the embedder just failed for this text, so the embedding pass is skipped). Never
-    raises for an embedder failure: the PII pass and the claim still decide."""
-    provider = get_embedding_provider()
-    if provider is None:
-        return classify(text, claim=claim, tags=tags, extra=extra, embedding_skipped="embedding_not_configured")
-    try:
-        index = _indexes.get(f"{provider.model_name}/{provider.dimensions}", provider.embed_documents)
-        if vector is None:
-            if not embed:
-                return classify(text, claim=claim, tags=tags, extra=extra, embedding_skipped="embedding_failed")
-            vector = provider.embed_documents([text])[0]
-    except EmbeddingError as exc:
-        logger.warning("consent classifier: the embedding pass is skipped: %s", exc)
-        return classify(text, claim=claim, tags=tags, extra=extra, embedding_skipped="embedding_failed")
-    return classify(text, claim=claim, tags=tags, extra=extra, vector=vector, index=index,
-                    min_similarity=consent_min_similarity())
-
-
-def consent_expiry_days(store: MemoryStore, category: str) -> float | None:
-    """Days a memory of ``category`` may live in ``store``: the store's own entry when it has
-    one (null: no limit), else CONSENT_EXPIRY_DAYS for the store's tier; None: no limit."""
-    own = store.consent_expiry_days or {}
-    if category in own:
-        return own[category]
-    return engine_settings.CONSENT_EXPIRY_DAYS.get(category, {}).get(store.tier)
-
-
-def consent_expiry_cap(store: MemoryStore, category: str, expires_at: datetime | None,
-                       now: datetime) -> datetime | None:
-    """``expires_at``, or the category's limit in ``store`` from ``now`` when that comes first."""
-    days = consent_expiry_days(store, category)
-    if days is None:
-        return expires_at
-    cap = now + timedelta(days=days)
-    return cap if expires_at is None or expires_at > cap else expires_at
-
-
-def validate_consent_expiry_days(value: Any) -> None:
-    """A store's ``consent_expiry_days``: ``{category: days}`` with days a positive number or null
-    (400 LIFETIME_INVALID)."""
-    if not isinstance(value, dict):
-        raise LifetimeInvalid("`consent_expiry_days` must be an object of consent categories to days.",
-                              details={"field": "consent_expiry_days"})
-    for category, days in value.items():
-        if category not in SENSITIVITY:
-            raise LifetimeInvalid(f"`consent_expiry_days` names an unknown consent category: {str(category)[:50]!r}.",
-                                  details={"field": "consent_expiry_days", "category": str(category)[:50]})
-        if days is not None and (isinstance(days, bool) or not isinstance(days, (int, float)) or not days > 0):
-            raise LifetimeInvalid("`consent_expiry_days` values must be a positive number of days, or null.",
-                                  details={"field": "consent_expiry_days", "category": category})
 
 
 def validate_revoked_categories(value: Any) -> list[str]:
@@ -167,13 +88,11 @@ def consent_reclassify(*, store_ids: Sequence[str] | None = None, project_id: st
         scope, params = "AND m.store_id = ANY(%(stores)s)", {"stores": list(store_ids)}
     elif project_id is not None:
         scope, params = "AND m.project_id = %(project)s", {"project": project_id}
-    provider = get_embedding_provider()
-    index = None
-    if provider is not None:
-        try:
-            index = _indexes.get(f"{provider.model_name}/{provider.dimensions}", provider.embed_documents)
-        except EmbeddingError as exc:
-            logger.warning("consent reclassification without the embedding pass: %s", exc)
+    try:
+        index = consent_index()
+    except EmbeddingError as exc:
+        logger.warning("consent reclassification without the embedding pass: %s", exc)
+        index = None
     counts: dict[str, int] = {"read": 0}
     after = ""
     while True:
@@ -195,6 +114,4 @@ def consent_reclassify(*, store_ids: Sequence[str] | None = None, project_id: st
         after = rows[-1][0]
 
 
-__all__ = ["consent_classify", "consent_expiry_cap", "consent_expiry_days", "consent_min_similarity",
-           "consent_reclassify", "consent_revoke", "validate_claim", "validate_consent_expiry_days",
-           "validate_revoked_categories"]
+__all__ = ["consent_reclassify", "consent_revoke", "validate_revoked_categories"]

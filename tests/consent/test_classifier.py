@@ -22,7 +22,7 @@ from memory_engine.consent import (
 )
 from memory_engine.consent.exemplars import EXEMPLARS
 from memory_engine.providers.embeddings import get_embedding_provider
-from memory_engine.services.consent import consent_classify, consent_min_similarity
+from memory_engine.services.memories.consent import consent_classify, consent_min_similarity
 from tests.conftest import finishes_within
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "consent"
