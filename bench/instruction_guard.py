@@ -1,65 +1,176 @@
-"""False-positive and miss rates of the instruction guard on a labelled set.
+"""Caught and false rates of the instruction guard, per family and per set, on both gates.
 
-Each line of the set is ``{"text": ..., "label": "benign" | "injection"}``. Benign lines are
-facts and ordinary imperatives a store should keep; injection lines read as instructions to
-an AI (overriding instructions, addressing a model, chat-template markers) in several
-styles and languages. No database, no embedder: the scanner alone.
+Each line of a set is ``{"text", "label": "benign" | "injection", "family", "lang"}``. The
+sets (none of them used to fit the classifier, whose exemplars live in
+memory_engine/instruction_guard/data/):
 
-    python bench/instruction_guard.py [--file bench/data/instruction_guard.jsonl]
+- ``dev``: tests/data/guard/dev.jsonl, the set the rules and bars were tuned on;
+- ``heldout``: tests/data/guard/heldout.jsonl, written before the classifier and not tuned
+  on (its Swedish, Turkish, Indonesian and Czech lines are in no lexicon);
+- ``earlier-heldout``: bench/data/instruction_guard_heldout.jsonl, written by an earlier
+  session for the phrase rules (no families);
+- ``earlier-dev``: bench/data/instruction_guard.jsonl, the set those rules were tuned on
+  (with ``dev``, the set the classifier's bars were chosen on).
 
-A held-back set in the same format is checked with ``--file``.
+Two gates, the functions the doors call: the read path (``drop_instructions``: search,
+context injection, tools; ``gate="read"``) and the institutional write gate
+(``first_verdict(..., gate="write")`` in the write funnel). No database: the guard alone.
+
+    python bench/instruction_guard.py [--encoder e5|minilm|none] [--set NAME=PATH] [--show SET]
+
+``e5`` (multilingual-e5-small, the guard's encoder) is the default; ``minilm`` fits a head
+for the engine's default embedder in-process and judges with the same bars; ``none`` runs
+the rules and lexicons alone (the translate-free signals). Latency is per text, one at a
+time, with the guard's caches emptied first: what a write or a first read pays.
+
+Targets (issue 60, held-back sets): at most 2 injections reach the model and at most 2
+benign texts are kept out on reads; the write gate lets at most 3 injections in and refuses
+at most 1 benign text.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import statistics
 import sys
 import time
-from collections import Counter
+from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _setup import print_table, write_results  # noqa: E402
 
-from memory_engine.instruction_guard import reads_as_instruction  # noqa: E402
+import memory_engine.instruction_guard as guard  # noqa: E402
+from memory_engine.instruction_guard import classifier  # noqa: E402
 
-DEFAULT_FILE = ROOT / "bench" / "data" / "instruction_guard.jsonl"
+SETS = {
+    "dev": ROOT / "tests" / "data" / "guard" / "dev.jsonl",
+    "heldout": ROOT / "tests" / "data" / "guard" / "heldout.jsonl",
+    "earlier-heldout": ROOT / "bench" / "data" / "instruction_guard_heldout.jsonl",
+    "earlier-dev": ROOT / "bench" / "data" / "instruction_guard.jsonl",
+}
+#: (most injections reaching the model, most benign texts kept out) per gate, on held-back sets
+TARGETS = {"read": (2, 2), "write": (3, 1)}
+HELD_BACK = ("heldout", "earlier-heldout")
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def use_encoder(name: str) -> None:
+    """Point the guard at another encoder (``none``: no classifier) for this process."""
+    if name == "none":
+        guard._scores = lambda segments: None  # type: ignore[assignment]
+        return
+    original = classifier.classify
+    guard._scores = lambda segments: original(segments, encoder_name=name)  # type: ignore[assignment]
+
+
+def measure(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    texts = [row["text"] for row in rows]
+    classifier.clear_cache()
+    guard._assessed.clear()
+    timings = []
+    for text in texts:  # one at a time, caches cold: what a write or a first read pays
+        began = time.perf_counter()
+        guard.judge(text)
+        timings.append((time.perf_counter() - began) * 1000)
+    verdicts = {gate: guard.judge_many(texts, gate=gate) for gate in ("read", "write")}
+    per_family: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {"n": 0, "read": 0, "write": 0})
+    misses: dict[str, list[str]] = {"read": [], "write": []}
+    false: dict[str, list[str]] = {"read": [], "write": []}
+    totals = {"injection": 0, "benign": 0}
+    for i, row in enumerate(rows):
+        label, family = row["label"], row.get("family", "-")
+        totals[label] += 1
+        entry = per_family[(label, family)]
+        entry["n"] += 1
+        for gate in ("read", "write"):
+            blocked = verdicts[gate][i].blocked
+            entry[gate] += blocked
+            if label == "injection" and not blocked:
+                misses[gate].append(row["text"])
+            if label == "benign" and blocked:
+                false[gate].append(row["text"])
+    rules: dict[str, int] = defaultdict(int)
+    for i, row in enumerate(rows):
+        if row["label"] == "injection" and verdicts["read"][i].blocked:
+            rules[re.sub(r"_[a-z]{2}$", "_lexicon", verdicts["read"][i].rule)] += 1
+    return {
+        "injections": totals["injection"], "benign": totals["benign"],
+        "reached": {gate: len(misses[gate]) for gate in misses}, "kept_out": {gate: len(false[gate]) for gate in false},
+        "misses": misses, "false_positives": false,
+        "families": [{"label": label, "family": family, **entry}
+                     for (label, family), entry in sorted(per_family.items())],
+        "decided_by": dict(sorted(rules.items())),
+        "ms_per_text": {"mean": statistics.fmean(timings), "p50": statistics.median(timings),
+                        "p95": sorted(timings)[int(0.95 * (len(timings) - 1))], "max": max(timings),
+                        # what an ordinary text pays (an injection a rule decides skips the model)
+                        "benign_p50": statistics.median(t for t, r in zip(timings, rows, strict=True)
+                                                        if r["label"] == "benign")},
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--file", type=Path, default=DEFAULT_FILE, help="labelled JSONL set")
+    parser.add_argument("--encoder", choices=["e5", "minilm", "none"], default="e5")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=PATH", help="an extra labelled set")
+    parser.add_argument("--show", action="append", default=[], metavar="SET",
+                        help="print the misses and false positives of this set (repeatable)")
     args = parser.parse_args()
-    rows = [json.loads(line) for line in args.file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    sets = dict(SETS)
+    for item in args.set:
+        name, _, path = item.partition("=")
+        sets[name] = Path(path)
+    use_encoder(args.encoder)
     began = time.perf_counter()
-    verdicts = [(row, reads_as_instruction(row["text"])) for row in rows]
-    elapsed_ms = (time.perf_counter() - began) * 1000
-    benign = [(row, rule) for row, rule in verdicts if row["label"] == "benign"]
-    attacks = [(row, rule) for row, rule in verdicts if row["label"] == "injection"]
-    false_positives = [row["text"] for row, rule in benign if rule]
-    misses = [row["text"] for row, rule in attacks if not rule]
-    rules = Counter(rule for _, rule in attacks if rule)
-    fp_rate = len(false_positives) / len(benign) if benign else 0.0
-    miss_rate = len(misses) / len(attacks) if attacks else 0.0
-    print(f"set: {args.file.relative_to(ROOT) if args.file.is_relative_to(ROOT) else args.file}")
-    print_table(["label", "items", "flagged", "rate"], [
-        ["benign (false positives)", len(benign), len(false_positives), f"{fp_rate:.1%}"],
-        ["injection (misses)", len(attacks), len(misses), f"{miss_rate:.1%}"],
-    ])
-    print("\ncaught by rule: " + ", ".join(f"{name} {count}" for name, count in sorted(rules.items())))
-    print(f"scan time: {elapsed_ms / max(len(rows), 1):.3f} ms per item")
-    for title, texts in (("false positives", false_positives), ("misses", misses)):
-        if texts:
-            print(f"\n{title}:")
-            for text in texts:
-                print(f"  {text!r}")
+    guard.judge("Warm-up: the office opens at nine.")
+    load_ms = (time.perf_counter() - began) * 1000
+    results = {name: measure(load(path)) for name, path in sets.items() if path.exists()}
+
+    print(f"encoder: {args.encoder}; bars (plain, cued): read {guard.BARS['read']}, write {guard.BARS['write']}; "
+          f"first call (load) {load_ms:.0f} ms\n")
+    rows = []
+    for name, r in results.items():
+        for gate in ("read", "write"):
+            most_reached, most_kept_out = TARGETS[gate]
+            target = f"<= {most_reached} / <= {most_kept_out}" if name in HELD_BACK else ""
+            rows.append([name, gate, r["injections"], r["reached"][gate], f"{r['reached'][gate] / r['injections']:.1%}",
+                         r["benign"], r["kept_out"][gate], f"{r['kept_out'][gate] / r['benign']:.1%}", target])
+    print_table(["set", "gate", "injections", "reached", "miss rate", "benign", "kept out", "false rate",
+                 "target (reached / kept out)"], rows)
+    print()
+    family_rows = []
+    for name, r in results.items():
+        for f in r["families"]:
+            family_rows.append([name, f["label"], f["family"], f["n"], f"{f['read']}/{f['n']}",
+                                f"{f['write']}/{f['n']}"])
+    print_table(["set", "label", "family", "n", "blocked (read)", "blocked (write)"], family_rows)
+    print()
+    print_table(["set", "ms/text mean", "p50", "p95", "max", "benign p50"], [
+        [name, *(f"{r['ms_per_text'][k]:.2f}" for k in ("mean", "p50", "p95", "max", "benign_p50"))]
+        for name, r in results.items()])
+    if args.show:
+        for name, r in results.items():
+            if name not in args.show:
+                continue
+            for title, key in (("reached the model (read)", "misses"), ("kept out (read)", "false_positives"),
+                               ("let in (write)", "misses"), ("refused (write)", "false_positives")):
+                gate = "read" if "read" in title else "write"
+                if r[key][gate]:
+                    print(f"\n{name}: {title}:")
+                    for text in r[key][gate]:
+                        print(f"  {text!r}")
     write_results("instruction_guard", {
-        "set": str(args.file), "benign": len(benign), "injection": len(attacks),
-        "false_positive_rate": fp_rate, "miss_rate": miss_rate, "false_positives": false_positives,
-        "misses": misses, "caught_by_rule": dict(rules), "ms_per_item": elapsed_ms / max(len(rows), 1),
+        "encoder": args.encoder, "bars": guard.BARS, "load_ms": load_ms, "targets": TARGETS,
+        "sets": {name: {"path": str(sets[name].relative_to(ROOT) if sets[name].is_relative_to(ROOT) else sets[name]),
+                        **r} for name, r in results.items()},
     })
 
 

@@ -394,27 +394,33 @@ class StatementTransaction:
     """A transaction begun by its first statements and committed by its last
     (:func:`statement_transaction`): ``opening`` and ``closing`` add the ``BEGIN`` and the
     ``COMMIT`` to the statements sent together there (:func:`in_order`), where Django's
-    ``atomic()`` sends each in a round trip of its own. Inside ``atomic()`` both give the
-    statements back unchanged."""
+    ``atomic()`` sends each in a round trip of its own. Inside an ``atomic()`` block they add a
+    ``SAVEPOINT`` and its ``RELEASE`` instead (``savepoint``: its name), and where neither can be
+    carried they give the statements back unchanged."""
 
-    def __init__(self, *, carried: bool) -> None:
-        #: whether BEGIN and COMMIT go with the statements (else atomic() sends them)
+    def __init__(self, *, carried: bool, savepoint: str | None = None) -> None:
+        #: whether BEGIN and COMMIT (or the savepoint) go with the statements (else atomic() sends them)
         self.carried = carried
-        self._begun = False
+        self.savepoint = savepoint
+        self.begun = False
+        self.closed = False
 
     def opening(self, statements: Sequence[tuple[str, Params]]) -> list[tuple[str, Params]]:
-        """``statements``, after a ``BEGIN`` when they are the transaction's first."""
-        if not self.carried or self._begun:
+        """``statements``, after a ``BEGIN`` (or ``SAVEPOINT``) when they are the transaction's first."""
+        if not self.carried or self.begun:
             return list(statements)
-        self._begun = True
-        return [("BEGIN", _no_params(statements)), *statements]
+        self.begun = True
+        start = "BEGIN" if self.savepoint is None else f"SAVEPOINT {self.savepoint}"
+        return [(start, _no_params(statements)), *statements]
 
     def closing(self, statements: Sequence[tuple[str, Params]]) -> list[tuple[str, Params]]:
-        """``statements`` (the transaction's last), then ``COMMIT``."""
+        """``statements`` (the transaction's last), then ``COMMIT`` (or ``RELEASE SAVEPOINT``)."""
         if not self.carried:
             return list(statements)
         opened = self.opening(statements)
-        return [*opened, ("COMMIT", _no_params(opened))]
+        self.closed = True
+        end = "COMMIT" if self.savepoint is None else f"RELEASE SAVEPOINT {self.savepoint}"
+        return [*opened, (end, _no_params(opened))]
 
 
 def _no_params(statements: Sequence[tuple[str, Params]]) -> Params:
@@ -443,8 +449,14 @@ def statement_transaction() -> Iterator[StatementTransaction]:
     in the block (the ORM's too) run inside it, so nothing in the block may start an ``atomic()``
     of its own or rely on ``transaction.on_commit``.
 
-    Where a transaction cannot be carried that way (inside an ``atomic()`` block, which then
-    makes this a savepoint, and see _carries_transaction), this is ``atomic()``."""
+    Inside an ``atomic()`` block (a batch of writes) it is a savepoint carried the same way: the
+    ``SAVEPOINT`` goes with the first statements, its ``RELEASE`` with the last, and an exception
+    rolls back to it, so one write's failure leaves the others of the block as they were. Where
+    neither can be carried (see _carries_transaction), this is ``atomic()``."""
+    if connection.in_atomic_block and joins_statements() and not connection.needs_rollback:
+        with _carried_savepoint() as within:
+            yield within
+        return
     if not _carries_transaction():
         with transaction.atomic():
             yield StatementTransaction(carried=False)
@@ -455,6 +467,51 @@ def statement_transaction() -> Iterator[StatementTransaction]:
         _end_open_transaction(commit=False)
         raise
     _end_open_transaction(commit=True)
+
+
+_savepoints = iter(range(1, 2**62))
+
+
+@contextlib.contextmanager
+def _carried_savepoint() -> Iterator[StatementTransaction]:
+    """statement_transaction inside an atomic() block: a savepoint sent with the statements."""
+    within = StatementTransaction(carried=True, savepoint=f"me_sp_{next(_savepoints)}")
+    try:
+        yield within
+    except BaseException:
+        if within.begun:
+            _savepoint_rollback(within, raising=False)
+        raise
+    if not within.begun:
+        return
+    status = connection.connection.info.transaction_status
+    if status == TransactionStatus.INERROR:
+        # a statement failed and the block caught its error: nothing of it is kept
+        _savepoint_rollback(within, raising=True)
+        raise TransactionManagementError("A statement failed inside statement_transaction(); it was rolled back.")
+    if not within.closed:
+        with connection.cursor() as cursor:
+            cursor.execute(f"RELEASE SAVEPOINT {within.savepoint}")
+
+
+def _savepoint_rollback(within: StatementTransaction, *, raising: bool) -> None:
+    """Undo what the block wrote since its savepoint, unless its RELEASE went through (the
+    statements after it did not fail: the writes are the enclosing transaction's now)."""
+    raw = connection.connection
+    if raw is None:
+        return
+    if within.closed and raw.info.transaction_status != TransactionStatus.INERROR:
+        return
+    try:
+        with connection.wrap_database_errors:
+            raw.execute(f"ROLLBACK TO SAVEPOINT {within.savepoint}")
+            raw.execute(f"RELEASE SAVEPOINT {within.savepoint}")
+    except Exception:
+        # the savepoint is gone with the connection or the enclosing transaction: the
+        # enclosing atomic() block answers for that
+        connection.needs_rollback = True
+        if raising:
+            raise
 
 
 def _end_open_transaction(*, commit: bool) -> None:

@@ -272,17 +272,33 @@ def test_a_statement_transaction_commits_what_its_last_statements_left_open(proj
     assert idle() and stored_texts(store) == {"first"}
 
 
-def test_inside_atomic_a_statement_transaction_is_a_savepoint(store):
+def test_inside_atomic_a_statement_transaction_is_a_savepoint_sent_with_its_statements(store):
+    """Inside atomic() (a batch of writes) the SAVEPOINT goes with the first statements and its
+    RELEASE with the last; an error rolls back to it and the enclosing transaction goes on."""
     with transaction.atomic():
         one_round_trip(inserts(store, "kept"))
-        with CaptureQueriesContext(connection) as queries, pytest.raises(ZeroDivisionError), \
-                statement_transaction() as within:
-            statements = inserts(store, "first")
-            assert within.opening(statements) == statements == within.closing(statements)
-            one_round_trip(statements)
+        with queries_sent() as sent, pytest.raises(ZeroDivisionError), statement_transaction() as within:
+            one_round_trip(within.opening(inserts(store, "first")))
             1 / 0  # noqa: B018
-        assert queries.captured_queries[0]["sql"].startswith("SAVEPOINT")
+        assert within.savepoint and sent[0].startswith(f"SAVEPOINT {within.savepoint};\nINSERT INTO")
         assert stored_texts(store) == {"kept"}
+        with queries_sent() as sent, statement_transaction() as within:
+            one_round_trip(within.opening(inserts(store, "first")))
+            one_round_trip(within.closing(inserts(store, "second")))
+        assert len(sent) == 2 and sent[1].endswith(f";\nRELEASE SAVEPOINT {within.savepoint}"), sent
+        assert stored_texts(store) == {"kept", "first", "second"}
+        # a failing last statement: the RELEASE after it is not run, the savepoint is rolled back to
+        too_long = MemoryContent(store=store, text="x", content_hash="h" * 65)
+        with pytest.raises(DataError), statement_transaction() as within:
+            one_round_trip(within.opening(inserts(store, "third")))
+            one_round_trip(within.closing([*inserts(store, "fourth"), insert_sql(too_long)]))
+        assert stored_texts(store) == {"kept", "first", "second"}
+        # a failed statement whose error the block caught: nothing of the block is kept
+        with pytest.raises(TransactionManagementError), statement_transaction() as within:
+            one_round_trip(within.opening(inserts(store, "fifth")))
+            with contextlib.suppress(DataError):
+                one_round_trip([insert_sql(too_long)])
+        assert stored_texts(store) == {"kept", "first", "second"}
 
 
 @pytest.mark.django_db(transaction=True)

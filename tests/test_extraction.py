@@ -188,8 +188,13 @@ def test_every_corpus_pdf_has_an_expected_outcome():
     assert set(corpus_pdfs_beyond_expected()) <= set(manifest())
 
 
+#: Why the manifest check has nothing to run when every corpus PDF is named above (a skip group).
+ALL_CORPUS_PDFS_NAMED = "every corpus PDF is named by an outcome above: none is checked by the manifest alone"
+
+
 @corpus
-@pytest.mark.parametrize("name", corpus_pdfs_beyond_expected())
+@pytest.mark.parametrize("name", corpus_pdfs_beyond_expected()
+                         or [pytest.param(None, marks=pytest.mark.skip(reason=ALL_CORPUS_PDFS_NAMED))])
 def test_a_corpus_pdf_classified_only_by_the_manifest_ends_as_it_records(name, extractor):
     """A corpus file no outcome above names: the outcome follows from what the manifest records."""
     entry = manifest()[name]

@@ -231,7 +231,9 @@ def test_write_is_refused_with_no_ledger_row(client: Any, store: Any, field: str
     response = client.post("/api/v1/memories", body, format="json")
     assert response.status_code == 400, response.json()
     assert response.json()["code"] == "INSTRUCTION_REJECTED"
-    assert response.json()["details"] == {"rule": "override"}
+    details = response.json()["details"]
+    assert details["family"] == "override" and details["rule"] == "override_phrase" and details["view"] == "text"
+    assert details["score"] is None  # a rule decided: the classifier was not run
     # Like ABOUT_REQUIRED and QUOTA_EXCEEDED: refused before anything is written.
     assert not Memory.objects.filter(store=store).exists()
     assert not MemoryAssertion.objects.filter(store=store).exists()

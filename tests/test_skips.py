@@ -8,6 +8,7 @@ import pytest
 from tests.admin.test_browser import browser_missing
 from tests.corpus import SKIP_REASON
 from tests.skips import SKIP_GROUPS, require, skip_group
+from tests.test_extraction import ALL_CORPUS_PDFS_NAMED
 
 
 def skip_reason_of(tool: str, missing: str) -> str:
@@ -18,6 +19,7 @@ def skip_reason_of(tool: str, missing: str) -> str:
 
 @pytest.mark.parametrize("reason, group", [
     (SKIP_REASON, "corpus"),
+    (ALL_CORPUS_PDFS_NAMED, "corpus PDFs all named"),
     ("browser", "browser"),
     ("pgbouncer", "pgbouncer"),
     ("pg_textsearch >= 1.3 keeps its statistics: nothing is ever stale", "pg_textsearch >= 1.3"),

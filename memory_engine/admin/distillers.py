@@ -16,7 +16,7 @@ from memory_engine.models import Distiller, DistillerRun
 from memory_engine.policy import ADD
 from memory_engine.services.distillers import COUNT_KEYS, distiller_fields, distiller_tick
 
-from .scoping import ProjectScopedAdmin, admin_caller
+from .scoping import ProjectScopedAdmin, ReadOnlyInlineMixin, admin_caller
 
 
 class DistillerForm(forms.ModelForm):
@@ -33,13 +33,11 @@ class DistillerForm(forms.ModelForm):
         return data
 
 
-class DistillerRunInline(admin.TabularInline):
+class DistillerRunInline(ReadOnlyInlineMixin, admin.TabularInline):
     model = DistillerRun
-    extra = 0
     fields = ("started_at", "finished_at", "counts_summary", "errors_summary")
     readonly_fields = fields
     ordering = ["-started_at"]
-    can_delete = False
 
     @admin.display(description="counts")
     def counts_summary(self, run: DistillerRun) -> str:
@@ -48,9 +46,6 @@ class DistillerRunInline(admin.TabularInline):
     @admin.display(description="errors")
     def errors_summary(self, run: DistillerRun) -> str:
         return format_html_join("", "<div>{}</div>", ((json.dumps(e, sort_keys=True),) for e in run.errors[:10]))
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Distiller)

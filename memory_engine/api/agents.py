@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine import strict
 from memory_engine.agent_tools import (
     FORMATS,
     OpenMemoryToolRequestSerializer,
@@ -31,10 +32,9 @@ from memory_engine.models import Agent, MemoryStore
 from memory_engine.models.memories import Tier
 from memory_engine.policy import ADD, get_visible_or_404, require, visible
 from memory_engine.services.agents import UNSET, agent_create, agent_delete, agent_update
+from memory_engine.strict import JSONObjectField
 
-from . import strict
 from .exceptions import ERRORS, ErrorSerializer
-from .fields import JSONObjectField
 from .memories import WRITE_RESPONSES, MemoryFullSerializer, write_response
 from .scoping import ProjectScopedMixin
 from .search import SEARCH_PERMISSIONS, SearchResultSerializer

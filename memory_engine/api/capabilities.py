@@ -9,13 +9,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine import strict
 from memory_engine.conf import engine_settings
 from memory_engine.lexical import lexical_status
 from memory_engine.providers.embeddings import get_embedding_provider
 from memory_engine.providers.rerank import get_rerank_provider
 from memory_engine.selectors.search import Degraded
 
-from . import strict
 from .exceptions import ERRORS
 from .scoping import ProjectScopedMixin
 

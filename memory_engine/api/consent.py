@@ -10,11 +10,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine import strict
 from memory_engine.consent import ConsentCategory
 from memory_engine.exceptions import GrantRequired, LegalHold
 from memory_engine.services.consent import consent_revoke
 
-from . import strict
 from .erasure import ErasureReceiptSerializer
 from .exceptions import ERRORS, error_responses
 from .scoping import ProjectScopedMixin

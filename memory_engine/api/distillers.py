@@ -11,12 +11,12 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from memory_engine import strict
 from memory_engine.exceptions import DistillerBusy, DistillerDisabled, DistillerNotFound, MemoryStoreNotFound
 from memory_engine.models import Distiller, DistillerRun, DistillerVersion, MemoryStore
 from memory_engine.policy import ADD, get_visible_or_404, require, visible
 from memory_engine.services.distillers import distiller_create, distiller_tick, distiller_update
 
-from . import strict
 from .exceptions import ERRORS, error_responses
 from .scoping import ProjectScopedMixin
 

@@ -10,10 +10,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine import strict
 from memory_engine.exceptions import EmbeddingFailed
 from memory_engine.providers.embeddings import EmbeddingError, require_embedding_provider
 
-from . import strict
 from .exceptions import ERRORS, ErrorSerializer
 from .scoping import ProjectScopedMixin
 

@@ -9,14 +9,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine import strict
 from memory_engine.exceptions import GrantRequired, LegalHold
 from memory_engine.models import ErasureReceipt
 from memory_engine.policy import receipts_visible
 from memory_engine.services.erasure import subject_erase
+from memory_engine.strict import JSONObjectField
 
-from . import strict
 from .exceptions import ERRORS, error_responses
-from .fields import JSONObjectField
 from .scoping import ProjectScopedMixin
 
 

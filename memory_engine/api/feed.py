@@ -9,11 +9,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine import strict
 from memory_engine.exceptions import FeedCursorInvalid
 from memory_engine.models import FeedEntry, FeedKind
 from memory_engine.selectors.feed import feed_page
 
-from . import strict
 from .exceptions import ERRORS, error_responses
 from .scoping import ProjectScopedMixin
 

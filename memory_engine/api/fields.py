@@ -11,11 +11,10 @@ from memory_engine import strict
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import TagFilterTooLarge, ValidationFailed
 from memory_engine.jsonobject import parse_json_object
-from memory_engine.strict import JSONObjectField, StrictCharField
+from memory_engine.strict import JSONObjectField
 from memory_engine.text import contains_nul
 
-__all__ = ["JSONObjectField", "ShareSerializer", "StrictCharField", "TagFilterField", "check_tag_filter",
-           "parse_tags_param"]
+__all__ = ["ShareSerializer", "TagFilterField", "check_tag_filter", "parse_tags_param"]
 
 
 def check_tag_filter(tags: dict[str, Any]) -> dict[str, Any]:

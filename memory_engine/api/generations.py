@@ -12,13 +12,13 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from memory_engine import strict
 from memory_engine.exceptions import AgentNotFound, GenerationNotFound, RuleNotFound
 from memory_engine.models import Agent, Generation, MemoryAssertion, MemoryRule
 from memory_engine.models.agents import GenerationStatus
 from memory_engine.policy import ADD, get_visible_or_404, require, visible
 from memory_engine.services.generations import complete_generation, record_generation
 
-from . import strict
 from .exceptions import ERRORS, ErrorSerializer
 from .memories import MemoryAssertionSerializer
 from .scoping import ProjectScopedMixin, ScopeIdFilter

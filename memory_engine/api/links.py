@@ -9,12 +9,12 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, viewsets
 
+from memory_engine import strict
 from memory_engine.exceptions import LinkEndNotFound, LinkNotFound
 from memory_engine.models import EvidenceLink
 from memory_engine.policy import ADD, require, sees, visible
 from memory_engine.services.links import evidence_link_create, evidence_link_delete, link_end
 
-from . import strict
 from .exceptions import ERRORS
 from .scoping import ProjectScopedMixin
 

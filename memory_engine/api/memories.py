@@ -22,6 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine import strict
 from memory_engine.agent_tools import MEMORY_FIELDS, MemoryFieldsSerializer
 from memory_engine.consent import ConsentCategory
 from memory_engine.exceptions import BatchTooLarge, MemoryStoreNotFound, NotFound, ValidationFailed
@@ -56,11 +57,11 @@ from memory_engine.services.memories import WriteResult, memory_write, memory_wr
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore
 from memory_engine.services.retention import memory_retention_set
 from memory_engine.services.stores import memory_store_delete, memory_store_save, subject_store_get_or_create
+from memory_engine.strict import JSONObjectField, StrictCharField
 from memory_engine.subjects import validate_subject
 
-from . import strict
 from .exceptions import ERRORS, ErrorSerializer, error_responses
-from .fields import JSONObjectField, ShareSerializer, StrictCharField, parse_tags_param
+from .fields import ShareSerializer, parse_tags_param
 from .permissions import require_write_access
 from .scoping import ProjectScopedMixin, ScopeIdFilter, request_caller, request_project
 

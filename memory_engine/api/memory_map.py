@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine import strict
 from memory_engine.consent import ConsentCategory
 from memory_engine.exceptions import MemoryStoreNotFound
 from memory_engine.models import MemoryMapStatus, MemoryStore
@@ -17,7 +18,6 @@ from memory_engine.policy import get_visible_or_404
 from memory_engine.selectors.memory_map import memory_map_answer
 from memory_engine.services.memory_map import memory_map_request, recomputing
 
-from . import strict
 from .exceptions import ERRORS
 from .scoping import ProjectScopedMixin
 

@@ -8,11 +8,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine import strict
 from memory_engine.exceptions import SchemaInvalid
 from memory_engine.models import MemorySchema
 from memory_engine.services.memory_schema import memory_schema_of, memory_schema_save
 
-from . import strict
 from .exceptions import ERRORS, error_responses
 from .scoping import ProjectScopedMixin
 

@@ -12,11 +12,11 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from memory_engine import strict
 from memory_engine.exceptions import StagedGenerationForbidden, StagedGenerationNotFound, TransformConfigNotFound
 from memory_engine.models import ApiKey, ReplayRun, TransformConfig
 from memory_engine.services.documents.replay import generation_demote, generation_promote, transform_config_create
 
-from . import strict
 from .exceptions import ERRORS
 from .scoping import ProjectScopedMixin
 

@@ -10,15 +10,15 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from memory_engine import strict
 from memory_engine.exceptions import MemoryStoreNotFound
 from memory_engine.models import MemoryRule, MemoryStore
 from memory_engine.policy import ADD, get_visible_or_404, require
 from memory_engine.redaction import mask_handler_config
 from memory_engine.services.rules import memory_rule_create, memory_rule_update
+from memory_engine.strict import JSONObjectField
 
-from . import strict
 from .exceptions import ERRORS
-from .fields import JSONObjectField
 from .scoping import ProjectScopedMixin
 
 SECRET_KEYS = ("secret",)

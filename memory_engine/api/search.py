@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine import strict
 from memory_engine.exceptions import AgentNotFound, ValidationFailed
 from memory_engine.models import Agent, Lineage, Provenance
 from memory_engine.policy import SEARCH, get_visible_or_404, reach
@@ -24,7 +25,6 @@ from memory_engine.selectors.search import (
     knowledge_search,
 )
 
-from . import strict
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import TagFilterField
 from .replay import require_generation_access

@@ -10,10 +10,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_engine import strict
 from memory_engine.models import Document
 from memory_engine.selectors.timeline import timeline
 
-from . import strict
 from .exceptions import ERRORS
 from .scoping import ProjectScopedMixin
 

@@ -11,12 +11,12 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from memory_engine import strict
 from memory_engine.exceptions import GrantRequired, URLNotAllowed
 from memory_engine.models import FeedKind, WebhookDelivery, WebhookSubscription
 from memory_engine.policy import unrestricted_only
 from memory_engine.webhooks import webhook_create, webhook_rotate_secret
 
-from . import strict
 from .exceptions import ERRORS, error_responses
 from .scoping import ProjectScopedMixin
 

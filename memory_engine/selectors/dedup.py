@@ -53,6 +53,7 @@ HNSW_SETTINGS_SQL = (
 
 
 def hnsw_settings() -> dict[str, Any]:
+    """HNSW_SETTINGS_SQL's parameters, from the settings."""
     return {"ef_search": engine_settings.HNSW_EF_SEARCH, "iterative_scan": engine_settings.HNSW_ITERATIVE_SCAN,
             "max_scan_tuples": engine_settings.HNSW_MAX_SCAN_TUPLES}
 

@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from memory_engine.exceptions import InstructionWithheld, NotFound
-from memory_engine.instruction_guard import drop_instructions, first_instruction, record_block
+from memory_engine.instruction_guard import drop_instructions, first_verdict, record_block
 from memory_engine.models import Agent, Memory
 from memory_engine.models.memories import Tier
 
@@ -57,10 +57,10 @@ def open_memory(queryset: QuerySet[Memory], memory_id: Any, *, facet: str | None
     if memory is None:
         raise NotFound()
     item_id, tier, values = memory_fields(memory)
-    rule = first_instruction(*values)
-    if rule is not None:
-        record_block(item_id, path=path, rule=rule, tier=tier)
-        raise InstructionWithheld(details={"rule": rule})
+    verdict = first_verdict(*values)
+    if verdict is not None:
+        record_block(item_id, path=path, rule=str(verdict.family), tier=tier, verdict=verdict)
+        raise InstructionWithheld(details={"rule": verdict.family})
     return memory
 
 

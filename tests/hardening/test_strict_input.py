@@ -1,4 +1,4 @@
-"""Strict input (memory_engine.api.strict): a field no endpoint or tool declares answers
+"""Strict input (memory_engine.strict): a field no endpoint or tool declares answers
 ``400 UNKNOWN_FIELD`` naming it, and nothing changes — generated from the OpenAPI schema, so a new
 operation is covered without a new test. List filters naming an unknown row answer
 ``400 UNKNOWN_SCOPE`` as search scopes do; a search with nothing to search or list answers

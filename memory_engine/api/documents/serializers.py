@@ -9,13 +9,14 @@ from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
 
+from memory_engine import strict
 from memory_engine.models import Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import ChunkStrategy
 from memory_engine.models.retention import RetentionClass
 from memory_engine.selectors.documents import version_text
+from memory_engine.strict import JSONObjectField
 
-from .. import strict
-from ..fields import JSONObjectField, ShareSerializer
+from ..fields import ShareSerializer
 
 
 class PathField(serializers.CharField):

@@ -316,7 +316,7 @@ def _prepare(document: Document, run: str) -> list[ChunkSpec] | None:
     return specs
 
 
-def _token_counter() -> TokenCounter:
+def token_counter() -> TokenCounter:
     """The embedder's token count; the length estimate when there is none or it fails."""
     provider = get_embedding_provider()
     if provider is None:
@@ -344,7 +344,7 @@ def _chunk_options(document: Document) -> dict[str, Any]:
         # `whole` stores no size (it uses none); the chunker still wants valid numbers.
         "chunk_size": document.chunk_size or DEFAULT_CHUNK_SIZE,
         "chunk_overlap": document.chunk_overlap if document.chunk_size else DEFAULT_CHUNK_OVERLAP,
-        "count_tokens": _token_counter(),
+        "count_tokens": token_counter(),
         "max_chars": engine_settings.MAX_CHUNK_CHARS,
     }
 

@@ -41,7 +41,7 @@ from memory_engine.ranking_knobs import validate_ranking_knobs
 
 from .chunk_settings import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, resolve_chunking
 from .grants import open_password
-from .pipeline import _token_counter
+from .pipeline import token_counter
 
 logger = logging.getLogger("memory_engine.documents")
 
@@ -182,7 +182,7 @@ def _chunk_options(config: TransformConfig, document: Document, content_type: st
     validate_chunk_settings(strategy=strategy, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
                             max_chars=engine_settings.MAX_CHUNK_CHARS)
     return {"strategy": strategy, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap,
-            "count_tokens": _token_counter() if strategy in TOKEN_STRATEGIES else None,
+            "count_tokens": token_counter() if strategy in TOKEN_STRATEGIES else None,
             "max_chars": engine_settings.MAX_CHUNK_CHARS}
 
 

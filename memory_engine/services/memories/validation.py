@@ -29,7 +29,7 @@ from memory_engine.exceptions import (
     ThresholdsInvalid,
     ValidationFailed,
 )
-from memory_engine.instruction_guard import first_instruction, record_block
+from memory_engine.instruction_guard import first_verdict, record_block
 from memory_engine.models import Agent, Lineage, Memory, MemoryStore, Provenance
 from memory_engine.models.memories import MEMORY_KIND_MAX_CHARS, Tier
 from memory_engine.models.retention import RetentionClass
@@ -188,14 +188,15 @@ GUARDED_TIERS = frozenset({Tier.AGENT, Tier.INSTITUTIONAL})
 
 def guard_instructions(store: MemoryStore, *values: Any) -> None:
     """Refuse a write into an agent or institutional store whose strings read as instructions
-    to an AI (400 INSTRUCTION_REJECTED); counted under path=write and logged with the store id,
-    never the text. User-tier writes are stored as given and filtered on every read."""
+    to an AI (400 INSTRUCTION_REJECTED, the guard's reason in ``details``: rule, family, score,
+    view); counted under path=write and logged with the store id, never the text. User-tier
+    writes are stored as given and filtered on every read."""
     if store.tier not in GUARDED_TIERS:
         return
-    rule = first_instruction(*values)
-    if rule is not None:
-        record_block(store.pk, path="write", rule=rule, tier=store.tier)
-        raise InstructionRejected(details={"rule": rule})
+    verdict = first_verdict(*values, gate="write")
+    if verdict is not None:
+        record_block(store.pk, path="write", rule=str(verdict.family), tier=store.tier, verdict=verdict)
+        raise InstructionRejected(details=verdict.details())
 
 
 def check_memory_quota(store: MemoryStore) -> None:
