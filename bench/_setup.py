@@ -71,8 +71,10 @@ def parse_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
     return args
 
 
-def setup_django(db_name: str = "bench_memory_engine", *, migrate: bool = True) -> None:
-    """Point Django at ``db_name`` (created if missing), migrate it, and set Django up."""
+def setup_django(db_name: str = "bench_memory_engine", *, migrate: bool = True, fresh: bool = False) -> None:
+    """Point Django at ``db_name`` (created if missing; dropped first when ``fresh``), migrate it,
+    and set Django up. The name is set before Django reads its settings: the example project's
+    connection pool keeps the database it was opened on."""
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
     os.environ["MEMORY_ENGINE_DB_NAME"] = db_name
@@ -87,6 +89,8 @@ def setup_django(db_name: str = "bench_memory_engine", *, migrate: bool = True) 
     conninfo = {"dbname": "postgres", "user": admin["USER"] or None, "host": admin["HOST"] or None,
                 "port": admin["PORT"] or None, "password": admin["PASSWORD"] or None}
     with psycopg.connect(**{k: v for k, v in conninfo.items() if v}, autocommit=True) as conn:
+        if fresh:
+            conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [db_name]).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{db_name}"')

@@ -58,22 +58,9 @@ os.environ.setdefault("MEMORY_ENGINE_LOG_LEVEL", "WARNING")
 
 def setup_django(db_name: str) -> None:
     """Create (once) and migrate a database of our own on the configured server."""
-    import django
-    from django.conf import settings
+    from _setup import setup_django as setup
 
-    django.setup()
-    from django.db import connection, connections
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [db_name])
-        if cursor.fetchone() is None:
-            cursor.execute(f'CREATE DATABASE "{db_name}"')
-    connections.close_all()
-    settings.DATABASES["default"]["NAME"] = db_name
-    connections["default"].settings_dict["NAME"] = db_name
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
+    setup(db_name)
 
 
 # --------------------------------------------------------------------------- embeddings

@@ -71,21 +71,10 @@ os.environ.setdefault("MEMORY_ENGINE_LOG_LEVEL", "WARNING")
 
 
 def setup_django(db_name: str) -> None:
-    import django
-    from django.conf import settings
+    """A fresh database every run."""
+    from _setup import setup_django as setup
 
-    django.setup()
-    from django.db import connection, connections
-
-    with connection.cursor() as cursor:  # a fresh database every run
-        cursor.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
-        cursor.execute(f'CREATE DATABASE "{db_name}"')
-    connections.close_all()
-    settings.DATABASES["default"]["NAME"] = db_name
-    connections["default"].settings_dict["NAME"] = db_name
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
+    setup(db_name, fresh=True)
 
 
 # --------------------------------------------------------------------------- data
