@@ -68,6 +68,37 @@ def dimensions(value: Any) -> int:
     return dims
 
 
+#: The consent categories (memory_engine.consent.categories checks that it names the same) and the
+#: tiers of a store, for CONSENT_EXPIRY_DAYS.
+CONSENT_CATEGORY_NAMES = ("memory:context", "memory:preferences", "memory:history", "memory:location",
+                          "memory:identity", "memory:health")
+TIER_NAMES = ("user", "agent", "institutional")
+
+
+def consent_expiry_days(value: Any) -> dict[str, dict[str, int | float | None]]:
+    """``{category: {tier: days}}``: known categories and tiers, days a positive number or None (no limit)."""
+    out: dict[str, dict[str, int | float | None]] = {}
+    for category, tiers in mapping(value).items():
+        if category not in CONSENT_CATEGORY_NAMES:
+            raise InvalidSetting("keyed by consent categories (" + ", ".join(CONSENT_CATEGORY_NAMES) + ")", category)
+        try:
+            days_by_tier = mapping(tiers)
+        except InvalidSetting:
+            raise InvalidSetting("a dict of tiers to days", tiers, (category,)) from None
+        out[category] = {}
+        for tier, days in days_by_tier.items():
+            if tier not in TIER_NAMES:
+                raise InvalidSetting("keyed by tiers (" + ", ".join(TIER_NAMES) + ")", tier, (category,))
+            try:
+                parsed = None if days is None else number(days)
+            except InvalidSetting:
+                parsed = 0
+            if parsed is not None and parsed <= 0:
+                raise InvalidSetting("a positive number of days or None", days, (category, tier))
+            out[category][tier] = parsed
+    return out
+
+
 #: The LLM settings a builtin memory rule may be allowed to change (LLM_OVERRIDABLE).
 LLM_OVERRIDABLE_NAMES = ("PROMPT", "MODEL", "MAX_TOKENS", "BASE_URL", "API_KEY", "TIMEOUT", "RETRIES")
 
@@ -229,6 +260,36 @@ SETTINGS: tuple[Setting, ...] = (
             "int", "86400",
             "lifetime of an `ephemeral` document version; the retention sweep (every `MEMORY_SWEEP_MINUTES`) "
             "tombstones it"),
+    # Consent categories (docs/memory.md, *Consent categories*): days a memory of a category may
+    # live, per tier, from its write; the embedding pass's threshold.
+    Setting("CONSENT_EXPIRY_DAYS", {}, optional(consent_expiry_days, none={}),
+            "dict", "`{}`",
+            "days a memory of a consent category may live from its write, per tier: `{\"memory:health\": "
+            "{\"user\": 30, \"agent\": 30}}` (keys: the six categories; tiers `user`, `agent`, `institutional`; "
+            "days a positive number, `None`: no limit). A store's `consent_expiry_days` (`{category: days}`) "
+            "overrides it; the earlier of this and the memory's own expiry wins "
+            "([memory](memory.md#consent-categories))"),
+    Setting("CONSENT_EMBEDDING_MIN_SIMILARITY", 0.2, number,
+            "number", "0.2",
+            "the consent classifier's embedding pass names the nearest category when the memory's cosine to "
+            "that category's exemplar centroid reaches this; chosen on the exemplars for all-MiniLM-L6-v2 "
+            "(`bench/consent.py --sweep`; another embedder has another scale)"),
+    # The memory map (docs/memory.md, *The memory map*).
+    Setting("MEMORY_MAP_SYNC_MAX_MEMORIES", 500, integer,
+            "int", "500",
+            "the memory map of a store with at most this many live memories is computed in the request that "
+            "first asks for it; a larger store's by a worker (`202` until it is ready) "
+            "([memory](memory.md#the-memory-map))"),
+    Setting("MEMORY_MAP_RECOMPUTE_CHANGE", 0.1, number,
+            "number", "0.1",
+            "a map is computed again (by a worker; the old one is served meanwhile, `stale: true`) when the "
+            "store's live memories changed by more than this share of the count it was computed from"),
+    Setting("MEMORY_MAP_MAX_AGE_MINUTES", 60, number,
+            "number", "60",
+            "… or when it is older than this"),
+    Setting("MEMORY_MAP_MAX_POINTS", 20000, integer,
+            "int", "20000",
+            "the most memories one map places (the newest; `truncated: true` says that some were left out)"),
     # Confidence of a memory whose writer states none; a write that lands on an existing
     # memory reinforces it at most once per REINFORCE_INTERVAL_SECONDS.
     Setting("DEFAULT_CONFIDENCE", 0.7, number,

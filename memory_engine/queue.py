@@ -23,6 +23,7 @@ __all__ = [
     "DISTILLERS_TASK",
     "INGEST_MANY_TASK",
     "INGEST_TASK",
+    "MEMORY_MAP_TASK",
     "MEMORY_SWEEP_SCHEDULE_NAME",
     "MEMORY_SWEEP_TASK",
     "RULE_FIRE_TASK",
@@ -35,6 +36,7 @@ __all__ = [
     "enqueue_document_ingest",
     "enqueue_document_ingest_on_commit",
     "enqueue_documents_ingest_on_commit",
+    "enqueue_memory_map_on_commit",
     "enqueue_memory_rule_fire",
     "ensure_schedules",
 ]
@@ -53,6 +55,7 @@ RETENTION_SWEEP_SCHEDULE_NAME = "memory_engine: retention sweep"
 WEBHOOKS_TASK = "memory_engine.tasks.webhooks_dispatch_task"
 DISTILLERS_TASK = "memory_engine.tasks.distillers_tick_task"
 DISTILLERS_SCHEDULE_NAME = "memory_engine: distillers"
+MEMORY_MAP_TASK = "memory_engine.tasks.memory_map_compute_task"
 WEBHOOKS_SCHEDULE_NAME = "memory_engine: webhooks"
 
 
@@ -94,6 +97,16 @@ def enqueue_memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool =
     after recording the firing as pending)."""
     _async_task(RULE_FIRE_TASK, rule_id, generation_id, resume,
                 task_name=f"rule {rule_id} on {generation_id}", group="memory_rules")
+
+
+def enqueue_memory_map(store_id: str) -> None:
+    """Queue the computation of one store's memory map now."""
+    _async_task(MEMORY_MAP_TASK, store_id, task_name=f"memory map {store_id}", group="memory_engine.memory_map")
+
+
+def enqueue_memory_map_on_commit(store_id: str) -> None:
+    """Queue the computation of one store's memory map once the current transaction commits."""
+    transaction.on_commit(partial(enqueue_memory_map, store_id))
 
 
 def ensure_schedules(**kwargs: Any) -> None:

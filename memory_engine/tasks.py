@@ -11,6 +11,7 @@ from typing import Any
 from memory_engine.services.distillers import distillers_tick
 from memory_engine.services.documents import document_ingest_group, document_ingest_many, document_sweep
 from memory_engine.services.memory_lifecycle import memory_sweep
+from memory_engine.services.memory_map import memory_map_compute
 from memory_engine.services.retention import document_retention_sweep
 from memory_engine.services.rules import memory_rule_fire, rule_firing_sweep
 from memory_engine.webhooks import webhooks_dispatch
@@ -64,3 +65,10 @@ def webhooks_dispatch_task() -> int:
 def distillers_tick_task() -> int:
     """A tick of every enabled resident distiller (docs/distillers.md); the number that ran."""
     return distillers_tick()
+
+
+def memory_map_compute_task(store_id: str) -> str | None:
+    """Compute one store's memory map (enqueued when a map is asked for and missing or stale);
+    returns the map's status (for the task log)."""
+    found = memory_map_compute(store_id=store_id)
+    return found.status if found is not None else None

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import F, OuterRef, QuerySet, Subquery
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
@@ -17,13 +18,16 @@ from memory_engine.grants import ADD, FORGET
 from memory_engine.models import DocumentVersion, Memory, MemoryAssertion, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome
 from memory_engine.policy import access_tags_write, visible
+from memory_engine.selectors.memory_map import memory_map_answer
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore, restorable_until
+from memory_engine.services.memory_map import memory_map_request, recomputing
 from memory_engine.services.stores import memory_store_delete, memory_store_save, validate_memory_store
 
 from .erasure import ErasureAdmin
 from .links import LinksInInline, LinksOutInline
+from .memory_map import cluster_rows, memory_map_svg
 from .retention import RETENTION_ACTIONS, RetentionActionsMixin, set_memories_retention
-from .scoping import ProjectScopedAdmin, ReadOnlyAdminMixin, admin_caller, admin_owner
+from .scoping import ProjectScopedAdmin, ReadOnlyAdminMixin, admin_caller, admin_owner, require_perm
 
 #: Outcomes of the assertion that brings a memory into existence.
 MAKING_OUTCOMES = (Outcome.CREATED, Outcome.SUPERSEDED, Outcome.DECLARED)
@@ -69,7 +73,32 @@ class MemoryStoreAdmin(ErasureAdmin, ProjectScopedAdmin):
     search_fields = ["name", "id", "subject_external_id"]
     # A store's tier and owner are set when it is made (API, subjects, agents): stores made here
     # are institutional.
-    readonly_fields = ["id", "tier", "subject_external_id", "agent", "created_at"]
+    readonly_fields = ["id", "tier", "subject_external_id", "agent", "created_at", "memory_map_link"]
+
+    @admin.display(description="memory map")
+    def memory_map_link(self, obj: MemoryStore) -> str:
+        if obj.pk is None or obj._state.adding:
+            return "-"
+        return format_html('<a href="{}">Draw the memory map</a>',
+                           reverse("admin:memory_engine_memorystore_map", args=[obj.pk]))
+
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view(self.memory_map_view)
+        return [path("<path:object_id>/map/", view, name="memory_engine_memorystore_map"), *super().get_urls()]
+
+    def memory_map_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The store's memory map as a picture (memory_engine.admin.memory_map), masked as in the API."""
+        store = self.get_object(request, object_id)
+        if store is None or not self.has_view_permission(request, store):
+            raise Http404("No such memory store.")
+        require_perm(request, "view_memory")
+        found = memory_map_request(store=store)
+        answer = memory_map_answer(found, stale=recomputing(found))
+        context = {**self.admin_site.each_context(request), "title": f"Memory map of {store.name}",
+                   "opts": self.model._meta, "store": store, "answer": answer,
+                   "svg": memory_map_svg(answer) if answer["status"] == "ready" else "",
+                   "clusters": cluster_rows(answer)}
+        return TemplateResponse(request, "admin/memory_engine/memorystore/memory_map.html", context)
 
     def save_model(self, request: HttpRequest, obj: MemoryStore, form: Any, change: bool) -> None:
         if change:
@@ -148,15 +177,16 @@ class MemoryAdmin(ReadOnlyAdminMixin, RetentionActionsMixin, ProjectScopedAdmin)
 
     project_path = "store__project"
     list_display = ["id", "text_preview", "store", "kind", "facet", "confidence", "evidence_count", "source_type",
-                    "created_at", "expires_at", "invalidated_at", "trashed_at", "successor", "retention_class"]
+                    "created_at", "expires_at", "invalidated_at", "trashed_at", "successor", "retention_class",
+                    "consent_category"]
     list_filter = [ValidityFilter, "store__project", "store", "source_type", "kind", "retention_class", "provenance",
-                   "lineage"]
+                   "lineage", "consent_category"]
     search_fields = ["id", "content__text"]
     list_select_related = ["content", "store", "superseded_by"]
     readonly_fields = ("id", "store", "text", "kind", "title", "summary", "facet", "confidence", "evidence_count",
                        "reinforced_at", "expires_at", "trashed_at", "agent", "tags", "metadata", "source_type",
                        "about_kind", "about_key", "created_at", "invalidated_at", "successor", "predecessors",
-                       "revisions", "retention_class", "provenance", "lineage", "derived_from")
+                       "revisions", "retention_class", "provenance", "lineage", "consent_category", "derived_from")
     fields = readonly_fields
     date_hierarchy = "created_at"
     change_form_template = "admin/memory_engine/memory/change_form.html"

@@ -9,6 +9,7 @@ from typing import Any
 from rest_framework import serializers
 
 from memory_engine import strict
+from memory_engine.consent import ConsentCategory
 from memory_engine.exceptions import ThresholdsNotAllowed
 from memory_engine.models import Lineage, Provenance
 from memory_engine.models.memories import MEMORY_KIND_MAX_CHARS, MEMORY_TITLE_MAX_CHARS
@@ -50,6 +51,10 @@ class MemoryFieldsSerializer(strict.Serializer):
     lineage = serializers.ChoiceField(
         choices=Lineage.choices, required=False, default=Lineage.NATIVE,
         help_text="native (written here) | imported (brought from another system) | derived.")
+    consent_category = serializers.ChoiceField(
+        choices=ConsentCategory.choices, required=False, allow_null=True,
+        help_text="What the memory holds about a person, as its writer sees it; the consent classifier may "
+                  "raise it, never lower it (docs/memory.md, *Consent categories*).")
 
     def write_kwargs(self) -> dict[str, Any]:
         """The validated memory fields as ``memory_write`` keyword arguments."""
@@ -59,7 +64,7 @@ class MemoryFieldsSerializer(strict.Serializer):
 
 #: The memory fields of a write, as memory_write names them.
 MEMORY_FIELDS = ("tags", "metadata", "about", "kind", "title", "summary", "confidence", "facet", "expires_at",
-                 "provenance", "lineage")
+                 "provenance", "lineage", "consent_category")
 
 
 class HostPinsSerializer(strict.Serializer):

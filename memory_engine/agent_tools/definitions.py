@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_engine.conf import engine_settings
+from memory_engine.consent import SENSITIVITY
 from memory_engine.exceptions import ToolFormatInvalid
 from memory_engine.facets import FACET_PATTERN
 from memory_engine.models import Agent
@@ -106,6 +107,11 @@ def write_memory_definition(kinds: Kinds, *, default_confidence: float | None = 
                                "description": "Optional ISO 8601 time after which the memory no longer holds."},
                 "tags": {"type": "object", "description": "Optional labels, e.g. {\"topic\": \"billing\"}.",
                          "additionalProperties": True},
+                "consent_category": {
+                    "type": "string", "enum": list(SENSITIVITY),
+                    "description": "Optional: what the fact holds about a person (memory:health, memory:identity "
+                                   "and memory:location are sensitive); checked and raised if needed by the engine.",
+                },
                 "about": {
                     "type": "object",
                     "description": "Optional key naming what the fact is about, so a later value replaces it.",

@@ -162,6 +162,7 @@ def agent_write_memory(
     pinned_facet: str | None = None,
     provenance: str = Provenance.UNKNOWN,
     lineage: str = Lineage.NATIVE,
+    consent_category: str | None = None,
 ) -> WriteResult:
     """Write a fact (mechanism ``tool``) on the store's thresholds: into the agent's write store,
     or with ``subject`` (set by the host) into that end user's store (found or created; the
@@ -221,6 +222,7 @@ def agent_write_memory(
         agent=agent,
         provenance=provenance,
         lineage=lineage,
+        consent_category=consent_category,
     )
 
 

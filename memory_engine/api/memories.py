@@ -24,6 +24,7 @@ from rest_framework.views import APIView
 
 from memory_engine import strict
 from memory_engine.agent_tools import MEMORY_FIELDS, MemoryFieldsSerializer
+from memory_engine.consent import ConsentCategory
 from memory_engine.exceptions import BatchTooLarge, MemoryStoreNotFound, NotFound, ValidationFailed
 from memory_engine.facets import validate_facet
 from memory_engine.models import (
@@ -91,6 +92,10 @@ class MemoryStoreSerializer(strict.ModelSerializer):
         required=False, allow_null=True, help_text="Longest lifetime in seconds of any memory of the store.")
     trash_days = serializers.IntegerField(
         required=False, allow_null=True, help_text="Days a forgotten memory stays restorable (null: TRASH_DAYS).")
+    # Checked by the service (LIFETIME_INVALID).
+    consent_expiry_days = JSONObjectField(
+        required=False, help_text='Days a memory of a consent category may live here, e.g. {"memory:health": 30} '
+                                  "(null: no limit); overrides CONSENT_EXPIRY_DAYS for the store's tier.")
     share = ShareSerializer(required=False, write_only=True,
                             help_text="On create: keys of your project that get access (docs/security.md).")
 
@@ -100,7 +105,7 @@ class MemoryStoreSerializer(strict.ModelSerializer):
             "id", "name", "description", "tags", "duplicate_threshold", "supersede_threshold",
             "require_about_for_kinds", "judge_enabled", "valid_memories", "created_at",
             "tier", "subject_external_id", "agent_id", "recency_half_life_days", "ttl_default", "ttl_max",
-            "trash_days", "share",
+            "trash_days", "consent_expiry_days", "share",
         ]
         read_only_fields = ["id", "created_at", "valid_memories"]
 
@@ -152,6 +157,8 @@ class MemoryBatchItemResultSerializer(strict.Serializer):
     decision_reason = serializers.CharField(required=False)
     similarity = serializers.FloatField(required=False, allow_null=True)
     superseded_memory_id = serializers.CharField(required=False, allow_null=True)
+    consent_category = serializers.ChoiceField(choices=ConsentCategory.choices, required=False,
+                                               help_text="The memory's consent category after the write.")
     error = ErrorSerializer(required=False, help_text="Why this item was refused; nothing of it was written.")
 
 
@@ -175,7 +182,8 @@ def batch_results(outcomes: list[Any]) -> dict[str, Any]:
         results.append({"index": outcome.index, "action": result.action, "memory_id": result.memory.pk,
                         "assertion_id": result.assertion.pk, "decision_reason": result.decision_reason,
                         "similarity": result.similarity,
-                        "superseded_memory_id": result.replaced.pk if result.replaced else None})
+                        "superseded_memory_id": result.replaced.pk if result.replaced else None,
+                        "consent_category": result.memory.consent_category})
     return {"results": results, "counts": counts}
 
 
@@ -199,7 +207,7 @@ class MemorySerializer(strict.ModelSerializer):
             "id", "memory_store_id", "content", "content_id", "tags", "metadata", "source_type", "about",
             "kind", "title", "summary", "confidence", "facet", "expires_at", "evidence_count", "reinforced_at",
             "trashed_at", "agent_id", "created_at", "invalidated_at", "superseded_by_memory_id",
-            "retention_class", "provenance", "lineage", "derived_from",
+            "retention_class", "provenance", "lineage", "consent_category", "derived_from",
         ]
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
@@ -323,12 +331,14 @@ class MemoryFilter(django_filters.FilterSet):
     source_type = django_filters.CharFilter()
     provenance = django_filters.ChoiceFilter(choices=Provenance.choices)
     lineage = django_filters.ChoiceFilter(choices=Lineage.choices)
+    consent_category = django_filters.ChoiceFilter(choices=ConsentCategory.choices)
     facet = django_filters.CharFilter(
         method="filter_facet", help_text="That facet's memories and the cross-cutting ones (no facet).")
 
     class Meta:
         model = Memory
-        fields = ["memory_store_id", "tags", "include_invalidated", "source_type", "provenance", "lineage", "facet"]
+        fields = ["memory_store_id", "tags", "include_invalidated", "source_type", "provenance", "lineage",
+                  "consent_category", "facet"]
 
     def filter_facet(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         return in_facet(queryset, validate_facet(value))

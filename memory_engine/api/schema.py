@@ -24,5 +24,6 @@ SCHEMA_SETTINGS: dict[str, Any] = {
     "ENUM_NAME_OVERRIDES": {"StatusEnum": "memory_engine.models.agents.GenerationStatus",
                             "ReplayRunStatusEnum": "memory_engine.models.replay.ReplayRun.Status",
                             "FeedKindEnum": "memory_engine.models.feed.FeedKind",
-                            "LineageEnum": "memory_engine.models.origin.Lineage"},
+                            "LineageEnum": "memory_engine.models.origin.Lineage",
+                            "ConsentCategoryEnum": "memory_engine.consent.ConsentCategory"},
 }

@@ -113,6 +113,7 @@ class Memory:
     retention_class: str = ""
     provenance: str = ""
     lineage: str = ""
+    consent_category: str = ""
     derived_from: list[str] = field(default_factory=list)
 
     @classmethod

@@ -15,6 +15,7 @@ from .memories import (
     MemorySchema,
     MemoryStore,
 )
+from .memory_map import MemoryMap, MemoryMapStatus
 from .origin import Lineage, Provenance
 from .replay import ReplayRun, TransformConfig
 from .retention import ErasureReceipt, RetentionChange, RetentionClass
@@ -42,6 +43,8 @@ __all__ = [
     "MemoryAssertion",
     "MemoryContent",
     "MemoryDerivation",
+    "MemoryMap",
+    "MemoryMapStatus",
     "MemoryRevision",
     "MemoryRule",
     "MemorySchema",

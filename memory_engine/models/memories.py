@@ -9,6 +9,8 @@ from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.utils import timezone
 
+from memory_engine.consent.categories import DEFAULT as DEFAULT_CONSENT
+from memory_engine.consent.categories import ConsentCategory
 from memory_engine.exceptions import LedgerImmutable
 from memory_engine.ids import PublicIdField
 
@@ -62,6 +64,11 @@ class MemoryStore(models.Model):
     )
     recency_half_life_days = models.FloatField(
         null=True, blank=True, help_text="Recall recency half-life (empty: the tier's default; 0: none)."
+    )
+    consent_expiry_days = models.JSONField(
+        default=dict, blank=True,
+        help_text='Days a memory of a consent category may live here, e.g. {"memory:health": 30}; '
+                  "overrides CONSENT_EXPIRY_DAYS for the store's tier (docs/memory.md, *Consent categories*).",
     )
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -207,6 +214,10 @@ class Memory(models.Model):
                                   db_default=Provenance.UNKNOWN)
     lineage = models.CharField(max_length=10, choices=Lineage.choices, default=Lineage.NATIVE,
                                db_default=Lineage.NATIVE)
+    # What the memory holds about a person (memory_engine.consent): the writer's claim, raised by the
+    # classifier, never lowered. The sensitive ones are masked on the memory map.
+    consent_category = models.CharField(max_length=32, choices=ConsentCategory.choices, default=DEFAULT_CONSENT,
+                                        db_default=DEFAULT_CONSENT)
 
     objects = MemoryQuerySet.as_manager()
 

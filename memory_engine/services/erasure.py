@@ -32,7 +32,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import ValidationFailed
@@ -56,9 +56,10 @@ from memory_engine.subjects import validate_subject
 
 from .documents import document_delete
 from .memories import lock_store
+from .memory_map import memory_maps_drop
 from .retention import ledger_redact
 
-__all__ = ["subject_erase", "selector_hmac"]
+__all__ = ["erase_rows", "selector_hmac", "subject_erase"]
 
 
 def selector_hmac(selector: dict[str, Any]) -> str:
@@ -131,9 +132,22 @@ def subject_erase(*, project: Project, caller: Principal, subject_external_id: s
     documents = (visible(caller, Document.objects.filter(project=project, tags__contains=tags), None) if tags
                  else Document.objects.none())
     _check_purge(caller, subject_store, memories, documents)
-    memory_filter = Q(pk__in=memories.values("pk"))
     check_legal_hold(memories=memories, versions=DocumentVersion.objects.filter(document__in=documents))
+    return erase_rows(project=project, principal=principal, selector=selector, memories=memories,
+                      documents=documents, subject_store=subject_store)
 
+
+def erase_rows(*, project: Project, principal: str, selector: dict[str, Any], memories: QuerySet[Memory],
+               documents: QuerySet[Document], subject_store: MemoryStore | None = None) -> ErasureReceipt:
+    """Remove ``memories`` and ``documents`` (rows of ``project`` the caller's reach, purge grants and
+    legal hold were checked for) and return the stored receipt naming ``selector`` by its HMAC.
+
+    The memories' revisions, the content rows nothing else uses any more and the cached memory maps
+    of their stores go with them; their ledger rows are redacted and the generations those rows
+    came from lose their conversation text. With ``subject_store`` the whole store's content rows
+    and ledger are erased too, and the store stays as an anonymous shell. Runs inside the caller's
+    transaction (every caller is atomic)."""
+    memory_filter = Q(pk__in=memories.values("pk"))
     store_ids = sorted(set(memories.values_list("store_id", flat=True))
                        | ({subject_store.pk} if subject_store is not None else set()))
     for store_id in store_ids:  # sorted: two erasures never wait on each other's locks
@@ -203,6 +217,7 @@ def subject_erase(*, project: Project, caller: Principal, subject_external_id: s
     if subject_store is not None:
         ids["memorystore"] = [subject_store.pk]
         counts["memorystore"] = 1
+    memory_maps_drop(store_ids=store_ids)  # their coordinates came from the erased vectors
     return ErasureReceipt.objects.create(
         project=project, selector_kind="+".join(sorted(selector)), selector_hmac=selector_hmac(selector),
         counts=counts, ids=ids, sha256=digest.hexdigest(), principal=principal[:200],

@@ -25,12 +25,12 @@ from memory_engine.policy import access_tags_write, check_legal_hold
 from memory_engine.subjects import validate_subject
 
 from .documents import stored_files_delete_on_commit
-from .memories import validate_thresholds
+from .memories import validate_consent_expiry_days, validate_thresholds
 
 #: What a caller may set on a memory store.
 STORE_FIELDS = ("name", "description", "tags", "duplicate_threshold", "supersede_threshold",
                 "require_about_for_kinds", "judge_enabled", "recency_half_life_days", "ttl_default", "ttl_max",
-                "trash_days")
+                "trash_days", "consent_expiry_days")
 #: Fixed at creation: the tier and its owner (TIER_IMMUTABLE when an update changes one).
 OWNER_FIELDS = ("tier", "subject_external_id", "agent_id")
 
@@ -44,7 +44,8 @@ def check_name_free(rows: QuerySet[Any], name: str | None, *, label: str) -> Non
 
 def validate_lifetimes(store: MemoryStore) -> None:
     """``ttl_default`` and ``ttl_max`` (seconds) are positive integers or None, ``ttl_default``
-    not above ``ttl_max``; ``trash_days`` a non-negative integer or None (LIFETIME_INVALID)."""
+    not above ``ttl_max``; ``trash_days`` a non-negative integer or None; ``consent_expiry_days``
+    consent categories to positive days or None (LIFETIME_INVALID)."""
     for name, low in (("ttl_default", 1), ("ttl_max", 1), ("trash_days", 0)):
         value = getattr(store, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
@@ -53,6 +54,7 @@ def validate_lifetimes(store: MemoryStore) -> None:
     if store.ttl_default is not None and store.ttl_max is not None and store.ttl_default > store.ttl_max:
         raise LifetimeInvalid("`ttl_default` must not exceed `ttl_max`.",
                               details={"ttl_default": store.ttl_default, "ttl_max": store.ttl_max})
+    validate_consent_expiry_days(store.consent_expiry_days)
 
 
 def validate_memory_store(store: MemoryStore) -> None:

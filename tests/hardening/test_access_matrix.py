@@ -50,6 +50,7 @@ from .test_isolation_matrix import (
     BODIES,
     OPERATIONS,
     OWN_CALL_SETUP,
+    QUERIES,
     SESSION_PREFIX,
     Answer,
     Operation,
@@ -85,7 +86,8 @@ TAGGED, PROJECT_WIDE, UNRESTRICTED, RECEIPT, NAME, NONE = "tagged", "project", "
 @dataclass(frozen=True)
 class Door:
     reach: str
-    #: Where the row in question is named: ``path``, ``body``, ``list`` (the rows listed), ``none``.
+    #: Where the row in question is named: ``path``, ``body``, ``query`` (a required query parameter,
+    #: test_isolation_matrix.QUERIES), ``list`` (the rows listed), ``none``.
     at: str
     #: Whether the door changes data (a read-only key and a view-only staff user are refused).
     writes: bool = False
@@ -132,6 +134,8 @@ DOORS: dict[str, Door] = {
     "v1_agents_tools_search_knowledge_create": Door(TAGGED, "path"),
     "v1_agents_tools_write_memory_create": Door(TAGGED, "path", W),
     "v1_capabilities_retrieve": Door(NONE, "none"),
+    # a revocation erases inside the caller's reach, as erasure does: another team's subject is as none
+    "v1_consent_revoke_create": Door(NONE, "none", W),
     # distillers go with their store; changing or ticking one needs `add` there (it writes into it)
     "v1_distillers_list": Door(TAGGED, "list", lists=("distiller",)),
     "v1_distillers_create": Door(TAGGED, "body", W),
@@ -192,6 +196,8 @@ DOORS: dict[str, Door] = {
     "v1_memories_revisions_list": Door(TAGGED, "path"),
     "v1_memory_assertions_list": Door(TAGGED, "list", lists=("assertion",)),
     "v1_memory_assertions_retrieve": Door(TAGGED, "path"),
+    # the map goes with its store (memory_store_id in the query)
+    "v1_memory_map_retrieve": Door(TAGGED, "query"),
     "v1_memory_schema_retrieve": Door(PROJECT_WIDE, "none"),
     "v1_memory_schema_update": Door(PROJECT_WIDE, "none", W),
     "v1_memory_stores_list": Door(TAGGED, "list", lists=("store",)),
@@ -436,7 +442,8 @@ def rest_cell(m: Matrix, op: Operation, door: Door, who: Who, obj: str) -> tuple
             return classify(answer), answer.text[:200]
         ids = {value for kind in door.lists for value in world.ids.get(kind, [])}
         return ("listed" if any(value in answer.text for value in ids) else "unlisted"), ""
-    target = world if door.at in ("path", "body") else caller_world
+    target = world if door.at in ("path", "body", "query") else caller_world
+    query = QUERIES[op.op_id](target) if door.at == "query" else None
     with rolled_back():
         if door.at == "path" and (setup := OWN_CALL_SETUP.get(op.op_id)):
             setup(target)
@@ -446,15 +453,18 @@ def rest_cell(m: Matrix, op: Operation, door: Door, who: Who, obj: str) -> tuple
         if setup := MATRIX_SETUP.get(op.op_id):
             setup(target)
         body = body_for(op, target)
-        answer = call(op, key, params, body)
+        answer = call(op, key, params, body, query=query)
     outcome = classify(answer)
     if outcome == "ok":
         sent = {*params.values(), *json.dumps(body, default=str).split('"')} if body else set(params.values())
+        sent |= set((query or {}).values())
         named = sorted(i for i in _forbidden_ids(m, who) - sent if i in answer.text)
         return ("ok" if not named else "leak"), f"names {named[:5]}" if named else ""
     if outcome == "hidden":
         with rolled_back():
-            reference = call(op, key, _unknown_params(op, params), _unknown_body(op, body, target))
+            unknown_query = {name: nonexistent_id(value) for name, value in query.items()} if query else None
+            reference = call(op, key, _unknown_params(op, params), _unknown_body(op, body, target),
+                             query=unknown_query)
         if _normalized(answer, target) != _normalized(reference, target):
             return "oracle", (f"answers differently from an unknown id:\n        {_normalized(answer, target)[:240]}"
                               f"\n        {_normalized(reference, target)[:240]}")

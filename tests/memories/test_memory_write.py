@@ -8,6 +8,7 @@ from django.db import IntegrityError, InternalError, connection, transaction
 from memory_engine.exceptions import ContentEmpty, ContentTooLong, QuotaExceeded, ThresholdsInvalid
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryRevision
 from memory_engine.services.memories import memory_write
+from memory_engine.services.memories.consent import consent_index
 from memory_engine.services.memory_lifecycle import memory_forget
 from tests import providers
 from tests.factories import MemoryStoreFactory, ProjectFactory
@@ -35,6 +36,7 @@ def test_exact_restatement_and_whitespace_variant_are_skipped_without_embedding(
     from tests.conftest import use_embedder
 
     use_embedder(settings, "tests.providers.HashingEmbeddingProvider", MODEL="all-MiniLM-L6-v2")
+    consent_index()  # the consent classifier's exemplar centroids for this embedder: once per process
     providers.CALLS.clear()
     again = write(store, EMAIL)
     spaced = write(store, "  The customer   prefers email\ncontact  ")

@@ -70,7 +70,8 @@ def test_the_quota_counts_the_project_s_live_memories_in_every_store(project):
         write(second, FACTS[2])  # the other store's memory counts
     other = MemoryStoreFactory(project=ProjectFactory())
     assert write(other, FACTS[2]).action == "created"  # another project's quota is its own
-    Memory.objects.filter(pk=expiring.memory.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    # a minute back: the live rule reads now() of the test's transaction, begun before these writes
+    Memory.objects.filter(pk=expiring.memory.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
     assert write(second, FACTS[2]).action == "created"  # an expired memory is not live
     memory_forget(memory=write(first, FACTS[0]).memory, principal="test")
     assert write(first, FACTS[3]).action == "created"  # nor a forgotten one

@@ -24,8 +24,8 @@ from memory_engine.exceptions import BatchTooLarge, MemoryEngineError, WriteFail
 from memory_engine.models import MemoryStore
 from memory_engine.models.memories import Mechanism
 
-from .content import Prepared, embed_many_best_effort
-from .funnel import WriteResult, write_prepared, write_request
+from .content import Prepared, embed_many_best_effort, parse_vector
+from .funnel import WriteResult, classify_consent, write_prepared, write_request
 from .validation import WriteRequest
 
 __all__ = ["BatchOutcome", "memory_write_batch"]
@@ -43,27 +43,32 @@ class BatchOutcome:
 
 
 def prepare_vectors(store: MemoryStore, requests: Sequence[WriteRequest]) -> list[Prepared]:
-    """prepare_vector for many texts: one look at the store's content rows, one embedder call for
-    the texts none of them holds with a vector (each distinct text once)."""
+    """prepare_vector for many texts: one look at the store's content rows (their vectors), one
+    embedder call for the texts none of them holds with a vector (each distinct text once), and
+    each request's consent category classified on its text's vector (funnel.classify_consent)."""
     if not requests:
         return []
     with connection.cursor() as cursor:
-        cursor.execute("SELECT content_hash, embedding IS NOT NULL FROM memory_engine_memorycontent "
+        cursor.execute("SELECT content_hash, embedding::text FROM memory_engine_memorycontent "
                        "WHERE store_id = %s AND content_hash = ANY(%s)",
                        [store.pk, list({r.digest for r in requests})])
-        stored: dict[str, bool] = dict(cursor.fetchall())
+        rows: dict[str, str | None] = dict(cursor.fetchall())
+    stored = {digest: parse_vector(text) for digest, text in rows.items()}
     missing: dict[str, str] = {}
     for request in requests:
-        if not stored.get(request.digest):
+        if stored.get(request.digest) is None:
             missing.setdefault(request.digest, request.text)
     vectors = dict(zip(missing, embed_many_best_effort(list(missing.values())), strict=True))
     prepared = []
     for request in requests:
-        if stored.get(request.digest):
-            prepared.append(Prepared(None, {}, True))
+        if stored.get(request.digest) is not None:
+            ready = Prepared(None, {}, True, stored[request.digest])
         else:
             vector, failure = vectors[request.digest]
-            prepared.append(Prepared(vector, {"embedding": failure} if failure else {}, stored.get(request.digest)))
+            ready = Prepared(vector, {"embedding": failure} if failure else {},
+                             None if request.digest not in rows else False)
+        classify_consent(request, ready)
+        prepared.append(ready)
     return prepared
 
 

@@ -32,7 +32,8 @@ from memory_engine.selectors.dedup import (
 from .locks import LOCK_FOR_WRITE_SQL, lock_for_write_params
 
 __all__ = ["CONTENT_UPSERT_SQL", "Prepared", "ResolvedContent", "content_hash", "embed_best_effort",
-           "embed_many_best_effort", "model_switched", "normalize_text", "prepare_vector", "resolve_content"]
+           "embed_many_best_effort", "model_switched", "normalize_text", "parse_vector", "prepare_vector",
+           "resolve_content"]
 
 logger = logging.getLogger("memory_engine.write")
 
@@ -81,20 +82,28 @@ class Prepared(NamedTuple):
     notes: dict[str, Any]
     #: the content row as seen before the write: None (no row), else whether it holds a vector
     stored: bool | None
+    #: the vector the content row holds (the consent classifier's; the row keeps it)
+    stored_vector: list[float] | None = None
+
+
+def parse_vector(text: str | None) -> list[float] | None:
+    """A vector as PostgreSQL writes it (``[0.1,0.2,…]``), None for NULL."""
+    return None if text is None else [float(value) for value in text.strip("[]").split(",")]
 
 
 def prepare_vector(store: MemoryStore, text: str, digest: str) -> Prepared:
-    """Embed the text unless its content row already holds a vector (outside any transaction)."""
+    """Embed the text unless its content row already holds a vector (outside any transaction); that
+    vector is read then, for the consent classifier."""
     with connection.cursor() as cursor:
         # raw SQL: the ORM spent more time building the query than PostgreSQL answering it
         cursor.execute(
-            "SELECT embedding IS NOT NULL FROM memory_engine_memorycontent WHERE store_id = %s AND content_hash = %s",
+            "SELECT embedding::text FROM memory_engine_memorycontent WHERE store_id = %s AND content_hash = %s",
             [store.pk, digest],
         )
         row = cursor.fetchone()
-    stored = None if row is None else row[0]
-    if stored:
-        return Prepared(None, {}, stored)
+    if row is not None and row[0] is not None:
+        return Prepared(None, {}, True, parse_vector(row[0]))
+    stored = None if row is None else False
     vector, failure = embed_best_effort(text)
     return Prepared(vector, {"embedding": failure} if failure else {}, stored)
 

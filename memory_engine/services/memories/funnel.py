@@ -36,6 +36,7 @@ from memory_engine.selectors.dedup import candidates_query, dedup_candidates
 
 from ..judge import get_judge
 from ..memory_schema import check_kind
+from .consent import consent_of_write, validate_claim
 from .content import Prepared, content_hash, embed_best_effort, model_switched, prepare_vector, resolve_content
 from .decision import decide
 from .ledger import record_decision
@@ -53,7 +54,7 @@ from .validation import (
     validate_text_field,
 )
 
-__all__ = ["WriteResult", "memory_write", "write_prepared", "write_request"]
+__all__ = ["WriteResult", "classify_consent", "memory_write", "write_prepared", "write_request"]
 
 logger = logging.getLogger("memory_engine.write")
 
@@ -102,6 +103,7 @@ def memory_write(
     retention_class: str = RetentionClass.DURABLE,
     provenance: str = Provenance.UNKNOWN,
     lineage: str = Lineage.NATIVE,
+    consent_category: str | None = None,
 ) -> WriteResult:
     """Write one fact into a store: skip (reinforcing the kept memory), supersede or create, and
     record one assertion.
@@ -112,7 +114,11 @@ def memory_write(
     memory; ``expires_at`` to now + the store's ``ttl_default`` (always capped at its
     ``ttl_max``). A superseding memory inherits the retired one's kind, title and summary unless
     given. Dedup compares only live memories of the same ``facet``. ``agent`` is recorded on
-    created memories (the agent that wrote it or for which it was written).
+    created memories (the agent that wrote it or for which it was written). ``consent_category`` is
+    the writer's claim: the consent classifier runs once per write (memories.consent) and may raise
+    it, never lower it; a skip or a supersede keeps the more sensitive of the write's and the
+    matched memory's category, and the category's expiry caps the memory's (CONSENT_EXPIRY_DAYS,
+    the store's ``consent_expiry_days``).
 
     Raises ContentEmpty / ContentTooLong / ValidationFailed / ConfidenceInvalid / FacetInvalid /
     ExpiresAtInvalid / KindUnknown / ThresholdsInvalid / AboutRequired / InstructionRejected /
@@ -129,6 +135,7 @@ def memory_write(
         about=about, generation_id=generation_id, rule_id=rule_id, judge=judge, conversation_id=conversation_id,
         kind=kind, title=title, summary=summary, confidence=confidence, facet=facet, expires_at=expires_at,
         agent=agent, retention_class=retention_class, provenance=provenance, lineage=lineage,
+        consent_category=consent_category,
     )
     return write_prepared(store, request, prepare_vector(store, request.text, request.digest))
 
@@ -159,6 +166,7 @@ def write_request(
     retention_class: str = RetentionClass.DURABLE,
     provenance: str = Provenance.UNKNOWN,
     lineage: str = Lineage.NATIVE,
+    consent_category: str | None = None,
 ) -> WriteRequest:
     """memory_write's arguments checked and resolved (thresholds, kind, expiry, the instruction
     guard), before anything is written: the refusals memory_write lists."""
@@ -177,6 +185,7 @@ def write_request(
     expires_at = validate_expires_at(expires_at, timezone.now())
     expires_at = ephemeral_expiry(retention_class, expires_at, timezone.now())
     about = About.parse(about)
+    consent_claim = validate_claim(consent_category)
     dup_t, sup_t = resolve_thresholds(store, duplicate_threshold, supersede_threshold)
     if kind is not None:
         check_kind(store.project_id, kind)
@@ -194,14 +203,24 @@ def write_request(
         about=about, kind=kind, title=title, summary=summary, confidence=stated_confidence, facet=facet,
         expires_at=expires_at, agent=agent, retention_class=retention_class, thresholds=(dup_t, sup_t),
         judge=judge, principal=principal, mechanism=mechanism, generation_id=generation_id, rule_id=rule_id,
-        provenance=Provenance(provenance), lineage=Lineage(lineage),
+        provenance=Provenance(provenance), lineage=Lineage(lineage), consent_claim=consent_claim,
     )
+
+
+def classify_consent(request: WriteRequest, prepared: Prepared) -> None:
+    """Set ``request.consent``: the consent classifier on the write's text, title, summary and
+    tags, with its claim and the text's vector (made for the write, or held by its content row)."""
+    request.consent = consent_of_write(text=request.text, claim=request.consent_claim, tags=request.tags,
+                                       extra=(request.title, request.summary), vector=prepared.vector,
+                                       stored_vector=prepared.stored_vector)
 
 
 def write_prepared(store: MemoryStore, request: WriteRequest, prepared: Prepared) -> WriteResult:
     """Write a checked request whose text was embedded (or found stored) by prepare_vector; inside
     a caller's transaction it is one savepoint."""
-    vector, notes, stored = prepared
+    vector, notes, stored, _ = prepared
+    if request.consent is None:  # once per write, outside the lock
+        classify_consent(request, prepared)
     try:
         result = _record_prepared(store, request, vector, notes, stored=stored)
     except DataError as exc:

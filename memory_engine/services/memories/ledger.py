@@ -17,6 +17,7 @@ from memory_engine.db import insert_sql, update_sql
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemoryStore
 from memory_engine.models.memories import Kind, Outcome
 
+from .consent import consent_expiry_cap, consent_outcome
 from .decision import Decision
 from .validation import About, WriteRequest, cap_expiry, resolve_expiry
 
@@ -50,9 +51,14 @@ def record_decision(store: MemoryStore, request: WriteRequest, decision: Decisio
     """The rows and statements of ``decision`` for ``request``: a skip reinforces the kept memory
     (_reinforce), a supersede retires the match into a new memory that inherits its tags,
     metadata, ``about``, kind, title and summary under the incoming ones (_new_memory), a create
-    writes a new memory; then the assertion, with ``notes`` and what the decision found."""
+    writes a new memory; then the assertion, with ``notes`` and what the decision found. The memory
+    gets the more sensitive of the write's consent category and the matched one's, and an expiry
+    within that category's (consent_expiry_cap)."""
     action, match = decision.action, decision.match
-    expiry = resolve_expiry(store, request.expires_at, now)
+    assert request.consent is not None  # the funnel classified the write before its transaction
+    category, consent_details = consent_outcome(
+        request.consent, earlier=match.consent_category if match is not None and action != Outcome.CREATED else None)
+    expiry = consent_expiry_cap(store, category, resolve_expiry(store, request.expires_at, now), now)
     replaced: Memory | None = None
     reinforced = False
     about = request.about
@@ -61,7 +67,8 @@ def record_decision(store: MemoryStore, request: WriteRequest, decision: Decisio
         memory = match
         assert memory is not None
         reinforced, reinforcing = _reinforce(memory, store=store, content_row=content_row,
-                                             confidence=request.confidence, expires_at=expiry, now=now, notes=notes)
+                                             confidence=request.confidence, expires_at=expiry, now=now, notes=notes,
+                                             consent_category=category)
         writes.extend(reinforcing)
         notes["reinforced"] = reinforced
     else:
@@ -69,7 +76,7 @@ def record_decision(store: MemoryStore, request: WriteRequest, decision: Decisio
             replaced = match
             assert replaced is not None
         memory, about = _new_memory(store, request, content_row=content_row, replaced=replaced, expiry=expiry,
-                                    now=now)
+                                    now=now, consent_category=category)
         writes.append(insert_sql(memory))
         if replaced is not None:
             writes.append(update_sql(replaced, {"invalidated_at": now, "superseded_by": memory}))
@@ -86,6 +93,7 @@ def record_decision(store: MemoryStore, request: WriteRequest, decision: Decisio
     if potential:
         details["potential_duplicates"] = potential
     details["thresholds"] = {"duplicate": dup_t, "supersede": sup_t}
+    details["consent"] = consent_details
     assertion = MemoryAssertion(
         store=store,
         project_id=store.project_id,
@@ -108,7 +116,7 @@ def record_decision(store: MemoryStore, request: WriteRequest, decision: Decisio
 
 
 def _new_memory(store: MemoryStore, request: WriteRequest, *, content_row: MemoryContent, replaced: Memory | None,
-                expiry: datetime | None, now: datetime) -> tuple[Memory, About | None]:
+                expiry: datetime | None, now: datetime, consent_category: str) -> tuple[Memory, About | None]:
     """The memory a create or a supersede writes, and the ``about`` it holds (inherited from the
     memory it replaces when the write gives none)."""
     tags, metadata, about = request.tags, request.metadata, request.about
@@ -141,6 +149,7 @@ def _new_memory(store: MemoryStore, request: WriteRequest, *, content_row: Memor
         retention_class=request.retention_class,
         provenance=request.provenance,
         lineage=request.lineage,
+        consent_category=consent_category,
     )
     return memory, about
 
@@ -157,9 +166,11 @@ def _later_expiry(store: MemoryStore, old: datetime | None, new: datetime | None
 
 
 def _reinforce(memory: Memory, *, store: MemoryStore, content_row: MemoryContent, confidence: float | None,
-               expires_at: datetime | None, now: datetime, notes: dict[str, Any]) -> tuple[bool, list[Statement]]:
-    """A write landed on ``memory`` (a skip): keep the newer wording, and reinforce it at most
-    once per REINFORCE_INTERVAL_SECONDS. Returns whether it reinforced, and the writes that do
+               expires_at: datetime | None, now: datetime, notes: dict[str, Any],
+               consent_category: str) -> tuple[bool, list[Statement]]:
+    """A write landed on ``memory`` (a skip): keep the newer wording, raise its consent category to
+    ``consent_category`` (its expiry then within that category's), and reinforce it at most once
+    per REINFORCE_INTERVAL_SECONDS. Returns whether it reinforced, and the writes that do
     it (a revision's INSERT, the memory's UPDATE), for the write's last round trip; ``memory``
     shows the new values already."""
     writes: list[Statement] = []
@@ -181,6 +192,11 @@ def _reinforce(memory: Memory, *, store: MemoryStore, content_row: MemoryContent
             evidence_count=memory.evidence_count + 1,
             reinforced_at=now,
         )
+    if consent_category != memory.consent_category:
+        updates["consent_category"] = consent_category
+    if "consent_category" in updates or "expires_at" in updates:
+        current = updates.get("expires_at", memory.expires_at)
+        updates["expires_at"] = consent_expiry_cap(store, consent_category, current, now)
     if updates:
         writes.append(update_sql(memory, updates))
         for name, value in updates.items():

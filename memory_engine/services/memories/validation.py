@@ -17,6 +17,7 @@ from typing import Any
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
+from memory_engine.consent import ConsentVerdict
 from memory_engine.exceptions import (
     ConfidenceInvalid,
     ContentEmpty,
@@ -237,3 +238,7 @@ class WriteRequest:
     rule_id: str | None
     provenance: str = Provenance.UNKNOWN
     lineage: str = Lineage.NATIVE
+    #: the writer's consent category (None: no claim)
+    consent_claim: str | None = None
+    #: the consent classifier's verdict, once the write's vector is known (the funnel sets it)
+    consent: ConsentVerdict | None = None
