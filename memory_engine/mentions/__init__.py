@@ -1,0 +1,45 @@
+"""Named things in text: who and what a fact is about (base layer: standard library only).
+
+:mod:`.model` (the :class:`Mention` type, the entity kinds and the key two names of one entity
+share), :mod:`.vocabulary` (word lists), :mod:`.rules` (the rule extractor) and
+:mod:`.statements` (a statement's subject, attribute and value, for updates found by subject).
+Import from the package.
+"""
+
+from __future__ import annotations
+
+from .model import (
+    DATE,
+    ENTITY_KINDS,
+    MAX_NAME_CHARS,
+    MENTION,
+    ORGANIZATION,
+    OTHER,
+    PERSON,
+    PLACE,
+    PRODUCT,
+    SPEAKER,
+    SUBJECT,
+    Mention,
+    entity_key,
+    fold,
+)
+from .rules import extract_mentions
+
+__all__ = [
+    "DATE",
+    "ENTITY_KINDS",
+    "MAX_NAME_CHARS",
+    "MENTION",
+    "ORGANIZATION",
+    "OTHER",
+    "PERSON",
+    "PLACE",
+    "PRODUCT",
+    "SPEAKER",
+    "SUBJECT",
+    "Mention",
+    "entity_key",
+    "extract_mentions",
+    "fold",
+]
