@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: run test install check bench clean-db browser docs
+.PHONY: run test install check bench clean-db browser pgbouncer docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,7 @@ check: install
 	$(BIN)/python manage.py makemigrations --check --dry-run memory_engine
 	$(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 
-test: install check browser
+test: install check browser pgbouncer
 	$(BIN)/python -m pytest
 
 # Headless Chromium for the operator console's browser suite (tests/admin/test_browser.py).
@@ -45,9 +45,21 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
 	fi
 
-# Generated documentation: the key table of docs/settings.md from memory_engine.conf.SETTINGS
+# Generated documentation: the layer table of docs/decisions.md from pyproject.toml's contract
+# and the key table of docs/settings.md from memory_engine.conf.SETTINGS (tests/test_layer_map.py
+# and tests/test_settings.py fail when they differ).
 docs: install
+	$(BIN)/python -m tests.layer_map
 	$(BIN)/python -m tests.settings_table
+
+# PgBouncer for the test that runs the write funnel behind a transaction-pooling proxy
+# (tests/memories/test_pgbouncer.py). Installed with apt-get only when missing and we are root;
+# otherwise that test skips (under CI=true a missing pgbouncer fails it instead).
+pgbouncer:
+	@if ! command -v pgbouncer >/dev/null && [ ! -x /usr/sbin/pgbouncer ] && [ "$$(id -u)" = "0" ] \
+		&& command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pgbouncer; \
+	fi
 
 bench: install
 	$(BIN)/python bench/write.py

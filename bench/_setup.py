@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.abc
 import importlib.util
 import json
 import os
@@ -229,6 +230,42 @@ def module_at(ref: str, path: str, name: str, package: str) -> ModuleType:
     sys.modules[name] = module
     exec(compile(source, f"{ref}:{path}", "exec"), module.__dict__)  # noqa: S102  (our own history)
     return module
+
+
+def exists_at(ref: str, path: str) -> bool:
+    """Whether ``path`` (in the repository) existed at git ``ref``."""
+    return subprocess.run(["git", "cat-file", "-e", f"{ref}:{path}"], cwd=ROOT, capture_output=True).returncode == 0
+
+
+class _PackageAt(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports ``name`` and its submodules from the package at ``path`` as it was at git ``ref``."""
+
+    def __init__(self, ref: str, path: str, name: str) -> None:
+        self.ref, self.path, self.name = ref, path, name
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name and not fullname.startswith(self.name + "."):
+            return None
+        return importlib.util.spec_from_loader(fullname, self, is_package=fullname == self.name)
+
+    def create_module(self, spec: Any) -> None:
+        return None
+
+    def exec_module(self, module: ModuleType) -> None:
+        inner = module.__name__[len(self.name):].lstrip(".")
+        path = f"{self.path}/{inner.replace('.', '/')}.py" if inner else f"{self.path}/__init__.py"
+        source = subprocess.run(["git", "show", f"{self.ref}:{path}"], cwd=ROOT, check=True, capture_output=True,
+                                text=True).stdout
+        exec(compile(source, f"{self.ref}:{path}", "exec"), module.__dict__)  # noqa: S102  (our own history)
+
+
+def package_at(ref: str, path: str, name: str) -> list[ModuleType]:
+    """The package at ``path`` (in the repository) as it was at git ``ref``, loaded as ``name``
+    beside today's: its relative imports among its own modules reach ``ref``'s, the others (``..``,
+    absolute) today's. Returns the package, then every submodule it imported."""
+    sys.meta_path.insert(0, _PackageAt(ref, path, name))
+    package = importlib.import_module(name)
+    return [package, *(module for key, module in list(sys.modules.items()) if key.startswith(name + "."))]
 
 
 def timing_provider_path() -> str:

@@ -75,7 +75,7 @@ def run(pairs: list[tuple[float, str, str]], *, gate: bool, decisions: list[dict
     from django.test import override_settings
 
     from memory_engine.models import MemoryStore, Project
-    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.memories import memory_write
     from memory_engine.services.stores import project_delete
 
     project, _ = Project.objects.get_or_create(name=f"bench-dedup-{'gate' if gate else 'nogate'}")

@@ -37,7 +37,7 @@ def run_mode(triples: list[dict[str, Any]], *, gate: bool, about: bool,
     from django.test import override_settings
 
     from memory_engine.models import MemoryStore, Project
-    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.memories import memory_write
     from memory_engine.services.stores import project_delete
 
     name = f"bench-updates-{int(gate)}{int(about)}"

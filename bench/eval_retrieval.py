@@ -364,7 +364,7 @@ def load_locomo(conversations: list[dict[str, Any]], provider: CachedEmbeddingPr
     """One store per conversation, every turn a memory through the funnel."""
     from memory_engine.models import Memory, MemoryStore, Project
     from memory_engine.models.memories import SourceType
-    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.memories import memory_write
 
     project, _ = Project.objects.get_or_create(name="eval-locomo")
     turns_by_conv = {}

@@ -40,7 +40,7 @@ def main() -> None:
     from memory_engine.models import MemoryStore, Project
     from memory_engine.policy import SYSTEM
     from memory_engine.selectors.feed import feed_page
-    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.memories import memory_write
     from memory_engine.services.stores import project_delete
 
     existing = Project.objects.filter(name="bench-feed").first()

@@ -112,7 +112,7 @@ def measure_writes_and_searches(args: argparse.Namespace, tables: tuple[str, ...
 
     from memory_engine.models import MemoryStore, Project
     from memory_engine.selectors.search import knowledge_search
-    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.memories import memory_write
     from memory_engine.services.stores import project_delete
 
     project = Project.objects.create(name="bench-new-store")

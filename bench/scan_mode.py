@@ -96,9 +96,8 @@ def main() -> None:
 
     from memory_engine.db import vector_literal
     from memory_engine.models import MemoryStore, Project
-    from memory_engine.services.memory_write import _scan_mode_cache as scan_mode_cache
-    from memory_engine.services.memory_write import _use_exact_scan as use_exact_scan
-    from memory_engine.services.memory_write import dedup_candidates, lock_store_for_write
+    from memory_engine.selectors.dedup import dedup_candidates, forget_scan_modes, use_exact_scan
+    from memory_engine.services.memories.locks import lock_store_for_write
     from memory_engine.services.stores import project_delete
 
     for old in Project.objects.filter(name="bench-scan-mode"):
@@ -192,7 +191,7 @@ def main() -> None:
                             took[label].append(time.perf_counter() - started)
                         nearest[label][content_id] = found.neighbours[0] if found.neighbours else (None, None)
         exact = nearest["exact"]
-        scan_mode_cache.clear()
+        forget_scan_modes()
         with connection.cursor() as cursor:
             picked = "exact" if use_exact_scan(cursor, store.pk) else "HNSW"
         row: dict[str, Any] = {"memories": size, "share": round((size + len(ids)) / table_rows, 4),

@@ -39,7 +39,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _setup  # noqa: E402
-from _setup import module_at, parse_args, print_table, setup_django, summary_ms, write_results  # noqa: E402
+from _setup import (  # noqa: E402
+    exists_at,
+    module_at,
+    package_at,
+    parse_args,
+    print_table,
+    setup_django,
+    summary_ms,
+    write_results,
+)
 
 
 def shortlist(cursor: Any, store_id: str, vector: str, order: str, cast: str = "::vector") -> list[str]:
@@ -329,7 +338,7 @@ def shortlist_recall(store_id: str, texts: list[str], storage: str) -> list[dict
     from memory_engine.conf import embedding_dimensions, engine_settings
     from memory_engine.db import vector_literal
     from memory_engine.providers.embeddings import get_embedding_provider
-    from memory_engine.services.memory_write import HNSW_SETTINGS_SQL
+    from memory_engine.selectors.dedup import HNSW_SETTINGS_SQL
 
     cast = f"::{storage}({embedding_dimensions()})"
     vectors = [vector_literal(v) for v in get_embedding_provider().embed_documents(texts)]
@@ -396,7 +405,7 @@ def build_grid(store_id: str, texts: list[str]) -> list[dict[str, Any]]:
     from memory_engine.conf import engine_settings
     from memory_engine.db import vector_literal
     from memory_engine.providers.embeddings import get_embedding_provider
-    from memory_engine.services.memory_write import HNSW_SETTINGS_SQL
+    from memory_engine.selectors.dedup import HNSW_SETTINGS_SQL
 
     vectors = [vector_literal(v) for v in get_embedding_provider().embed_documents(texts)]
     stored, queries, inserts = vectors[0:300:2], vectors[1:300:2], vectors[300:450]
@@ -568,16 +577,32 @@ class GcPauses:
 def baseline_funnel(ref: str) -> Any:
     """``memory_write`` as it was at git ``ref``, loaded beside today's, with the helpers it takes
     from ``memory_engine.db`` as they were at ``ref`` too (the statement builders, the vector
-    literal)."""
+    literal). At a ``ref`` where the funnel is the package ``services/memories``, its modules and
+    the dedup candidates (``selectors/dedup.py``) are ``ref``'s; before, the one module
+    ``services/memory_write.py``."""
     import memory_engine.db
 
-    module = module_at(ref, "memory_engine/services/memory_write.py", "memory_engine.services._baseline_memory_write",
-                       "memory_engine.services")
     helpers = module_at(ref, "memory_engine/db.py", "memory_engine._baseline_db", "memory_engine")
-    for name, value in list(vars(module).items()):
-        if getattr(memory_engine.db, name, None) is value and hasattr(helpers, name):
-            setattr(module, name, getattr(helpers, name))
-    return module.memory_write
+    swaps: list[tuple[Any, Any]] = [(memory_engine.db, helpers)]
+    if exists_at(ref, "memory_engine/services/memory_write.py"):
+        funnel = module_at(ref, "memory_engine/services/memory_write.py",
+                           "memory_engine.services._baseline_memory_write", "memory_engine.services")
+        modules = [funnel]
+    else:
+        import memory_engine.selectors.dedup
+
+        dedup = module_at(ref, "memory_engine/selectors/dedup.py", "memory_engine.selectors._baseline_dedup",
+                          "memory_engine.selectors")
+        swaps.append((memory_engine.selectors.dedup, dedup))
+        modules = [dedup, *package_at(ref, "memory_engine/services/memories",
+                                      "memory_engine.services._baseline_memories")]
+        funnel = modules[1]
+    for module in modules:
+        for name, value in list(vars(module).items()):
+            for today, then in swaps:
+                if then is not module and getattr(today, name, None) is value and hasattr(then, name):
+                    setattr(module, name, getattr(then, name))
+    return funnel.memory_write
 
 
 def pick(names: list[str], i: int) -> str:
@@ -699,7 +724,7 @@ def main() -> None:
     from memory_engine.conf import engine_settings
     from memory_engine.models import Project
     from memory_engine.services.keys import api_key_create
-    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.memories import memory_write
     from memory_engine.services.stores import project_delete
 
     config = {**settings.MEMORY_ENGINE,

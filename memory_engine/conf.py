@@ -268,6 +268,11 @@ SETTINGS: tuple[Setting, ...] = (
             "int", "100",
             "most documents in one `POST /api/v1/documents/batch`; more is `413 BATCH_TOO_LARGE` "
             "([documents](documents.md#many-small-documents-at-once))"),
+    # Memories per POST /api/v1/memories/batch (413 BATCH_TOO_LARGE over it).
+    Setting("MAX_BATCH_MEMORIES", 1000, integer,
+            "int", "1000",
+            "most memories in one `POST /api/v1/memories/batch` (and one batch of `memory_engine_import`); more is "
+            "`413 BATCH_TOO_LARGE` ([memory](memory.md#many-memories-at-once))"),
     Setting("MAX_PDF_PAGES", 2000, integer,
             "int", "2000",
             "longest PDF"),

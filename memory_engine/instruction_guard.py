@@ -3,7 +3,7 @@
 
 A memory is data. Text that reads as instructions to an AI — overriding earlier
 instructions, addressing future agents or models, or carrying chat-template role markers —
-is refused on write (``400 INSTRUCTION_REJECTED``, memory_engine.services.memory_write) and
+is refused on write (``400 INSTRUCTION_REJECTED``, memory_engine.services.memories) and
 dropped from every read that hands stored text toward a model (knowledge_search, and so
 context injection, the search API and the agent tools). A dropped item stays stored; each
 drop is logged (id, path, rule — never the text) and counted in

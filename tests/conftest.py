@@ -3,7 +3,9 @@ unless DATABASE_URL is set), and the real default embedder unless a test swaps i
 
 Tests marked ``corpus`` need the external real-world data set (see tests/corpus.py):
 without ``MEMORY_ENGINE_TEST_CORPUS`` they are skipped from one place, so pytest's
-short summary folds them into one line that says how to run them."""
+short summary folds them into one line that says how to run them. Every skip belongs to a
+group of tests/skips.py, which says why; a skip that belongs to none fails, and the run's
+summary counts each group's skips."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from memory_engine.models import Project
 from .corpus import CORPUS, CORPUS_ENV, SKIP_REASON
 from .factories import MemoryStoreFactory, ProjectFactory, make_key
 from .pdfs import SAMPLES, sample_pdf
+from .skips import SKIP_GROUPS, skip_group
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_PROVIDERS = "tests.providers"
@@ -58,6 +61,43 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     # and `-ra` prints them all as one "SKIPPED [n] ... corpus tests skipped" line.
     if CORPUS is None and item.get_closest_marker("corpus"):
         pytest.skip(SKIP_REASON)
+
+
+def _skip_reason(report: pytest.TestReport) -> str | None:
+    """The reason of a skipped report (None for any other outcome, an expected failure included)."""
+    if not report.skipped or hasattr(report, "wasxfail") or not isinstance(report.longrepr, tuple):
+        return None
+    return str(report.longrepr[2]).removeprefix("Skipped: ")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A skip whose reason belongs to no group of tests/skips.py fails: a skip may only say the
+    environment cannot run a test, and each such reason is declared with why."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    reason = _skip_reason(report)
+    if reason is not None and skip_group(reason) is None:
+        report.outcome = "failed"
+        report.longrepr = (f"an undeclared skip: {reason!r}. A skip may only say that this environment cannot "
+                           "run the test, in a group of tests/skips.py that says why; a skip that hides a bug "
+                           "is a failure.")
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """How many tests each skip group skipped, and why (tests/skips.py)."""
+    counts: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = _skip_reason(report)
+        group = skip_group(reason) if reason is not None else None
+        if group is not None:
+            counts[group.name] = counts.get(group.name, 0) + 1
+    if not counts:
+        return
+    terminalreporter.section("skipped groups (tests/skips.py)")
+    for group in SKIP_GROUPS:
+        if group.name in counts:
+            terminalreporter.line(f"{counts[group.name]:5d}  {group.name}: {group.why}")
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from psycopg.pq import TransactionStatus
 from memory_engine import db
 from memory_engine.db import in_order, insert_sql, one_round_trip, result_columns, statement_transaction, update_sql
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent
-from memory_engine.services.memory_write import content_hash, memory_write
+from memory_engine.services.memories import content_hash, memory_write
 from tests.factories import MemoryStoreFactory
 from tests.plans import analyze_memory_tables, explain_analyze, fill, queries_sent, rows_read, statements_with
 

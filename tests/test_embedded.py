@@ -194,7 +194,7 @@ def test_a_test_holding_the_bm25_tables_keeps_vacuum_out_until_it_ends(bm25_tabl
     cannot take the table (so it never waits on the index lock), and the test's ANALYZE runs."""
     from django.db import connection
 
-    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.memories import memory_write
 
     memory_write(store=store, content="The release train leaves at noon.", principal="test")  # a bm25 write
     entry = connection.settings_dict

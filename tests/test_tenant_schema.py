@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 
 from memory_engine.models import Memory, MemoryRule
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from tests.factories import AgentFactory, MemoryStoreFactory
 
 pytestmark = pytest.mark.django_db

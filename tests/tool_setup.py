@@ -31,7 +31,7 @@ class Setup:
 def setup(transactional_db: Any, hashing_embedder: None) -> Setup:
     """A project with a memory schema, an agent that reads and writes one store, a key; and
     another project's memory."""
-    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.memories import memory_write
 
     project = ProjectFactory()
     memory_schema_save(project=project, kinds=KINDS, relation_types=[])

@@ -42,7 +42,7 @@ from .erasure import ErasureAdmin
 from .memories import admin_link
 from .next_steps import NEXT_STEPS
 from .retention import RETENTION_ACTIONS, RetentionActionsMixin, set_documents_retention
-from .scoping import ProjectScopedAdmin, TrustedForm, admin_owner
+from .scoping import ProjectScopedAdmin, ReadOnlyInlineMixin, TrustedForm, admin_owner
 
 STATUS_COLOURS: dict[str, str] = {
     DocumentStatus.PENDING: "#777",
@@ -52,16 +52,11 @@ STATUS_COLOURS: dict[str, str] = {
 }
 
 
-class ChunkInline(admin.TabularInline):
+class ChunkInline(ReadOnlyInlineMixin, admin.TabularInline):
     model = Chunk
     fields = readonly_fields = ("chunk_index", "page", "text_preview", "embedded")
-    extra = 0
-    can_delete = False
     show_change_link = False
     classes = ["collapse"]
-
-    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="text")
     def text_preview(self, obj: Chunk) -> str:

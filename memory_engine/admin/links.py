@@ -4,26 +4,19 @@ what it bears on) and a list to find and delete links. Links are created through
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
 
 from memory_engine.models import EvidenceLink
 
-from .scoping import ProjectScopedAdmin
+from .scoping import ProjectScopedAdmin, ReadOnlyAdminMixin, ReadOnlyInlineMixin
 
 LINK_FIELDS = ("kind", "source_id", "target_id", "created_by", "created_at")
 
 
-class _LinkInline(admin.TabularInline):
+class _LinkInline(ReadOnlyInlineMixin, admin.TabularInline):
     model = EvidenceLink
     fields = readonly_fields = LINK_FIELDS
-    extra = 0
-    can_delete = False
     show_change_link = False
-
-    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
-        return False
 
 
 class LinksInInline(_LinkInline):
@@ -41,15 +34,13 @@ class LinksOutInline(_LinkInline):
 
 
 @admin.register(EvidenceLink)
-class EvidenceLinkAdmin(ProjectScopedAdmin):
+class EvidenceLinkAdmin(ReadOnlyAdminMixin, ProjectScopedAdmin):
+    """Links are made through the API (it checks both ends are of one project) and deleted and
+    made again, never edited."""
+
     project_path = "project"
     list_display = ["id", "kind", "source_id", "target_id", "project", "created_by", "created_at"]
     list_filter = ["kind", "project"]
     search_fields = ["id", "source_memory__id", "source_version__id", "target_memory__id", "target_version__id"]
     fields = readonly_fields = ("id", "project", *LINK_FIELDS)
-
-    def has_add_permission(self, request: Any) -> bool:
-        return False  # through the API: it checks both ends are of one project
-
-    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
-        return False  # a link is deleted and created again, never edited
+    deletable = True

@@ -23,7 +23,7 @@ from memory_engine.services.stores import memory_store_delete, memory_store_save
 from .erasure import ErasureAdmin
 from .links import LinksInInline, LinksOutInline
 from .retention import RETENTION_ACTIONS, RetentionActionsMixin, set_memories_retention
-from .scoping import ProjectScopedAdmin, admin_caller, admin_owner
+from .scoping import ProjectScopedAdmin, ReadOnlyAdminMixin, admin_caller, admin_owner
 
 #: Outcomes of the assertion that brings a memory into existence.
 MAKING_OUTCOMES = (Outcome.CREATED, Outcome.SUPERSEDED, Outcome.DECLARED)
@@ -143,7 +143,9 @@ def timeline(memory: Memory) -> list[dict[str, Any]]:
 
 
 @admin.register(Memory)
-class MemoryAdmin(RetentionActionsMixin, ProjectScopedAdmin):
+class MemoryAdmin(ReadOnlyAdminMixin, RetentionActionsMixin, ProjectScopedAdmin):
+    """Memories, read-only: they are forgotten through the funnel (an assertion), never deleted."""
+
     project_path = "store__project"
     list_display = ["id", "text_preview", "store", "kind", "facet", "confidence", "evidence_count", "source_type",
                     "created_at", "expires_at", "invalidated_at", "trashed_at", "successor", "retention_class"]
@@ -176,15 +178,6 @@ class MemoryAdmin(RetentionActionsMixin, ProjectScopedAdmin):
             for v in versions)) or "-"
     actions = ["forget", *RETENTION_ACTIONS]
     retention_setter = set_memories_retention
-
-    def has_add_permission(self, request: Any) -> bool:
-        return False
-
-    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
-        return False  # memories are forgotten through the funnel (an assertion), never deleted
 
     def has_forget_permission(self, request: Any) -> bool:
         return request.user.has_perm("memory_engine.delete_memory")
@@ -376,7 +369,9 @@ class SupersededMemoryAdmin(MemoryAdmin):
 
 
 @admin.register(MemoryAssertion)
-class MemoryAssertionAdmin(ProjectScopedAdmin):
+class MemoryAssertionAdmin(ReadOnlyAdminMixin, ProjectScopedAdmin):
+    """The append-only ledger, read-only."""
+
     project_path = "store__project"
     list_display = ["id", "outcome", "decision_reason", "similarity_display", "content_preview", "mechanism",
                     "principal", "store", "memory_link", "replaced_link", "generation_link", "rule_link",
@@ -390,15 +385,6 @@ class MemoryAssertionAdmin(ProjectScopedAdmin):
                        "replaced_link", "principal", "mechanism", "generation_link", "rule_link", "details",
                        "created_at")
     fields = readonly_fields
-
-    def has_add_permission(self, request: Any) -> bool:
-        return False
-
-    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="similarity", ordering="similarity")
     def similarity_display(self, obj: MemoryAssertion) -> str:

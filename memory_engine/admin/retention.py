@@ -21,7 +21,7 @@ from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import FORGET, receipts_visible
 from memory_engine.services.retention import document_retention_set, memory_retention_set
 
-from .scoping import ProjectScopedAdmin, admin_caller
+from .scoping import ProjectScopedAdmin, ReadOnlyAdminMixin, admin_caller
 
 
 def receipt_json(receipt: ErasureReceipt) -> dict[str, Any]:
@@ -31,22 +31,15 @@ def receipt_json(receipt: ErasureReceipt) -> dict[str, Any]:
 
 
 @admin.register(ErasureReceipt)
-class ErasureReceiptAdmin(ProjectScopedAdmin):
+class ErasureReceiptAdmin(ReadOnlyAdminMixin, ProjectScopedAdmin):
+    """Erasure receipts, read-only: the proof of an erasure stays."""
+
     list_display = ["id", "project", "selector_kind", "principal", "created_at", "download"]
     list_filter = ["project", "selector_kind"]
     search_fields = ["id", "sha256", "principal"]
     readonly_fields = ("id", "project", "selector_kind", "selector_hmac", "counts", "ids", "sha256",
                        "principal", "created_at", "download")
     fields = readonly_fields
-
-    def has_add_permission(self, request: Any) -> bool:
-        return False
-
-    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
-        return False  # the proof of an erasure stays
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return receipts_visible(admin_caller(request), super().get_queryset(request))
@@ -71,7 +64,7 @@ class ErasureReceiptAdmin(ProjectScopedAdmin):
 
 
 @admin.register(RetentionChange)
-class RetentionChangeAdmin(ProjectScopedAdmin):
+class RetentionChangeAdmin(ReadOnlyAdminMixin, ProjectScopedAdmin):
     """The retention ledger: who changed which row's retention class, legal holds set and released
     included. Read-only: it is append-only in the database too."""
 
@@ -81,15 +74,6 @@ class RetentionChangeAdmin(ProjectScopedAdmin):
     readonly_fields = ("id", "project", "kind", "object_id", "parent_id", "previous_class", "retention_class",
                        "principal", "created_at")
     fields = readonly_fields
-
-    def has_add_permission(self, request: Any) -> bool:
-        return False
-
-    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
-        return False
 
 
 def set_memories_retention(request: Any, queryset: QuerySet[Memory], retention_class: str) -> int:

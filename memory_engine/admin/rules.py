@@ -21,7 +21,7 @@ from memory_engine.services.rules import enqueue_rule_firing, is_pending, matchi
 
 from .console import dry_run_view
 from .memories import admin_link
-from .scoping import ProjectScopedAdmin, TrustedForm, admin_caller
+from .scoping import ProjectScopedAdmin, ReadOnlyAdminMixin, TrustedForm, admin_caller
 
 COUNT_KEYS = ("created", "superseded", "skipped", "failed")
 
@@ -139,7 +139,7 @@ class ExtractionErrorFilter(admin.SimpleListFilter):
 
 
 @admin.register(Generation)
-class GenerationAdmin(ProjectScopedAdmin):
+class GenerationAdmin(ReadOnlyAdminMixin, ProjectScopedAdmin):
     list_display = ["id", "agent", "project", "status", "rule_counts", "rule_errors", "assertions_link", "created_at",
                     "completed_at"]
     list_filter = ["status", ExtractionErrorFilter, "project", "agent"]
@@ -150,12 +150,7 @@ class GenerationAdmin(ProjectScopedAdmin):
                        "output", "extraction_table", "created_at", "completed_at")
     fields = readonly_fields
     actions = ["fire_rules"]
-
-    def has_add_permission(self, request: Any) -> bool:
-        return False
-
-    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
-        return False
+    deletable = True
 
     @admin.display(description="initiator")
     def initiator_link(self, obj: Generation) -> str:

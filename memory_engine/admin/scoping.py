@@ -198,3 +198,35 @@ class ProjectScopedAdmin(admin.ModelAdmin):
             field = model._meta.get_field(part)
             model = field.related_model if field.is_relation else model
         return bool(field is not None and field.is_relation)
+
+
+
+class ReadOnlyAdminMixin(admin.ModelAdmin):
+    """Rows the services write and operators only read in the admin (the ledger, receipts,
+    generations, memories): nothing is added or changed here, and nothing deleted unless the
+    admin sets ``deletable`` (then the next class in line decides, e.g. ProjectScopedAdmin).
+    Put it first: ``class MemoryAssertionAdmin(ReadOnlyAdminMixin, ProjectScopedAdmin)``."""
+
+    #: whether an operator with delete permission may delete rows here
+    deletable = False
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.deletable and super().has_delete_permission(request, obj)
+
+
+class ReadOnlyInlineMixin(admin.options.InlineModelAdmin):
+    """An inline that shows rows and adds or deletes none (chunks, links, deliveries): list its
+    fields as ``readonly_fields`` too. Put it first: ``class ChunkInline(ReadOnlyInlineMixin,
+    admin.TabularInline)``."""
+
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

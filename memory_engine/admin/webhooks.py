@@ -19,7 +19,7 @@ from memory_engine.models import FeedKind, WebhookDelivery, WebhookSubscription
 from memory_engine.policy import Principal, unrestricted_only
 from memory_engine.webhooks import webhook_create, webhook_rotate_secret
 
-from .scoping import ProjectScopedAdmin, admin_caller
+from .scoping import ProjectScopedAdmin, ReadOnlyInlineMixin, admin_caller
 
 
 class WebhookForm(forms.ModelForm):
@@ -45,16 +45,11 @@ class WebhookForm(forms.ModelForm):
         return data
 
 
-class WebhookDeliveryInline(admin.TabularInline):
+class WebhookDeliveryInline(ReadOnlyInlineMixin, admin.TabularInline):
     model = WebhookDelivery
-    extra = 0
-    can_delete = False
     fields = ("created_at", "status", "attempt", "http_status", "event_count", "error", "next_retry_at")
     readonly_fields = fields
     ordering = ["-created_at"]
-
-    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(WebhookSubscription)

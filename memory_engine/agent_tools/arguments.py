@@ -11,6 +11,7 @@ from rest_framework import serializers
 from memory_engine import strict
 from memory_engine.exceptions import ThresholdsNotAllowed
 from memory_engine.models import Lineage, Provenance
+from memory_engine.models.memories import MEMORY_KIND_MAX_CHARS, MEMORY_TITLE_MAX_CHARS
 from memory_engine.strict import JSONObjectField
 
 __all__ = ["MEMORY_FIELDS", "AboutSerializer", "HostPinsSerializer", "MemoryFieldsSerializer",
@@ -36,8 +37,8 @@ class MemoryFieldsSerializer(strict.Serializer):
     tags = JSONObjectField(required=False)
     metadata = JSONObjectField(required=False)
     about = AboutSerializer(required=False, allow_null=True)
-    kind = serializers.CharField(required=False, max_length=100)
-    title = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    kind = serializers.CharField(required=False, max_length=MEMORY_KIND_MAX_CHARS)
+    title = serializers.CharField(required=False, allow_blank=True, max_length=MEMORY_TITLE_MAX_CHARS)
     summary = serializers.CharField(required=False, allow_blank=True)
     # range checked by the funnel (400 CONFIDENCE_INVALID); same for facet and expires_at
     confidence = serializers.FloatField(required=False, allow_null=True)

@@ -31,8 +31,8 @@ from memory_engine.models.memories import Mechanism, SourceType, Tier
 from memory_engine.policy import ADD, FORGET, SEARCH, Principal, access_tags_write, reach, require, sees, visible
 from memory_engine.selectors.memories import agent_visible_memories, drop_instruction_memories, in_facet, open_memory
 from memory_engine.selectors.search import Actor, knowledge_search
+from memory_engine.services.memories import WriteResult, memory_write
 from memory_engine.services.memory_lifecycle import memory_forget
-from memory_engine.services.memory_write import WriteResult, memory_write
 from memory_engine.services.stores import subject_store_get_or_create
 from memory_engine.subjects import validate_subject
 from memory_engine.text import text_preview

@@ -123,16 +123,26 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
     if isinstance(exc, exceptions.APIException):
-        code = drf_error_code(exc)
-        headers: dict[str, str] = {}
-        # DRF sets auth_header on a 401 (APIView.handle_exception); Throttled carries its wait.
-        if auth_header := getattr(exc, "auth_header", None):
-            headers["WWW-Authenticate"] = auth_header
-        if wait := getattr(exc, "wait", None):
-            headers["Retry-After"] = str(int(wait))
-        if isinstance(exc, exceptions.ValidationError):
-            return error_response(code, _message(exc.detail), exc.status_code, {"fields": exc.detail})
-        return error_response(code, _message(exc.detail), exc.status_code, None, headers or None)
+        return _drf_error_response(exc)
+    return _django_error_response(exc)
+
+
+def _drf_error_response(exc: exceptions.APIException) -> Response:
+    """DRF's own exceptions, answered with the code of the class that stands for each."""
+    code = drf_error_code(exc)
+    headers: dict[str, str] = {}
+    # DRF sets auth_header on a 401 (APIView.handle_exception); Throttled carries its wait.
+    if auth_header := getattr(exc, "auth_header", None):
+        headers["WWW-Authenticate"] = auth_header
+    if wait := getattr(exc, "wait", None):
+        headers["Retry-After"] = str(int(wait))
+    if isinstance(exc, exceptions.ValidationError):
+        return error_response(code, _message(exc.detail), exc.status_code, {"fields": exc.detail})
+    return error_response(code, _message(exc.detail), exc.status_code, None, headers or None)
+
+
+def _django_error_response(exc: Exception) -> Response | None:
+    """Django's and the database's exceptions that a request can cause; None for the others (a 500)."""
     if isinstance(exc, RequestDataTooBig):
         return engine_error_response(RequestTooLarge())
     if isinstance(exc, SuspiciousOperation):  # too many form fields or files, a malformed multipart body
@@ -151,5 +161,4 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return engine_error_response(DatabaseUnavailable(), headers={"Retry-After": "2"})
     if isinstance(exc, DatabaseError):
         logger.exception("database error")
-        return None
     return None

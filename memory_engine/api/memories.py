@@ -9,7 +9,6 @@ from typing import Any
 import django_filters
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
-from django.utils import timezone
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -23,8 +22,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_engine.agent_tools import MemoryFieldsSerializer
-from memory_engine.exceptions import MemoryStoreNotFound, NotFound, ValidationFailed
+from memory_engine.agent_tools import MEMORY_FIELDS, MemoryFieldsSerializer
+from memory_engine.exceptions import BatchTooLarge, MemoryStoreNotFound, NotFound, ValidationFailed
 from memory_engine.facets import validate_facet
 from memory_engine.models import (
     DocumentVersion,
@@ -38,7 +37,7 @@ from memory_engine.models import (
     Project,
     Provenance,
 )
-from memory_engine.models.memories import Mechanism, Tier
+from memory_engine.models.memories import Mechanism, Tier, live_memory_q, unexpired_memory_q
 from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import (
     ADD,
@@ -52,14 +51,14 @@ from memory_engine.policy import (
 )
 from memory_engine.selectors.memories import drop_instruction_memories, in_facet, open_memory
 from memory_engine.selectors.search import Degraded
+from memory_engine.services.memories import WriteResult, memory_write, memory_write_batch
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore
-from memory_engine.services.memory_write import WriteResult, memory_write
 from memory_engine.services.retention import memory_retention_set
 from memory_engine.services.stores import memory_store_delete, memory_store_save, subject_store_get_or_create
 from memory_engine.subjects import validate_subject
 
 from . import strict
-from .exceptions import ERRORS, ErrorSerializer
+from .exceptions import ERRORS, ErrorSerializer, error_responses
 from .fields import JSONObjectField, ShareSerializer, StrictCharField, parse_tags_param
 from .permissions import require_write_access
 from .scoping import ProjectScopedMixin, ScopeIdFilter, request_caller, request_project
@@ -114,6 +113,69 @@ class MemoryWriteSerializer(MemoryFieldsSerializer):
     retention_class = serializers.ChoiceField(
         choices=RetentionClass.choices, required=False, default=RetentionClass.DURABLE,
         help_text="durable | ephemeral (expires_at defaults to MEMORY_EPHEMERAL_TTL_SECONDS) | legal_hold.")
+
+
+class MemoryBatchItemSerializer(MemoryFieldsSerializer):
+    """One memory of a batch: what POST /memories takes but its store and thresholds."""
+
+    content = StrictCharField(allow_blank=True, trim_whitespace=False)
+    conversation_id = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    retention_class = serializers.ChoiceField(choices=RetentionClass.choices, required=False,
+                                              default=RetentionClass.DURABLE)
+
+    @staticmethod
+    def item_kwargs(data: dict[str, Any]) -> dict[str, Any]:
+        """One validated item as ``memory_write_batch`` takes it."""
+        kwargs = {name: data.get(name) for name in MEMORY_FIELDS}
+        kwargs.update(content=data["content"], retention_class=data["retention_class"])
+        if data.get("conversation_id"):
+            kwargs["conversation_id"] = data["conversation_id"]
+        return kwargs
+
+
+class MemoryBatchSerializer(strict.Serializer):
+    memory_store_id = serializers.CharField(max_length=40)
+    memories = serializers.ListField(
+        child=MemoryBatchItemSerializer(), allow_empty=False,
+        help_text="Written in this order, each as POST /memories would (at most MAX_BATCH_MEMORIES, 1,000).")
+    duplicate_threshold = serializers.FloatField(required=False, allow_null=True)
+    supersede_threshold = serializers.FloatField(required=False, allow_null=True)
+
+
+class MemoryBatchItemResultSerializer(strict.Serializer):
+    index = serializers.IntegerField(help_text="The item's position in `memories`.")
+    action = serializers.ChoiceField(choices=["created", "superseded", "skipped"], required=False,
+                                     help_text="Absent when the item was refused (`error`).")
+    memory_id = serializers.CharField(required=False, help_text="The memory created, superseding, or kept.")
+    assertion_id = serializers.CharField(required=False)
+    decision_reason = serializers.CharField(required=False)
+    similarity = serializers.FloatField(required=False, allow_null=True)
+    superseded_memory_id = serializers.CharField(required=False, allow_null=True)
+    error = ErrorSerializer(required=False, help_text="Why this item was refused; nothing of it was written.")
+
+
+class MemoryBatchResultSerializer(strict.Serializer):
+    results = MemoryBatchItemResultSerializer(many=True)
+    counts = serializers.DictField(child=serializers.IntegerField(),
+                                   help_text="{created, superseded, skipped, failed}")
+
+
+def batch_results(outcomes: list[Any]) -> dict[str, Any]:
+    """The answer of a batch: one entry per item, in order, and the counts."""
+    results: list[dict[str, Any]] = []
+    counts = {"created": 0, "superseded": 0, "skipped": 0, "failed": 0}
+    for outcome in outcomes:
+        if outcome.error is not None:
+            counts["failed"] += 1
+            results.append({"index": outcome.index, "error": outcome.error.as_dict()})
+            continue
+        result = outcome.result
+        counts[result.action] += 1
+        results.append({"index": outcome.index, "action": result.action, "memory_id": result.memory.pk,
+                        "assertion_id": result.assertion.pk, "decision_reason": result.decision_reason,
+                        "similarity": result.similarity,
+                        "superseded_memory_id": result.replaced.pk if result.replaced else None})
+    return {"results": results, "counts": counts}
 
 
 class MemoryRetentionSerializer(strict.Serializer):
@@ -282,7 +344,7 @@ class MemoryFilter(django_filters.FilterSet):
     def filter_queryset(self, queryset: QuerySet) -> QuerySet:
         queryset = super().filter_queryset(queryset)
         if not self.form.cleaned_data.get("include_invalidated"):
-            queryset = queryset.filter(invalidated_at__isnull=True)
+            queryset = queryset.filter(live_memory_q())
         return queryset
 
 
@@ -329,9 +391,8 @@ class MemoryAssertionFilter(django_filters.FilterSet):
 
 def stores_with_counts(project: Project) -> QuerySet[MemoryStore]:
     """The project's stores, each annotated with ``valid_memories``: its live memories."""
-    live = Q(memories__invalidated_at__isnull=True) & (
-        Q(memories__expires_at__isnull=True) | Q(memories__expires_at__gt=timezone.now()))
-    return MemoryStore.objects.filter(project=project).annotate(valid_memories=Count("memories", filter=live))
+    return MemoryStore.objects.filter(project=project).annotate(
+        valid_memories=Count("memories", filter=live_memory_q("memories__")))
 
 
 @extend_schema_view(
@@ -434,7 +495,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         # An expired memory is gone for every route, before the sweep deletes it.
         return (
             visible(self.caller, Memory.objects.filter(store__project=self.project), self.detail_action)
-            .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+            .filter(unexpired_memory_q())
             .select_related("content", "store").order_by("created_at", "id")
         )
 
@@ -476,6 +537,26 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
             mechanism=Mechanism.API,
         )
         return write_response(result)
+
+    @extend_schema(request=MemoryBatchSerializer, filters=False,
+                   responses={200: MemoryBatchResultSerializer, **error_responses(BatchTooLarge), **ERRORS})
+    @action(detail=False, methods=["post"], filterset_class=None, session_permissions=["add_memory"])
+    def batch(self, request: Request) -> Response:
+        """Write many memories into one store, in order, as one-by-one writes would decide, in one
+        transaction: one result per item (its action, or the error that refused it alone)."""
+        serializer = MemoryBatchSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        store = get_visible_or_404(self.caller, MemoryStore.objects.filter(project=self.project),
+                                   data["memory_store_id"], action=None, error=MemoryStoreNotFound,
+                                   field="memory_store_id")
+        require(self.caller, ADD, store)
+        store.project = self.project  # the store's own (the filter above): the quota check reads it
+        items = [MemoryBatchItemSerializer.item_kwargs(item) for item in data["memories"]]
+        outcomes = memory_write_batch(store=store, items=items, principal=self.principal, mechanism=Mechanism.API,
+                                      duplicate_threshold=data.get("duplicate_threshold"),
+                                      supersede_threshold=data.get("supersede_threshold"))
+        return Response(batch_results(outcomes))
 
     def perform_destroy(self, instance: Memory) -> None:
         require(self.caller, FORGET, instance)

@@ -23,5 +23,6 @@ SCHEMA_SETTINGS: dict[str, Any] = {
     # "status" choice sets that would otherwise collide on one generated name.
     "ENUM_NAME_OVERRIDES": {"StatusEnum": "memory_engine.models.agents.GenerationStatus",
                             "ReplayRunStatusEnum": "memory_engine.models.replay.ReplayRun.Status",
-                            "FeedKindEnum": "memory_engine.models.feed.FeedKind"},
+                            "FeedKindEnum": "memory_engine.models.feed.FeedKind",
+                            "LineageEnum": "memory_engine.models.origin.Lineage"},
 }

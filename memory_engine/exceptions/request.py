@@ -504,7 +504,8 @@ class FileTooLarge(RequestTooLarge):
 
 class BatchTooLarge(RequestTooLarge):
     code = "BATCH_TOO_LARGE"
-    default_message = "The batch holds more documents than MAX_BATCH_DOCUMENTS; send it in smaller batches."
+    default_message = ("The batch holds more items than its limit (MAX_BATCH_DOCUMENTS, MAX_BATCH_MEMORIES); send it "
+                       "in smaller batches.")
 
 
 class UnsupportedMediaType(MemoryEngineError):

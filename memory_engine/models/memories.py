@@ -122,16 +122,42 @@ class Kind(models.TextChoices):
     INSTRUCTION = "instruction"
 
 
-#: SQL of a live memory (alias ``m``): valid (not superseded, forgotten or in the trash) and
-#: not expired. Every read of memories (recall, lists, open, dedup) filters on it.
-LIVE_MEMORY_SQL = "m.invalidated_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())"
+# The live-memory rule, in its one home: a live memory is valid (not superseded, forgotten or in
+# the trash) and not expired. Every read of memories (recall, lists, open, counts, dedup) takes
+# it from here, in SQL (live_memory_sql, LIVE_MEMORY_SQL) or as an ORM filter (live_memory_q,
+# Memory.objects.live()).
+
+
+def live_memory_sql(*, now: str = "now()") -> str:
+    """SQL of a live memory (alias ``m``); ``now`` is the clock it is live by: the transaction's
+    (``now()``) or the application's as a parameter (e.g. ``%(now)s``)."""
+    return f"m.invalidated_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > {now})"
+
+
+#: SQL of a live memory (alias ``m``) by the transaction's clock.
+LIVE_MEMORY_SQL = live_memory_sql()
+
+
+def unexpired_memory_q(prefix: str = "") -> models.Q:
+    """Not expired (by the application's clock), as an ORM filter; ``prefix`` reaches the memory
+    through a relation (``"memories__"``)."""
+    return models.Q(**{f"{prefix}expires_at__isnull": True}) | models.Q(**{f"{prefix}expires_at__gt": timezone.now()})
+
+
+def live_memory_q(prefix: str = "") -> models.Q:
+    """A live memory (live_memory_sql) as an ORM filter; ``prefix`` as for unexpired_memory_q."""
+    return unexpired_memory_q(prefix) & models.Q(**{f"{prefix}invalidated_at__isnull": True})
 
 
 class MemoryQuerySet(models.QuerySet["Memory"]):
     def live(self) -> MemoryQuerySet:
-        """Valid and not expired (LIVE_MEMORY_SQL as an ORM filter)."""
-        return self.filter(models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=timezone.now()),
-                           invalidated_at__isnull=True)
+        """Valid and not expired (live_memory_q)."""
+        return self.filter(live_memory_q())
+
+
+#: Longest ``kind`` and ``title`` of a memory (its columns; the write funnel and the API check them).
+MEMORY_KIND_MAX_CHARS = 100
+MEMORY_TITLE_MAX_CHARS = 500
 
 
 class Memory(models.Model):
@@ -150,8 +176,8 @@ class Memory(models.Model):
     # about_key is set, and the API answers `about: null` for them.
     about_kind = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
     about_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
-    kind = models.CharField(max_length=100, default=Kind.FACT)
-    title = models.CharField(max_length=500, blank=True, default="")
+    kind = models.CharField(max_length=MEMORY_KIND_MAX_CHARS, default=Kind.FACT)
+    title = models.CharField(max_length=MEMORY_TITLE_MAX_CHARS, blank=True, default="")
     summary = models.TextField(blank=True, default="")
     confidence = models.FloatField(default=0.7)
     # NULL: cross-cutting (recalled with every facet); else compared exactly (services.facets)
@@ -272,6 +298,7 @@ class Mechanism(models.TextChoices):
     RULE = "rule"
     FORMATION = "formation"
     DISTILLER = "distiller"  # a resident distiller's claim read out of a document (services.distillers)
+    IMPORT = "import"  # manage.py memory_engine_import (another system's memories)
     SYSTEM = "system"  # the engine itself: the memory sweep (expiry, trash purge)
 
 

@@ -44,6 +44,16 @@ def _rows_pointing_at(rel: Any, parents: QuerySet[Any]) -> Q:
 
 def erasure_plan(*, queryset: QuerySet[Any]) -> ErasurePlan:
     """Counts per model of what deleting ``queryset`` removes, and what would block it."""
+    erased = _cascade(queryset)
+    removed = {model: rows.count() for model, rows in erased.items()}
+    held = {model: count for model, rows in erased.items()
+            if any(f.name == "retention_class" for f in model._meta.concrete_fields)
+            and (count := rows.filter(retention_class="legal_hold").count())}
+    return ErasurePlan(removed={m: n for m, n in removed.items() if n}, blocking=_blocking(erased), held=held)
+
+
+def _cascade(queryset: QuerySet[Any]) -> dict[type[Model], QuerySet[Any]]:
+    """The rows deleting ``queryset`` removes, per model, through every CASCADE."""
     # The cascade graph, parents before children. A model reached by several paths (an
     # assertion via its store, its memory and the memory it replaced) is counted once.
     parents: dict[type[Model], set[type[Model]]] = {queryset.model: set()}
@@ -69,7 +79,11 @@ def erasure_plan(*, queryset: QuerySet[Any]) -> ErasurePlan:
         for rel, parent in edges[model]:
             condition |= _rows_pointing_at(rel, erased[parent])
         erased[model] = model._base_manager.filter(condition)
-    removed = {model: rows.count() for model, rows in erased.items()}
+    return erased
+
+
+def _blocking(erased: dict[type[Model], QuerySet[Any]]) -> dict[type[Model], int]:
+    """Rows outside the cascade that point at erased rows through a relation that blocks a delete."""
     blocking: dict[type[Model], int] = {}
     for model, rows in erased.items():
         for rel in _reverse_relations(model):
@@ -81,7 +95,4 @@ def erasure_plan(*, queryset: QuerySet[Any]) -> ErasurePlan:
                 blockers = blockers.exclude(pk__in=erased[child].values("pk"))
             if count := blockers.count():
                 blocking[child] = blocking.get(child, 0) + count
-    held = {model: count for model, rows in erased.items()
-            if any(f.name == "retention_class" for f in model._meta.concrete_fields)
-            and (count := rows.filter(retention_class="legal_hold").count())}
-    return ErasurePlan(removed={m: n for m, n in removed.items() if n}, blocking=blocking, held=held)
+    return blocking

@@ -55,8 +55,8 @@ from memory_engine.providers.rule_handlers import Fact
 from memory_engine.providers.rule_handlers.builtin import parse_fact_array
 from memory_engine.selectors.feed import encode_feed_cursor, feed_page
 
+from .memories import memory_write
 from .memory_lifecycle import memory_forget
-from .memory_write import memory_write
 from .rules.firing import coerce_facts
 from .rules.ledger import error_entry
 

@@ -55,7 +55,7 @@ from memory_engine.policy import PURGE, Principal, check_legal_hold, require, vi
 from memory_engine.subjects import validate_subject
 
 from .documents import document_delete
-from .memory_write import lock_store
+from .memories import lock_store
 from .retention import ledger_redact
 
 __all__ = ["subject_erase", "selector_hmac"]

@@ -32,9 +32,7 @@ from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryS
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
 from memory_engine.providers.embeddings import get_embedding_provider, refresh_embedding_provider
 
-from .memory_schema import memory_schema_save, validate_memory_schema
-from .memory_write import (
-    _resolve_content,
+from .memories import (
     content_hash,
     embed_many_best_effort,
     guard_instructions,
@@ -43,6 +41,8 @@ from .memory_write import (
     validate_content,
     validate_thresholds,
 )
+from .memories.content import resolve_content
+from .memory_schema import memory_schema_save, validate_memory_schema
 
 PRINCIPAL = "formation"
 
@@ -190,7 +190,7 @@ def _declared_contents(store: MemoryStore, memories: list[dict[str, Any]],
                                          embedding_model=provider.model_name if provider and vector is not None else "")
             new.append(rows[digest])
         elif vector is not None:  # the row has no vector yet (declared_vectors embedded only those)
-            rows[digest] = _resolve_content(store, text, digest, vector).row
+            rows[digest] = resolve_content(store, text, digest, vector).row
     insert_rows(new)
     return rows
 

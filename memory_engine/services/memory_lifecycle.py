@@ -31,7 +31,7 @@ from memory_engine.models.memories import Mechanism, Outcome, Tier
 from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import check_legal_hold
 
-from .memory_write import lock_store
+from .memories import lock_store
 
 logger = logging.getLogger("memory_engine.lifecycle")
 

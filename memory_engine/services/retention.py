@@ -25,7 +25,7 @@ from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import Principal, check_legal_hold, require_hold_release
 
 from .documents import document_delete, stored_files_delete_on_commit
-from .memory_write import lock_store
+from .memories import lock_store
 
 logger = logging.getLogger("memory_engine.retention")
 

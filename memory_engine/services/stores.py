@@ -25,7 +25,7 @@ from memory_engine.policy import access_tags_write, check_legal_hold
 from memory_engine.subjects import validate_subject
 
 from .documents import stored_files_delete_on_commit
-from .memory_write import validate_thresholds
+from .memories import validate_thresholds
 
 #: What a caller may set on a memory store.
 STORE_FIELDS = ("name", "description", "tags", "duplicate_threshold", "supersede_threshold",

@@ -121,8 +121,12 @@ def test_erasure_by_tags_needs_purge_on_every_row_it_reaches(project: Any, teams
 
 def test_subject_erasure_needs_purge_on_the_subject_store(project: Any, teams: dict[str, Any]) -> None:
     assert teams["a"].get("/api/v1/subjects/user-9/memory-store").status_code == 201
-    assert teams["a"].post("/api/v1/memories", {"memory_store_id": MemoryStore.objects.get(
-        subject_external_id="user-9").pk, "content": "User nine prefers tea."}, format="json").status_code == 201
+    subject_store = MemoryStore.objects.get(project=project, subject_external_id="user-9")
+    assert owner_tag(teams["key_a"].pk) in subject_store.access_tags  # made for, and owned by, team a's key
+    written = teams["a"].post("/api/v1/memories", {"memory_store_id": subject_store.pk,
+                                                    "content": "User nine prefers tea."}, format="json")
+    assert written.status_code == 201
+    assert Memory.objects.get(pk=written.json()["id"]).store_id == subject_store.pk
     # team b does not reach a's subject store: for it the subject has nothing to erase
     nothing = teams["b"].post("/api/v1/erasure", {"subject_external_id": "user-9"}, format="json")
     assert nothing.status_code == 201, nothing.json()
@@ -134,9 +138,12 @@ def test_subject_erasure_needs_purge_on_the_subject_store(project: Any, teams: d
     seeing_x, _ = keyed(project, [{"pattern": "team:x", "actions": ["search"]}])
     refused = seeing_x.post("/api/v1/erasure", {"subject_external_id": "user-9"}, format="json")
     assert (refused.status_code, refused.json()["code"]) == (403, "GRANT_REQUIRED")
+    assert Memory.objects.filter(pk=written.json()["id"]).exists()  # a refused erasure erases nothing
     erased = teams["a"].post("/api/v1/erasure", {"subject_external_id": "user-9"}, format="json")
     assert erased.status_code == 201
     assert erased.json()["counts"]["memory"] == 1
+    assert not Memory.objects.filter(store__subject_external_id="user-9").exists()
+    assert ErasureReceipt.objects.filter(project=project, pk=erased.json()["id"]).exists()
 
 
 # --------------------------------------------------------------------------- staff users with grants

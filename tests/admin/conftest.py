@@ -14,7 +14,7 @@ from django.test import Client
 from memory_engine.models import Document, Generation, IngestionRule, MemoryRule, Project
 from memory_engine.models.documents import DocumentStatus
 from memory_engine.services.documents import document_create_text
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from tests.factories import AgentFactory, MemoryStoreFactory, ProjectFactory, make_key
 
 CITY = {"kind": "profile", "key": "city"}

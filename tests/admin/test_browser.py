@@ -26,6 +26,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.pdfs import sample_pdf
+from tests.skips import require
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -46,18 +47,9 @@ def browser_missing() -> str:
     return ""
 
 
-def in_ci() -> bool:
-    """True when the environment says this is a CI run (``CI=true``, as CI services set it)."""
-    return os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}
-
-
 def require_browser() -> None:
     """Skip when the browser cannot be driven here; under CI, fail instead of skipping."""
-    reason = browser_missing()
-    if reason and in_ci():
-        pytest.fail(f"CI=true and the browser journey cannot run: {reason}", pytrace=False)
-    if reason:
-        pytest.skip(reason)
+    require("browser", browser_missing())
 
 
 pytestmark = pytest.mark.slow
@@ -111,7 +103,7 @@ def console_data(transactional_db: Any, settings: Any, tmp_path: Path) -> dict[s
 
     from memory_engine.models import Generation, MemoryRule
     from memory_engine.services.documents import Upload, document_create
-    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.memories import memory_write
     from tests.factories import AgentFactory, MemoryStoreFactory, ProjectFactory
 
     settings.MEDIA_ROOT = str(tmp_path / "media")

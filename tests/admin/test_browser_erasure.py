@@ -22,7 +22,7 @@ def stores_with_ledgers(transactional_db: Any, hashing_embedder: Any) -> dict[st
     """Two projects, each with a store whose ledger has a create and a supersede."""
     from django.contrib.auth.models import User
 
-    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.memories import memory_write
     from tests.factories import MemoryStoreFactory, ProjectFactory
 
     User.objects.create_superuser("operator", "operator@example.com", "console-pw")

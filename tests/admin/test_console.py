@@ -159,7 +159,7 @@ def test_memory_timeline(member_client: Client, mine: World) -> None:
 
 
 def test_memory_timeline_lists_content_sharers(member_client: Client, mine: World) -> None:
-    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.memories import memory_write
 
     # "Paris" again, about another key: the same content row, a second memory
     again = memory_write(store=mine.store, content="The user alphamark lives in Paris.", principal="p",
@@ -170,7 +170,7 @@ def test_memory_timeline_lists_content_sharers(member_client: Client, mine: Worl
 
 
 def test_memory_timeline_shows_changed_details_and_generation(member_client: Client, mine: World) -> None:
-    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.memories import memory_write
 
     result = memory_write(store=mine.store, content="The user alphamark lives in Berlin since 2021.",
                           principal="rule:x", mechanism="rule", about={"kind": "profile", "key": "city"},
@@ -212,7 +212,7 @@ def test_assertions_changelist(member_client: Client, mine: World) -> None:
 
 
 def test_generation_links_to_its_assertions(member_client: Client, mine: World) -> None:
-    from memory_engine.services.memory_write import memory_write
+    from memory_engine.services.memories import memory_write
 
     memory_write(store=mine.store, content="The user alphamark owns a cat.", principal=f"rule:{mine.rule.pk}",
                  mechanism="rule", generation_id=mine.generation.pk, rule_id=mine.rule.pk)

@@ -24,7 +24,7 @@ from memory_engine.models import (
     Project,
 )
 from memory_engine.selectors.erasure import erasure_plan
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 
 from .conftest import World, staff_user
 

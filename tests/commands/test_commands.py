@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from memory_engine.checks import _database_errors
 from memory_engine.models import ApiKey, Memory, MemoryAssertion, MemoryContent, MemoryStore, Project
 from memory_engine.services.formation import apply_declaration
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from tests import providers
 from tests.conftest import api_client, use_embedder
 

@@ -32,10 +32,10 @@ from memory_engine.services.embedding_models import (
     store_new_vectors_as_configured,
 )
 from memory_engine.services.formation import apply_declaration
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from tests.conftest import use_embedder
 from tests.factories import MemoryStoreFactory, ProjectFactory
-from tests.search.helpers import make_document, write
+from tests.search.helpers import FILLER, make_document, write
 
 HASHING = "tests.providers.HashingEmbeddingProvider"
 SMALL = {"PROVIDER": HASHING, "MODEL": "test-hashing-256", "DIMENSIONS": 256, "STORAGE": "vector"}
@@ -382,12 +382,13 @@ def test_documents_ingested_in_either_storage_land_and_are_found(models: Any, mo
         embedding_model_switch(model=model)
     assert column("memory_engine_chunk") == (storage, 384)
 
+    make_document(project, "/filler.txt", FILLER)  # more chunks than the limit: the vector channel ranks
     document = document_create_text(project=project, content="The quartermaster counts the lanterns at dusk.",
                                     path="/lanterns.txt", enqueue=False)
     ingested = document_ingest(document_id=document.pk)
     assert ingested is not None and ingested.status == "ready" and ingested.unembedded_chunks == 0
     hits = knowledge_search(project=project, query="quartermaster lanterns", channels=("vector",)).results
-    assert document.pk in {hit.document_id for hit in hits}
+    assert len(hits) == 10 and (hits[0].document_id, hits[0].ranks["vector"]) == (document.pk, 1)
 
     vector = np.random.default_rng(3).standard_normal(384).astype(np.float32)
     copied, inserted = (make_document(project, f"/{name}.txt", [], embed=False) for name in ("copied", "inserted"))

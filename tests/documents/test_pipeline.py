@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 
 import pytest
@@ -210,19 +211,36 @@ def test_indexed_chunks_advance_per_batch(client, engine, settings):
     assert [indexed for indexed, _ in PROGRESS] == list(range(0, body["total_chunks"], 2))
 
 
-def test_pdf_pages_are_embedded_while_later_pages_are_read(client, engine, settings, extractor):
+def test_pdf_pages_are_embedded_while_later_pages_are_read(client, engine, settings, extractor, monkeypatch):
     """page strategy on a PDF streams: each embedder call takes the pages read so far (with
-    either extractor: pdfium's calls from the reader thread take turns on its lock)."""
+    either extractor: pdfium's calls from the reader thread take turns on its lock). The reader
+    stops after its fifth page until the embedder has been called: a pipeline that read every
+    page before embedding would call it only after the reader gave up waiting (30 s)."""
     from memory_engine.chunking import chunk_pages
     from memory_engine.extraction import extract_pages
     from memory_engine.providers.embeddings import get_embedding_provider
+    from memory_engine.services.documents import pipeline
     from tests.conftest import use_embedder
+    from tests.documents import providers
 
     use_embedder(settings, "tests.documents.providers.ProgressRecordingProvider", MODEL="all-MiniLM-L6-v2")
     engine(EMBEDDING_BATCH_SIZE=4)
     PROGRESS.clear()
+    embedding = threading.Event()
+    called_while_reading: list[bool] = []
+    read_pages = pipeline.iter_pages
+
+    def reader_that_waits_for_the_embedder(*args, **kwargs):
+        for number, page in enumerate(read_pages(*args, **kwargs), start=1):
+            yield page
+            if number == 5:  # pages 6 to 19 are read only once the embedder has been called
+                called_while_reading.append(embedding.wait(timeout=30))
+
+    monkeypatch.setattr(pipeline, "iter_pages", reader_that_waits_for_the_embedder)
+    monkeypatch.setattr(providers, "ON_BATCH", [lambda texts: embedding.set()])
     name = "nineteen-pages.pdf"
     body = upload(client, pdf_file(name), wait="true").json()
+    assert called_while_reading == [True]
     expected = chunk_pages(extract_pages(read_pdf(name), "application/pdf", pdf_extractor=extractor), strategy="page",
                            chunk_size=200, chunk_overlap=40, count_tokens=get_embedding_provider().count_tokens,
                            max_chars=32 * 1024)

@@ -115,6 +115,7 @@ class TestTransformConfigs:
         # Immutable: a change is a new version.
         assert client.patch(f"{CONFIGS}/{body['id']}", {"chunk_size": 5}, format="json").status_code == 405
         assert client.delete(f"{CONFIGS}/{body['id']}").status_code == 405
+        assert TransformConfig.objects.get(pk=body["id"]).chunk_size == 300
 
     @pytest.mark.parametrize(("body", "code", "field"), [
         ({"name": "x", "search": [1, 2]}, "TRANSFORM_CONFIG_INVALID", "search"),
@@ -138,7 +139,9 @@ class TestTransformConfigs:
 
     def test_active_model_named_explicitly_is_accepted(self, client):
         response = client.post(CONFIGS, {"name": "x", "embedding_model": "all-MiniLM-L6-v2"}, format="json")
-        assert response.status_code == 201
+        assert response.status_code == 201, response.json()
+        config = TransformConfig.objects.get(pk=response.json()["id"])
+        assert (config.name, config.version, config.embedding_model) == ("x", 1, "all-MiniLM-L6-v2")
 
 
 @pytest.mark.usefixtures("hashing_embedder")

@@ -16,8 +16,8 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from memory_engine.models import FeedEntry, Memory, MemoryAssertion
+from memory_engine.services.memories import memory_write
 from memory_engine.services.memory_lifecycle import memory_forget
-from memory_engine.services.memory_write import memory_write
 
 from ..conftest import api_client, wait_for
 from ..factories import MemoryStoreFactory, ProjectFactory, make_key

@@ -30,7 +30,7 @@ from memory_engine.models import (
 from memory_engine.models.agents import GenerationStatus
 from memory_engine.models.memories import Tier
 from memory_engine.services.keys import api_key_create, api_key_revoke
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from memory_engine.services.rules import memory_rule_fire
 from memory_engine.services.stores import subject_store_get_or_create
 from tests.conftest import api_client

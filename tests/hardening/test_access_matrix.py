@@ -182,6 +182,7 @@ DOORS: dict[str, Door] = {
     "v1_links_destroy": Door(TAGGED, "path", W),
     "v1_memories_list": Door(TAGGED, "list", lists=("memory",)),
     "v1_memories_create": Door(TAGGED, "body", W),
+    "v1_memories_batch_create": Door(TAGGED, "body", W),
     "v1_memories_retrieve": Door(TAGGED, "path"),
     "v1_memories_destroy": Door(TAGGED, "path", W),
     "v1_memories_assertions_list": Door(TAGGED, "path"),

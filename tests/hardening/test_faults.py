@@ -42,6 +42,7 @@ from ..conftest import ROOT, use_embedder
 from ..factories import AgentFactory, MemoryStoreFactory
 from ..rules.conftest import make_rule
 from ..rules.servers import FakeLLM, chat_reply
+from ..search.helpers import FILLER, write
 from .faults import MODEL, EmbeddingEndpoint
 
 
@@ -76,6 +77,8 @@ def search(client: Any, query: str, store: Any) -> dict[str, Any]:
 def test_embedder_fault_degrades_and_reembed_repairs(client: Any, store: Any, settings: Any,
                                                      endpoint: EmbeddingEndpoint, provider: str, fault: str) -> None:
     http_embedder(settings, endpoint, provider)
+    for text in FILLER:  # more rows than the limit: after the repair the vector channel must rank
+        write(store, text)
     endpoint.mode = fault
 
     written = client.post("/api/v1/memories", {"memory_store_id": store.pk,
@@ -107,7 +110,10 @@ def test_embedder_fault_degrades_and_reembed_repairs(client: Any, store: Any, se
     assert not Chunk.objects.filter(document=document, embedding__isnull=True).exists()
     repaired = search(client, "zebra enclosure", store)
     assert repaired["degraded"] == []
-    assert any(hit["ranks"]["vector"] is not None for hit in repaired["results"])
+    by_vector = sorted((hit for hit in repaired["results"] if hit["ranks"]["vector"]),
+                       key=lambda hit: hit["ranks"]["vector"])
+    assert by_vector[0]["id"] == written.json()["id"]  # its repaired vector ranks it first of 13 memories
+    assert any(hit["source"] == "document" for hit in by_vector)  # and the chunks' repaired vectors find them
 
 
 # --- (b) the LLM endpoint fails -----------------------------------------------------------------

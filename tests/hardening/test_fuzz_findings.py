@@ -9,7 +9,7 @@ import pytest
 
 from memory_engine.models import MemoryRule
 from memory_engine.models.memories import Mechanism
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from tests.factories import AgentFactory
 
 pytestmark = pytest.mark.django_db

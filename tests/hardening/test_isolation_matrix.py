@@ -144,6 +144,10 @@ BODIES: dict[str, Body] = {
         lambda w, tag: {"memory_store_id": w.first("store"), "content": f"Fact {tag} is new."},
         {"memory_store_id": "store"}, not_ids=("conversation_id",),
     ),
+    "v1_memories_batch_create": Body(
+        lambda w, tag: {"memory_store_id": w.first("store"), "memories": [{"content": f"Fact {tag} in a batch."}]},
+        {"memory_store_id": "store"},
+    ),
     "v1_links_create": Body(lambda w, tag: {"kind": "contradicts", "source_id": w.ids["memory"][1],
                                             "target_id": w.first("memory")},
                             {"source_id": "memory", "target_id": "memory"}),

@@ -17,7 +17,7 @@ from memory_engine.services.erasure import subject_erase
 from memory_engine.services.generations import record_generation
 from memory_engine.services.ingestion_rules import ingestion_rule_save
 from memory_engine.services.links import evidence_link_create, link_end
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from memory_engine.services.rules import memory_rule_create
 from memory_engine.services.stores import subject_store_get_or_create
 from memory_engine.webhooks import webhook_create

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from memory_engine.models import ApiKey, MemoryAssertion
+from memory_engine.models import ApiKey, Memory, MemoryAssertion, MemoryStore
 from tests.conftest import api_client
 from tests.factories import MemoryStoreFactory, make_key
 
@@ -191,6 +191,7 @@ def test_read_only_key_reads_but_cannot_write(client, readonly_client):
     assert readonly_client.get("/api/v1/memories").status_code == 200
     response = post_memory(readonly_client, store["id"], "hello")
     assert response.status_code == 403 and response.json()["code"] == "READ_ONLY_KEY"
+    assert not Memory.objects.exists() and not MemoryAssertion.objects.exists()
     assert readonly_client.post("/api/v1/embeddings", {"input": "hi"}, format="json").status_code == 200
 
 
@@ -208,6 +209,10 @@ def test_other_projects_rows_answer_404(client, other_client, other_project):
     assert other_client.delete(f"/api/v1/memory-stores/{store['id']}").status_code == 404
     response = post_memory(other_client, store["id"], "sneaky")
     assert response.status_code == 404 and response.json()["code"] == "MEMORY_STORE_NOT_FOUND"
+    # none of the refused calls changed a row: the memory is live, the store as it was, no new write
+    assert Memory.objects.live().filter(pk=memory["id"]).exists()
+    assert MemoryStore.objects.get(pk=store["id"]).name == store["name"]
+    assert list(MemoryAssertion.objects.values_list("pk", flat=True)) == [assertion_id]
     # lists never show or count the other project's rows; a filter naming one answers as for an unknown id
     for url in ("/api/v1/memory-stores", "/api/v1/memories", "/api/v1/memory-assertions"):
         assert other_client.get(url).json()["count"] == 0, url

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from tests.factories import MemoryStoreFactory
 from tests.plans import (
     analyze_memory_tables,

@@ -12,7 +12,7 @@ import pytest
 
 from memory_engine.exceptions import AboutRequired, ValidationFailed
 from memory_engine.models import Memory
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from tests.httpserver import LocalServer
 
 pytestmark = pytest.mark.django_db

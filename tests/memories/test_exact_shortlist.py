@@ -10,7 +10,7 @@ import json
 import pytest
 from django.db import connection
 
-from memory_engine.services import memory_write as funnel
+from memory_engine.selectors import dedup
 from tests.factories import MemoryStoreFactory
 from tests.plans import explain_analyze, fill, scans_by_store, statements_with
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 QUERY = "mc_sl1"  # the content row every case looks up from
 
 
-def ranked(store, facet=None, limit=funnel.NEIGHBOURS) -> list[str]:
+def ranked(store, facet=None, limit=dedup.NEIGHBOURS) -> list[str]:
     """The ``limit`` live memories of the facet nearest QUERY's vector, by brute force (``+ 0``:
     not through the HNSW index, which earlier tests' rolled-back rows crowd)."""
     with connection.cursor() as cursor:
@@ -45,9 +45,9 @@ def nearest_content(store, count: int) -> list[str]:
 
 def shortlist(store, facet=None) -> tuple[list[str], dict]:
     """nearest_live_memories' ids, and the EXPLAIN ANALYZE of its statement."""
-    funnel._scan_mode_cache.clear()
+    dedup.forget_scan_modes()
     with statements_with("'near'") as captured:
-        found = funnel.nearest_live_memories(store, QUERY, facet=facet)
+        found = dedup.nearest_live_memories(store, QUERY, facet=facet)
     assert ") + 0" in captured[0][0]  # the exact path
     return [memory_id for memory_id, _ in found], explain_analyze(*captured[0])
 
@@ -77,11 +77,11 @@ def test_a_rare_facet_falls_back_to_all_the_stores_memories(project):
 def test_retired_memories_near_the_text_do_not_hide_live_ones(project):
     store = MemoryStoreFactory(project=project)
     fill(store, 400, "sl")
-    retired = nearest_content(store, 4 * funnel.NEIGHBOURS - 5)  # 35 of the 40 nearest rows retired
+    retired = nearest_content(store, 4 * dedup.NEIGHBOURS - 5)  # 35 of the 40 nearest rows retired
     with connection.cursor() as cursor:
         cursor.execute("UPDATE memory_engine_memory SET invalidated_at = now() WHERE content_id = ANY(%s)", [retired])
     ids, _ = shortlist(store)
-    assert len(ids) == funnel.NEIGHBOURS
+    assert len(ids) == dedup.NEIGHBOURS
     assert ids == ranked(store)
     assert not set(ids) & {f"mem_{content_id[3:]}" for content_id in retired}
 
@@ -114,9 +114,9 @@ def test_the_exact_shortlist_never_takes_the_hnsw_index(project):
     planner finds the index (sorting disabled here), the exact shortlist does not use it."""
     store = MemoryStoreFactory(project=project)
     fill(store, 50, "sl")
-    funnel._scan_mode_cache.clear()
+    dedup.forget_scan_modes()
     with statements_with("'near'") as captured:
-        funnel.nearest_live_memories(store, QUERY, facet=None)
+        dedup.nearest_live_memories(store, QUERY, facet=None)
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_sort = off")
         cursor.execute("EXPLAIN " + captured[0][0], captured[0][1])

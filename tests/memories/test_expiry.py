@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent
 from memory_engine.selectors.search import knowledge_search
+from memory_engine.services.memories import memory_write
 from memory_engine.services.memory_lifecycle import memory_sweep
-from memory_engine.services.memory_write import memory_write
 from tests.conftest import wait_for
 from tests.factories import MemoryStoreFactory
 

@@ -18,7 +18,7 @@ from memory_engine.exceptions import (
 )
 from memory_engine.models import Memory, MemoryAssertion, MemoryRevision, MemorySchema
 from memory_engine.models.memories import Tier
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from tests.factories import AgentFactory, MemoryStoreFactory
 
 pytestmark = pytest.mark.django_db
@@ -176,10 +176,10 @@ def test_about_key_in_one_facet_does_not_supersede_another(store):
 def test_facet_dedup_on_the_hnsw_index_of_a_large_store(store, settings):
     """Above DEDUP_EXACT_SCAN_MAX the shortlist uses HNSW with an iterative scan: another
     facet's many neighbours do not starve this facet's match."""
-    from memory_engine.services import memory_write as funnel
+    from memory_engine.selectors import dedup
 
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 0}
-    funnel._scan_mode_cache.clear()
+    dedup.forget_scan_modes()
     try:
         for n in range(30):
             write(store, f"The customer number {n} prefers email contact", facet="b")
@@ -187,7 +187,7 @@ def test_facet_dedup_on_the_hnsw_index_of_a_large_store(store, settings):
         again = write(store, EMAIL_REWORDED, facet="a")
         assert again.action == "skipped" and again.memory.pk == a.memory.pk
     finally:
-        funnel._scan_mode_cache.clear()
+        dedup.forget_scan_modes()
 
 
 def test_expired_memories_are_no_dedup_candidates(store):

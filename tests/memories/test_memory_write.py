@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import IntegrityError, InternalError, close_old_connections, connection, transaction
+from django.db import IntegrityError, InternalError, connection, transaction
 
 from memory_engine.exceptions import ContentEmpty, ContentTooLong, QuotaExceeded, ThresholdsInvalid
-from memory_engine.models import Memory, MemoryAssertion, MemoryContent
+from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryRevision
+from memory_engine.services.memories import memory_write
 from memory_engine.services.memory_lifecycle import memory_forget
-from memory_engine.services.memory_write import memory_write
 from tests import providers
 from tests.factories import MemoryStoreFactory, ProjectFactory
+from tests.threads import at_once
 
 pytestmark = pytest.mark.django_db
 
@@ -38,7 +37,7 @@ def test_exact_restatement_and_whitespace_variant_are_skipped_without_embedding(
     use_embedder(settings, "tests.providers.HashingEmbeddingProvider", MODEL="all-MiniLM-L6-v2")
     providers.CALLS.clear()
     again = write(store, EMAIL)
-    spaced = write(store, f"  The customer   prefers email\ncontact  ")
+    spaced = write(store, "  The customer   prefers email\ncontact  ")
     assert (again.action, spaced.action) == ("skipped", "skipped")
     assert again.memory.pk == spaced.memory.pk == first.memory.pk
     assert again.similarity == 1.0
@@ -196,30 +195,69 @@ def test_project_erasure_removes_the_ledger_with_it(store):
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_writers_of_the_same_text_make_one_memory():
-    project = ProjectFactory()
-    store = MemoryStoreFactory(project=project)
-    barrier = threading.Barrier(8)
-    results, errors = [], []
-
-    def worker() -> None:
-        try:
-            barrier.wait()
-            results.append(write(store, "Deployments happen every Tuesday afternoon").action)
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            close_old_connections()
-            connection.close()
-
-    threads = [threading.Thread(target=worker) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    store = MemoryStoreFactory(project=ProjectFactory())
+    results = at_once(lambda text: write(store, text).action, ["Deployments happen every Tuesday afternoon"] * 8)
     assert sorted(results) == ["created"] + ["skipped"] * 7
     assert Memory.objects.filter(store=store).count() == 1
     assert MemoryAssertion.objects.filter(store=store).count() == 8
+
+
+#: Restatements of one fact: each pair scores >= 0.96 with MiniLM and changes no detail (a skip).
+RESTATED = ["The customer prefers email contact", "The customer prefers contact by email",
+            "The customer prefers email contact."]
+#: One fact whose detail changes: each pair scores >= 0.95 and a changed version supersedes.
+VERSIONS = ["The staging database runs PostgreSQL 15 on db-stage-2.",
+            "The staging database runs PostgreSQL 16 on db-stage-2.",
+            "The staging database runs PostgreSQL 17 on db-stage-2."]
+
+
+def write_concurrently(store, texts: list[str]) -> list[str]:
+    """Every text written by a thread of its own, all released at once; their actions."""
+    return at_once(lambda text: write(store, text).action, texts)
+
+
+def one_live_memory_at_the_end_of_every_chain(store) -> Memory:
+    """The store's one live memory; every other memory of it retired into the next, up to it."""
+    live = list(Memory.objects.live().filter(store=store))
+    assert len(live) == 1, [m.content.text for m in live]
+    for memory in Memory.objects.filter(store=store).exclude(pk=live[0].pk):
+        seen = set()
+        while memory.superseded_by_id is not None and memory.pk not in seen:
+            seen.add(memory.pk)
+            memory = memory.superseded_by
+        assert memory.pk == live[0].pk
+    return live[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_of_near_duplicates_keep_one_memory():
+    """Restatements in other words, written at once (the store lock serializes their decisions):
+    the first creates, every other one is a skip onto it, whatever the order; the kept memory
+    holds one of the wordings and files the others as revisions."""
+    store = MemoryStoreFactory(project=ProjectFactory())
+    actions = write_concurrently(store, RESTATED * 3)
+    assert sorted(actions) == ["created"] + ["skipped"] * 8
+    live = one_live_memory_at_the_end_of_every_chain(store)
+    assert live.content.text in RESTATED and Memory.objects.filter(store=store).count() == 1
+    assert MemoryAssertion.objects.filter(store=store).count() == 9
+    texts = {live.content.text, *MemoryRevision.objects.filter(memory=live).values_list("content__text", flat=True)}
+    assert texts <= set(RESTATED)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_of_changed_details_leave_one_live_version():
+    """Versions of one fact written at once: each is decided against the version live when it
+    takes the lock, so whatever the order one memory was created, every other write superseded or
+    skipped, and the retired versions lead to the one live version."""
+    store = MemoryStoreFactory(project=ProjectFactory())
+    actions = write_concurrently(store, VERSIONS * 2)
+    assert actions.count("created") == 1 and set(actions) <= {"created", "superseded", "skipped"}
+    live = one_live_memory_at_the_end_of_every_chain(store)
+    assert live.content.text in VERSIONS
+    assert MemoryAssertion.objects.filter(store=store).count() == 6
+    superseded = MemoryAssertion.objects.filter(store=store, outcome="superseded")
+    assert superseded.count() == actions.count("superseded")
+    assert all(a.decision_reason == "changed_detail" for a in superseded)
 
 
 def test_large_store_dedup_query_can_use_the_hnsw_index(store, settings):
@@ -227,13 +265,13 @@ def test_large_store_dedup_query_can_use_the_hnsw_index(store, settings):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from memory_engine.services import memory_write as funnel
+    from memory_engine.selectors import dedup
 
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 0}
     first = write(store, EMAIL)
-    funnel._scan_mode_cache.clear()  # the write found the store empty: an exact scan at any limit
+    dedup.forget_scan_modes()  # the write found the store empty: an exact scan at any limit
     with CaptureQueriesContext(connection) as queries:
-        funnel.nearest_live_memories(store, first.memory.content_id, facet=None)
+        dedup.nearest_live_memories(store, first.memory.content_id, facet=None)
     nearest_sql = next(q["sql"] for q in queries.captured_queries if "ORDER BY" in q["sql"])
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
@@ -241,7 +279,7 @@ def test_large_store_dedup_query_can_use_the_hnsw_index(store, settings):
         cursor.execute(f"EXPLAIN {nearest_sql}")
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "me_content_embedding_hnsw" in plan, plan
-    funnel._scan_mode_cache.clear()
+    dedup.forget_scan_modes()
 
 
 def test_dedup_scan_mode_follows_a_changed_setting(store, settings):
@@ -250,12 +288,12 @@ def test_dedup_scan_mode_follows_a_changed_setting(store, settings):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from memory_engine.services import memory_write as funnel
+    from memory_engine.selectors import dedup
 
     first = write(store, EMAIL)  # a small store under the default cap: exact scan, cached
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 0}
     with CaptureQueriesContext(connection) as queries:
-        funnel.nearest_live_memories(store, first.memory.content_id, facet=None)
+        dedup.nearest_live_memories(store, first.memory.content_id, facet=None)
     sql = [q["sql"] for q in queries.captured_queries]
     assert any("hnsw.ef_search" in s for s in sql), sql  # the index path, as the setting now asks
     assert not any(") + 0" in s for s in sql), sql

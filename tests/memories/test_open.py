@@ -8,8 +8,8 @@ import pytest
 from memory_engine.injection import render_knowledge_block
 from memory_engine.models import Memory, MemoryContent
 from memory_engine.selectors.search import knowledge_search
+from memory_engine.services.memories import memory_write
 from memory_engine.services.memory_lifecycle import memory_forget
-from memory_engine.services.memory_write import memory_write
 from memory_engine.text import text_preview
 from tests.factories import AgentFactory, MemoryStoreFactory
 

@@ -13,7 +13,7 @@ from psycopg.pq import TransactionStatus
 
 from memory_engine import db
 from memory_engine.models import Memory, MemoryAssertion
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from tests.factories import MemoryStoreFactory
 from tests.plans import queries_sent
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from memory_engine.services import memory_write as funnel
+from memory_engine.selectors import dedup
 from tests.factories import MemoryStoreFactory
 from tests.plans import analyze_memory_tables, fill, statements_with
 
@@ -15,17 +15,17 @@ from tests.plans import analyze_memory_tables, fill, statements_with
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("bm25_tables_held")]
 
 #: a store just over the size that is always scanned exactly
-STORE_ROWS = funnel.EXACT_SCAN_ALWAYS + 100
+STORE_ROWS = dedup.EXACT_SCAN_ALWAYS + 100
 
 
 def shortlist_is_exact(store) -> bool:
     """Whether the funnel's shortlist statement for a content row of ``store`` is the exact one."""
-    funnel._scan_mode_cache.clear()
+    dedup.forget_scan_modes()
     with connection.cursor() as cursor:
         cursor.execute("SELECT id FROM memory_engine_memorycontent WHERE store_id = %s LIMIT 1", [store.pk])
         content_id = cursor.fetchone()[0]
     with statements_with("'near'") as captured:
-        funnel.nearest_live_memories(store, content_id, facet=None)
+        dedup.nearest_live_memories(store, content_id, facet=None)
     return ") + 0" in captured[0][0]
 
 
@@ -47,12 +47,12 @@ def large_store(project):
 ])
 def test_the_limit_scales_with_the_square_root_of_the_table(settings, table_rows, limit):
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 6000}
-    assert funnel.exact_scan_limit(table_rows) == limit
+    assert dedup.exact_scan_limit(table_rows) == limit
 
 
 def test_a_limit_of_zero_is_always_hnsw(settings):
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "DEDUP_EXACT_SCAN_MAX": 0}
-    assert funnel.exact_scan_limit(1_000_000) == 0
+    assert dedup.exact_scan_limit(1_000_000) == 0
 
 
 def test_a_store_that_is_most_of_the_table_takes_hnsw(large_store):

@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent
+from memory_engine.services.memories import memory_write
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore, memory_sweep
-from memory_engine.services.memory_write import memory_write
 from tests.factories import MemoryStoreFactory
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from psycopg.pq import TransactionStatus
 
 from memory_engine.models import Memory, MemoryAssertion, MemoryRevision
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from tests.factories import AgentFactory
 from tests.plans import queries_sent, unprepared
 
@@ -185,13 +185,13 @@ def test_a_write_overtaken_by_the_same_text_still_finds_its_memory(monkeypatch, 
     before the lock. When another write of the same text commits in between, the row the write
     took for new has a memory: the write reads the candidates again and skips onto it. Without
     a vector (the embedder down) only that second reading finds it."""
-    from memory_engine.services import memory_write as funnel
+    from memory_engine.services.memories import funnel
     from tests.factories import MemoryStoreFactory, ProjectFactory
 
     if embedder == "failing":
         request.getfixturevalue("failing_embedder")
     store = MemoryStoreFactory(project=ProjectFactory())
-    seen = funnel._prepare_vector
+    seen = funnel.prepare_vector
     overtaking = []
 
     def then_another_writer(*args, **kwargs):
@@ -209,7 +209,7 @@ def test_a_write_overtaken_by_the_same_text_still_finds_its_memory(monkeypatch, 
         finally:
             connection.close()
 
-    monkeypatch.setattr(funnel, "_prepare_vector", then_another_writer)
+    monkeypatch.setattr(funnel, "prepare_vector", then_another_writer)
     with CaptureQueriesContext(connection) as queries:
         result = write(store, DATABASE)
     other = overtaking[0]

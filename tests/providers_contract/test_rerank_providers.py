@@ -9,7 +9,7 @@ The dotted-path provider is an in-process class, as a host's own ONNX cross-enco
 from __future__ import annotations
 
 import json
-import time
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -47,15 +47,19 @@ class InProcessReranker(RerankProvider):
 
 
 class Backend:
-    """A local server speaking one back-end's dialect; ``mode`` switches it to a failure."""
+    """A local server speaking one back-end's dialect; ``mode`` switches it to a failure.
+    ``slow`` holds each request until ``release`` is set (30 s at most), then sets ``answered``."""
 
     def __init__(self, style: str) -> None:
         self.style = style
         self.mode = "ok"
+        self.release = threading.Event()
+        self.answered = threading.Event()
 
     def __call__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[Any, ...]:
         if self.mode == "slow":
-            time.sleep(2.0)
+            self.release.wait(timeout=30)
+            self.answered.set()
         if self.mode == "500":
             return 500, {"error": "overloaded"}
         request = json.loads(body)
@@ -114,6 +118,7 @@ class HTTPContract(RerankProviderContract):
         backend = Backend(self.style)
         with LocalServer(backend) as server:
             yield backend, server
+            backend.release.set()
 
     @pytest.fixture
     def provider(self, backend: tuple[Backend, LocalServer]) -> RerankProvider:
@@ -122,10 +127,9 @@ class HTTPContract(RerankProviderContract):
 
     def test_timeout_is_a_rerank_error(self, provider: RerankProvider, backend: tuple[Backend, LocalServer]) -> None:
         backend[0].mode = "slow"
-        started = time.monotonic()
         with pytest.raises(RerankError):
             provider.score(QUERY, PASSAGES)
-        assert time.monotonic() - started < 1.9
+        assert not backend[0].answered.is_set()  # the timeout ended the call while the server held it
 
     def test_server_error_is_a_rerank_error(self, provider: RerankProvider,
                                             backend: tuple[Backend, LocalServer]) -> None:

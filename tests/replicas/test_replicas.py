@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from memory_engine.models import Memory, MemoryStore
 from memory_engine.services.keys import api_key_create
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from tests.conftest import api_client
 from tests.factories import ProjectFactory
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from memory_engine.models import Generation, MemoryAssertion, MemoryRule
+from memory_engine.models import Generation, Memory, MemoryAssertion, MemoryRule
 
 from ..factories import AgentFactory, MemoryStoreFactory
 from .conftest import engine, make_rule
@@ -211,11 +211,16 @@ def test_write_memory_tool_refusals(client: Any, project: Any, other_client: Any
 
 
 def test_read_only_keys_cannot_write(readonly_client: Any, agent: Any, store: Any) -> None:
-    assert create_generation(readonly_client, agent).status_code == 403
-    assert readonly_client.post(f"/api/v1/memory-stores/{store.pk}/rules", {"handler": {"type": "builtin"}},
-                                format="json").status_code == 403
-    assert readonly_client.post(f"/api/v1/agents/{agent.pk}/tools/write_memory", {"content": "x"},
-                                format="json").status_code == 403
+    refused = [
+        create_generation(readonly_client, agent),
+        readonly_client.post(f"/api/v1/memory-stores/{store.pk}/rules", {"handler": {"type": "builtin"}},
+                             format="json"),
+        readonly_client.post(f"/api/v1/agents/{agent.pk}/tools/write_memory", {"content": "x"}, format="json"),
+    ]
+    assert [(r.status_code, r.data["code"]) for r in refused] == [(403, "READ_ONLY_KEY")] * 3
+    assert not Generation.objects.filter(agent=agent).exists()
+    assert not MemoryRule.objects.filter(store=store).exists()
+    assert not Memory.objects.exists() and not MemoryAssertion.objects.exists()
     assert readonly_client.get("/api/v1/generations").status_code == 200
 
 
@@ -246,4 +251,8 @@ def test_no_endpoint_reaches_another_project(client: Any, other_client: Any, oth
     assert other_client.get(f"/api/v1/memory-stores/{other_store.pk}/rules/{rule.pk}").status_code == 404
     assert Generation.objects.get(pk=gen_id).status == "running"
     assert MemoryRule.objects.get(pk=rule.pk).enabled is True
+    # none of the refused writes left a row: no rule, generation, memory or assertion of theirs
+    assert list(MemoryRule.objects.filter(store=store)) == [rule]
+    assert list(Generation.objects.filter(agent=agent).values_list("pk", flat=True)) == [gen_id]
+    assert not Memory.objects.exists() and not MemoryAssertion.objects.exists()
 

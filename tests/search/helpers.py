@@ -7,7 +7,25 @@ from typing import Any
 
 from memory_engine.models import Chunk, Document, Memory, MemoryStore, Project
 from memory_engine.providers.embeddings import get_embedding_provider
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
+
+
+#: Twelve texts about nothing the tests search for: more than a search's default limit (10), so a
+#: channel that finds what a test asks for has ranked it above them, not returned every row.
+FILLER = [
+    "Jupiter has at least ninety-five known moons.",
+    "Sourdough bread rises slowly overnight in a cool kitchen.",
+    "The marathon route crosses four bridges over the river.",
+    "Granite is an igneous rock made mostly of quartz and feldspar.",
+    "The violin section tunes to the oboe before the concert.",
+    "Tomato seedlings need sixteen hours of light to grow strong.",
+    "The lighthouse beam can be seen twenty nautical miles away.",
+    "Chess openings are studied by memorising long lines of moves.",
+    "Glaciers carve U-shaped valleys as they move downhill.",
+    "The museum's fossil collection includes a complete triceratops skull.",
+    "Cyclists draft behind each other to save energy in the peloton.",
+    "Volcanic ash can ground aircraft across an entire continent.",
+]
 
 
 def make_document(project: Project, path: str, chunks: list[str], *, tags: dict[str, Any] | None = None,

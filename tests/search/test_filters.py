@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memory_engine.selectors.search import knowledge_search
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from tests.factories import MemoryStoreFactory
 
 from .helpers import make_document, write

@@ -15,7 +15,7 @@ from memory_engine.selectors.search import knowledge_search
 from memory_engine.services.memory_lifecycle import memory_forget
 from tests.factories import MemoryStoreFactory
 
-from .helpers import make_document, write
+from .helpers import FILLER, make_document, write
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lexical_backend")]
 
@@ -224,13 +224,16 @@ def test_failing_embedder_degrades_to_lexical(project, store, settings):
 
 
 def test_failing_lexical_channel_degrades_to_vectors(project, store, settings):
+    for text in FILLER:  # more memories than the limit: the vector channel must rank the right one first
+        write(store, text)
     write(store, "The user drinks oat milk.")
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "KNOWLEDGE_LEXICAL_BACKEND": "tsvector",
                               "KNOWLEDGE_TEXT_SEARCH_CONFIG": "no_such_config"}
     result = knowledge_search(project=project, query="what milk", memory_store_ids=[store.pk])
     assert result.degraded == ["lexical_unavailable"]
     assert result.lexical_backend is None
-    assert result.results and result.results[0].ranks["lexical"] is None
+    assert len(result.results) == 10 and all(h.ranks["lexical"] is None for h in result.results)
+    assert (result.results[0].text, result.results[0].ranks["vector"]) == ("The user drinks oat milk.", 1)
 
 
 def test_any_term_matches_and_stems(project):

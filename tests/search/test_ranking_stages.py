@@ -14,7 +14,7 @@ from tests.conftest import api_client
 from tests.factories import AgentFactory, make_key
 from memory_engine.policy import SYSTEM
 
-from .helpers import make_document, write
+from .helpers import FILLER, make_document, write
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lexical_backend")]
 
@@ -49,13 +49,15 @@ def test_evidence_strong_needs_the_first_relevant_hit_above_the_bar(project, set
 
 def test_evidence_is_never_strong_from_the_vector_channel_alone(project, settings):
     make_document(project, "/handbook/leave.txt", LEAVE)
+    make_document(project, "/misc/filler.txt", FILLER)  # more chunks than the limit: the channel ranks
     # No word in common with the passages: the vector channel finds them, the lexical one does not;
     # without lexical evidence the built-in model's relevance stays under 0.7, below the strong bar.
     result = knowledge_search(project=project, query="holiday allowance for staff")
     assert result.results and all(h.lexical_score is None for h in result.results)
+    assert {h.text for h in result.results[:len(LEAVE)]} == set(LEAVE)
     assert result.evidence == "weak"
     only_vector = knowledge_search(project=project, query="paid vacation days", channels=("vector",))
-    assert only_vector.results and only_vector.evidence == "weak"
+    assert {h.text for h in only_vector.results[:len(LEAVE)]} == set(LEAVE) and only_vector.evidence == "weak"
 
 
 def test_weak_evidence_is_said_in_the_knowledge_block(project, settings):

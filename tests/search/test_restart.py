@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pgserver  # a dev requirement: a missing one fails these tests, it does not skip them
 import psycopg
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pgserver = pytest.importorskip("pgserver")
 
 
 @pytest.fixture

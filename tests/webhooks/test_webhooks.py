@@ -18,7 +18,7 @@ from memory_engine.models import WebhookDelivery, WebhookSubscription
 from memory_engine.providers.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_matches
 from memory_engine.queue import WEBHOOKS_SCHEDULE_NAME, WEBHOOKS_TASK
 from memory_engine.services.keys import api_key_create
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from memory_engine.webhooks import webhooks_dispatch
 from tests.conftest import api_client, wait_for
 from tests.factories import MemoryStoreFactory, ProjectFactory

@@ -19,7 +19,7 @@ from memory_engine.files import write_atomically
 from memory_engine.models import ApiKey, MemoryStore, Project
 from memory_engine.models.tenancy import hash_key
 from memory_engine.services.keys import api_key_create
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 
 SAMPLE_MEMORIES = [
     ("The customer prefers email contact.", {"kind": "preference"}),

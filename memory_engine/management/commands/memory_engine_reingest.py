@@ -55,7 +55,8 @@ class Command(BaseCommand):
                             help="Queue the re-ingests for the workers instead of running them here.")
         parser.add_argument("--dry-run", action="store_true", help="List the documents and stop.")
 
-    def handle(self, *args: Any, **options: Any) -> None:
+    def _selected(self, options: dict[str, Any]) -> list[Document]:
+        """The documents the options name (CommandError for a --document id that does not exist)."""
         documents = Document.objects.select_related("project").order_by("project__name", "path")
         if options["documents"]:
             documents = documents.filter(pk__in=options["documents"])
@@ -70,6 +71,10 @@ class Command(BaseCommand):
             missing = set(options["documents"]) - {document.pk for document in selected}
             if missing:
                 raise CommandError(f"No such document: {', '.join(sorted(missing))}")
+        return selected
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        selected = self._selected(options)
         if not selected:
             self.stdout.write("No documents match.")
             return

@@ -528,6 +528,22 @@ def _item(index: int) -> Iterator[None]:
         raise
 
 
+def _check_batch_paths(project: Project, documents: Sequence[Document]) -> None:
+    """PATH_TAKEN, naming the document by ``details["index"]``, for a path given twice in the batch
+    or taken in the project (under the project's documents lock)."""
+    paths: dict[str, int] = {}
+    for index, document in enumerate(documents):
+        if document.path in paths:
+            raise PathTaken(f"The path {document.path} is given twice in this batch "
+                            f"(documents {paths[document.path]} and {index}).",
+                            details={"path": document.path, "index": index})
+        paths[document.path] = index
+    taken = set(Document.objects.filter(project=project, path__in=list(paths)).values_list("path", flat=True))
+    for index, document in enumerate(documents):
+        if document.path in taken:
+            raise PathTaken(details={"path": document.path, "index": index})
+
+
 def document_create_many(*, project: Project, documents: Sequence[NewDocument], lineage: Lineage | None = None,
                          base_url: str = "", owner: str | None = None, enqueue: bool = True) -> list[Document]:
     """Create many documents at once, all or none: the rows :func:`document_create` (or
@@ -567,17 +583,7 @@ def document_create_many(*, project: Project, documents: Sequence[NewDocument], 
         return []
     with transaction.atomic():
         lock_project_documents(project.pk)
-        paths: dict[str, int] = {}
-        for index, (document, *_) in enumerate(made):
-            if document.path in paths:
-                raise PathTaken(f"The path {document.path} is given twice in this batch "
-                                f"(documents {paths[document.path]} and {index}).",
-                                details={"path": document.path, "index": index})
-            paths[document.path] = index
-        taken = set(Document.objects.filter(project=project, path__in=list(paths)).values_list("path", flat=True))
-        for index, (document, *_) in enumerate(made):
-            if document.path in taken:
-                raise PathTaken(details={"path": document.path, "index": index})
+        _check_batch_paths(project, [document for document, *_ in made])
         _check_quota(project, sum(len(upload.data) for _, upload, _, _ in made))
         created = [document for document, *_ in made]
         try:

@@ -17,7 +17,7 @@ from memory_engine.models.agents import GenerationStatus
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
 from memory_engine.policy import ADD, principal_from_reference, require
 from memory_engine.providers.rule_handlers import Fact, get_rule_handler
-from memory_engine.services.memory_write import memory_write
+from memory_engine.services.memories import memory_write
 from memory_engine.text import content_text
 
 from .ledger import drop_pending, error_entry, is_pending, new_counts, record_rule_counts

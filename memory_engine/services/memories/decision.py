@@ -1,0 +1,117 @@
+"""The funnel's decision: skip, supersede or create, and why (docs/write-funnel.md, step 5).
+
+:func:`decide` reads only what the candidates statement found (memory_engine.selectors.dedup)
+and the write's inputs; it runs under the store lock and writes nothing. The changed-detail gate
+(memory_engine.details) turns a skip into a supersede when a detail changed; the optional judge
+(memory_engine.services.judge) decides in the band below the supersede threshold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_engine.conf import engine_settings
+from memory_engine.details import changed_details
+from memory_engine.models import Memory, MemoryContent
+from memory_engine.models.memories import Outcome
+from memory_engine.selectors.dedup import Candidates
+
+from .validation import About
+
+__all__ = ["Decision", "Reason", "decide"]
+
+
+class Reason:
+    """Why the funnel decided what it did (``MemoryAssertion.decision_reason``)."""
+
+    DUPLICATE = "duplicate"
+    CHANGED_DETAIL = "changed_detail"
+    SIMILAR = "similar"
+    ABOUT_KEY = "about_key"
+    JUDGE = "judge"
+    BELOW_THRESHOLD = "below_threshold"
+
+
+@dataclass
+class Decision:
+    """What the funnel decided for one write, before anything is stored."""
+
+    action: str = Outcome.CREATED
+    reason: str = Reason.BELOW_THRESHOLD
+    match: Memory | None = None
+    similarity: float | None = None
+    changes: list[dict[str, Any]] = field(default_factory=list)
+
+
+def decide(*, found: Candidates, has_vector: bool, content_row: MemoryContent, text: str, about: About | None,
+           thresholds: tuple[float, float], judge: Any,
+           notes: dict[str, Any]) -> tuple[Decision, list[tuple[str, float]]]:
+    """Skip, supersede or create (see docs/write-funnel.md) from what the candidates statement
+    ``found`` among the store's live memories of the same facet; runs under the store lock.
+    Returns the decision and the nearest neighbours (for ``potential_duplicates``). ``notes``
+    collects what the assertion should record.
+    """
+    neighbours = found.neighbours
+    exact = _exact_match(found, about=about, content_row=content_row)
+    if exact is not None:
+        return exact, neighbours
+    if not has_vector:
+        notes.setdefault("embedding", "missing")
+        return Decision(), neighbours
+    if found.nearest is None:
+        return Decision(), neighbours
+    # Not re-filtered on liveness: the statement that found it already was (and Python's clock
+    # is not PostgreSQL's transaction clock).
+    match, similarity = found.nearest, neighbours[0][1]
+    decision = Decision(match=match, similarity=similarity)
+    dup_t, sup_t = thresholds
+    if about is not None and match.about_key is not None:
+        # the match is explicitly about something else: a different fact
+        notes["about_mismatch"] = {"kind": match.about_kind, "key": match.about_key}
+        decision.reason = Reason.ABOUT_KEY
+    elif similarity >= dup_t:
+        decision.changes = _changed_details(match.content.text, text)
+        if decision.changes:
+            decision.action, decision.reason = Outcome.SUPERSEDED, Reason.CHANGED_DETAIL
+        else:
+            decision.action, decision.reason = Outcome.SKIPPED, Reason.DUPLICATE
+    elif similarity >= sup_t:
+        decision.action, decision.reason = Outcome.SUPERSEDED, Reason.SIMILAR
+    elif judge is not None:
+        _ask_judge(decision, judge, text=text, notes=notes)
+    return decision, neighbours
+
+
+def _exact_match(found: Candidates, *, about: About | None, content_row: MemoryContent) -> Decision | None:
+    """The decision when the write's ``about`` or its exact text is already live in the facet."""
+    if about is not None and found.about is not None:
+        about_match, about_cosine = found.about
+        if about_match.content_id == content_row.pk:
+            return Decision(Outcome.SKIPPED, Reason.DUPLICATE, about_match, 1.0)
+        return Decision(Outcome.SUPERSEDED, Reason.ABOUT_KEY, about_match, about_cosine)
+    if found.same_text is not None:
+        return Decision(Outcome.SKIPPED, Reason.DUPLICATE, found.same_text, 1.0)
+    return None
+
+
+def _ask_judge(decision: Decision, judge: Any, *, text: str, notes: dict[str, Any]) -> None:
+    """Below the supersede threshold: the judge's verdict on the nearest match, when it gives one
+    (a failed judge keeps the cosine decision and says so)."""
+    assert decision.match is not None and decision.similarity is not None
+    verdict = judge(decision.match.content.text, text, decision.similarity)
+    if verdict is None:
+        return
+    notes["judge"] = verdict.as_dict()
+    if verdict.same_fact is True:
+        decision.action, decision.reason = Outcome.SUPERSEDED, Reason.JUDGE
+    elif verdict.same_fact is False:
+        decision.reason = Reason.JUDGE
+    else:
+        notes["judge"]["fallback"] = "cosine"
+
+
+def _changed_details(old_text: str, new_text: str) -> list[dict[str, Any]]:
+    if not engine_settings.CHANGED_DETAIL_GATE:
+        return []
+    return [change.as_dict() for change in changed_details(old_text, new_text)]

@@ -1,0 +1,285 @@
+"""The write funnel: the one function every memory write goes through (docs/write-funnel.md).
+
+hash -> reuse the content row or embed once (best-effort) -> nearest live memories of the
+same store and facet -> skip (reinforcing the kept memory) / supersede / create -> one
+assertion, with the near matches below the supersede threshold as ``potential_duplicates``.
+
+No model call happens inside the store lock: the embedder runs before it, so a slow
+or failing embedder never holds other writers back, and a failure only means the
+content row is stored without a vector (repaired by the next write of the text or by
+``manage.py memory_engine_reembed --missing``).
+
+Each step has its module: validation (the inputs), content (the content row), locks (the store
+lock), memory_engine.selectors.dedup (the candidates), decision, ledger (what a decision writes).
+This one runs them in one transaction, and runs it again when the connection lost a prepared
+statement or the embedding model was switched under the write.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import DatabaseError, DataError
+from django.utils import timezone
+
+from memory_engine.db import lost_prepared_statement, one_round_trip, statement_transaction, stop_preparing
+from memory_engine.exceptions import AboutRequired
+from memory_engine.facets import validate_facet
+from memory_engine.models import Agent, Lineage, Memory, MemoryAssertion, MemoryStore, Provenance
+from memory_engine.models.memories import MEMORY_TITLE_MAX_CHARS, Kind, Mechanism, Outcome, SourceType
+from memory_engine.models.retention import RetentionClass
+from memory_engine.providers.embeddings import refresh_embedding_provider
+from memory_engine.selectors.dedup import candidates_query, dedup_candidates
+
+from ..judge import get_judge
+from ..memory_schema import check_kind
+from .content import Prepared, content_hash, embed_best_effort, model_switched, prepare_vector, resolve_content
+from .decision import decide
+from .ledger import record_decision
+from .validation import (
+    About,
+    WriteRequest,
+    check_memory_quota,
+    ephemeral_expiry,
+    guard_instructions,
+    resolve_thresholds,
+    validate_confidence,
+    validate_content,
+    validate_expires_at,
+    validate_kind,
+    validate_text_field,
+)
+
+__all__ = ["WriteResult", "memory_write", "write_prepared", "write_request"]
+
+logger = logging.getLogger("memory_engine.write")
+
+
+@dataclass
+class WriteResult:
+    """What the funnel did: ``action`` is created, superseded or skipped."""
+
+    action: str
+    memory: Memory
+    assertion: MemoryAssertion
+    similarity: float | None = None
+    decision_reason: str = ""
+    changed_details: list[dict[str, Any]] = field(default_factory=list)
+    replaced: Memory | None = None
+    #: live memories of the same store and facet near the text, below the supersede threshold:
+    #: ``[{"memory_id", "similarity"}]``, best first
+    potential_duplicates: list[dict[str, Any]] = field(default_factory=list)
+    #: a skip that reinforced the kept memory (False within REINFORCE_INTERVAL_SECONDS)
+    reinforced: bool = False
+
+
+def memory_write(
+    *,
+    store: MemoryStore,
+    content: str,
+    principal: str,
+    mechanism: str = Mechanism.API,
+    tags: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+    source_type: str = SourceType.MANUAL,
+    duplicate_threshold: float | None = None,
+    supersede_threshold: float | None = None,
+    about: About | dict[str, Any] | None = None,
+    generation_id: str | None = None,
+    rule_id: str | None = None,
+    judge: Any = None,
+    conversation_id: str | None = None,
+    kind: str | None = None,
+    title: str | None = None,
+    summary: str | None = None,
+    confidence: float | None = None,
+    facet: str | None = None,
+    expires_at: datetime | None = None,
+    agent: Agent | None = None,
+    retention_class: str = RetentionClass.DURABLE,
+    provenance: str = Provenance.UNKNOWN,
+    lineage: str = Lineage.NATIVE,
+) -> WriteResult:
+    """Write one fact into a store: skip (reinforcing the kept memory), supersede or create, and
+    record one assertion.
+
+    A ``conversation_id`` is kept in the memory's metadata and makes it a ``conversation`` memory.
+    ``kind`` defaults to a string ``tags["kind"]``, else ``fact``; ``confidence`` to
+    DEFAULT_CONFIDENCE; ``provenance`` and ``lineage`` (docs/memory.md) are recorded on a created
+    memory; ``expires_at`` to now + the store's ``ttl_default`` (always capped at its
+    ``ttl_max``). A superseding memory inherits the retired one's kind, title and summary unless
+    given. Dedup compares only live memories of the same ``facet``. ``agent`` is recorded on
+    created memories (the agent that wrote it or for which it was written).
+
+    Raises ContentEmpty / ContentTooLong / ValidationFailed / ConfidenceInvalid / FacetInvalid /
+    ExpiresAtInvalid / KindUnknown / ThresholdsInvalid / AboutRequired / InstructionRejected /
+    QuotaExceeded before anything is written (no assertion, as for every refusal).
+    InstructionRejected: in an agent or institutional store, the text, title, summary or a string
+    in tags/metadata/about reads as instructions to an AI (memory_engine.instruction_guard); the
+    guard has no switch. Stores with ``judge_enabled`` consult the same-fact judge
+    (memory_engine.services.judge) between JUDGE_FLOOR and the supersede threshold; ``judge`` may
+    pass another callable ``(old, new, similarity) -> verdict``.
+    """
+    request = write_request(
+        store=store, content=content, principal=principal, mechanism=mechanism, tags=tags, metadata=metadata,
+        source_type=source_type, duplicate_threshold=duplicate_threshold, supersede_threshold=supersede_threshold,
+        about=about, generation_id=generation_id, rule_id=rule_id, judge=judge, conversation_id=conversation_id,
+        kind=kind, title=title, summary=summary, confidence=confidence, facet=facet, expires_at=expires_at,
+        agent=agent, retention_class=retention_class, provenance=provenance, lineage=lineage,
+    )
+    return write_prepared(store, request, prepare_vector(store, request.text, request.digest))
+
+
+def write_request(
+    *,
+    store: MemoryStore,
+    content: str,
+    principal: str,
+    mechanism: str = Mechanism.API,
+    tags: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+    source_type: str = SourceType.MANUAL,
+    duplicate_threshold: float | None = None,
+    supersede_threshold: float | None = None,
+    about: About | dict[str, Any] | None = None,
+    generation_id: str | None = None,
+    rule_id: str | None = None,
+    judge: Any = None,
+    conversation_id: str | None = None,
+    kind: str | None = None,
+    title: str | None = None,
+    summary: str | None = None,
+    confidence: float | None = None,
+    facet: str | None = None,
+    expires_at: datetime | None = None,
+    agent: Agent | None = None,
+    retention_class: str = RetentionClass.DURABLE,
+    provenance: str = Provenance.UNKNOWN,
+    lineage: str = Lineage.NATIVE,
+) -> WriteRequest:
+    """memory_write's arguments checked and resolved (thresholds, kind, expiry, the instruction
+    guard), before anything is written: the refusals memory_write lists."""
+    text = validate_content(content)
+    tags = dict(tags or {})
+    metadata = dict(metadata or {})
+    if conversation_id:
+        metadata["conversation_id"], source_type = conversation_id, SourceType.CONVERSATION
+    if kind is None and isinstance(tags.get("kind"), str) and tags["kind"].strip():
+        kind = tags["kind"]  # the kind's place before it had a field
+    kind = validate_kind(kind)
+    title = validate_text_field(title, name="title", limit=MEMORY_TITLE_MAX_CHARS)
+    summary = validate_text_field(summary, name="summary")
+    stated_confidence = validate_confidence(confidence)
+    facet = validate_facet(facet)
+    expires_at = validate_expires_at(expires_at, timezone.now())
+    expires_at = ephemeral_expiry(retention_class, expires_at, timezone.now())
+    about = About.parse(about)
+    dup_t, sup_t = resolve_thresholds(store, duplicate_threshold, supersede_threshold)
+    if kind is not None:
+        check_kind(store.project_id, kind)
+    required = store.require_about_for_kinds or []
+    if about is None and (kind or Kind.FACT) in required:
+        raise AboutRequired(
+            f"Store {store.name} requires `about: {{kind, key}}` for memories of kind {kind or Kind.FACT!r}.",
+            details={"kind": kind or Kind.FACT, "require_about_for_kinds": required},
+        )
+    guard_instructions(store, text, tags, metadata, about.as_dict() if about else None, title, summary)
+    if judge is None and store.judge_enabled:
+        judge = get_judge()
+    return WriteRequest(
+        text=text, digest=content_hash(text), tags=tags, metadata=metadata, source_type=source_type,
+        about=about, kind=kind, title=title, summary=summary, confidence=stated_confidence, facet=facet,
+        expires_at=expires_at, agent=agent, retention_class=retention_class, thresholds=(dup_t, sup_t),
+        judge=judge, principal=principal, mechanism=mechanism, generation_id=generation_id, rule_id=rule_id,
+        provenance=Provenance(provenance), lineage=Lineage(lineage),
+    )
+
+
+def write_prepared(store: MemoryStore, request: WriteRequest, prepared: Prepared) -> WriteResult:
+    """Write a checked request whose text was embedded (or found stored) by prepare_vector; inside
+    a caller's transaction it is one savepoint."""
+    vector, notes, stored = prepared
+    try:
+        result = _record_prepared(store, request, vector, notes, stored=stored)
+    except DataError as exc:
+        if vector is None or not model_switched(exc):
+            raise
+        # The embedding model was switched since the embedder call, and the write's transaction
+        # (a savepoint inside a caller's) rolled back: embed with the model now active, outside
+        # the lock as always, and write again; when that call fails too, without a vector.
+        logger.info("the embedding model changed during a write; embedding the text again")
+        refresh_embedding_provider()
+        vector, failure = embed_best_effort(request.text)
+        result = _record_prepared(store, request, vector, {"embedding": failure} if failure else {}, stored=stored)
+    memory, rounded = result.memory, None if result.similarity is None else round(result.similarity, 4)
+    logger.info(
+        "memory write outcome=%s reason=%s store=%s memory=%s assertion=%s similarity=%s mechanism=%s",
+        result.action, result.decision_reason, store.pk, memory.pk, result.assertion.pk, rounded, request.mechanism,
+        extra={"outcome": result.action, "decision_reason": result.decision_reason, "store_id": store.pk,
+               "memory_id": memory.pk, "assertion_id": result.assertion.pk,
+               "replaced_memory_id": result.replaced.pk if result.replaced else None, "similarity": rounded,
+               "mechanism": str(request.mechanism), "generation_id": request.generation_id,
+               "rule_id": request.rule_id,
+               "reinforced": result.reinforced, "potential_duplicates": len(result.potential_duplicates)},
+    )
+    return result
+
+
+def _record_prepared(store: MemoryStore, request: WriteRequest, vector: list[float] | None, notes: dict[str, Any], *,
+                     stored: bool | None) -> WriteResult:
+    """_record; when a statement it prepared on the connection was lost (deallocated, or on
+    another server session behind a pooling proxy: memory_engine.db.lost_prepared_statement), its
+    transaction rolled back, so it runs once more, after this process stops preparing."""
+    try:
+        return _record(store, request, vector, dict(notes), stored=stored)
+    except DatabaseError as exc:
+        if not lost_prepared_statement(exc):
+            raise
+        stop_preparing(exc)
+        return _record(store, request, vector, notes, stored=stored)
+
+
+def _record(store: MemoryStore, request: WriteRequest, vector: list[float] | None, notes: dict[str, Any], *,
+            stored: bool | None) -> WriteResult:
+    """memory_write's transaction: under the store lock, the content row, the decision, the
+    memory and its assertion. ``stored``: the content row as prepare_vector saw it. Raises
+    DataError when ``vector`` no longer fits the content column (model_switched) before anything
+    is written; no savepoint guards that statement, since the caller writes again in a new
+    transaction."""
+    digest, about, facet = request.digest, request.about, request.facet
+    # The candidates statement goes with the content upsert, its branches chosen by what the
+    # row was before the write (a new row has no same-text memory; a row without a vector, no
+    # neighbours).
+    query = candidates_query(store, digest=digest, facet=facet, about=about,
+                             neighbours=vector is not None or stored is True, new_content=stored is None)
+    # BEGIN goes with the first statements, COMMIT with the last (inside a caller's atomic()
+    # block: a savepoint, as atomic() makes one)
+    with statement_transaction() as within:
+        content_row, has_vector, inserted, found = resolve_content(store, request.text, digest, vector,
+                                                                   lock_first=True, candidates=query, within=within,
+                                                                   prepare=True)
+        now = timezone.now()  # once the store lock is held: the store's writes get it in their order
+        if query is None or found is None or not query.covers(new_content=inserted, neighbours=has_vector):
+            # nothing was sent (no branch could match before the upsert), or another write of the
+            # same text got in first: the statement now, with the branches the row needs
+            found = dedup_candidates(store, content_row.pk, facet=facet, about=about, neighbours=has_vector,
+                                     new_content=inserted)
+        decision, neighbours = decide(found=found, has_vector=has_vector, content_row=content_row,
+                                      text=request.text, about=about, thresholds=request.thresholds,
+                                      judge=request.judge, notes=notes)
+        if decision.action == Outcome.CREATED:
+            check_memory_quota(store)
+        # The new memory, the replaced one's retirement (or the kept one's reinforcement) and the
+        # assertion: one round trip.
+        recorded = record_decision(store, request, decision, content_row=content_row, neighbours=neighbours,
+                                   notes=notes, now=now)
+        one_round_trip(within.closing(recorded.writes), saved=recorded.inserted)
+    return WriteResult(
+        action=str(decision.action), memory=recorded.memory, assertion=recorded.assertion,
+        similarity=decision.similarity, decision_reason=decision.reason, changed_details=decision.changes,
+        replaced=recorded.replaced, potential_duplicates=recorded.potential_duplicates,
+        reinforced=recorded.reinforced,
+    )
