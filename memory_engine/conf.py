@@ -570,6 +570,23 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("DISTILLER_MAX_ATTEMPTS", 3, integer,
             "int", "3",
             "tries of a version whose LLM call failed before it is left as `failed`"),
+    # The entity graph (memory_engine.services.entities, docs/entities.md).
+    Setting("ENTITY_EXTRACTOR", "rules", optional(text),
+            "str or None", "`\"rules\"`",
+            "what reads entities out of memories and chunks: `rules` (memory_engine.mentions, offline), `llm` "
+            "(the configured `LLM`, the rules when it fails), a dotted path to an `EntityExtractor` subclass, "
+            "or `None` (no graph)"),
+    Setting("ENTITY_SWEEP_MINUTES", 5, integer,
+            "int", "5",
+            "how often the scheduled sweep reads the memories and documents the graph has not read yet "
+            "(writes also queue their own reading)"),
+    Setting("ENTITY_BATCH", 500, integer,
+            "int", "500",
+            "most memories (or documents) one extraction task reads"),
+    Setting("ENTITY_RESOLUTION_SIMILARITY", 0.92, number,
+            "number", "0.92",
+            "a new name of the same kind whose embedding is at least this close to a known entity's name joins "
+            "it as an alias; 0: names resolve by key and alias only"),
     # Memory rules (memory_engine.services.rules).
     Setting("RULE_MAX_FACTS", 20, integer,
             "int", "20",
@@ -780,6 +797,11 @@ PROVIDERS: dict[str, dict[str, str]] = {
         "callable": "memory_engine.providers.rule_handlers.callable.CallableHandler",
         "http": "memory_engine.providers.rule_handlers.http.HttpHandler",
     },
+    # ENTITY_EXTRACTOR -> the EntityExtractor subclass; a dotted path also works.
+    "entity_extractor": {
+        "rules": "memory_engine.providers.entities.RuleExtractor",
+        "llm": "memory_engine.providers.entities.LLMExtractor",
+    },
     # IngestionRule.converter_type -> the function running it.
     "converter": {
         "http": "memory_engine.providers.converters.http.run_http_converter",
@@ -789,7 +811,7 @@ PROVIDERS: dict[str, dict[str, str]] = {
 EMBEDDING_PROVIDERS = PROVIDERS["embedding"]
 
 #: Kinds whose configured name may be a dotted path instead of an alias.
-DOTTED_PATH_KINDS = frozenset({"embedding", "rerank"})
+DOTTED_PATH_KINDS = frozenset({"embedding", "rerank", "entity_extractor"})
 
 
 @functools.cache

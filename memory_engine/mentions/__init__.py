@@ -24,7 +24,8 @@ from .model import (
     entity_key,
     fold,
 )
-from .rules import extract_mentions
+from .rules import canonical_date, extract_mentions
+from .statements import Statement, ValueChange, changed_value, statement, subject_of
 
 __all__ = [
     "DATE",
@@ -39,7 +40,13 @@ __all__ = [
     "SPEAKER",
     "SUBJECT",
     "Mention",
+    "Statement",
+    "ValueChange",
+    "canonical_date",
+    "changed_value",
     "entity_key",
     "extract_mentions",
     "fold",
+    "statement",
+    "subject_of",
 ]

@@ -43,7 +43,7 @@ from .vocabulary import (
     SUBJECT_VERBS,
 )
 
-__all__ = ["extract_mentions"]
+__all__ = ["canonical_date", "extract_mentions"]
 
 #: Texts longer than this are read up to it (a chunk is at most a few thousand characters).
 MAX_TEXT_CHARS = 20_000
@@ -147,7 +147,7 @@ def _dates(text: str) -> list[Mention]:
 def _sentence_start(text: str, start: int) -> bool:
     """Whether the token at ``start`` opens a sentence (or a quote, a bracket, a line)."""
     i = start - 1
-    while i >= 0 and text[i] in " \t'\"“‘([*-–—":
+    while i >= 0 and text[i] in " \t'\"“‘([*-–—#>|•":
         if text[i] in "\"“‘([":
             return True
         i -= 1
@@ -203,8 +203,9 @@ def _is_name_word(token: _Token, lowered_words: set[str], following: _Token | No
         if token.sentence_start and lower.endswith(COMMON_SUFFIXES_INITIAL) and not (
                 following is not None and following.text in SUBJECT_VERBS):
             return False
-    # a word the same text also writes in lower case is an ordinary word capitalised
-    return not (word[0].isupper() and not word.isupper() and lower in lowered_words and lower not in PLACES)
+    # a word the same text also writes in lower case (or its singular) is an ordinary word capitalised
+    forms = {lower, lower[:-1] if lower.endswith("s") else lower, lower[:-2] if lower.endswith("es") else lower}
+    return not (word[0].isupper() and not word.isupper() and forms & lowered_words and lower not in PLACES)
 
 
 def _defines(text: str, start: int, end: int) -> bool:
@@ -334,3 +335,10 @@ def extract_mentions(text: str) -> list[Mention]:
             unique.append(mention)
     return unique
 
+
+
+def canonical_date(surface: str) -> str | None:
+    """The canonical key of a date written ``surface`` ("7 May 2023" -> 2023-05-07), None when it
+    names no one date the graph keeps (a relative date such as "last week")."""
+    found = _dates(surface) or _dates(f"in {surface}")
+    return found[0].name if len(found) == 1 else None

@@ -4,6 +4,7 @@ from .agents import Agent, Generation
 from .distillers import Distiller, DistillerRun, DistillerVersion
 from .documents import Chunk, Document, DocumentVersion, IngestionRule, RawCapture
 from .embedding_models import EmbeddingModel
+from .entities import Entity, EntityEdge, EntityKind, Relation
 from .feed import FeedEntry, FeedKind
 from .links import EvidenceLink
 from .memories import (
@@ -32,6 +33,9 @@ __all__ = [
     "Document",
     "DocumentVersion",
     "EmbeddingModel",
+    "Entity",
+    "EntityEdge",
+    "EntityKind",
     "ErasureReceipt",
     "FeedEntry",
     "FeedKind",
@@ -50,6 +54,7 @@ __all__ = [
     "Provenance",
     "RawCapture",
     "EvidenceLink",
+    "Relation",
     "ReplayRun",
     "StaffGrants",
     "TransformConfig",

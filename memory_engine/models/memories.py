@@ -207,6 +207,9 @@ class Memory(models.Model):
                                   db_default=Provenance.UNKNOWN)
     lineage = models.CharField(max_length=10, choices=Lineage.choices, default=Lineage.NATIVE,
                                db_default=Lineage.NATIVE)
+    #: When the entity graph read this memory (null: not yet, the extraction sweep's work list;
+    #: services.entities).
+    entities_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = MemoryQuerySet.as_manager()
 
@@ -229,6 +232,8 @@ class Memory(models.Model):
                 name="me_memory_about",
                 condition=models.Q(invalidated_at__isnull=True, about_key__isnull=False),
             ),
+            models.Index(fields=["created_at"], name="me_memory_entities_pending",
+                         condition=models.Q(entities_at__isnull=True)),
         ]
 
     def __str__(self) -> str:

@@ -32,6 +32,7 @@ from memory_engine.models import Agent, Lineage, Memory, MemoryAssertion, Memory
 from memory_engine.models.memories import MEMORY_TITLE_MAX_CHARS, Kind, Mechanism, Outcome, SourceType
 from memory_engine.models.retention import RetentionClass
 from memory_engine.providers.embeddings import refresh_embedding_provider
+from memory_engine.queue import enqueue_entities_memories_on_commit
 from memory_engine.selectors.dedup import candidates_query, dedup_candidates
 
 from ..judge import get_judge
@@ -130,7 +131,10 @@ def memory_write(
         kind=kind, title=title, summary=summary, confidence=confidence, facet=facet, expires_at=expires_at,
         agent=agent, retention_class=retention_class, provenance=provenance, lineage=lineage,
     )
-    return write_prepared(store, request, prepare_vector(store, request.text, request.digest))
+    result = write_prepared(store, request, prepare_vector(store, request.text, request.digest))
+    if result.action != Outcome.SKIPPED:  # the entity graph reads it in a worker (services.entities)
+        enqueue_entities_memories_on_commit([result.memory.pk])
+    return result
 
 
 def write_request(
