@@ -79,3 +79,9 @@ def test_entity_keys_fold_case_accents_articles_and_possessives() -> None:
 def test_extraction_is_linear_on_long_hostile_text() -> None:
     text = ("Aaa " * 5000) + ("Bbb of " * 3000) + "(" * 2000
     assert isinstance(extract_mentions(text), list)
+
+
+def test_a_short_sentence_of_names_is_not_a_headline() -> None:
+    found = [(m.name, m.kind, m.role) for m in extract_mentions("Fatima works in Lisbon on Fridays.")]
+    assert found[:2] == [("Fatima", "person", "subject"), ("Lisbon", "place", "mention")]
+    assert [m.name for m in extract_mentions("Marco works at Acme Corporation.")][0] == "Marco"

@@ -24,5 +24,7 @@ SCHEMA_SETTINGS: dict[str, Any] = {
     "ENUM_NAME_OVERRIDES": {"StatusEnum": "memory_engine.models.agents.GenerationStatus",
                             "ReplayRunStatusEnum": "memory_engine.models.replay.ReplayRun.Status",
                             "FeedKindEnum": "memory_engine.models.feed.FeedKind",
-                            "LineageEnum": "memory_engine.models.origin.Lineage"},
+                            "LineageEnum": "memory_engine.models.origin.Lineage",
+                            "EntityKindEnum": "memory_engine.models.entities.EntityKind",
+                            "EntityRelationEnum": "memory_engine.models.entities.Relation"},
 }

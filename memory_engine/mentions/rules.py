@@ -181,9 +181,12 @@ def _capitalised(word: str) -> bool:
 
 
 def _title_case(tokens: list[_Token]) -> bool:
-    """Text set in title case (a headline): most longer words capitalised."""
+    """Text set in title case (a headline): its longer words capitalised, all but one at most,
+    and that one not a verb of a name ("Marco works at Acme Corporation" is a sentence)."""
     words = [t for t in tokens if len(t.text) > 3 and t.text.isalpha()]
-    return len(words) >= 4 and sum(t.text[0].isupper() for t in words) >= 0.7 * len(words)
+    lower = [t for t in words if not t.text[0].isupper()]
+    return (len(words) >= 4 and len(words) - len(lower) >= 0.7 * len(words)
+            and not any(t.text in SUBJECT_VERBS for t in lower))
 
 
 def _is_name_word(token: _Token, lowered_words: set[str], following: _Token | None = None) -> bool:

@@ -14,7 +14,7 @@ constants, and the validated text search config are inlined.
 from __future__ import annotations
 
 from memory_engine.lexical import BM25, INDEXES, STAGED_CHUNK_BM25, TSVECTOR, tsvector_expression
-from memory_engine.models import Chunk, Document, DocumentVersion, Memory, MemoryContent, MemoryStore
+from memory_engine.models import Chunk, Document, DocumentVersion, EntityEdge, Memory, MemoryContent, MemoryStore
 from memory_engine.models.memories import LIVE_MEMORY_SQL, Tier
 
 from .boosts import EVENT_KINDS, version_authority_sql
@@ -28,6 +28,7 @@ STORE = MemoryStore._meta.db_table
 CHUNK = Chunk._meta.db_table
 DOC = Document._meta.db_table
 VERSION = DocumentVersion._meta.db_table
+EDGE = EntityEdge._meta.db_table
 #: source -> its lexical index names (memory_engine.lexical builds them).
 BM25_INDEX = {MEMORY: INDEXES[CONTENT][0], DOCUMENT: INDEXES[CHUNK][0]}
 GIN_INDEX = {MEMORY: INDEXES[CONTENT][1], DOCUMENT: INDEXES[CHUNK][1]}
@@ -58,6 +59,9 @@ def memory_where(scope: Scope, stores: str = "m.store_id") -> str:
         where += " AND m.provenance = ANY(%(provenance)s)"
     if scope.lineage is not None:
         where += " AND m.lineage = ANY(%(lineage)s)"
+    if scope.entity_ids is not None:  # memories that mention one of the entities (docs/entities.md)
+        where += (f" AND EXISTS (SELECT 1 FROM {EDGE} ee WHERE ee.memory_id = m.id"
+                  " AND ee.entity_id = ANY(%(entity_ids)s))")
     return where
 
 
@@ -91,6 +95,9 @@ def document_where(scope: Scope) -> str:
               *(["v.source_class = ANY(%(lineage)s)"] if scope.lineage is not None else [])]
     if origin:  # a chunk's provenance and lineage are its version's
         where += f" AND EXISTS (SELECT 1 FROM {VERSION} v WHERE v.id = x.version_id AND {' AND '.join(origin)})"
+    if scope.entity_ids is not None:  # chunks that mention one of the entities (docs/entities.md)
+        where += (f" AND EXISTS (SELECT 1 FROM {EDGE} ee WHERE ee.chunk_id = x.id"
+                  " AND ee.entity_id = ANY(%(entity_ids)s))")
     return where
 
 
@@ -317,3 +324,14 @@ def stored_vectors_sql() -> str:
     UNION ALL
     SELECT '{DOCUMENT}'::text, x.id, x.embedding::text FROM {CHUNK} x
     WHERE x.id = ANY(%(chunk_ids)s) AND x.embedding IS NOT NULL"""
+
+
+def hit_entities_sql() -> str:
+    """(source, id, entity ids) of the memories ``%(memory_ids)s`` and chunks ``%(chunk_ids)s``
+    that mention an entity (valid edges), each entity once, in id order."""
+    return f"""
+        SELECT '{MEMORY}'::text, memory_id, array_agg(DISTINCT entity_id ORDER BY entity_id) FROM {EDGE}
+        WHERE memory_id = ANY(%(memory_ids)s) AND invalid_at IS NULL GROUP BY memory_id
+        UNION ALL
+        SELECT '{DOCUMENT}'::text, chunk_id, array_agg(DISTINCT entity_id ORDER BY entity_id) FROM {EDGE}
+        WHERE chunk_id = ANY(%(chunk_ids)s) AND invalid_at IS NULL GROUP BY chunk_id"""
