@@ -170,6 +170,14 @@ SETTINGS: tuple[Setting, ...] = (
             "bool", "`True`",
             "a near-duplicate whose numbers, dates, names or negation changed supersedes instead of being "
             "skipped"),
+    Setting("VALUE_CHANGE_GATE", True, boolean,
+            "bool", "`True`",
+            "below the supersede threshold, a write that states the nearest live memory's subject and attribute "
+            "with another value (one changed span after a definite or named subject) supersedes it, reason "
+            "`value_change` ([write funnel](write-funnel.md))"),
+    Setting("VALUE_CHANGE_FLOOR", 0.55, number,
+            "number", "0.55",
+            "the value-change gate's cosine floor: a best match less similar than this is another statement"),
     # Optional same-fact judge (stores opt in with judge_enabled; needs LLM): asked only
     # when the best match's cosine lies in [JUDGE_FLOOR, supersede threshold).
     Setting("JUDGE_FLOOR", 0.75, number,
@@ -576,10 +584,10 @@ SETTINGS: tuple[Setting, ...] = (
             "what reads entities out of memories and chunks: `rules` (memory_engine.mentions, offline), `llm` "
             "(the configured `LLM`, the rules when it fails), a dotted path to an `EntityExtractor` subclass, "
             "or `None` (no graph)"),
-    Setting("ENTITY_SWEEP_MINUTES", 5, integer,
-            "int", "5",
-            "how often the scheduled sweep reads the memories and documents the graph has not read yet "
-            "(writes also queue their own reading)"),
+    Setting("ENTITY_SWEEP_MINUTES", 1, integer,
+            "int", "1",
+            "how often the scheduled sweep reads the memories (and documents) the graph has not read yet: a new "
+            "memory is in the graph within this many minutes"),
     Setting("ENTITY_BATCH", 500, integer,
             "int", "500",
             "most memories (or documents) one extraction task reads"),

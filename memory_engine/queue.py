@@ -22,7 +22,6 @@ __all__ = [
     "DISTILLERS_SCHEDULE_NAME",
     "DISTILLERS_TASK",
     "ENTITIES_DOCUMENTS_TASK",
-    "ENTITIES_MEMORIES_TASK",
     "ENTITIES_SCHEDULE_NAME",
     "ENTITIES_SWEEP_TASK",
     "INGEST_MANY_TASK",
@@ -40,7 +39,6 @@ __all__ = [
     "enqueue_document_ingest_on_commit",
     "enqueue_documents_ingest_on_commit",
     "enqueue_entities_documents_on_commit",
-    "enqueue_entities_memories_on_commit",
     "enqueue_memory_rule_fire",
     "ensure_schedules",
 ]
@@ -60,7 +58,6 @@ WEBHOOKS_TASK = "memory_engine.tasks.webhooks_dispatch_task"
 DISTILLERS_TASK = "memory_engine.tasks.distillers_tick_task"
 DISTILLERS_SCHEDULE_NAME = "memory_engine: distillers"
 WEBHOOKS_SCHEDULE_NAME = "memory_engine: webhooks"
-ENTITIES_MEMORIES_TASK = "memory_engine.tasks.entities_memories_task"
 ENTITIES_DOCUMENTS_TASK = "memory_engine.tasks.entities_documents_task"
 ENTITIES_SWEEP_TASK = "memory_engine.tasks.entities_sweep_task"
 ENTITIES_SCHEDULE_NAME = "memory_engine: entity graph"
@@ -106,20 +103,8 @@ def enqueue_memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool =
                 task_name=f"rule {rule_id} on {generation_id}", group="memory_rules")
 
 
-def enqueue_entities_memories(memory_ids: Sequence[str]) -> None:
-    """Queue the entity graph's reading of these memories now (services.entities)."""
-    _async_task(ENTITIES_MEMORIES_TASK, list(memory_ids), task_name=f"entities of {memory_ids[0]}"
-                + (f" and {len(memory_ids) - 1} more" if len(memory_ids) > 1 else ""), group="memory_engine.entities")
-
-
-def enqueue_entities_memories_on_commit(memory_ids: Sequence[str]) -> None:
-    """Queue the entity graph's reading of new memories once the transaction commits (nothing
-    when ENTITY_EXTRACTOR is None: no graph is made)."""
-    if memory_ids and engine_settings.ENTITY_EXTRACTOR:
-        transaction.on_commit(partial(enqueue_entities_memories, list(memory_ids)))
-
-
 def enqueue_entities_documents(document_ids: Sequence[str]) -> None:
+    """Queue the entity graph's reading of documents' new chunks now (services.entities)."""
     _async_task(ENTITIES_DOCUMENTS_TASK, list(document_ids), task_name=f"entities of {document_ids[0]}"
                 + (f" and {len(document_ids) - 1} more" if len(document_ids) > 1 else ""),
                 group="memory_engine.entities")
@@ -160,7 +145,8 @@ def ensure_schedules(**kwargs: Any) -> None:
         defaults={"func": WEBHOOKS_TASK, "schedule_type": Schedule.MINUTES,
                   "minutes": max(1, engine_settings.WEBHOOK_DISPATCH_MINUTES), "repeats": -1},
     )
-    # the entity graph's reading of what writes did not queue, or what failed (services.entities)
+    # the entity graph's reading of new memories, and of chunks whose queued reading was lost
+    # (services.entities)
     Schedule.objects.using(using).update_or_create(
         name=ENTITIES_SCHEDULE_NAME,
         defaults={"func": ENTITIES_SWEEP_TASK, "schedule_type": Schedule.MINUTES,

@@ -10,7 +10,7 @@ from typing import Any
 
 from memory_engine.services.distillers import distillers_tick
 from memory_engine.services.documents import document_ingest_group, document_ingest_many, document_sweep
-from memory_engine.services.entities import entities_extract_documents, entities_extract_memories, entities_sweep
+from memory_engine.services.entities import entities_extract_documents, entities_sweep
 from memory_engine.services.memory_lifecycle import memory_sweep
 from memory_engine.services.retention import document_retention_sweep
 from memory_engine.services.rules import memory_rule_fire, rule_firing_sweep
@@ -67,16 +67,12 @@ def distillers_tick_task() -> int:
     return distillers_tick()
 
 
-def entities_memories_task(memory_ids: list[str]) -> dict[str, Any]:
-    """Read the entities of new memories into the graph (docs/entities.md)."""
-    return entities_extract_memories(memory_ids=memory_ids).as_dict()
-
-
 def entities_documents_task(document_ids: list[str]) -> dict[str, Any]:
     """Read the entities of documents' new chunks into the graph."""
     return entities_extract_documents(document_ids=document_ids).as_dict()
 
 
 def entities_sweep_task() -> dict[str, Any]:
-    """Read what the graph has not read yet (queued work lost, rows older than the graph)."""
+    """Read what the graph has not read yet: new memories, chunks whose queued reading was lost
+    (docs/entities.md)."""
     return entities_sweep()

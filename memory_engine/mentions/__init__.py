@@ -25,7 +25,7 @@ from .model import (
     fold,
 )
 from .rules import canonical_date, extract_mentions
-from .statements import Statement, ValueChange, changed_value, statement, subject_of
+from .statements import Statement, ValueChange, changed_value, statement, subject_of, value_update
 
 __all__ = [
     "DATE",
@@ -49,4 +49,5 @@ __all__ = [
     "fold",
     "statement",
     "subject_of",
+    "value_update",
 ]

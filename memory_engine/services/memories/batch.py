@@ -22,8 +22,7 @@ from django.db import DatabaseError, connection, transaction
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import BatchTooLarge, MemoryEngineError, WriteFailed
 from memory_engine.models import MemoryStore
-from memory_engine.models.memories import Mechanism, Outcome
-from memory_engine.queue import enqueue_entities_memories_on_commit
+from memory_engine.models.memories import Mechanism
 
 from .content import Prepared, embed_many_best_effort
 from .funnel import WriteResult, write_prepared, write_request
@@ -95,7 +94,4 @@ def memory_write_batch(*, store: MemoryStore, items: Sequence[dict[str, Any]], p
             except DatabaseError as exc:
                 logger.exception("batch write: item %d failed in the database", index)
                 outcomes[index].error = WriteFailed(f"{exc.__class__.__name__}: {exc}")
-        # the entity graph reads the batch's new memories in one worker task (services.entities)
-        written = [o.result.memory.pk for o in outcomes if o.result is not None and o.result.action != Outcome.SKIPPED]
-        enqueue_entities_memories_on_commit(written)
     return outcomes

@@ -32,7 +32,6 @@ from memory_engine.models import Agent, Lineage, Memory, MemoryAssertion, Memory
 from memory_engine.models.memories import MEMORY_TITLE_MAX_CHARS, Kind, Mechanism, Outcome, SourceType
 from memory_engine.models.retention import RetentionClass
 from memory_engine.providers.embeddings import refresh_embedding_provider
-from memory_engine.queue import enqueue_entities_memories_on_commit
 from memory_engine.selectors.dedup import candidates_query, dedup_candidates
 
 from ..judge import get_judge
@@ -131,10 +130,7 @@ def memory_write(
         kind=kind, title=title, summary=summary, confidence=confidence, facet=facet, expires_at=expires_at,
         agent=agent, retention_class=retention_class, provenance=provenance, lineage=lineage,
     )
-    result = write_prepared(store, request, prepare_vector(store, request.text, request.digest))
-    if result.action != Outcome.SKIPPED:  # the entity graph reads it in a worker (services.entities)
-        enqueue_entities_memories_on_commit([result.memory.pk])
-    return result
+    return write_prepared(store, request, prepare_vector(store, request.text, request.digest))
 
 
 def write_request(
@@ -232,6 +228,12 @@ def write_prepared(store: MemoryStore, request: WriteRequest, prepared: Prepared
     return result
 
 
+def _states(request: WriteRequest) -> bool:
+    """Whether the write states a fact a new value replaces: not a conversation turn, not an
+    observation (both tell what happened; two of them are two events)."""
+    return request.source_type != SourceType.CONVERSATION and request.kind != Kind.OBSERVATION
+
+
 def _record_prepared(store: MemoryStore, request: WriteRequest, vector: list[float] | None, notes: dict[str, Any], *,
                      stored: bool | None) -> WriteResult:
     """_record; when a statement it prepared on the connection was lost (deallocated, or on
@@ -273,7 +275,7 @@ def _record(store: MemoryStore, request: WriteRequest, vector: list[float] | Non
                                      new_content=inserted)
         decision, neighbours = decide(found=found, has_vector=has_vector, content_row=content_row,
                                       text=request.text, about=about, thresholds=request.thresholds,
-                                      judge=request.judge, notes=notes)
+                                      judge=request.judge, notes=notes, states=_states(request))
         if decision.action == Outcome.CREATED:
             check_memory_quota(store)
         # The new memory, the replaced one's retirement (or the kept one's reinforcement) and the
