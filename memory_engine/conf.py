@@ -399,6 +399,22 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SEARCH_LEXICAL_WEIGHT", 1.25, number,
             "number", "1.25",
             "the lexical channel's RRF weight (request `lexical_weight` overrides)"),
+    # The graph channel (docs/entities.md, *The graph channel*): the memories that mention the
+    # entities a query names (and their neighbours), a third ranked list in the fusion.
+    Setting("SEARCH_GRAPH_WEIGHT", 0.0, number,
+            "number", "0.0",
+            "the graph channel's RRF weight: memories that mention the entities a query names (and, with "
+            "`SEARCH_GRAPH_HOPS`, their neighbours) as a third ranked list; 0: off ([entities](entities.md))"),
+    Setting("SEARCH_GRAPH_DEPTH", 20, integer,
+            "int", "20",
+            "candidates the graph channel contributes (at least `limit`)"),
+    Setting("SEARCH_GRAPH_HOPS", 0, integer,
+            "int (0–2)", "0",
+            "graph channel: 0 the query's entities only; 1 and 2 add the entities named most often with them "
+            "(and with those), each hop weighing half the one before"),
+    Setting("SEARCH_GRAPH_NEIGHBOURS", 5, integer,
+            "int", "5",
+            "graph channel: most neighbour entities one hop adds"),
     # Vector channel: HNSW with pgvector 0.8 iterative index scans, so a filtered scan keeps
     # going until `limit` rows pass the scope (up to HNSW_MAX_SCAN_TUPLES visited tuples).
     Setting("HNSW_EF_SEARCH", 100, integer,

@@ -104,6 +104,9 @@ class KnowledgeSearchRequestSerializer(strict.Serializer):
 class SearchRanksSerializer(strict.Serializer):
     vector = serializers.IntegerField(allow_null=True)
     lexical = serializers.IntegerField(allow_null=True)
+    graph = serializers.IntegerField(required=False,
+                                     help_text="The graph channel's rank, present when it ranked the hit "
+                                               "(SEARCH_GRAPH_WEIGHT > 0, docs/entities.md).")
 
 
 class SearchHitSerializer(strict.Serializer):

@@ -13,7 +13,7 @@ subject's user store is never part of an actor's recall, whatever the request na
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Q
@@ -69,6 +69,10 @@ class Scope:
     lineage: list[str] | None = None
     #: Only memories and chunks that mention one of these entities (docs/entities.md); None: any.
     entity_ids: list[str] | None = None
+    #: The graph channel's entities and their weights (the query's 1.0, each hop half the one
+    #: before); empty: the channel does not run.
+    graph_entities: list[str] = field(default_factory=list)
+    graph_weights: list[float] = field(default_factory=list)
 
     @property
     def sources(self) -> list[str]:
@@ -90,6 +94,8 @@ class Scope:
             "provenance": self.provenance or [],
             "lineage": self.lineage or [],
             "entity_ids": self.entity_ids or [],
+            "graph_entities": self.graph_entities,
+            "graph_weights": self.graph_weights,
         }
 
 

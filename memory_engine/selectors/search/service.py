@@ -35,6 +35,7 @@ from memory_engine.replicas import current_read_alias, read_connection
 
 from . import boosts, stages
 from .fusion import fuse
+from .graph import graph_entities
 from .results import DOCUMENT, MEMORY, USER_FOR_AGENT, Degraded, SearchHit, SearchResult
 from .rows import CandidateRow, DisplayRow, fetch_records
 from .scope import Actor, Scope, resolve_scope
@@ -142,7 +143,8 @@ def knowledge_search(
     validate_search_knobs(limit=limit, rrf_k=rrf_k, min_similarity=min_similarity,
                           recency_half_life_days=recency_half_life_days, vector_weight=vector_weight,
                           lexical_weight=lexical_weight, min_relevance=min_relevance)
-    weights = {"vector": knobs.vector_weight, "lexical": knobs.lexical_weight}
+    weights = {"vector": knobs.vector_weight, "lexical": knobs.lexical_weight,
+               "graph": engine_settings.SEARCH_GRAPH_WEIGHT}
     query = clean_query(query)
     if query is None and not (memory_store_ids or document_ids or document_paths or tags or actor or generation
                              or entity_ids):
@@ -337,10 +339,17 @@ def _candidates(scope: Scope, query: str, qvec: list[float] | None, limit: int, 
         "bm25_max_df": engine_settings.KNOWLEDGE_BM25_MAX_DF,
         "vec_k": vec_k,
         "lex_k": max(limit, engine_settings.SEARCH_LEXICAL_DEPTH),
+        "graph_k": max(limit, engine_settings.SEARCH_GRAPH_DEPTH),
     }
     config = engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG
     cap = engine_settings.SEARCH_EXACT_SCAN_MAX
     with transaction.atomic(using=current_read_alias()), read_connection().cursor() as cursor:
+        if engine_settings.SEARCH_GRAPH_WEIGHT > 0 and MEMORY in scope.sources:
+            # the graph channel: the memories that mention the query's entities (and neighbours)
+            scope.graph_entities, scope.graph_weights = graph_entities(
+                cursor, scope, query, hops=engine_settings.SEARCH_GRAPH_HOPS,
+                neighbours=engine_settings.SEARCH_GRAPH_NEIGHBOURS)
+            params.update(graph_entities=scope.graph_entities, graph_weights=scope.graph_weights)
         exact = {MEMORY: True, DOCUMENT: True}
         if qvec is not None or backend is not None:
             sizes = _scope_sizes(cursor, scope, cap + 1)
@@ -354,7 +363,7 @@ def _candidates(scope: Scope, query: str, qvec: list[float] | None, limit: int, 
             return fetch_records(cursor, CandidateRow)
 
         if backend is None:
-            return (run(None) if qvec is not None else []), None
+            return (run(None) if qvec is not None or scope.graph_entities else []), None
         try:
             with transaction.atomic(using=current_read_alias()):
                 return run(backend), backend

@@ -222,6 +222,22 @@ def _lexical_ctes(source: str, scope: Scope, *, with_vector: bool, backend: str,
     ]
 
 
+def _graph_cte(scope: Scope, vector: bool) -> str:
+    """The graph channel (``m_graph``: id, g, dist): live memories of the scope that mention the
+    scope's graph entities, by the summed weight of those they mention, then by cosine distance;
+    at most ``%(graph_k)s``."""
+    dist = "min(x.embedding <=> %(qvec)s::vector)" if vector else "NULL::float8"
+    return f"""m_graph AS (
+        SELECT m.id AS id, sum(w.weight) AS g, {dist} AS dist
+        FROM unnest(%(graph_entities)s::varchar[], %(graph_weights)s::float8[]) AS w(entity_id, weight)
+        JOIN {EDGE} ee ON ee.entity_id = w.entity_id AND ee.memory_id IS NOT NULL
+        JOIN {MEM} m ON m.id = ee.memory_id
+        JOIN {STORE} s ON s.id = m.store_id
+        JOIN {CONTENT} x ON x.id = m.content_id
+        WHERE {memory_where(scope)}
+        GROUP BY m.id ORDER BY g DESC, dist, m.id LIMIT %(graph_k)s)"""
+
+
 def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: dict[str, bool],
                      config: str = "english") -> str:
     """One statement: up to four candidate lists, ranked per channel, with display fields.
@@ -247,13 +263,18 @@ def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: 
             ctes.extend(_lexical_ctes(source, scope, with_vector=vector, backend=lexical, config=config,
                                       exact=exact[source]))
             lex_parts.append(f"SELECT '{source}'::text AS src, id, lex, dist FROM {short}_lex")
-    parts = [f"SELECT src, id, dist, true AS v, NULL::float8 AS lex FROM ({p}) a" for p in vec_parts]
-    parts += [f"SELECT src, id, dist, false AS v, lex FROM ({p}) b" for p in lex_parts]
+    parts = [f"SELECT src, id, dist, true AS v, NULL::float8 AS lex, NULL::float8 AS g FROM ({p}) a"
+             for p in vec_parts]
+    parts += [f"SELECT src, id, dist, false AS v, lex, NULL::float8 AS g FROM ({p}) b" for p in lex_parts]
+    if scope.graph_entities and MEMORY in scope.sources:
+        ctes.append(_graph_cte(scope, vector))
+        parts.append(f"SELECT '{MEMORY}'::text AS src, id, dist, false AS v, NULL::float8 AS lex, g FROM m_graph")
     ctes.append(f"""cand AS (
-        SELECT src, id, min(dist) AS dist, bool_or(v) AS v, max(lex) AS lex
+        SELECT src, id, min(dist) AS dist, bool_or(v) AS v, max(lex) AS lex, max(g) AS g
         FROM ({' UNION ALL '.join(parts)}) u GROUP BY src, id)""")
     return "WITH " + ",\n".join(ctes) + f"""
     SELECT cand.src AS source, cand.id AS id, cand.dist AS dist, cand.v AS from_vector, cand.lex AS lex,
+           cand.g AS graph,
            coalesce(mc.text, ch.text) AS text, coalesce(mm.tags, d.tags) AS tags,
            d.id AS document_id, d.path AS document_path, d.title AS document_title,
            ch.page AS page, ch.chunk_index AS chunk_index,
