@@ -201,6 +201,14 @@ SETTINGS: tuple[Setting, ...] = (
             "bool", "`True`",
             "a near-duplicate whose numbers, dates, names or negation changed supersedes instead of being "
             "skipped"),
+    Setting("VALUE_CHANGE_GATE", True, boolean,
+            "bool", "`True`",
+            "below the supersede threshold, a write that states the nearest live memory's subject and attribute "
+            "with another value (one changed span after a definite or named subject) supersedes it, reason "
+            "`value_change` ([write funnel](write-funnel.md))"),
+    Setting("VALUE_CHANGE_FLOOR", 0.55, number,
+            "number", "0.55",
+            "the value-change gate's cosine floor: a best match less similar than this is another statement"),
     # Optional same-fact judge (stores opt in with judge_enabled; needs LLM): asked only
     # when the best match's cosine lies in [JUDGE_FLOOR, supersede threshold).
     Setting("JUDGE_FLOOR", 0.75, number,
@@ -452,6 +460,22 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SEARCH_LEXICAL_WEIGHT", 1.25, number,
             "number", "1.25",
             "the lexical channel's RRF weight (request `lexical_weight` overrides)"),
+    # The graph channel (docs/entities.md, *The graph channel*): the memories that mention the
+    # entities a query names (and their neighbours), a third ranked list in the fusion.
+    Setting("SEARCH_GRAPH_WEIGHT", 0.0, number,
+            "number", "0.0",
+            "the graph channel's RRF weight: memories that mention the entities a query names (and, with "
+            "`SEARCH_GRAPH_HOPS`, their neighbours) as a third ranked list; 0: off ([entities](entities.md))"),
+    Setting("SEARCH_GRAPH_DEPTH", 20, integer,
+            "int", "20",
+            "candidates the graph channel contributes (at least `limit`)"),
+    Setting("SEARCH_GRAPH_HOPS", 0, integer,
+            "int (0–2)", "0",
+            "graph channel: 0 the query's entities only; 1 and 2 add the entities named most often with them "
+            "(and with those), each hop weighing half the one before"),
+    Setting("SEARCH_GRAPH_NEIGHBOURS", 5, integer,
+            "int", "5",
+            "graph channel: most neighbour entities one hop adds"),
     # Vector channel: HNSW with pgvector 0.8 iterative index scans, so a filtered scan keeps
     # going until `limit` rows pass the scope (up to HNSW_MAX_SCAN_TUPLES visited tuples).
     Setting("HNSW_EF_SEARCH", 100, integer,
@@ -631,6 +655,23 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("DISTILLER_MAX_ATTEMPTS", 3, integer,
             "int", "3",
             "tries of a version whose LLM call failed before it is left as `failed`"),
+    # The entity graph (memory_engine.services.entities, docs/entities.md).
+    Setting("ENTITY_EXTRACTOR", "rules", optional(text),
+            "str or None", "`\"rules\"`",
+            "what reads entities out of memories and chunks: `rules` (memory_engine.mentions, offline), `llm` "
+            "(the configured `LLM`, the rules when it fails), a dotted path to an `EntityExtractor` subclass, "
+            "or `None` (no graph)"),
+    Setting("ENTITY_SWEEP_MINUTES", 1, integer,
+            "int", "1",
+            "how often the scheduled sweep reads the memories (and documents) the graph has not read yet: a new "
+            "memory is in the graph within this many minutes"),
+    Setting("ENTITY_BATCH", 500, integer,
+            "int", "500",
+            "most memories (or documents) one extraction task reads"),
+    Setting("ENTITY_RESOLUTION_SIMILARITY", 0.92, number,
+            "number", "0.92",
+            "a new name of the same kind whose embedding is at least this close to a known entity's name joins "
+            "it as an alias; 0: names resolve by key and alias only"),
     # Memory rules (memory_engine.services.rules).
     Setting("RULE_MAX_FACTS", 20, integer,
             "int", "20",
@@ -841,6 +882,11 @@ PROVIDERS: dict[str, dict[str, str]] = {
         "callable": "memory_engine.providers.rule_handlers.callable.CallableHandler",
         "http": "memory_engine.providers.rule_handlers.http.HttpHandler",
     },
+    # ENTITY_EXTRACTOR -> the EntityExtractor subclass; a dotted path also works.
+    "entity_extractor": {
+        "rules": "memory_engine.providers.entities.RuleExtractor",
+        "llm": "memory_engine.providers.entities.LLMExtractor",
+    },
     # IngestionRule.converter_type -> the function running it.
     "converter": {
         "http": "memory_engine.providers.converters.http.run_http_converter",
@@ -850,7 +896,7 @@ PROVIDERS: dict[str, dict[str, str]] = {
 EMBEDDING_PROVIDERS = PROVIDERS["embedding"]
 
 #: Kinds whose configured name may be a dotted path instead of an alias.
-DOTTED_PATH_KINDS = frozenset({"embedding", "rerank"})
+DOTTED_PATH_KINDS = frozenset({"embedding", "rerank", "entity_extractor"})
 
 
 @functools.cache

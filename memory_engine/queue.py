@@ -21,6 +21,9 @@ from memory_engine.conf import engine_settings
 __all__ = [
     "DISTILLERS_SCHEDULE_NAME",
     "DISTILLERS_TASK",
+    "ENTITIES_DOCUMENTS_TASK",
+    "ENTITIES_SCHEDULE_NAME",
+    "ENTITIES_SWEEP_TASK",
     "INGEST_MANY_TASK",
     "INGEST_TASK",
     "MEMORY_MAP_TASK",
@@ -37,6 +40,7 @@ __all__ = [
     "enqueue_document_ingest_on_commit",
     "enqueue_documents_ingest_on_commit",
     "enqueue_memory_map_on_commit",
+    "enqueue_entities_documents_on_commit",
     "enqueue_memory_rule_fire",
     "ensure_schedules",
 ]
@@ -57,6 +61,9 @@ DISTILLERS_TASK = "memory_engine.tasks.distillers_tick_task"
 DISTILLERS_SCHEDULE_NAME = "memory_engine: distillers"
 MEMORY_MAP_TASK = "memory_engine.tasks.memory_map_compute_task"
 WEBHOOKS_SCHEDULE_NAME = "memory_engine: webhooks"
+ENTITIES_DOCUMENTS_TASK = "memory_engine.tasks.entities_documents_task"
+ENTITIES_SWEEP_TASK = "memory_engine.tasks.entities_sweep_task"
+ENTITIES_SCHEDULE_NAME = "memory_engine: entity graph"
 
 
 def _async_task(path: str, *args: Any, **options: Any) -> None:
@@ -109,6 +116,19 @@ def enqueue_memory_map_on_commit(store_id: str) -> None:
     transaction.on_commit(partial(enqueue_memory_map, store_id))
 
 
+def enqueue_entities_documents(document_ids: Sequence[str]) -> None:
+    """Queue the entity graph's reading of documents' new chunks now (services.entities)."""
+    _async_task(ENTITIES_DOCUMENTS_TASK, list(document_ids), task_name=f"entities of {document_ids[0]}"
+                + (f" and {len(document_ids) - 1} more" if len(document_ids) > 1 else ""),
+                group="memory_engine.entities")
+
+
+def enqueue_entities_documents_on_commit(document_ids: Sequence[str]) -> None:
+    """Queue the entity graph's reading of documents' new chunks once the transaction commits."""
+    if document_ids and engine_settings.ENTITY_EXTRACTOR:
+        transaction.on_commit(partial(enqueue_entities_documents, list(document_ids)))
+
+
 def ensure_schedules(**kwargs: Any) -> None:
     """post_migrate receiver: create or update the ingestion, rule-firing and memory sweep
     Schedules, so a fresh ``migrate`` is all a deployment needs."""
@@ -137,6 +157,13 @@ def ensure_schedules(**kwargs: Any) -> None:
         name=WEBHOOKS_SCHEDULE_NAME,
         defaults={"func": WEBHOOKS_TASK, "schedule_type": Schedule.MINUTES,
                   "minutes": max(1, engine_settings.WEBHOOK_DISPATCH_MINUTES), "repeats": -1},
+    )
+    # the entity graph's reading of new memories, and of chunks whose queued reading was lost
+    # (services.entities)
+    Schedule.objects.using(using).update_or_create(
+        name=ENTITIES_SCHEDULE_NAME,
+        defaults={"func": ENTITIES_SWEEP_TASK, "schedule_type": Schedule.MINUTES,
+                  "minutes": max(1, engine_settings.ENTITY_SWEEP_MINUTES), "repeats": -1},
     )
     # resident distillers (services.distillers.distillers_tick); a schedule counts whole minutes
     Schedule.objects.using(using).update_or_create(

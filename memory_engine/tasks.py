@@ -10,6 +10,7 @@ from typing import Any
 
 from memory_engine.services.distillers import distillers_tick
 from memory_engine.services.documents import document_ingest_group, document_ingest_many, document_sweep
+from memory_engine.services.entities import entities_extract_documents, entities_sweep
 from memory_engine.services.memory_lifecycle import memory_sweep
 from memory_engine.services.memory_map import memory_map_compute
 from memory_engine.services.retention import document_retention_sweep
@@ -72,3 +73,14 @@ def memory_map_compute_task(store_id: str) -> str | None:
     returns the map's status (for the task log)."""
     found = memory_map_compute(store_id=store_id)
     return found.status if found is not None else None
+
+
+def entities_documents_task(document_ids: list[str]) -> dict[str, Any]:
+    """Read the entities of documents' new chunks into the graph."""
+    return entities_extract_documents(document_ids=document_ids).as_dict()
+
+
+def entities_sweep_task() -> dict[str, Any]:
+    """Read what the graph has not read yet: new memories, chunks whose queued reading was lost
+    (docs/entities.md)."""
+    return entities_sweep()

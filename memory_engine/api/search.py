@@ -69,6 +69,10 @@ class KnowledgeSearchRequestSerializer(strict.Serializer):
     lineage = serializers.ListField(
         child=serializers.ChoiceField(choices=Lineage.choices), required=False, allow_null=True, max_length=3,
         help_text="Only memories, and chunks of document versions, of these lineages (none: any).")
+    entity_ids = serializers.ListField(
+        child=serializers.CharField(max_length=40), required=False, max_length=100,
+        help_text="Only memories and chunks that mention one of these entities (docs/entities.md); alone, every "
+                  "store and document you may search.")
     agent_id = serializers.CharField(required=False, allow_null=True, max_length=40,
                                      help_text="Recall as this agent: its own store joins the memory scope.")
     subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
@@ -100,6 +104,9 @@ class KnowledgeSearchRequestSerializer(strict.Serializer):
 class SearchRanksSerializer(strict.Serializer):
     vector = serializers.IntegerField(allow_null=True)
     lexical = serializers.IntegerField(allow_null=True)
+    graph = serializers.IntegerField(required=False,
+                                     help_text="The graph channel's rank, present when it ranked the hit "
+                                               "(SEARCH_GRAPH_WEIGHT > 0, docs/entities.md).")
 
 
 class SearchHitSerializer(strict.Serializer):
@@ -140,6 +147,8 @@ class SearchHitSerializer(strict.Serializer):
         allow_null=True,
         help_text="How surely the hit bears on the query, in [0, 1] (docs/retrieval.md, Relevance); null for a "
                   "read without a query or without a query vector.")
+    entity_ids = serializers.ListField(child=serializers.CharField(),
+                                       help_text="The entities the memory or chunk mentions (GET /entities/{id}).")
     relevant = serializers.BooleanField(
         help_text="relevance reaches the request's min_relevance, else the SEARCH_MIN_RELEVANCE setting (true "
                   "when there is no relevance to judge). Injection and the search_knowledge tool hand on only "

@@ -10,6 +10,7 @@ from . import (
     distillers,
     documents,
     embeddings,
+    entities,
     erasure,
     feed,
     generations,
@@ -38,6 +39,7 @@ router.register("replay-runs", replay.ReplayRunViewSet, basename="replay-run")
 router.register("webhooks", webhooks.WebhookViewSet, basename="webhook")
 router.register("distillers", distillers.DistillerViewSet, basename="distiller")
 router.register("links", links.EvidenceLinkViewSet, basename="evidence-link")
+router.register("entities", entities.EntityViewSet, basename="entity")
 
 urlpatterns = [
     path("embeddings", embeddings.EmbeddingsView.as_view(), name="embeddings"),

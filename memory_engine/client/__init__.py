@@ -143,10 +143,12 @@ class WriteResult:
 
 @dataclass(frozen=True)
 class SearchRanks:
-    """A hit's rank in each channel (1 = first); None when the channel did not find it."""
+    """A hit's rank in each channel (1 = first); None when the channel did not find it (``graph``:
+    the graph channel, when it ranked the hit; docs/entities.md)."""
 
     vector: int | None = None
     lexical: int | None = None
+    graph: int | None = None
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,7 @@ class SearchHit:
     lineage: str | None = None
     relevance: float | None = None
     relevant: bool = True
+    entity_ids: list[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SearchHit:

@@ -599,3 +599,13 @@ class LinkNotFound(NotFound):
 class LinkExists(Conflict):
     code = "LINK_EXISTS"
     default_message = "This link (same source, target and kind) already exists (see details.id)."
+
+
+class EntityNotFound(NotFound):
+    code = "ENTITY_NOT_FOUND"
+    default_message = "No entity with this id in your project (or none you can see)."
+
+
+class EntityMergeInvalid(ValidationFailed):
+    code = "ENTITY_MERGE_INVALID"
+    default_message = "The merge names no other entity, or the entity itself (see details.entity_ids)."

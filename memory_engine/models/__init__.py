@@ -4,6 +4,7 @@ from .agents import Agent, Generation
 from .distillers import Distiller, DistillerRun, DistillerVersion
 from .documents import Chunk, Document, DocumentVersion, IngestionRule, RawCapture
 from .embedding_models import EmbeddingModel
+from .entities import Entity, EntityEdge, EntityKind, Relation
 from .feed import FeedEntry, FeedKind
 from .links import EvidenceLink
 from .memories import (
@@ -33,6 +34,9 @@ __all__ = [
     "Document",
     "DocumentVersion",
     "EmbeddingModel",
+    "Entity",
+    "EntityEdge",
+    "EntityKind",
     "ErasureReceipt",
     "FeedEntry",
     "FeedKind",
@@ -53,6 +57,7 @@ __all__ = [
     "Provenance",
     "RawCapture",
     "EvidenceLink",
+    "Relation",
     "ReplayRun",
     "StaffGrants",
     "TransformConfig",

@@ -133,6 +133,9 @@ class Document(models.Model):
     deprecated_at = models.DateTimeField(null=True, blank=True)
     forgotten_at = models.DateTimeField(null=True, blank=True)
     forget_reason = models.CharField(max_length=500, blank=True, default="")
+    #: When the entity graph read the live chunks (null: not since they were swapped in; the
+    #: extraction sweep's work list, services.entities).
+    entities_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 

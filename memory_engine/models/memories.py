@@ -218,6 +218,9 @@ class Memory(models.Model):
     # classifier, never lowered. The sensitive ones are masked on the memory map.
     consent_category = models.CharField(max_length=32, choices=ConsentCategory.choices, default=DEFAULT_CONSENT,
                                         db_default=DEFAULT_CONSENT)
+    #: When the entity graph read this memory (null: not yet, the extraction sweep's work list;
+    #: services.entities).
+    entities_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = MemoryQuerySet.as_manager()
 
@@ -240,6 +243,8 @@ class Memory(models.Model):
                 name="me_memory_about",
                 condition=models.Q(invalidated_at__isnull=True, about_key__isnull=False),
             ),
+            models.Index(fields=["created_at"], name="me_memory_entities_pending",
+                         condition=models.Q(entities_at__isnull=True)),
         ]
 
     def __str__(self) -> str:

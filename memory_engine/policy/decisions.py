@@ -8,7 +8,9 @@ Every grant-covered row takes its tags from one place:
 * a document its own ``access_tags``; its versions, chunks and raw captures go with it;
 * an agent goes with its own (agent-tier) store, and its generations with the agent;
 * an evidence link needs both of its ends; a feed entry and a retention change its store or
-  its document.
+  its document;
+* an entity (memory_engine.models.entities) goes with the memories and chunks that mention it:
+  it is seen through any of them; an edge goes with its memory or its chunk.
 
 A principal without grants (a key or staff user without them, a superuser, the system) is not
 narrowed: it sees every row of its projects. One with grants sees a row when one of the row's
@@ -31,6 +33,8 @@ from memory_engine.models import (
     DistillerRun,
     Document,
     DocumentVersion,
+    Entity,
+    EntityEdge,
     EvidenceLink,
     FeedEntry,
     Generation,
@@ -68,6 +72,19 @@ def _link_end(end: str, tags: list[str]) -> Q:
             | Q(**{f"{end}_version__document__access_tags__overlap": tags}))
 
 
+def _edge_end(tags: list[str], prefix: str = "") -> Q:
+    return (Q(**{f"{prefix}memory__store__access_tags__overlap": tags})
+            | Q(**{f"{prefix}chunk__document__access_tags__overlap": tags}))
+
+
+def _entity_seen(tags: list[str]) -> Q:
+    """Entities with an edge to a memory or a chunk these tags reach (one EXISTS per end, each
+    an index lookup from the edge)."""
+    edges = EntityEdge.objects.filter(entity_id=OuterRef("pk"))
+    return (Q(Exists(edges.filter(memory__store__access_tags__overlap=tags)))
+            | Q(Exists(edges.filter(chunk__document__access_tags__overlap=tags))))
+
+
 #: For each grant-covered model: the rows whose tags overlap ``tags``.
 TAG_FILTERS: dict[type[Model], Callable[[list[str]], Q]] = {
     MemoryStore: lambda tags: Q(access_tags__overlap=tags),
@@ -87,6 +104,8 @@ TAG_FILTERS: dict[type[Model], Callable[[list[str]], Q]] = {
     EvidenceLink: lambda tags: _link_end("source", tags) & _link_end("target", tags),
     FeedEntry: lambda tags: Q(Exists(MemoryStore.objects.filter(pk=OuterRef("store_id"), access_tags__overlap=tags)))
     | Q(Exists(Document.objects.filter(pk=OuterRef("document_id"), access_tags__overlap=tags))),
+    Entity: _entity_seen,
+    EntityEdge: _edge_end,
     RetentionChange: lambda tags: Q(Exists(MemoryStore.objects.filter(pk=OuterRef("parent_id"),
                                                                       access_tags__overlap=tags)))
     | Q(Exists(Document.objects.filter(pk=OuterRef("parent_id"), access_tags__overlap=tags))),
@@ -175,6 +194,13 @@ def object_tags(obj: Model) -> list[str]:
         agent_id = obj.pk if isinstance(obj, Agent) else obj.agent_id
         own = MemoryStore.objects.filter(agent_id=agent_id, tier=Tier.AGENT).values_list("access_tags", flat=True)
         return list(own.first() or [])
+    if isinstance(obj, Entity):  # the tags of every store and document whose rows mention it
+        edges = EntityEdge.objects.filter(entity_id=obj.pk)
+        tags = {tag for found in edges.filter(memory__isnull=False).values_list("memory__store__access_tags", flat=True)
+                .distinct() for tag in found}
+        tags.update(tag for found in edges.filter(chunk__isnull=False)
+                    .values_list("chunk__document__access_tags", flat=True).distinct() for tag in found)
+        return sorted(tags)
     raise TypeError(f"{type(obj).__name__} rows carry no grant tags")
 
 

@@ -31,6 +31,7 @@ from memory_engine.models.memories import Mechanism, Outcome, Tier
 from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import check_legal_hold
 
+from .entities import entity_edges_retire, entity_edges_revive
 from .memories import lock_store
 
 logger = logging.getLogger("memory_engine.lifecycle")
@@ -105,6 +106,7 @@ def memory_forget(*, memory: Memory, principal: str, mechanism: str = Mechanism.
         now = timezone.now()
         Memory.objects.filter(pk=memory.pk).update(trashed_at=now, invalidated_at=memory.invalidated_at or now)
         memory.refresh_from_db(fields=["trashed_at", "invalidated_at"])
+        entity_edges_retire(memory_ids=[memory.pk], at=now)
     until = restorable_until(memory)
     return _forget_assertion(memory, principal=principal, mechanism=mechanism,
                              details={"trashed": True, "restorable_until": until.isoformat() if until else None})
@@ -131,6 +133,8 @@ def memory_restore(*, memory: Memory, principal: str, mechanism: str = Mechanism
     Memory.objects.filter(pk=memory.pk).update(
         trashed_at=None, invalidated_at=memory.invalidated_at if memory.superseded_by_id else None)
     memory.refresh_from_db(fields=["trashed_at", "invalidated_at"])
+    if memory.invalidated_at is None:
+        entity_edges_revive(memory_ids=[memory.pk])
     MemoryAssertion.objects.create(
         store_id=memory.store_id, project_id=memory.project_id, memory_id=memory.pk, content=memory.content.text,
         outcome=Outcome.RESTORED,

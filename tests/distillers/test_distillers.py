@@ -128,7 +128,10 @@ def test_claims_become_inferred_derived_memories_and_a_second_tick_writes_nothin
 
 
 def test_a_new_version_keeps_what_it_repeats_and_retires_what_only_the_old_held(
-        llm: ClaimsLLM, project: Any, client: Any) -> None:
+        llm: ClaimsLLM, project: Any, client: Any, settings: Any) -> None:
+    # the hotel cap's new value would supersede the old one (VALUE_CHANGE_GATE): off here, where the
+    # old version's claim is to be retired with it
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "VALUE_CHANGE_GATE": False}
     store = MemoryStoreFactory(project=project)
     distiller = client.post(DISTILLERS, {"memory_store_id": store.pk}, format="json").json()
     llm.claims = {"Travel": ["Trains are booked in second class.", "Hotels are capped at 120 EUR a night."]}

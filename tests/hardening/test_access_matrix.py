@@ -69,7 +69,7 @@ OBJECTS = ("own", "team", "project")
 ALL_ACTIONS = ["search", "add", "forget", "purge"]
 #: Rows grant tags cover: a principal narrowed to one team must never see the other team's.
 TAGGED_KINDS = ("store", "memory", "assertion", "document", "captured_document", "chunk", "document_version",
-                "content", "agent", "generation", "memory_rule", "link", "distiller")
+                "content", "agent", "generation", "memory_rule", "link", "distiller", "entity")
 
 # --------------------------------------------------------------------------- the declared tables
 
@@ -163,6 +163,10 @@ DOORS: dict[str, Door] = {
     "v1_documents_versions_list": Door(TAGGED, "path"),
     "v1_documents_versions_retrieve": Door(TAGGED, "path"),
     "v1_embeddings_create": Door(NONE, "none"),
+    # entities are seen through the memories and chunks that mention them; merging needs `add` there
+    "v1_entities_list": Door(TAGGED, "list", lists=("entity",)),
+    "v1_entities_retrieve": Door(TAGGED, "path"),
+    "v1_entities_merge_create": Door(TAGGED, "path", W),
     # erasure acts inside the caller's reach: nothing outside it is erased or named
     "v1_erasure_create": Door(NONE, "none", W),
     "v1_erasure_receipts_list": Door(RECEIPT, "list", lists=("erasure_receipt",)),
@@ -696,6 +700,7 @@ ADMIN: dict[str, AdminDoor] = {
     "distiller": AdminDoor(TAGGED, "distiller", actions={"tick_now": True}),
     "generation": AdminDoor(TAGGED, "generation", actions={"fire_rules": True}),
     "evidencelink": AdminDoor(TAGGED, "link"),
+    "entity": AdminDoor(TAGGED, "entity", deletable=False, actions={"merge_selected": True}),
     "transformconfig": AdminDoor(PROJECT_WIDE, "transform_config", deletable=False, actions={"replay": True}),
     "replayrun": AdminDoor(PROJECT_WIDE, "replay_run", actions={"promote": True, "demote": True}),
     "erasurereceipt": AdminDoor(RECEIPT, "erasure_receipt", deletable=False),

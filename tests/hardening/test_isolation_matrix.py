@@ -43,7 +43,7 @@ RESOURCE_KINDS = {
     "agents": "agent", "documents": "document", "generations": "generation", "ingestion-rules": "ingestion_rule",
     "memories": "memory", "memory-assertions": "assertion", "memory-stores": "store", "rules": "memory_rule",
     "erasure-receipts": "erasure_receipt", "transform-configs": "transform_config", "replay-runs": "replay_run",
-    "webhooks": "webhook", "links": "link", "distillers": "distiller",
+    "webhooks": "webhook", "links": "link", "distillers": "distiller", "entities": "entity",
 }
 #: Named path and query parameters.
 PARAM_KINDS = {
@@ -138,7 +138,7 @@ BODIES: dict[str, Body] = {
     "v1_knowledge_search_create": Body(
         lambda w, tag: {"query": SEARCH_QUERY, "memory_store_ids": [w.first("store")],
                         "document_ids": [w.first("document")]},
-        {"memory_store_ids": "store", "document_ids": "document", "agent_id": "agent"},
+        {"memory_store_ids": "store", "document_ids": "document", "agent_id": "agent", "entity_ids": "entity"},
     ),
     "v1_memories_create": Body(
         lambda w, tag: {"memory_store_id": w.first("store"), "content": f"Fact {tag} is new."},
@@ -151,6 +151,8 @@ BODIES: dict[str, Body] = {
     "v1_links_create": Body(lambda w, tag: {"kind": "contradicts", "source_id": w.ids["memory"][1],
                                             "target_id": w.first("memory")},
                             {"source_id": "memory", "target_id": "memory"}),
+    # the world's second entity merged into its first
+    "v1_entities_merge_create": Body(lambda w, tag: {"entity_ids": [w.ids["entity"][1]]}, {"entity_ids": "entity"}),
     "v1_webhooks_create": Body(lambda w, tag: {"url": f"http://127.0.0.1:9/hook-{tag}", "event_kinds": ["memory"]}),
     "v1_transform_configs_create": Body(lambda w, tag: {"name": f"config-{tag}", "search": {"rrf_k": 5}}),
     "v1_memory_schema_update": Body(lambda w, tag: {"kinds": ["fact", f"kind_{tag}"]}),

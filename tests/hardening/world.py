@@ -6,13 +6,17 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_engine.models import Chunk, DocumentVersion, Memory, MemoryAssertion, Project, RawCapture
+from django.conf import settings as django_settings
+from django.test import override_settings
+
+from memory_engine.models import Chunk, DocumentVersion, Entity, Memory, MemoryAssertion, Project, RawCapture
 from memory_engine.models.memories import Mechanism
 from memory_engine.policy import SYSTEM, system_principal
 from memory_engine.services.agents import agent_create
 from memory_engine.services.distillers import distiller_create
 from memory_engine.services.documents import document_capture_text, document_create_text, document_ingest
 from memory_engine.services.documents.replay import replay_run, transform_config_create
+from memory_engine.services.entities import entities_extract_documents, entities_extract_memories
 from memory_engine.services.erasure import subject_erase
 from memory_engine.services.generations import record_generation
 from memory_engine.services.ingestion_rules import ingestion_rule_save
@@ -59,9 +63,12 @@ def build_world(label: str, *, project: Project | None = None, external_ref: str
                          principal=principal, mechanism=Mechanism.API, tags={"team": marker})
     memory_write(store=store, content=f"The {marker} deployment region is us-east-2.",
                  principal=principal, mechanism=Mechanism.API, about={"kind": "region", "key": marker})
-    memory_write(store=store2, content=f"{marker} prefers tea over coffee.", principal=principal,
+    # Two entities only this world names (a name of letters from the marker): the graph's rows.
+    person, place = name_from(marker[-5:], "var"), name_from(marker[-10:-5], "ton")
+    memory_write(store=store2, content=f"{marker} prefers tea over coffee, says {person}.", principal=principal,
                  mechanism=Mechanism.API)
-    document = document_create_text(project=project, content=f"# {marker}\n\nThe {marker} handbook says hello.",
+    document = document_create_text(project=project,
+                                    content=f"# {marker}\n\nThe {marker} handbook says hello to {place}.",
                                     content_type="text/markdown", path=f"/{marker}/handbook.md",
                                     tags={"team": marker}, enqueue=False)
     document_ingest(document_id=document.pk)
@@ -95,6 +102,12 @@ def build_world(label: str, *, project: Project | None = None, external_ref: str
                              caller=system_principal(marker))
     assert replay.status == "completed", replay.error
     stores = [store, store2, subject_store]
+    # names resolve by key only here: the test embedder's vectors of two made-up names can be close
+    with override_settings(MEMORY_ENGINE={**django_settings.MEMORY_ENGINE, "ENTITY_RESOLUTION_SIMILARITY": 0}):
+        entities_extract_memories(memory_ids=list(Memory.objects.filter(store__in=stores)
+                                                  .values_list("pk", flat=True)))
+        entities_extract_documents(document_ids=[document.pk, captured.pk])
+    entities = [Entity.objects.get(project=project, key=name.lower()).pk for name in (person, place)]
     linked = list(Memory.objects.filter(store=store).order_by("created_at").values_list("pk", flat=True)[:2])
     link = evidence_link_create(project=project, kind="supports", created_by=principal,
                                 source=link_end(project=project, end_id=linked[0], field="source_id"),
@@ -120,11 +133,18 @@ def build_world(label: str, *, project: Project | None = None, external_ref: str
         "webhook": [webhook.pk],
         "distiller": [distiller.pk],
         "link": [link.pk],
+        "entity": entities,
         "content": list(Memory.objects.filter(store__in=stores).values_list("content_id", flat=True)),
     }
     assert first.action == "created"
     return World(project=project, marker=marker, key=make_key(project),
                  readonly_key=make_key(project, read_only=True), ids=ids)
+
+
+def name_from(digits: str, ending: str) -> str:
+    """A capitalised word of letters made from hex digits of the marker ("Kbdafvar"): a name the
+    entity extractor reads (no common-word ending), unique to one world."""
+    return "".join(chr(ord("a") + int(c, 16)) for c in digits).capitalize() + ending
 
 
 def counts(world: World) -> dict[str, int]:
@@ -162,6 +182,7 @@ def counts(world: World) -> dict[str, int]:
         "webhooks": WebhookSubscription.objects.filter(project=project).count(),
         "distillers": Distiller.objects.filter(project=project).count(),
         "links": EvidenceLink.objects.filter(project=project).count(),
+        "entities": Entity.objects.filter(project=project).count(),
     }
 
 

@@ -336,7 +336,14 @@ def test_revisions_of_another_projects_memory_are_not_found(other_client, client
 # --- potential duplicates -------------------------------------------------------------
 
 
-def test_restated_fact_surfaces_as_a_potential_duplicate(client, store):
+@pytest.fixture
+def cosine_only(settings):
+    """The band below the supersede threshold decided by the cosine alone: the standup's new day
+    is a value change the VALUE_CHANGE_GATE would supersede (tests/entities/test_updates.py)."""
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "VALUE_CHANGE_GATE": False}
+
+
+def test_restated_fact_surfaces_as_a_potential_duplicate(client, store, cosine_only):
     tuesday = post_memory(client, store.pk, TUESDAY).json()
     response = post_memory(client, store.pk, THURSDAY)
     assert response.status_code == 201
@@ -349,7 +356,7 @@ def test_restated_fact_surfaces_as_a_potential_duplicate(client, store):
     assert assertion.details["potential_duplicates"] == body["potential_duplicates"]
 
 
-def test_potential_duplicates_respect_facet_threshold_and_exclusions(store, settings):
+def test_potential_duplicates_respect_facet_threshold_and_exclusions(store, settings, cosine_only):
     write(store, TUESDAY, facet="team-a")
     assert write(store, THURSDAY, facet="team-b").potential_duplicates == []
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "SURFACE_DUPLICATES_ABOVE": 0.95}
@@ -361,7 +368,7 @@ def test_potential_duplicates_respect_facet_threshold_and_exclusions(store, sett
     assert len(kept.potential_duplicates) == 1
 
 
-def test_potential_duplicates_are_at_most_five_best_first(store, settings):
+def test_potential_duplicates_are_at_most_five_best_first(store, settings, cosine_only):
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "SURFACE_DUPLICATES_ABOVE": 0.0}
     for day in ("Mondays", "Tuesdays", "Wednesdays", "Thursdays", "Fridays", "Saturdays", "Sundays"):
         write(store, f"The team standup is on {day} at 10am", supersede_threshold=1.0, duplicate_threshold=1.0)

@@ -53,7 +53,10 @@ def test_memory_store_ids_search_memories_only(project, store):
     assert result.results[0].memory_store_id == store.pk
 
 
-def test_invalidated_memories_never_appear(project, store):
+def test_invalidated_memories_never_appear(project, store, settings):
+    # two live memories of one subject: the second is a new value the VALUE_CHANGE_GATE would
+    # supersede the first with
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "VALUE_CHANGE_GATE": False}
     kept = write(store, "The user lives in Berlin.")
     gone = write(store, "The user lives in Paris.")
     memory_forget(memory=gone, principal="test")
@@ -129,7 +132,8 @@ def test_channels_merge_memories_and_chunks_on_their_own_value(project, store):
     assert [h.ranks["vector"] for h in by_sim] == [1, 2]
 
 
-def test_rrf_scores_and_recency_decay(project, store):
+def test_rrf_scores_and_recency_decay(project, store, settings):
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "VALUE_CHANGE_GATE": False}  # both colours live
     old = write(store, "The user's favourite colour is blue.")
     new = write(store, "The user's favourite colour is green.")
     Memory.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=60))

@@ -92,7 +92,10 @@ def test_a_subject_never_sees_another_subjects_memories(project, store, agent):
     assert [h.id for h in plain] == [bobs.pk]
 
 
-def test_a_subjects_memories_of_this_agent_are_user_for_agent(project, store, agent):
+def test_a_subjects_memories_of_this_agent_are_user_for_agent(project, store, agent, settings):
+    # three memories of one preference, all live: the third would be a new value of the second's
+    # (VALUE_CHANGE_GATE) and supersede it
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "VALUE_CHANGE_GATE": False}
     other = agent_create(project=project, name="sales", caller=SYSTEM)
     alice = user_store(project, "alice")
     for_us = set_fields(write(alice, "The customer prefers phone calls."), agent=agent)

@@ -24,14 +24,17 @@ Ranks = dict[tuple[str, str], int]
 UNRANKED = 1 << 30
 
 
-def channel_ranks(rows: list[CandidateRow], min_similarity: float | None) -> tuple[Ranks, Ranks]:
-    """(vector ranks, lexical ranks) by (source, id), 1 first; memories and chunks merged."""
+def channel_ranks(rows: list[CandidateRow], min_similarity: float | None) -> tuple[Ranks, Ranks, Ranks]:
+    """(vector ranks, lexical ranks, graph ranks) by (source, id), 1 first; memories and chunks
+    merged (the graph channel ranks memories only: by its score, then by cosine distance)."""
     vector = sorted((r.dist, r.id, r.key) for r in rows
                     if r.from_vector and r.dist is not None
                     and (min_similarity is None or 1.0 - r.dist >= min_similarity))
     lexical = sorted((-r.lex, r.id, r.key) for r in rows if r.lex is not None)
+    graph = sorted((-r.graph, r.dist if r.dist is not None else 2.0, r.id, r.key) for r in rows if r.graph is not None)
     return ({key: i for i, (_, _, key) in enumerate(vector, 1)},
-            {key: i for i, (_, _, key) in enumerate(lexical, 1)})
+            {key: i for i, (_, _, key) in enumerate(lexical, 1)},
+            {key: i for i, (_, _, _, key) in enumerate(graph, 1)})
 
 
 def tier_weight(row: CandidateRow, *, half_life: float, now: datetime) -> float:
@@ -57,17 +60,20 @@ def fuse(rows: list[CandidateRow], *, rrf_k: float, half_life: float, limit: int
          min_similarity: float | None, weights: dict[str, float]) -> list[SearchHit]:
     """The ``limit`` best candidates by fused score, ties broken by each channel's rank, then id."""
     now = timezone.now()
-    vector_ranks, lexical_ranks = channel_ranks(rows, min_similarity)
+    vector_ranks, lexical_ranks, graph_ranks = channel_ranks(rows, min_similarity)
     hits = []
     for row in rows:
-        vrank, lrank = vector_ranks.get(row.key), lexical_ranks.get(row.key)
-        if vrank is None and lrank is None:
+        vrank, lrank, grank = vector_ranks.get(row.key), lexical_ranks.get(row.key), graph_ranks.get(row.key)
+        if vrank is None and lrank is None and grank is None:
             continue  # a vector candidate below min_similarity
-        score = sum(weights[channel] / (rrf_k + rank)
-                    for channel, rank in (("vector", vrank), ("lexical", lrank)) if rank is not None)
+        score = sum(weights.get(channel, 0.0) / (rrf_k + rank)
+                    for channel, rank in (("vector", vrank), ("lexical", lrank), ("graph", grank)) if rank is not None)
         if row.source == MEMORY:
             score *= tier_weight(row, half_life=half_life, now=now)
-        hits.append(row.hit(score=score, similarity_score=row.similarity, ranks={"vector": vrank, "lexical": lrank},
+        ranks: dict[str, int | None] = {"vector": vrank, "lexical": lrank}
+        if grank is not None:  # the graph channel's rank, where it ranked the hit
+            ranks["graph"] = grank
+        hits.append(row.hit(score=score, similarity_score=row.similarity, ranks=ranks,
                             lexical_score=row.lex if lrank is not None else None, authority=row.authority))
     hits.sort(key=lambda h: (-h.score, h.ranks["vector"] or UNRANKED, h.ranks["lexical"] or UNRANKED, h.id))
     return hits[:limit]

@@ -85,6 +85,8 @@ class SearchHit:
     #: The rerank provider's score (RERANK), None when no provider reranked the hit; a feature of
     #: the relevance model, not part of the answer.
     rerank_score: float | None = None
+    #: The entities the memory or chunk mentions (docs/entities.md); filled once the answer is cut.
+    entity_ids: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.content_preview, self.has_full_body = text_preview(self.text, engine_settings.INLINE_THRESHOLD_BYTES)

@@ -75,6 +75,9 @@ class CandidateRow(DisplayRow):
     from_vector: bool
     #: Lexical score, higher is better (None: the lexical channel did not find it).
     lex: float | None
+    #: The graph channel's score: the weights of the graph entities the memory mentions (None:
+    #: the channel did not find it).
+    graph: float | None
     #: The store's recency half-life override in days (None: its tier's default; 0: none).
     store_half_life: float | None
     #: The authority prior in [0, 1]: a chunk's version's (selectors.search.boosts), a memory's

@@ -13,7 +13,7 @@ subject's user store is never part of an actor's recall, whatever the request na
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Q
@@ -30,6 +30,7 @@ from memory_engine.models import Agent, Document, Lineage, MemoryStore, Project,
 from memory_engine.models.memories import Tier
 from memory_engine.subjects import validate_subject
 
+from ..entities import entity_ids_visible
 from .results import DOCUMENT, MEMORY
 from .validation import string_list
 
@@ -66,6 +67,12 @@ class Scope:
     #: Only memories (and chunks of versions) of these provenances / lineages; None: any.
     provenance: list[str] | None = None
     lineage: list[str] | None = None
+    #: Only memories and chunks that mention one of these entities (docs/entities.md); None: any.
+    entity_ids: list[str] | None = None
+    #: The graph channel's entities and their weights (the query's 1.0, each hop half the one
+    #: before); empty: the channel does not run.
+    graph_entities: list[str] = field(default_factory=list)
+    graph_weights: list[float] = field(default_factory=list)
 
     @property
     def sources(self) -> list[str]:
@@ -86,6 +93,9 @@ class Scope:
             "access_tags": self.access_tags or [],
             "provenance": self.provenance or [],
             "lineage": self.lineage or [],
+            "entity_ids": self.entity_ids or [],
+            "graph_entities": self.graph_entities,
+            "graph_weights": self.graph_weights,
         }
 
 
@@ -111,6 +121,7 @@ def resolve_scope(
     access_tags: list[str] | None = None,
     provenance: list[str] | None = None,
     lineage: list[str] | None = None,
+    entity_ids: list[str] | None = None,
 ) -> Scope:
     """Which sources to search; unknown or foreign ids -> UNKNOWN_SCOPE naming them, a bad
     facet -> FACET_INVALID, a bad subject -> SUBJECT_INVALID, a generation not of the project
@@ -124,6 +135,7 @@ def resolve_scope(
         validate_subject(actor.subject, allow_none=True)
     store_ids = string_list("memory_store_ids", memory_store_ids)
     doc_ids = string_list("document_ids", document_ids)
+    entities = string_list("entity_ids", entity_ids)
     paths = string_list("document_paths", document_paths)
     if tags is not None and not isinstance(tags, dict):
         raise ValidationFailed("`tags` must be a JSON object.", details={"field": "tags"})
@@ -143,15 +155,22 @@ def resolve_scope(
         found = set(documents_qs.filter(pk__in=doc_ids).values_list("pk", flat=True))
         if missing := _missing(doc_ids, found):
             unknown["document_ids"] = missing
+    if entities:  # an entity the grants do not reach (through no memory or chunk) answers like none
+        found = entity_ids_visible(project_id=project.pk, ids=entities, access_tags=access_tags)
+        if missing := _missing(entities, found):
+            unknown["entity_ids"] = missing
     if unknown:
         names = ", ".join(i for ids in unknown.values() for i in ids)
         raise UnknownScope(f"Not found in your project: {names}.", details=unknown)
 
     tags = tags or None
-    memories = bool(store_ids) or tags is not None
-    if tags is not None and not store_ids:
+    # tags turn both sources on, every store (in reach) and every document; so do entity_ids when
+    # nothing else names a source
+    every = tags is not None or (bool(entities) and not (store_ids or doc_ids or paths))
+    memories = bool(store_ids) or every
+    if every and not store_ids:
         store_ids = list(stores.values_list("pk", flat=True))
-    documents = bool(doc_ids) or bool(paths) or tags is not None or (query is not None and not memories)
+    documents = bool(doc_ids) or bool(paths) or every or (query is not None and not memories)
     if actor is not None:
         store_ids = _actor_store_ids(project, actor, (store_ids or []) if memories else [])
         memories = True
@@ -168,6 +187,7 @@ def resolve_scope(
         access_tags=access_tags,
         provenance=provenance,
         lineage=lineage,
+        entity_ids=entities or None,
     )
 
 

@@ -35,10 +35,18 @@ from memory_engine.replicas import current_read_alias, read_connection
 
 from . import boosts, stages
 from .fusion import fuse
+from .graph import graph_entities
 from .results import DOCUMENT, MEMORY, USER_FOR_AGENT, Degraded, SearchHit, SearchResult
 from .rows import CandidateRow, DisplayRow, fetch_records
 from .scope import Actor, Scope, resolve_scope
-from .sql import HNSW_SCAN_SQL, build_search_sql, ordered_read_sql, scope_sizes_sql, stored_vectors_sql
+from .sql import (
+    HNSW_SCAN_SQL,
+    build_search_sql,
+    hit_entities_sql,
+    ordered_read_sql,
+    scope_sizes_sql,
+    stored_vectors_sql,
+)
 from .validation import boolean_option, clean_query, validate_channels, validate_search_knobs
 
 logger = logging.getLogger("memory_engine.search")
@@ -75,6 +83,7 @@ def knowledge_search(
     min_relevance: float | None = None,
     provenance: list[str] | None = None,
     lineage: list[str] | None = None,
+    entity_ids: list[str] | None = None,
 ) -> SearchResult:
     """Search the project's memories and documents; see the package docstring for the algorithm.
 
@@ -113,6 +122,11 @@ def knowledge_search(
     ``provenance`` / ``lineage`` keep only memories, and chunks of versions, of those values
     (docs/memory.md, *Provenance and lineage*); None: any.
 
+    ``entity_ids`` keeps only memories and chunks that mention one of these entities
+    (docs/entities.md), inside each ranked query; alone, it searches every store and document in reach.
+    An id the caller cannot see (no memory or chunk in its reach mentions it) is UNKNOWN_SCOPE.
+    Every hit carries the ``entity_ids`` its memory or chunk mentions.
+
     ``min_relevance`` keeps only hits whose relevance reaches it, before the cut (the order is
     the ranking's); None keeps every hit. Each hit's ``relevant`` is judged at ``min_relevance``,
     else at SEARCH_MIN_RELEVANCE. Push injection and the search_knowledge tool pass the agent's.
@@ -129,19 +143,21 @@ def knowledge_search(
     validate_search_knobs(limit=limit, rrf_k=rrf_k, min_similarity=min_similarity,
                           recency_half_life_days=recency_half_life_days, vector_weight=vector_weight,
                           lexical_weight=lexical_weight, min_relevance=min_relevance)
-    weights = {"vector": knobs.vector_weight, "lexical": knobs.lexical_weight}
+    weights = {"vector": knobs.vector_weight, "lexical": knobs.lexical_weight,
+               "graph": engine_settings.SEARCH_GRAPH_WEIGHT}
     query = clean_query(query)
-    if query is None and not (memory_store_ids or document_ids or document_paths or tags or actor or generation):
+    if query is None and not (memory_store_ids or document_ids or document_paths or tags or actor or generation
+                             or entity_ids):
         raise QueryRequired()  # nothing to search and nothing to list
     scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
                           document_ids=document_ids, document_paths=document_paths, tags=tags, facet=facet,
                           actor=actor, generation=generation, access_tags=access_tags, provenance=provenance,
-                          lineage=lineage)
+                          lineage=lineage, entity_ids=entity_ids)
     scope.include_deprecated = include_deprecated  # deprecated documents: left out unless asked for
     if not scope.sources:
         return SearchResult(results=[])
     if query is None:  # a listing: nothing to judge (relevance None, every hit relevant)
-        hits = _guarded(_ordered_read(scope, limit), guard_path)
+        hits = _with_entities(_guarded(_ordered_read(scope, limit), guard_path))
         return SearchResult(results=hits, evidence=_evidence(hits))
 
     timings: dict[str, float] = {}
@@ -211,12 +227,26 @@ def knowledge_search(
     stages.judge_relevance(hits, relevance_model(embedder) if qvec is not None else None, threshold=threshold)
     if min_relevance is not None:
         hits = [hit for hit in hits if hit.relevant]
-    hits = hits[:limit]
+    hits = _with_entities(hits[:limit])
     # Everything but the query embedding and the rerank call: scope checks, SQL, fusion, stages.
     timings["search_ms"] = ((time.perf_counter() - began) * 1000 - timings.get("embedding_ms", 0.0)
                             - timings.get("rerank_ms", 0.0))
     return SearchResult(results=hits, degraded=degraded, timings=timings, lexical_backend=backend,
                         evidence=_evidence(hits))
+
+
+def _with_entities(hits: list[SearchHit]) -> list[SearchHit]:
+    """Each hit's ``entity_ids``: the entities its memory or chunk mentions (valid edges; one
+    statement for the answer). The caller sees each of them, through the hit itself."""
+    ids = {source: [h.id for h in hits if h.source == source] for source in (MEMORY, DOCUMENT)}
+    if not any(ids.values()):
+        return hits
+    with read_connection().cursor() as cursor:
+        cursor.execute(hit_entities_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT]})
+        found = {(source, id_): entities for source, id_, entities in cursor.fetchall()}
+    for hit in hits:
+        hit.entity_ids = found.get((hit.source, hit.id), [])
+    return hits
 
 
 def _lap(timings: dict[str, float], name: str, started: float) -> float:
@@ -309,10 +339,17 @@ def _candidates(scope: Scope, query: str, qvec: list[float] | None, limit: int, 
         "bm25_max_df": engine_settings.KNOWLEDGE_BM25_MAX_DF,
         "vec_k": vec_k,
         "lex_k": max(limit, engine_settings.SEARCH_LEXICAL_DEPTH),
+        "graph_k": max(limit, engine_settings.SEARCH_GRAPH_DEPTH),
     }
     config = engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG
     cap = engine_settings.SEARCH_EXACT_SCAN_MAX
     with transaction.atomic(using=current_read_alias()), read_connection().cursor() as cursor:
+        if engine_settings.SEARCH_GRAPH_WEIGHT > 0 and MEMORY in scope.sources:
+            # the graph channel: the memories that mention the query's entities (and neighbours)
+            scope.graph_entities, scope.graph_weights = graph_entities(
+                cursor, scope, query, hops=engine_settings.SEARCH_GRAPH_HOPS,
+                neighbours=engine_settings.SEARCH_GRAPH_NEIGHBOURS)
+            params.update(graph_entities=scope.graph_entities, graph_weights=scope.graph_weights)
         exact = {MEMORY: True, DOCUMENT: True}
         if qvec is not None or backend is not None:
             sizes = _scope_sizes(cursor, scope, cap + 1)
@@ -326,7 +363,7 @@ def _candidates(scope: Scope, query: str, qvec: list[float] | None, limit: int, 
             return fetch_records(cursor, CandidateRow)
 
         if backend is None:
-            return (run(None) if qvec is not None else []), None
+            return (run(None) if qvec is not None or scope.graph_entities else []), None
         try:
             with transaction.atomic(using=current_read_alias()):
                 return run(backend), backend

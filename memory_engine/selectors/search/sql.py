@@ -14,7 +14,7 @@ constants, and the validated text search config are inlined.
 from __future__ import annotations
 
 from memory_engine.lexical import BM25, INDEXES, STAGED_CHUNK_BM25, TSVECTOR, tsvector_expression
-from memory_engine.models import Chunk, Document, DocumentVersion, Memory, MemoryContent, MemoryStore
+from memory_engine.models import Chunk, Document, DocumentVersion, EntityEdge, Memory, MemoryContent, MemoryStore
 from memory_engine.models.memories import LIVE_MEMORY_SQL, Tier
 
 from .boosts import EVENT_KINDS, version_authority_sql
@@ -28,6 +28,7 @@ STORE = MemoryStore._meta.db_table
 CHUNK = Chunk._meta.db_table
 DOC = Document._meta.db_table
 VERSION = DocumentVersion._meta.db_table
+EDGE = EntityEdge._meta.db_table
 #: source -> its lexical index names (memory_engine.lexical builds them).
 BM25_INDEX = {MEMORY: INDEXES[CONTENT][0], DOCUMENT: INDEXES[CHUNK][0]}
 GIN_INDEX = {MEMORY: INDEXES[CONTENT][1], DOCUMENT: INDEXES[CHUNK][1]}
@@ -58,6 +59,9 @@ def memory_where(scope: Scope, stores: str = "m.store_id") -> str:
         where += " AND m.provenance = ANY(%(provenance)s)"
     if scope.lineage is not None:
         where += " AND m.lineage = ANY(%(lineage)s)"
+    if scope.entity_ids is not None:  # memories that mention one of the entities (docs/entities.md)
+        where += (f" AND EXISTS (SELECT 1 FROM {EDGE} ee WHERE ee.memory_id = m.id"
+                  " AND ee.entity_id = ANY(%(entity_ids)s))")
     return where
 
 
@@ -91,6 +95,9 @@ def document_where(scope: Scope) -> str:
               *(["v.source_class = ANY(%(lineage)s)"] if scope.lineage is not None else [])]
     if origin:  # a chunk's provenance and lineage are its version's
         where += f" AND EXISTS (SELECT 1 FROM {VERSION} v WHERE v.id = x.version_id AND {' AND '.join(origin)})"
+    if scope.entity_ids is not None:  # chunks that mention one of the entities (docs/entities.md)
+        where += (f" AND EXISTS (SELECT 1 FROM {EDGE} ee WHERE ee.chunk_id = x.id"
+                  " AND ee.entity_id = ANY(%(entity_ids)s))")
     return where
 
 
@@ -215,6 +222,22 @@ def _lexical_ctes(source: str, scope: Scope, *, with_vector: bool, backend: str,
     ]
 
 
+def _graph_cte(scope: Scope, vector: bool) -> str:
+    """The graph channel (``m_graph``: id, g, dist): live memories of the scope that mention the
+    scope's graph entities, by the summed weight of those they mention, then by cosine distance;
+    at most ``%(graph_k)s``."""
+    dist = "min(x.embedding <=> %(qvec)s::vector)" if vector else "NULL::float8"
+    return f"""m_graph AS (
+        SELECT m.id AS id, sum(w.weight) AS g, {dist} AS dist
+        FROM unnest(%(graph_entities)s::varchar[], %(graph_weights)s::float8[]) AS w(entity_id, weight)
+        JOIN {EDGE} ee ON ee.entity_id = w.entity_id AND ee.memory_id IS NOT NULL
+        JOIN {MEM} m ON m.id = ee.memory_id
+        JOIN {STORE} s ON s.id = m.store_id
+        JOIN {CONTENT} x ON x.id = m.content_id
+        WHERE {memory_where(scope)}
+        GROUP BY m.id ORDER BY g DESC, dist, m.id LIMIT %(graph_k)s)"""
+
+
 def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: dict[str, bool],
                      config: str = "english") -> str:
     """One statement: up to four candidate lists, ranked per channel, with display fields.
@@ -240,13 +263,18 @@ def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: 
             ctes.extend(_lexical_ctes(source, scope, with_vector=vector, backend=lexical, config=config,
                                       exact=exact[source]))
             lex_parts.append(f"SELECT '{source}'::text AS src, id, lex, dist FROM {short}_lex")
-    parts = [f"SELECT src, id, dist, true AS v, NULL::float8 AS lex FROM ({p}) a" for p in vec_parts]
-    parts += [f"SELECT src, id, dist, false AS v, lex FROM ({p}) b" for p in lex_parts]
+    parts = [f"SELECT src, id, dist, true AS v, NULL::float8 AS lex, NULL::float8 AS g FROM ({p}) a"
+             for p in vec_parts]
+    parts += [f"SELECT src, id, dist, false AS v, lex, NULL::float8 AS g FROM ({p}) b" for p in lex_parts]
+    if scope.graph_entities and MEMORY in scope.sources:
+        ctes.append(_graph_cte(scope, vector))
+        parts.append(f"SELECT '{MEMORY}'::text AS src, id, dist, false AS v, NULL::float8 AS lex, g FROM m_graph")
     ctes.append(f"""cand AS (
-        SELECT src, id, min(dist) AS dist, bool_or(v) AS v, max(lex) AS lex
+        SELECT src, id, min(dist) AS dist, bool_or(v) AS v, max(lex) AS lex, max(g) AS g
         FROM ({' UNION ALL '.join(parts)}) u GROUP BY src, id)""")
     return "WITH " + ",\n".join(ctes) + f"""
     SELECT cand.src AS source, cand.id AS id, cand.dist AS dist, cand.v AS from_vector, cand.lex AS lex,
+           cand.g AS graph,
            coalesce(mc.text, ch.text) AS text, coalesce(mm.tags, d.tags) AS tags,
            d.id AS document_id, d.path AS document_path, d.title AS document_title,
            ch.page AS page, ch.chunk_index AS chunk_index,
@@ -317,3 +345,14 @@ def stored_vectors_sql() -> str:
     UNION ALL
     SELECT '{DOCUMENT}'::text, x.id, x.embedding::text FROM {CHUNK} x
     WHERE x.id = ANY(%(chunk_ids)s) AND x.embedding IS NOT NULL"""
+
+
+def hit_entities_sql() -> str:
+    """(source, id, entity ids) of the memories ``%(memory_ids)s`` and chunks ``%(chunk_ids)s``
+    that mention an entity (valid edges), each entity once, in id order."""
+    return f"""
+        SELECT '{MEMORY}'::text, memory_id, array_agg(DISTINCT entity_id ORDER BY entity_id) FROM {EDGE}
+        WHERE memory_id = ANY(%(memory_ids)s) AND invalid_at IS NULL GROUP BY memory_id
+        UNION ALL
+        SELECT '{DOCUMENT}'::text, chunk_id, array_agg(DISTINCT entity_id ORDER BY entity_id) FROM {EDGE}
+        WHERE chunk_id = ANY(%(chunk_ids)s) AND invalid_at IS NULL GROUP BY chunk_id"""

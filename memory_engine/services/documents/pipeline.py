@@ -39,6 +39,7 @@ from memory_engine.models import Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
 from memory_engine.providers.converters import ConverterRequest, run_converter
 from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
+from memory_engine.queue import enqueue_entities_documents_on_commit
 
 from .chunk_settings import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from .grants import download_grant, new_callback, open_password
@@ -602,9 +603,11 @@ def _swap(items: list[_Embedded]) -> None:
             document.unembedded_chunks = sum(vector is None for vector in item.vectors)
             document.ingested_at = document.heartbeat_at = document.updated_at = now
             document.converter_state = persistent_state(document.converter_state)
+            document.entities_at = None  # the new chunks are the entity graph's to read
             documents.append(document)
         _update_alike(documents, ["status", "error", "total_chunks", "indexed_chunks", "unembedded_chunks",
-                                  "ingested_at", "heartbeat_at", "converter_state", "updated_at"])
+                                  "ingested_at", "heartbeat_at", "converter_state", "updated_at", "entities_at"])
+        enqueue_entities_documents_on_commit(ids)
         # The live version's chunks give way to the new version's (a superseded version keeps
         # its row and raw capture, not its chunks): search sees the old version or the new one.
         # Staged generations' chunks (``generation`` set) are not the live version's: they stay.

@@ -2,8 +2,10 @@
 
 :func:`decide` reads only what the candidates statement found (memory_engine.selectors.dedup)
 and the write's inputs; it runs under the store lock and writes nothing. The changed-detail gate
-(memory_engine.details) turns a skip into a supersede when a detail changed; the optional judge
-(memory_engine.services.judge) decides in the band below the supersede threshold.
+(memory_engine.details) turns a skip into a supersede when a detail changed; below the supersede
+threshold, the value-change gate (memory_engine.mentions.value_update) supersedes a live memory
+that states the same subject and attribute with another value, and the optional judge
+(memory_engine.services.judge) decides where it does not.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from memory_engine.conf import engine_settings
 from memory_engine.details import changed_details
+from memory_engine.mentions import extract_mentions, value_update
 from memory_engine.models import Memory, MemoryContent
 from memory_engine.models.memories import Outcome
 from memory_engine.selectors.dedup import Candidates
@@ -30,6 +33,7 @@ class Reason:
     SIMILAR = "similar"
     ABOUT_KEY = "about_key"
     JUDGE = "judge"
+    VALUE_CHANGE = "value_change"
     BELOW_THRESHOLD = "below_threshold"
 
 
@@ -45,12 +49,14 @@ class Decision:
 
 
 def decide(*, found: Candidates, has_vector: bool, content_row: MemoryContent, text: str, about: About | None,
-           thresholds: tuple[float, float], judge: Any,
-           notes: dict[str, Any]) -> tuple[Decision, list[tuple[str, float]]]:
+           thresholds: tuple[float, float], judge: Any, notes: dict[str, Any],
+           states: bool = True) -> tuple[Decision, list[tuple[str, float]]]:
     """Skip, supersede or create (see docs/write-funnel.md) from what the candidates statement
     ``found`` among the store's live memories of the same facet; runs under the store lock.
     Returns the decision and the nearest neighbours (for ``potential_duplicates``). ``notes``
-    collects what the assertion should record.
+    collects what the assertion should record. ``states``: the write states a fact that a new
+    value replaces (False for a conversation turn or an observation, which tell what happened:
+    the value-change gate leaves them alone).
     """
     neighbours = found.neighbours
     exact = _exact_match(found, about=about, content_row=content_row)
@@ -78,6 +84,10 @@ def decide(*, found: Candidates, has_vector: bool, content_row: MemoryContent, t
             decision.action, decision.reason = Outcome.SKIPPED, Reason.DUPLICATE
     elif similarity >= sup_t:
         decision.action, decision.reason = Outcome.SUPERSEDED, Reason.SIMILAR
+    elif states and similarity >= engine_settings.VALUE_CHANGE_FLOOR and (
+            change := _value_change(match.content.text, text)) is not None:
+        decision.action, decision.reason = Outcome.SUPERSEDED, Reason.VALUE_CHANGE
+        notes["value_change"] = change
     elif judge is not None:
         _ask_judge(decision, judge, text=text, notes=notes)
     return decision, neighbours
@@ -109,6 +119,16 @@ def _ask_judge(decision: Decision, judge: Any, *, text: str, notes: dict[str, An
         decision.reason = Reason.JUDGE
     else:
         notes["judge"]["fallback"] = "cosine"
+
+
+def _value_change(old_text: str, new_text: str) -> dict[str, str] | None:
+    """The subject's attribute and its old and new value when ``new_text`` states the same
+    subject and attribute as ``old_text`` with another value (VALUE_CHANGE_GATE); a restatement,
+    which changes more than one span or names no definite subject, gives None."""
+    if not engine_settings.VALUE_CHANGE_GATE:
+        return None
+    change = value_update(old_text, new_text, extract_mentions(new_text))
+    return None if change is None else {"attribute": change.attribute, "old": change.old, "new": change.new}
 
 
 def _changed_details(old_text: str, new_text: str) -> list[dict[str, Any]]:

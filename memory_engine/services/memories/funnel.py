@@ -247,6 +247,12 @@ def write_prepared(store: MemoryStore, request: WriteRequest, prepared: Prepared
     return result
 
 
+def _states(request: WriteRequest) -> bool:
+    """Whether the write states a fact a new value replaces: not a conversation turn, not an
+    observation (both tell what happened; two of them are two events)."""
+    return request.source_type != SourceType.CONVERSATION and request.kind != Kind.OBSERVATION
+
+
 def _record_prepared(store: MemoryStore, request: WriteRequest, vector: list[float] | None, notes: dict[str, Any], *,
                      stored: bool | None) -> WriteResult:
     """_record; when a statement it prepared on the connection was lost (deallocated, or on
@@ -288,7 +294,7 @@ def _record(store: MemoryStore, request: WriteRequest, vector: list[float] | Non
                                      new_content=inserted)
         decision, neighbours = decide(found=found, has_vector=has_vector, content_row=content_row,
                                       text=request.text, about=about, thresholds=request.thresholds,
-                                      judge=request.judge, notes=notes)
+                                      judge=request.judge, notes=notes, states=_states(request))
         if decision.action == Outcome.CREATED:
             check_memory_quota(store)
         # The new memory, the replaced one's retirement (or the kept one's reinforcement) and the
