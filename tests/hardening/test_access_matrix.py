@@ -142,7 +142,7 @@ DOORS: dict[str, Door] = {
     "v1_distillers_retrieve": Door(TAGGED, "path"),
     "v1_distillers_partial_update": Door(TAGGED, "path", W),
     "v1_distillers_destroy": Door(TAGGED, "path", W),
-    "v1_distillers_runs_retrieve": Door(TAGGED, "path"),
+    "v1_distillers_runs_list": Door(TAGGED, "path"),
     "v1_distillers_tick_create": Door(TAGGED, "path", W),
     # documents
     "v1_documents_list": Door(TAGGED, "list", lists=("document", "captured_document")),
