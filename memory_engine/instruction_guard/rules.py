@@ -82,21 +82,25 @@ _CONTACT = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://", re.IGNORECASE)
 def cues(normal: str, words: str) -> list[str]:
     """Signals too common in data to decide alone, which lower the classifier's bar: a line
     opening with a model's role (``Assistant:``, ``System:``, ``Developer:``), an
-    ``### Instructions`` heading, the reader addressed (second person, any lexicon language),
-    an AI named, instructions, secrets or records named, an address to send things to."""
+    ``### Instructions`` heading, an AI named, instructions, secrets or records named, an address
+    to send things to; and the reader addressed (second person, any lexicon language) beside
+    one of those."""
     found = []
     if _ROLE_TURN.search(normal):
         found.append("role_prefix")
     if _INSTRUCTIONS_HEADING.search(normal):
         found.append("instructions_heading")
-    if re.search(_SECOND_PERSON, words) or _SECOND_PERSON_CJK.search(normal):
-        found.append("second_person")
+    addressed = bool(re.search(_SECOND_PERSON, words) or _SECOND_PERSON_CJK.search(normal))
     if re.search(rf" {_AI} ", words) or _AI_ANY.search(_spaceless(words)):
         found.append("ai_named")
     if _META.search(words) or _INSTRUCTIONS_ANY.search(_spaceless(words)):
         found.append("meta")
     if _CONTACT.search(normal):
         found.append("contact")
+    # The reader addressed is a cue beside another only: people write to each other in the
+    # second person all the time (a chat's turns, a note to a colleague).
+    if addressed and found:
+        found.append("second_person")
     return found
 
 

@@ -195,7 +195,10 @@ def write_request(
             f"Store {store.name} requires `about: {{kind, key}}` for memories of kind {kind or Kind.FACT!r}.",
             details={"kind": kind or Kind.FACT, "require_about_for_kinds": required},
         )
-    guard_instructions(store, text, tags, metadata, about.as_dict() if about else None, title, summary)
+    # the text as written, with its lines (a forged "Assistant:" turn is a line of its own there),
+    # and as stored
+    raw = [content] if content != text else []
+    guard_instructions(store, *raw, text, tags, metadata, about.as_dict() if about else None, title, summary)
     if judge is None and store.judge_enabled:
         judge = get_judge()
     return WriteRequest(
