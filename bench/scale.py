@@ -140,11 +140,15 @@ def replica_run(project: Any, store: Any, texts: list[str]) -> dict[str, Any]:
     print("  making a standby (pg_basebackup)...", flush=True)
     standby.create().start()
     connections.settings["replica"] = standby.database(connection.settings_dict)
-    settings.DATABASE_ROUTERS = ["memory_engine.replicas.ReplicaRouter"]
     from django.db import router
+    from django.test.utils import override_settings
 
+    # through setting_changed, as a deployment's settings would be read: the engine's settings
+    # are cached until it fires
+    routed = override_settings(DATABASE_ROUTERS=["memory_engine.replicas.ReplicaRouter"],
+                               MEMORY_ENGINE={**getattr(settings, "MEMORY_ENGINE", {}), "READ_REPLICAS": ["replica"]})
+    routed.enable()
     router.routers = [__import__("memory_engine.replicas", fromlist=["ReplicaRouter"]).ReplicaRouter()]
-    settings.MEMORY_ENGINE = {**getattr(settings, "MEMORY_ENGINE", {}), "READ_REPLICAS": ["replica"]}
     clients = {}
     for name in ("writer", "reader"):
         clients[name] = APIClient()
@@ -174,6 +178,7 @@ def replica_run(project: Any, store: Any, texts: list[str]) -> dict[str, Any]:
                 time.sleep(0.0005)
             lags.append((time.perf_counter() - committed) * 1000)
     finally:
+        routed.disable()
         connections["replica"].close()
         standby.remove()
     return {"reads": reads, "reads_on_replica": reads_on_replica, "stale_reads": stale,
