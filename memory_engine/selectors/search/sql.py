@@ -71,7 +71,7 @@ def memory_where(scope: Scope, stores: str = "m.store_id") -> str:
         where += " AND m.lineage = ANY(%(lineage)s)"
     if scope.entity_ids is not None:  # memories that mention one of the entities (docs/entities.md)
         where += (f" AND EXISTS (SELECT 1 FROM {EDGE} ee WHERE ee.memory_id = m.id"
-                  " AND ee.entity_id = ANY(%(entity_ids)s))")
+                  " AND ee.invalid_at IS NULL AND ee.entity_id = ANY(%(entity_ids)s))")
     if scope.kinds is not None:  # memories that mention an entity of one of the kinds
         where += _kinds_exists("memory_id", "m.id")
     return where
@@ -116,7 +116,7 @@ def document_where(scope: Scope) -> str:
         where += f" AND EXISTS (SELECT 1 FROM {VERSION} v WHERE v.id = x.version_id AND {' AND '.join(origin)})"
     if scope.entity_ids is not None:  # chunks that mention one of the entities (docs/entities.md)
         where += (f" AND EXISTS (SELECT 1 FROM {EDGE} ee WHERE ee.chunk_id = x.id"
-                  " AND ee.entity_id = ANY(%(entity_ids)s))")
+                  " AND ee.invalid_at IS NULL AND ee.entity_id = ANY(%(entity_ids)s))")
     if scope.kinds is not None:  # chunks that mention an entity of one of the kinds
         where += _kinds_exists("chunk_id", "x.id")
     return where
