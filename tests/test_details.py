@@ -550,3 +550,26 @@ def test_details_are_frozen_and_serialisable() -> None:
         "names": ["maria"],
         "negated": True,
     }
+
+
+@pytest.mark.parametrize(("old", "new", "changed"), [
+    ("Mohammed prefers trains over planes for short trips.", "Mohammed prefers planes over trains for short trips.",
+     (("trains over planes",), ("planes over trains",))),
+    ("Ana drinks tea rather than coffee.", "Ana drinks coffee rather than tea.",
+     (("tea rather than coffee",), ("coffee rather than tea",))),
+    ("The night bus goes from Vienna to Prague.", "The night bus goes from Prague to Vienna.",
+     (("from vienna to prague",), ("from prague to vienna",))),
+])
+def test_two_things_set_against_each_other_in_reverse_order_are_a_change(
+        old: str, new: str, changed: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
+    assert [(c.kind, c.old, c.new) for c in changed_details(old, new)] == [("order", *changed)]
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("Mohammed prefers trains over planes for short trips.",
+     "For short trips, Mohammed would rather take the train than fly."),
+    ("The train from Vienna to Prague takes about four hours.", "It takes about four hours by train from Vienna to Prague."),
+    ("Ana drinks tea rather than coffee.", "Rather than coffee, Ana drinks tea."),
+])
+def test_an_order_kept_or_reworded_is_no_change(old: str, new: str) -> None:
+    assert changed_details(old, new) == []

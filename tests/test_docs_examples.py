@@ -7,7 +7,10 @@ server, and each answer is checked against what the text shows.
   expect (``…`` stands for what varies: ``"mem_…"`` is any id with that prefix).
 * ``http`` blocks hold requests (``METHOD /api/v1/path``, then a JSON body) each optionally followed
   by ``→ STATUS {…}``; ids written as ``agt_…``, ``ms_…``, ``gen_…`` … are the test project's rows,
-  or the ones earlier requests of the block created.
+  or the ones earlier requests of the block created. ``ent_…(Lisbon)`` is the id of the row named
+  Lisbon in an earlier answer (the answer itself or one of its ``results``).
+  A comment line that names a schedule in quotes (``# … the "memory_engine: entity graph" schedule
+  has read them``) runs that schedule's task there, as a deployment's scheduler would by then.
 * Inline requests in the prose, ``POST /api/v1/x {field, other: …}``, may only name fields the
   OpenAPI schema declares for that operation.
 
@@ -173,11 +176,21 @@ def test_curl_examples_answer_as_shown(block: Block, documented: dict[str, Any],
             assert matches(expected, json.loads(body)), f"{block.label}, call {index}: {body[:600]}"
 
 
+#: A comment line of an http block that names a schedule: its task runs before the next request.
+SCHEDULE_LINE = re.compile(r'\s*#.*"(memory_engine: [^"]+)" schedule')
+#: The method of the step that runs a schedule (its name in the path's place).
+SCHEDULE = "SCHEDULE"
+
+
 def _requests(code: str) -> list[tuple[str, str, str, str | None]]:
-    """(method, path, body, expectation) of each request of an http block."""
+    """(method, path, body, expectation) of each request of an http block; a schedule to run is
+    (SCHEDULE, its name, "", None)."""
     requests: list[list[str]] = []
     for line in code.splitlines():
-        if line.split(" ", 1)[0] in METHODS and line.split(" ", 1)[-1].startswith("/"):
+        if schedule := SCHEDULE_LINE.match(line):
+            requests.append([f"{SCHEDULE} {schedule.group(1)}", "", ""])
+            requests.append(["", "", ""])  # what follows belongs to no request until the next one
+        elif line.split(" ", 1)[0] in METHODS and line.split(" ", 1)[-1].startswith("/"):
             requests.append([line, "", ""])
         elif requests and line.lstrip().startswith(("→", "->")):
             requests[-1][2] = line.lstrip()[1:].lstrip(">").strip()
@@ -187,25 +200,58 @@ def _requests(code: str) -> list[tuple[str, str, str, str | None]]:
             requests[-1][1] += "\n" + strip_comment(line)
     parsed = []
     for head, body, expected in requests:
+        if not head:
+            continue
         method, path = head.split(" ", 1)
+        if method == SCHEDULE:
+            parsed.append((method, path, "", None))
+            continue
         parsed.append((method, path.split()[0], body.strip(), expected.strip() or None))
     return parsed
 
 
-def _fill(text: str, ids: dict[str, str]) -> str:
-    return re.sub(r"\b([a-z]{2,4}_)" + ELLIPSIS, lambda m: ids.get(m.group(1), m.group(0)), text)
+def _fill(text: str, ids: dict[str, str], names: dict[tuple[str, str], str]) -> str:
+    """``ms_…`` as the block's store (or the last one made), ``ent_…(Lisbon)`` as the row named Lisbon."""
+    def filled(match: re.Match[str]) -> str:
+        prefix, name = match.group(1), match.group(2)
+        found = names.get((prefix, name)) if name is not None else ids.get(prefix)
+        return found or match.group(0)
+
+    return re.sub(r"\b([a-z]{2,4}_)" + ELLIPSIS + r"(?:\(([^)]+)\))?", filled, text)
+
+
+def _remember_names(answer: Any, names: dict[tuple[str, str], str]) -> None:
+    """The ids of the rows an answer names (itself, its ``results``), by prefix and name."""
+    rows = [answer, *answer.get("results", [])] if isinstance(answer, dict) else []
+    for row in rows:
+        if isinstance(row, dict) and isinstance(row.get("id"), str) and isinstance(row.get("name"), str):
+            names[(row["id"].split("_", 1)[0] + "_", row["name"])] = row["id"]
+
+
+def _run_schedule(name: str) -> None:
+    """What a deployment's scheduler runs under ``name`` (its task takes no arguments)."""
+    from django.utils.module_loading import import_string
+    from django_q.models import Schedule
+
+    schedule = Schedule.objects.get(name=name)
+    import_string(schedule.func)()
 
 
 @pytest.mark.parametrize("block", HTTP_BLOCKS, ids=lambda b: b.label)
 def test_http_examples_answer_as_shown(block: Block, documented: dict[str, Any]) -> None:
     ids = dict(documented["ids"])
+    names: dict[tuple[str, str], str] = {}
     headers = {"Authorization": f"Bearer {documented['key']}"}
     requests = _requests(block.code)
-    assert requests, f"{block.label}: no request in this http block"
+    assert any(method != SCHEDULE for method, *_ in requests), f"{block.label}: no request in this http block"
     with httpx.Client(base_url=documented["url"], headers=headers, timeout=120) as client:
         for method, path, body, shown in requests:
-            content = _fill(body, ids)
-            response = client.request(method, _fill(path, ids), json=lenient_json(content) if content else None)
+            if method == SCHEDULE:
+                _run_schedule(path)
+                continue
+            content = _fill(body, ids, names)
+            response = client.request(method, _fill(path, ids, names),
+                                      json=lenient_json(content) if content else None)
             label = f"{block.label}: {method} {path}"
             if shown is None:
                 assert response.status_code < 400, f"{label}: {response.status_code} {response.text[:600]}"
@@ -217,6 +263,7 @@ def test_http_examples_answer_as_shown(block: Block, documented: dict[str, Any])
             answer = response.json() if response.content else {}
             if isinstance(answer, dict) and isinstance(answer.get("id"), str) and "_" in answer["id"]:
                 ids[answer["id"].split("_", 1)[0] + "_"] = answer["id"]  # later requests use what it made
+            _remember_names(answer, names)
 
 
 # --------------------------------------------------------------------------- inline requests in prose

@@ -85,3 +85,19 @@ def test_a_short_sentence_of_names_is_not_a_headline() -> None:
     found = [(m.name, m.kind, m.role) for m in extract_mentions("Fatima works in Lisbon on Fridays.")]
     assert found[:2] == [("Fatima", "person", "subject"), ("Lisbon", "place", "mention")]
     assert [m.name for m in extract_mentions("Marco works at Acme Corporation.")][0] == "Marco"
+
+
+def test_a_sentence_with_one_lower_case_verb_between_names_is_not_a_headline() -> None:
+    assert found("Marco reports to Dana Whitfield.") == [("Marco", PERSON), ("Dana Whitfield", PERSON)]
+
+
+def test_an_organisations_or_places_last_word_stays_in_its_name() -> None:
+    assert found("Marco works at Acme Corporation near Union Station.") == [
+        ("Marco", PERSON), ("Acme Corporation", ORGANIZATION), ("Union Station", PLACE)]
+    assert found("The Commission said so.") == []  # alone, such a word is an ordinary one
+
+
+def test_an_organisations_legal_form_is_not_part_of_its_key() -> None:
+    keys = {entity_key(name, ORGANIZATION) for name in ("Acme Corporation", "Acme Corp.", "Acme, Inc.", "ACME")}
+    assert keys == {"acme"}
+    assert entity_key("Acme Corporation", PERSON) == "acme corporation"

@@ -13,6 +13,7 @@ from memory_engine.consent import ConsentCategory
 from memory_engine.exceptions import ThresholdsNotAllowed
 from memory_engine.models import Lineage, Provenance
 from memory_engine.models.memories import MEMORY_KIND_MAX_CHARS, MEMORY_TITLE_MAX_CHARS
+from memory_engine.services.memories import MemoryFields
 from memory_engine.strict import JSONObjectField
 
 __all__ = ["MEMORY_FIELDS", "AboutSerializer", "HostPinsSerializer", "MemoryFieldsSerializer",
@@ -62,9 +63,8 @@ class MemoryFieldsSerializer(strict.Serializer):
         return {name: data.get(name) for name in MEMORY_FIELDS}
 
 
-#: The memory fields of a write, as memory_write names them.
-MEMORY_FIELDS = ("tags", "metadata", "about", "kind", "title", "summary", "confidence", "facet", "expires_at",
-                 "provenance", "lineage", "consent_category")
+#: The memory fields of a write, as memory_write names them (services.memories.MemoryFields).
+MEMORY_FIELDS = tuple(MemoryFields.__annotations__)
 
 
 class HostPinsSerializer(strict.Serializer):

@@ -5,8 +5,7 @@ REST (``POST /api/v1/agents/{id}/tools/<name>``) and MCP (:mod:`memory_engine.mc
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 from memory_engine.exceptions import (
     GenerationAgentMismatch,
@@ -26,12 +25,12 @@ from memory_engine.injection import (
     tag_field,
 )
 from memory_engine.knowledge_config import normalize_knowledge_config
-from memory_engine.models import Agent, Generation, Lineage, Memory, MemoryAssertion, MemoryStore, Provenance
+from memory_engine.models import Agent, Generation, Memory, MemoryAssertion, MemoryStore
 from memory_engine.models.memories import Mechanism, SourceType, Tier
 from memory_engine.policy import ADD, FORGET, SEARCH, Principal, access_tags_write, reach, require, sees, visible
 from memory_engine.selectors.memories import agent_visible_memories, drop_instruction_memories, in_facet, open_memory
 from memory_engine.selectors.search import Actor, knowledge_search
-from memory_engine.services.memories import WriteResult, memory_write
+from memory_engine.services.memories import MemoryFields, WriteResult, check_keywords, memory_write
 from memory_engine.services.memory_lifecycle import memory_forget
 from memory_engine.services.stores import subject_store_get_or_create
 from memory_engine.subjects import validate_subject
@@ -142,28 +141,9 @@ def run_forget_memory(agent: Agent, arguments: dict[str, Any], *, caller: Princi
     return f"Forgot memory {memory.pk}.", assertion
 
 
-def agent_write_memory(
-    *,
-    agent: Agent,
-    content: str,
-    caller: Principal,
-    tags: dict[str, Any] | None = None,
-    metadata: dict[str, Any] | None = None,
-    about: dict[str, Any] | None = None,
-    generation_id: str | None = None,
-    judge: Any = None,
-    kind: str | None = None,
-    title: str | None = None,
-    summary: str | None = None,
-    confidence: float | None = None,
-    facet: str | None = None,
-    expires_at: datetime | None = None,
-    subject: str | None = None,
-    pinned_facet: str | None = None,
-    provenance: str = Provenance.UNKNOWN,
-    lineage: str = Lineage.NATIVE,
-    consent_category: str | None = None,
-) -> WriteResult:
+def agent_write_memory(*, agent: Agent, content: str, caller: Principal, generation_id: str | None = None,
+                       judge: Any = None, subject: str | None = None, pinned_facet: str | None = None,
+                       **fields: Unpack[MemoryFields]) -> WriteResult:
     """Write a fact (mechanism ``tool``) on the store's thresholds: into the agent's write store,
     or with ``subject`` (set by the host) into that end user's store (found or created; the
     memory is then one of the user's memories for this agent, ``user_for_agent`` in recall).
@@ -174,9 +154,11 @@ def agent_write_memory(
     ``caller`` is who asks (REST or MCP; memory_engine.policy): a target store outside its reach
     answers 404 MEMORY_STORE_NOT_FOUND like one that does not exist, one it sees without ``add``
     403 GRANT_REQUIRED; either way nothing is written. A subject store created here gets the
-    caller's owner tag, as on ``GET /subjects/{id}/memory-store``."""
+    caller's owner tag, as on ``GET /subjects/{id}/memory-store``. ``fields`` are the memory's
+    (MemoryFields), passed on to memory_write."""
+    check_keywords("agent_write_memory", fields, MemoryFields.__optional_keys__)
     if pinned_facet:
-        facet = pinned_facet
+        fields["facet"] = pinned_facet
     store: MemoryStore | None = agent.write_memory_store
     if subject is not None:
         store, created = subject_store_get_or_create(project=agent.project, external_id=subject)
@@ -202,28 +184,9 @@ def agent_write_memory(
         if generation.agent_id != agent.pk:
             raise GenerationAgentMismatch("The generation belongs to another agent.",
                                           details={"generation_id": generation_id, "agent_id": agent.pk})
-    return memory_write(
-        store=store,
-        content=content,
-        principal=caller.label,
-        mechanism=Mechanism.TOOL,
-        tags=tags,
-        metadata=metadata,
-        about=about,
-        source_type=SourceType.CONVERSATION,
-        generation_id=generation_id or None,
-        judge=judge,
-        kind=kind,
-        title=title,
-        summary=summary,
-        confidence=confidence,
-        facet=facet,
-        expires_at=expires_at,
-        agent=agent,
-        provenance=provenance,
-        lineage=lineage,
-        consent_category=consent_category,
-    )
+    return memory_write(store=store, content=content, principal=caller.label, mechanism=Mechanism.TOOL,
+                        source_type=SourceType.CONVERSATION, generation_id=generation_id or None, judge=judge,
+                        agent=agent, **fields)
 
 
 def run_write_memory(agent: Agent, arguments: dict[str, Any], *, caller: Principal, subject: str | None = None,

@@ -526,16 +526,22 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         kept = drop_instruction_memories(list(page or []), path="list")
         return self.get_paginated_response(self.get_serializer(kept, many=True).data)
 
+    def write_store(self, store_id: str) -> MemoryStore:
+        """The store a write names: one of the project's in the caller's reach (else 404
+        MEMORY_STORE_NOT_FOUND, as for an unknown id), on which it holds ``add`` (else 403
+        GRANT_REQUIRED)."""
+        store = get_visible_or_404(self.caller, MemoryStore.objects.filter(project=self.project), store_id,
+                                   action=None, error=MemoryStoreNotFound, field="memory_store_id")
+        require(self.caller, ADD, store)
+        store.project = self.project  # the store's own (the filter above): the quota check reads it
+        return store
+
     @extend_schema(request=MemoryWriteSerializer, responses=WRITE_RESPONSES)
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = MemoryWriteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        store = get_visible_or_404(self.caller, MemoryStore.objects.filter(project=self.project),
-                                   data["memory_store_id"], action=None, error=MemoryStoreNotFound,
-                                   field="memory_store_id")
-        require(self.caller, ADD, store)
-        store.project = self.project  # the store's own (the filter above): the quota check reads it
+        store = self.write_store(data["memory_store_id"])
         result = memory_write(
             store=store,
             content=data["content"],
@@ -558,11 +564,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         serializer = MemoryBatchSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        store = get_visible_or_404(self.caller, MemoryStore.objects.filter(project=self.project),
-                                   data["memory_store_id"], action=None, error=MemoryStoreNotFound,
-                                   field="memory_store_id")
-        require(self.caller, ADD, store)
-        store.project = self.project  # the store's own (the filter above): the quota check reads it
+        store = self.write_store(data["memory_store_id"])
         items = [MemoryBatchItemSerializer.item_kwargs(item) for item in data["memories"]]
         outcomes = memory_write_batch(store=store, items=items, principal=self.principal, mechanism=Mechanism.API,
                                       duplicate_threshold=data.get("duplicate_threshold"),

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from memory_engine import strict
 from memory_engine.exceptions import AgentNotFound, ValidationFailed
-from memory_engine.models import Agent, Lineage, Provenance
+from memory_engine.models import Agent, EntityKind, Lineage, Provenance
 from memory_engine.policy import SEARCH, get_visible_or_404, reach
 from memory_engine.selectors.search import (
     DOCUMENT,
@@ -73,6 +73,12 @@ class KnowledgeSearchRequestSerializer(strict.Serializer):
         child=serializers.CharField(max_length=40), required=False, max_length=100,
         help_text="Only memories and chunks that mention one of these entities (docs/entities.md); alone, every "
                   "store and document you may search.")
+    kinds = serializers.ListField(
+        child=serializers.ChoiceField(choices=EntityKind.choices), required=False, allow_null=True,
+        max_length=len(EntityKind.choices),
+        help_text="Entity kinds (not a memory's own `kind`): only memories and chunks that mention an entity of one "
+                  "of these kinds (docs/entities.md); with entity_ids, both hold; alone, every store and document you "
+                  "may search.")
     agent_id = serializers.CharField(required=False, allow_null=True, max_length=40,
                                      help_text="Recall as this agent: its own store joins the memory scope.")
     subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,

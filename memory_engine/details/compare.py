@@ -28,6 +28,12 @@ def compare_details(old: Details, new: Details) -> list[DetailChange]:
 
     changes: list[DetailChange] = []
     for kind in DETAIL_KINDS:
+        if kind == "order":
+            swapped = _swapped(old, new)
+            if swapped:
+                changes.append(DetailChange(kind="order", old=tuple(_order_text(o) for o in swapped[0]),
+                                            new=tuple(_order_text(o) for o in swapped[1])))
+            continue
         if kind == "negation":
             if old.negated != new.negated:
                 changes.append(
@@ -58,6 +64,20 @@ def changed_details(old_text: str, new_text: str) -> list[DetailChange]:
     removed or changed), plus one for a negation polarity flip.
     """
     return compare_details(extract_details(old_text), extract_details(new_text))
+
+
+def _swapped(old: Details, new: Details) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]] | None:
+    """The pairs the new text reverses ("trains over planes" -> "planes over trains"); a pair
+    worded otherwise, or only in one text, is no change."""
+    reversed_pairs = sorted(o for o in old.orders if (o[2], o[1], o[0]) in new.orders and o not in new.orders)
+    if not reversed_pairs:
+        return None
+    return reversed_pairs, [(o[2], o[1], o[0]) for o in reversed_pairs]
+
+
+def _order_text(order: tuple[str, str, str]) -> str:
+    first, connector, second = order
+    return f"from {first} to {second}" if connector == "from-to" else f"{first} {connector} {second}"
 
 
 def _polarity(negated: bool) -> str:

@@ -53,6 +53,7 @@ from .patterns import (
     _NUMBER_RE,
     _NUMERAL_RUN_RE,
     _NUMERIC_DATE_RE,
+    _ORDER_RE,
     _PREV_WORD_RE,
     _QUANTITY_RE,
     _RATE_ARTICLE_RE,
@@ -138,6 +139,7 @@ class _Extractor:
             self._sub(_YEAR_RE, self._year)
             self._sub(_NUMBER_RE, self._number)
         negated, words = self._scan_words()
+        orders = self._orders()
         return Details(
             numbers=frozenset(self.found["numbers"]),
             dates=frozenset(self.found["dates"]),
@@ -147,6 +149,7 @@ class _Extractor:
             versions=frozenset(self.found["versions"]),
             names=frozenset(self.found["names"]),
             negated=negated,
+            orders=orders,
             words=frozenset(words),
         )
 
@@ -462,6 +465,20 @@ class _Extractor:
         if match.group("sc"):
             return self._add("numbers", sign + _fmt_amount(_scaled(raw, match.group("sc"))))
         return self._add("numbers", sign + _fmt_number(raw))
+
+    # -- order --------------------------------------------------------------- #
+
+    def _orders(self) -> frozenset[tuple[str, str, str]]:
+        """Pairs of words set against each other, in their order (``_ORDER_RE``)."""
+        found = set()
+        for match in _ORDER_RE.finditer(self.lower):
+            if match.group(1):
+                first, connector, second = match.group(2), "from-to", match.group(3)
+            else:
+                first, connector, second = match.group(4), " ".join(match.group(5).split()), match.group(6)
+            if _MASK not in first + second and first != second:
+                found.add((first, connector, second))
+        return frozenset(found)
 
     # -- names, identifiers and negation ------------------------------------ #
 

@@ -15,6 +15,7 @@ DETAIL_KINDS: tuple[str, ...] = (
     "version",
     "negation",
     "name",
+    "order",
 )
 
 
@@ -55,6 +56,9 @@ class Details:
     versions: frozenset[str] = frozenset()
     names: frozenset[str] = frozenset()
     negated: bool = False
+    #: Two things set against each other, in their order ("trains over planes" ->
+    #: ("trains", "over", "planes")): only their reversal is a change.
+    orders: frozenset[tuple[str, str, str]] = frozenset()
     words: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     @property

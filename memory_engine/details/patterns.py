@@ -307,3 +307,10 @@ _WORDS_RE = re.compile(r"[A-Za-z]+")
 
 
 _WORD_OR_MASK_RE = re.compile(r"[\w'" + _MASK + r"]+")
+
+# Two things set against each other: "trains over planes", "tea rather than coffee", "from
+# Vienna to Prague" (the article before the second is left out). Read on the lower-cased text.
+_ORDER_RE = re.compile(
+    r"\b(?:(from)[ ]+(?:the[ ]+)?(\w+)[ ]+to[ ]+(?:the[ ]+)?(\w+)"
+    r"|(\w+)[ ]+(over|rather[ ]than|instead[ ]of|than|versus|vs\.?|before|after)[ ]+(?:the[ ]+|a[ ]+|an[ ]+)?(\w+))\b"
+)

@@ -39,6 +39,9 @@ class Mention:
 _POSSESSIVE = re.compile(r"['’]s?$")
 _EDGE_PUNCTUATION = re.compile(r"^[\W_]+|[\W_]+$")
 _LEADING_ARTICLE = re.compile(r"^the\s+")
+#: An organisation's legal form at the end of its name: "Acme Corporation", "Acme Corp.", "Acme, Inc."
+_LEGAL_FORM = re.compile(r"(?<=\w)[\s,]+(?:inc|incorporated|corp|corporation|co|ltd|limited|llc|plc|gmbh|ag|s\.?a"
+                         r"|n\.?v|b\.?v|s\.?a\.?s|s\.?r\.?l|pty)\.?$")
 
 
 def fold(text: str) -> str:
@@ -50,11 +53,14 @@ def fold(text: str) -> str:
 
 def entity_key(name: str, kind: str = OTHER) -> str:
     """The key of a name within its kind: folded, without a leading "the", a possessive or edge
-    punctuation ("The Lisbon office's" -> "lisbon office"). A date's key is canonical already
-    (the extractor names dates by their canonical form)."""
+    punctuation ("The Lisbon office's" -> "lisbon office"), an organisation's without its legal
+    form ("Acme Corporation", "Acme Corp." and "Acme, Inc." -> "acme"). A date's key is
+    canonical already (the extractor names dates by their canonical form)."""
     key = fold(name)
     if kind != DATE:
         key = _LEADING_ARTICLE.sub("", key)
         key = _POSSESSIVE.sub("", key)
+    if kind == ORGANIZATION:
+        key = _LEGAL_FORM.sub("", key)
     key = _EDGE_PUNCTUATION.sub("", key)
     return key[:MAX_NAME_CHARS]

@@ -181,11 +181,12 @@ def _capitalised(word: str) -> bool:
 
 
 def _title_case(tokens: list[_Token]) -> bool:
-    """Text set in title case (a headline): its longer words capitalised, all but one at most,
-    and that one not a verb of a name ("Marco works at Acme Corporation" is a sentence)."""
+    """Text set in title case (a headline): its longer words capitalised, all of them in a short
+    text, all but one in a longer one, and that one not a verb of a name ("Marco works at Acme
+    Corporation", "Marco reports to Dana Whitfield" are sentences)."""
     words = [t for t in tokens if len(t.text) > 3 and t.text.isalpha()]
     lower = [t for t in words if not t.text[0].isupper()]
-    return (len(words) >= 4 and len(words) - len(lower) >= 0.7 * len(words)
+    return (len(words) >= 4 and len(lower) <= len(words) // 8
             and not any(t.text in SUBJECT_VERBS for t in lower))
 
 
@@ -209,6 +210,14 @@ def _is_name_word(token: _Token, lowered_words: set[str], following: _Token | No
     # a word the same text also writes in lower case (or its singular) is an ordinary word capitalised
     forms = {lower, lower[:-1] if lower.endswith("s") else lower, lower[:-2] if lower.endswith("es") else lower}
     return not (word[0].isupper() and not word.isupper() and forms & lowered_words and lower not in PLACES)
+
+
+def _name_suffix(token: _Token) -> bool:
+    """A capitalised last word of an organisation's or a place's name, inside a run: the
+    "Corporation" of "Acme Corporation", the "Station" of "Union Station" (alone, such a word
+    reads as an ordinary one)."""
+    return (not token.masked and token.bare[:1].isupper()
+            and (token.lower in ORGANIZATION_SUFFIXES or token.lower in PLACE_SUFFIXES))
 
 
 def _defines(text: str, start: int, end: int) -> bool:
@@ -279,7 +288,7 @@ def _names(text: str, tokens: list[_Token]) -> list[Mention]:
             if gap not in (" ", "") and not (gap == ". " and run[-1].lower in HONORIFICS):
                 break
             nxt = tokens[j]
-            if _is_name_word(nxt, lowered_words) and not nxt.sentence_start:
+            if (_is_name_word(nxt, lowered_words) or _name_suffix(nxt)) and not nxt.sentence_start:
                 run.append(nxt)
                 j += 1
                 continue

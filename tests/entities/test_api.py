@@ -6,8 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
-from memory_engine.models import Entity
+from memory_engine.exceptions import ValidationFailed
+from memory_engine.models import Entity, EntityEdge
+from memory_engine.selectors.search import knowledge_search
 from memory_engine.services.documents import document_create_text, document_ingest
 from memory_engine.services.entities import entities_extract_documents, entities_extract_memories
 from memory_engine.services.memories import memory_write
@@ -123,3 +126,61 @@ def test_search_narrows_by_entities_and_names_each_hits_entities(client: Any, gr
                                                       "memory_store_ids": [graph["store_a"].pk]}, format="json")
     assert {hit["id"] for hit in stores.json()["results"]} == {graph["memories"]["marco"],
                                                               graph["memories"]["a_lisbon"]}
+
+
+def _places(project: Any) -> set[str]:
+    return set(Entity.objects.filter(project=project, kind="place").values_list("pk", flat=True))
+
+
+def test_search_narrows_by_entity_kinds(client: Any, project: Any, graph: dict[str, Any]) -> None:
+    memories, places = graph["memories"], _places(project)
+    answer = client.post("/api/v1/knowledge/search", {"query": "Who lives where?", "kinds": ["place"]},
+                         format="json").json()
+    hits = answer["results"]
+    # alone, kinds searches every store and document: Lisbon's two memories and Porto's chunk
+    assert {hit["id"] for hit in hits if hit["source"] == "memory"} == {memories["a_lisbon"], memories["b_lisbon"]}
+    assert [hit["document_path"] for hit in hits if hit["source"] == "document"] == ["/a/offices.md"]
+    assert all(set(hit["entity_ids"]) & places for hit in hits)
+    listing = client.post("/api/v1/knowledge/search", {"kinds": ["place", "product"]}, format="json").json()
+    assert {hit["id"] for hit in listing["results"]} == {hit["id"] for hit in hits}
+    people = client.post("/api/v1/knowledge/search", {"query": "shellfish", "kinds": ["person"]},
+                         format="json").json()
+    assert {hit["id"] for hit in people["results"]} == set(memories.values())
+
+
+def test_search_kinds_with_entity_ids_both_hold(client: Any, graph: dict[str, Any]) -> None:
+    marco, lisbon = graph["entity"]["marco"], graph["entity"]["lisbon"]
+    both = client.post("/api/v1/knowledge/search", {"query": "Marco", "entity_ids": [marco], "kinds": ["place"]},
+                       format="json").json()
+    assert [hit["id"] for hit in both["results"]] == [graph["memories"]["a_lisbon"]]
+    none = client.post("/api/v1/knowledge/search", {"query": "Lisbon", "entity_ids": [lisbon], "kinds": ["product"]},
+                       format="json").json()
+    assert none["results"] == []
+
+
+def test_search_kinds_counts_valid_edges_only(client: Any, graph: dict[str, Any]) -> None:
+    a_lisbon = graph["memories"]["a_lisbon"]
+    EntityEdge.objects.filter(memory_id=a_lisbon, entity__kind="place").update(invalid_at=timezone.now())
+    answer = client.post("/api/v1/knowledge/search", {"query": "Lisbon", "kinds": ["place"]}, format="json").json()
+    assert {hit["id"] for hit in answer["results"] if hit["source"] == "memory"} == {graph["memories"]["b_lisbon"]}
+
+
+def test_search_kinds_refuses_another_kind(client: Any, project: Any, graph: dict[str, Any]) -> None:
+    refused = client.post("/api/v1/knowledge/search", {"query": "Lisbon", "kinds": ["place", "planet"]},
+                          format="json")
+    assert refused.status_code == 400
+    body = refused.json()
+    assert body["code"] == "VALIDATION_ERROR" and "kinds" in body["details"]["fields"]
+    with pytest.raises(ValidationFailed) as raised:  # the Python service checks the same
+        knowledge_search(project=project, query="Lisbon", kinds=["planet"])
+    assert raised.value.details == {"field": "kinds"}
+
+
+def test_search_kinds_keeps_to_the_grants(graph: dict[str, Any]) -> None:
+    memories = graph["memories"]
+    people = graph["a"].post("/api/v1/knowledge/search", {"query": "Fatima", "kinds": ["person"]},
+                             format="json").json()
+    assert {hit["id"] for hit in people["results"]} == {memories["marco"], memories["a_lisbon"]}
+    places = graph["a"].post("/api/v1/knowledge/search", {"kinds": ["place"]}, format="json").json()
+    assert memories["b_lisbon"] not in {hit["id"] for hit in places["results"]}
+    assert "Fatima" not in repr(people) + repr(places)

@@ -60,3 +60,17 @@ def test_the_graph_channel_keeps_to_the_scope(project: Any, facts: dict[str, Any
     hits = knowledge_search(project=project, query=QUESTION, memory_store_ids=[facts["store"].pk], limit=10,
                             access_tags=["team:a"]).results
     assert hidden.pk not in {hit.id for hit in hits}
+
+
+def test_the_graph_channel_keeps_to_the_entity_kinds(project: Any, facts: dict[str, Any], settings: Any) -> None:
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "SEARCH_GRAPH_WEIGHT": 1.0}
+    query = "What happens at the Porto office?"
+    ids = facts["ids"]
+    every = knowledge_search(project=project, query=query, memory_store_ids=[facts["store"].pk], limit=10).results
+    assert {hit.id for hit in every if "graph" in hit.ranks} == {
+        ids["The Porto office tests its generator every Thursday."], ids["Ana leads the Porto office."]}
+    people = knowledge_search(project=project, query=query, memory_store_ids=[facts["store"].pk], limit=10,
+                              kinds=["person"]).results
+    # the generator's memory names Porto but no person: no channel ranks it
+    assert {hit.id for hit in people if "graph" in hit.ranks} == {ids["Ana leads the Porto office."]}
+    assert {hit.id for hit in people} <= {ids[text] for text in FACTS if text.split()[0] in ("Ana", "Bruno", "Carla")}

@@ -26,7 +26,16 @@ from memory_engine.exceptions import (
     ValidationFailed,
 )
 from memory_engine.facets import validate_facet
-from memory_engine.models import Agent, Document, Lineage, MemoryStore, Project, Provenance, ReplayRun
+from memory_engine.models import (
+    Agent,
+    Document,
+    EntityKind,
+    Lineage,
+    MemoryStore,
+    Project,
+    Provenance,
+    ReplayRun,
+)
 from memory_engine.models.memories import Tier
 from memory_engine.subjects import validate_subject
 
@@ -69,6 +78,9 @@ class Scope:
     lineage: list[str] | None = None
     #: Only memories and chunks that mention one of these entities (docs/entities.md); None: any.
     entity_ids: list[str] | None = None
+    #: Only memories and chunks that mention an entity of one of these entity kinds (a valid
+    #: edge); None: any.
+    kinds: list[str] | None = None
     #: The graph channel's entities and their weights (the query's 1.0, each hop half the one
     #: before); empty: the channel does not run.
     graph_entities: list[str] = field(default_factory=list)
@@ -94,6 +106,7 @@ class Scope:
             "provenance": self.provenance or [],
             "lineage": self.lineage or [],
             "entity_ids": self.entity_ids or [],
+            "kinds": self.kinds or [],
             "graph_entities": self.graph_entities,
             "graph_weights": self.graph_weights,
         }
@@ -122,6 +135,7 @@ def resolve_scope(
     provenance: list[str] | None = None,
     lineage: list[str] | None = None,
     entity_ids: list[str] | None = None,
+    kinds: list[str] | None = None,
 ) -> Scope:
     """Which sources to search; unknown or foreign ids -> UNKNOWN_SCOPE naming them, a bad
     facet -> FACET_INVALID, a bad subject -> SUBJECT_INVALID, a generation not of the project
@@ -141,6 +155,7 @@ def resolve_scope(
         raise ValidationFailed("`tags` must be a JSON object.", details={"field": "tags"})
     provenance = _choices("provenance", provenance, Provenance.values)
     lineage = _choices("lineage", lineage, Lineage.values)
+    kinds = _choices("kinds", kinds, EntityKind.values)
     unknown: dict[str, list[str]] = {}
     stores = MemoryStore.objects.filter(project=project)
     documents_qs = Document.objects.filter(project=project)
@@ -164,9 +179,9 @@ def resolve_scope(
         raise UnknownScope(f"Not found in your project: {names}.", details=unknown)
 
     tags = tags or None
-    # tags turn both sources on, every store (in reach) and every document; so do entity_ids when
-    # nothing else names a source
-    every = tags is not None or (bool(entities) and not (store_ids or doc_ids or paths))
+    # tags turn both sources on, every store (in reach) and every document; so do entity_ids and
+    # kinds when nothing else names a source
+    every = tags is not None or ((bool(entities) or kinds is not None) and not (store_ids or doc_ids or paths))
     memories = bool(store_ids) or every
     if every and not store_ids:
         store_ids = list(stores.values_list("pk", flat=True))
@@ -188,6 +203,7 @@ def resolve_scope(
         provenance=provenance,
         lineage=lineage,
         entity_ids=entities or None,
+        kinds=kinds,
     )
 
 

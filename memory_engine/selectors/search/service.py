@@ -84,6 +84,7 @@ def knowledge_search(
     provenance: list[str] | None = None,
     lineage: list[str] | None = None,
     entity_ids: list[str] | None = None,
+    kinds: list[str] | None = None,
 ) -> SearchResult:
     """Search the project's memories and documents; see the package docstring for the algorithm.
 
@@ -127,6 +128,11 @@ def knowledge_search(
     An id the caller cannot see (no memory or chunk in its reach mentions it) is UNKNOWN_SCOPE.
     Every hit carries the ``entity_ids`` its memory or chunk mentions.
 
+    ``kinds`` (entity kinds: person, organization, place, product, date, other; not a memory's
+    own ``kind``) keeps only memories and chunks that mention an entity of one of them (a valid
+    edge), inside each ranked query; with ``entity_ids``, both hold; alone, it searches every
+    store and document in reach, like ``entity_ids``. Another value is VALIDATION_ERROR (400).
+
     ``min_relevance`` keeps only hits whose relevance reaches it, before the cut (the order is
     the ranking's); None keeps every hit. Each hit's ``relevant`` is judged at ``min_relevance``,
     else at SEARCH_MIN_RELEVANCE. Push injection and the search_knowledge tool pass the agent's.
@@ -147,12 +153,12 @@ def knowledge_search(
                "graph": engine_settings.SEARCH_GRAPH_WEIGHT}
     query = clean_query(query)
     if query is None and not (memory_store_ids or document_ids or document_paths or tags or actor or generation
-                             or entity_ids):
+                             or entity_ids or kinds):
         raise QueryRequired()  # nothing to search and nothing to list
     scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
                           document_ids=document_ids, document_paths=document_paths, tags=tags, facet=facet,
                           actor=actor, generation=generation, access_tags=access_tags, provenance=provenance,
-                          lineage=lineage, entity_ids=entity_ids)
+                          lineage=lineage, entity_ids=entity_ids, kinds=kinds)
     scope.include_deprecated = include_deprecated  # deprecated documents: left out unless asked for
     if not scope.sources:
         return SearchResult(results=[])

@@ -14,7 +14,16 @@ constants, and the validated text search config are inlined.
 from __future__ import annotations
 
 from memory_engine.lexical import BM25, INDEXES, STAGED_CHUNK_BM25, TSVECTOR, tsvector_expression
-from memory_engine.models import Chunk, Document, DocumentVersion, EntityEdge, Memory, MemoryContent, MemoryStore
+from memory_engine.models import (
+    Chunk,
+    Document,
+    DocumentVersion,
+    Entity,
+    EntityEdge,
+    Memory,
+    MemoryContent,
+    MemoryStore,
+)
 from memory_engine.models.memories import LIVE_MEMORY_SQL, Tier
 
 from .boosts import EVENT_KINDS, version_authority_sql
@@ -29,6 +38,7 @@ CHUNK = Chunk._meta.db_table
 DOC = Document._meta.db_table
 VERSION = DocumentVersion._meta.db_table
 EDGE = EntityEdge._meta.db_table
+ENTITY = Entity._meta.db_table
 #: source -> its lexical index names (memory_engine.lexical builds them).
 BM25_INDEX = {MEMORY: INDEXES[CONTENT][0], DOCUMENT: INDEXES[CHUNK][0]}
 GIN_INDEX = {MEMORY: INDEXES[CONTENT][1], DOCUMENT: INDEXES[CHUNK][1]}
@@ -61,8 +71,17 @@ def memory_where(scope: Scope, stores: str = "m.store_id") -> str:
         where += " AND m.lineage = ANY(%(lineage)s)"
     if scope.entity_ids is not None:  # memories that mention one of the entities (docs/entities.md)
         where += (f" AND EXISTS (SELECT 1 FROM {EDGE} ee WHERE ee.memory_id = m.id"
-                  " AND ee.entity_id = ANY(%(entity_ids)s))")
+                  " AND ee.invalid_at IS NULL AND ee.entity_id = ANY(%(entity_ids)s))")
+    if scope.kinds is not None:  # memories that mention an entity of one of the kinds
+        where += _kinds_exists("memory_id", "m.id")
     return where
+
+
+def _kinds_exists(column: str, row: str) -> str:
+    """``row`` (a memory or chunk id, the edge's ``column``) is mentioned by a valid edge of an
+    entity of one of ``%(kinds)s`` (docs/entities.md)."""
+    return (f" AND EXISTS (SELECT 1 FROM {EDGE} ke JOIN {ENTITY} ken ON ken.id = ke.entity_id"
+            f" WHERE ke.{column} = {row} AND ke.invalid_at IS NULL AND ken.kind = ANY(%(kinds)s))")
 
 
 def tier_sql(memory: str, store: str) -> str:
@@ -97,7 +116,9 @@ def document_where(scope: Scope) -> str:
         where += f" AND EXISTS (SELECT 1 FROM {VERSION} v WHERE v.id = x.version_id AND {' AND '.join(origin)})"
     if scope.entity_ids is not None:  # chunks that mention one of the entities (docs/entities.md)
         where += (f" AND EXISTS (SELECT 1 FROM {EDGE} ee WHERE ee.chunk_id = x.id"
-                  " AND ee.entity_id = ANY(%(entity_ids)s))")
+                  " AND ee.invalid_at IS NULL AND ee.entity_id = ANY(%(entity_ids)s))")
+    if scope.kinds is not None:  # chunks that mention an entity of one of the kinds
+        where += _kinds_exists("chunk_id", "x.id")
     return where
 
 

@@ -17,9 +17,17 @@ from .content import content_hash, embed_best_effort, embed_many_best_effort, mo
 from .decision import Reason
 from .funnel import WriteResult, memory_write
 from .locks import lock_store
-from .validation import About, guard_instructions, validate_content, validate_thresholds
+from .validation import (
+    About,
+    MemoryFields,
+    WriteArguments,
+    check_keywords,
+    guard_instructions,
+    validate_content,
+    validate_thresholds,
+)
 
-__all__ = ["About", "BatchOutcome", "Reason", "WriteResult", "content_hash", "embed_best_effort",
-           "embed_many_best_effort", "guard_instructions", "lock_store", "memory_write", "memory_write_batch",
-           "model_switched", "normalize_text", "validate_consent_expiry_days", "validate_content",
-           "validate_thresholds"]
+__all__ = ["About", "BatchOutcome", "MemoryFields", "Reason", "WriteArguments", "WriteResult", "check_keywords",
+           "content_hash", "embed_best_effort", "embed_many_best_effort", "guard_instructions", "lock_store",
+           "memory_write", "memory_write_batch", "model_switched", "normalize_text", "validate_consent_expiry_days",
+           "validate_content", "validate_thresholds"]

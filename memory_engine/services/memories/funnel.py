@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 from django.db import DatabaseError, DataError
 from django.utils import timezone
@@ -28,7 +27,7 @@ from django.utils import timezone
 from memory_engine.db import lost_prepared_statement, one_round_trip, statement_transaction, stop_preparing
 from memory_engine.exceptions import AboutRequired
 from memory_engine.facets import validate_facet
-from memory_engine.models import Agent, Lineage, Memory, MemoryAssertion, MemoryStore, Provenance
+from memory_engine.models import Lineage, Memory, MemoryAssertion, MemoryStore, Provenance
 from memory_engine.models.memories import MEMORY_TITLE_MAX_CHARS, Kind, Mechanism, Outcome, SourceType
 from memory_engine.models.retention import RetentionClass
 from memory_engine.providers.embeddings import refresh_embedding_provider
@@ -42,7 +41,9 @@ from .decision import decide
 from .ledger import record_decision
 from .validation import (
     About,
+    WriteArguments,
     WriteRequest,
+    check_keywords,
     check_memory_quota,
     ephemeral_expiry,
     guard_instructions,
@@ -77,34 +78,8 @@ class WriteResult:
     reinforced: bool = False
 
 
-def memory_write(
-    *,
-    store: MemoryStore,
-    content: str,
-    principal: str,
-    mechanism: str = Mechanism.API,
-    tags: dict[str, Any] | None = None,
-    metadata: dict[str, Any] | None = None,
-    source_type: str = SourceType.MANUAL,
-    duplicate_threshold: float | None = None,
-    supersede_threshold: float | None = None,
-    about: About | dict[str, Any] | None = None,
-    generation_id: str | None = None,
-    rule_id: str | None = None,
-    judge: Any = None,
-    conversation_id: str | None = None,
-    kind: str | None = None,
-    title: str | None = None,
-    summary: str | None = None,
-    confidence: float | None = None,
-    facet: str | None = None,
-    expires_at: datetime | None = None,
-    agent: Agent | None = None,
-    retention_class: str = RetentionClass.DURABLE,
-    provenance: str = Provenance.UNKNOWN,
-    lineage: str = Lineage.NATIVE,
-    consent_category: str | None = None,
-) -> WriteResult:
+def memory_write(*, store: MemoryStore, content: str, principal: str,
+                 **arguments: Unpack[WriteArguments]) -> WriteResult:
     """Write one fact into a store: skip (reinforcing the kept memory), supersede or create, and
     record one assertion.
 
@@ -129,64 +104,40 @@ def memory_write(
     (memory_engine.services.judge) between JUDGE_FLOOR and the supersede threshold; ``judge`` may
     pass another callable ``(old, new, similarity) -> verdict``.
     """
-    request = write_request(
-        store=store, content=content, principal=principal, mechanism=mechanism, tags=tags, metadata=metadata,
-        source_type=source_type, duplicate_threshold=duplicate_threshold, supersede_threshold=supersede_threshold,
-        about=about, generation_id=generation_id, rule_id=rule_id, judge=judge, conversation_id=conversation_id,
-        kind=kind, title=title, summary=summary, confidence=confidence, facet=facet, expires_at=expires_at,
-        agent=agent, retention_class=retention_class, provenance=provenance, lineage=lineage,
-        consent_category=consent_category,
-    )
+    request = write_request(store=store, content=content, principal=principal, **arguments)
     return write_prepared(store, request, prepare_vector(store, request.text, request.digest))
 
 
-def write_request(
-    *,
-    store: MemoryStore,
-    content: str,
-    principal: str,
-    mechanism: str = Mechanism.API,
-    tags: dict[str, Any] | None = None,
-    metadata: dict[str, Any] | None = None,
-    source_type: str = SourceType.MANUAL,
-    duplicate_threshold: float | None = None,
-    supersede_threshold: float | None = None,
-    about: About | dict[str, Any] | None = None,
-    generation_id: str | None = None,
-    rule_id: str | None = None,
-    judge: Any = None,
-    conversation_id: str | None = None,
-    kind: str | None = None,
-    title: str | None = None,
-    summary: str | None = None,
-    confidence: float | None = None,
-    facet: str | None = None,
-    expires_at: datetime | None = None,
-    agent: Agent | None = None,
-    retention_class: str = RetentionClass.DURABLE,
-    provenance: str = Provenance.UNKNOWN,
-    lineage: str = Lineage.NATIVE,
-    consent_category: str | None = None,
-) -> WriteRequest:
+def write_request(*, store: MemoryStore, content: str, principal: str,
+                  **arguments: Unpack[WriteArguments]) -> WriteRequest:
     """memory_write's arguments checked and resolved (thresholds, kind, expiry, the instruction
     guard), before anything is written: the refusals memory_write lists."""
+    check_keywords("memory_write", arguments, WriteArguments.__optional_keys__)
+    # The defaults of what the write leaves out, applied here only: these, and None for the others.
+    mechanism = arguments.get("mechanism", Mechanism.API)
+    source_type = arguments.get("source_type", SourceType.MANUAL)
+    retention_class = arguments.get("retention_class", RetentionClass.DURABLE)
+    provenance = arguments.get("provenance", Provenance.UNKNOWN)
+    lineage = arguments.get("lineage", Lineage.NATIVE)
     text = validate_content(content)
-    tags = dict(tags or {})
-    metadata = dict(metadata or {})
-    if conversation_id:
+    tags = dict(arguments.get("tags") or {})
+    metadata = dict(arguments.get("metadata") or {})
+    if conversation_id := arguments.get("conversation_id"):
         metadata["conversation_id"], source_type = conversation_id, SourceType.CONVERSATION
+    kind = arguments.get("kind")
     if kind is None and isinstance(tags.get("kind"), str) and tags["kind"].strip():
         kind = tags["kind"]  # the kind's place before it had a field
     kind = validate_kind(kind)
-    title = validate_text_field(title, name="title", limit=MEMORY_TITLE_MAX_CHARS)
-    summary = validate_text_field(summary, name="summary")
-    stated_confidence = validate_confidence(confidence)
-    facet = validate_facet(facet)
-    expires_at = validate_expires_at(expires_at, timezone.now())
+    title = validate_text_field(arguments.get("title"), name="title", limit=MEMORY_TITLE_MAX_CHARS)
+    summary = validate_text_field(arguments.get("summary"), name="summary")
+    stated_confidence = validate_confidence(arguments.get("confidence"))
+    facet = validate_facet(arguments.get("facet"))
+    expires_at = validate_expires_at(arguments.get("expires_at"), timezone.now())
     expires_at = ephemeral_expiry(retention_class, expires_at, timezone.now())
-    about = About.parse(about)
-    consent_claim = validate_claim(consent_category)
-    dup_t, sup_t = resolve_thresholds(store, duplicate_threshold, supersede_threshold)
+    about = About.parse(arguments.get("about"))
+    consent_claim = validate_claim(arguments.get("consent_category"))
+    dup_t, sup_t = resolve_thresholds(store, arguments.get("duplicate_threshold"),
+                                      arguments.get("supersede_threshold"))
     if kind is not None:
         check_kind(store.project_id, kind)
     required = store.require_about_for_kinds or []
@@ -199,13 +150,15 @@ def write_request(
     # and as stored
     raw = [content] if content != text else []
     guard_instructions(store, *raw, text, tags, metadata, about.as_dict() if about else None, title, summary)
+    judge = arguments.get("judge")
     if judge is None and store.judge_enabled:
         judge = get_judge()
     return WriteRequest(
         text=text, digest=content_hash(text), tags=tags, metadata=metadata, source_type=source_type,
         about=about, kind=kind, title=title, summary=summary, confidence=stated_confidence, facet=facet,
-        expires_at=expires_at, agent=agent, retention_class=retention_class, thresholds=(dup_t, sup_t),
-        judge=judge, principal=principal, mechanism=mechanism, generation_id=generation_id, rule_id=rule_id,
+        expires_at=expires_at, agent=arguments.get("agent"), retention_class=retention_class,
+        thresholds=(dup_t, sup_t), judge=judge, principal=principal, mechanism=mechanism,
+        generation_id=arguments.get("generation_id"), rule_id=arguments.get("rule_id"),
         provenance=Provenance(provenance), lineage=Lineage(lineage), consent_claim=consent_claim,
     )
 

@@ -4,15 +4,17 @@ Every refusal here happens before the funnel writes anything, so a refused write
 assertion: the text (:func:`validate_content`), thresholds, kind, title, summary, confidence,
 expiry and ``about`` (:class:`About`), the store's ``require_about_for_kinds``, the instruction
 guard (:func:`guard_instructions`), and, under the store lock for a memory about to be created,
-the project's quota (:func:`check_memory_quota`). :class:`WriteRequest` holds what passed.
+the project's quota (:func:`check_memory_quota`). :class:`WriteArguments` declares what a
+write takes, :class:`WriteRequest` holds what passed.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from django.utils import timezone
 
@@ -37,9 +39,10 @@ from memory_engine.text import contains_nul
 
 from .content import normalize_text
 
-__all__ = ["GUARDED_TIERS", "About", "WriteRequest", "cap_expiry", "check_memory_quota", "ephemeral_expiry",
-           "guard_instructions", "resolve_expiry", "resolve_thresholds", "validate_confidence", "validate_content",
-           "validate_expires_at", "validate_kind", "validate_text_field", "validate_thresholds"]
+__all__ = ["GUARDED_TIERS", "About", "MemoryFields", "WriteArguments", "WriteRequest", "cap_expiry", "check_keywords",
+           "check_memory_quota", "ephemeral_expiry", "guard_instructions", "resolve_expiry", "resolve_thresholds",
+           "validate_confidence", "validate_content", "validate_expires_at", "validate_kind", "validate_text_field",
+           "validate_thresholds"]
 
 
 @dataclass(frozen=True)
@@ -210,6 +213,51 @@ def check_memory_quota(store: MemoryStore) -> None:
             f"Project {project.name} holds {used} valid memories; its quota is {limit}.",
             details={"used": used, "limit": limit},
         )
+
+
+class MemoryFields(TypedDict, total=False):
+    """What a writer states about the memory: the fields POST /memories and the write_memory tool
+    take (agent_tools.MEMORY_FIELDS). Each may be left out; the funnel's write_request applies
+    the defaults, there only."""
+
+    tags: dict[str, Any] | None
+    metadata: dict[str, Any] | None
+    about: About | dict[str, Any] | None
+    kind: str | None
+    title: str | None
+    summary: str | None
+    confidence: float | None
+    facet: str | None
+    expires_at: datetime | None
+    provenance: str
+    lineage: str
+    consent_category: str | None
+
+
+class WriteArguments(MemoryFields, total=False):
+    """memory_write's optional keyword arguments (beside ``store``, ``content`` and
+    ``principal``), declared once for memory_write and write_request (a batch item takes them
+    too). Each may be left out; write_request applies the defaults, there only."""
+
+    mechanism: str
+    source_type: str
+    duplicate_threshold: float | None
+    supersede_threshold: float | None
+    generation_id: str | None
+    rule_id: str | None
+    judge: Any
+    conversation_id: str | None
+    agent: Agent | None
+    retention_class: str
+
+
+def check_keywords(function: str, given: Mapping[str, Any], declared: frozenset[str]) -> None:
+    """Raise TypeError, as a signature would, for a keyword argument ``declared`` does not name:
+    keyword arguments built from a dict (a batch item, a serializer's fields) escape the type
+    checker."""
+    unknown = sorted(given.keys() - declared)
+    if unknown:
+        raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")
 
 
 @dataclass
