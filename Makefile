@@ -24,11 +24,11 @@ install: $(INSTALLED)
 run: install
 	$(BIN)/python -m example_project.run
 
-# Static checks that guard the contract: lint and import order (ruff), types (mypy with the
+# Static checks that guard the contract: lint and import order (ruff, the tests and benches too), types (mypy with the
 # Django and DRF stubs), the import layers of docs/decisions.md and no import cycles
 # (import-linter), migrations match the models, the OpenAPI schema is valid.
 check: install
-	$(BIN)/ruff check memory_engine
+	$(BIN)/ruff check memory_engine tests bench
 	$(BIN)/python -m mypy memory_engine
 	$(BIN)/lint-imports
 	$(BIN)/python manage.py makemigrations --check --dry-run memory_engine

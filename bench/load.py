@@ -91,7 +91,7 @@ def main() -> None:
           f"statuses {dict(result.statuses())}; 5xx/no answer: {len(errors)}")
     print(f"funnel decisions: {actions}; documents: {document_states} (queue drained {drain_seconds:.1f} s "
           "after the clients stopped)")
-    print("ledger check:", "OK" if not problems else problems)
+    print("ledger check:", problems if problems else "OK")
     write_results("load", {
         "clients": args.clients, "seconds": args.seconds, "web_workers": args.web_workers, "threads": args.threads,
         "q_workers": args.q_workers, "embedder": settings.MEMORY_ENGINE["EMBEDDING"]["PROVIDER"],

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from example_project.secret_key import checkout_secret_key
-
 import httpx
+
+from example_project.secret_key import checkout_secret_key
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -182,7 +182,7 @@ def _document(rng: random.Random, client: int, n: int) -> str:
 def _client_loop(base_url: str, key: str, store_ids: list[str], client: int, stop_at: float, seed: int,
                  calls: list[Call], lock: threading.Lock, timeout: float, mix: dict[str, int]) -> None:
     rng = random.Random(seed * 1000 + client)
-    ops, weights = zip(*mix.items())
+    ops, weights = zip(*mix.items(), strict=True)
     local: list[Call] = []
     with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout) as http:
         for n in itertools.count():

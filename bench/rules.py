@@ -28,9 +28,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
-from tests.rules.servers import FakeServer, chat_reply  # noqa: E402
-
 from _setup import print_table, setup_django, summary_ms, write_results  # noqa: E402
+
+from tests.rules.servers import FakeServer, chat_reply  # noqa: E402
 
 DB_NAME = "bench_rules"
 EMBEDDERS = {"hashing": "tests.providers.HashingEmbeddingProvider", "onnx": "onnx"}

@@ -222,7 +222,8 @@ def main() -> None:
                      "search_p50_ms": one["p50_ms"], "search_p95_ms": one["p95_ms"],
                      "project_p50_ms": whole["p50_ms"], "project_p95_ms": whole["p95_ms"]})
         print_table(["memories in A", "project", "one store p50 / p95 ms", "project p50 / p95 ms", "HNSW build s"],
-                    [[f"{r['memories']:,}", f"{r['project_memories']:,}", f"{r['search_p50_ms']} / {r['search_p95_ms']}",
+                    [[f"{r['memories']:,}", f"{r['project_memories']:,}",
+                      f"{r['search_p50_ms']} / {r['search_p95_ms']}",
                       f"{r['project_p50_ms']} / {r['project_p95_ms']}", r["hnsw_build_s"]] for r in rows])
     texts = [f"{turn} (note {i})" for i, turn in enumerate(material["turns"][:args.writes])]
     print(f"writing {len(texts)} memories one by one, then in batches of {args.batch_size}...", flush=True)

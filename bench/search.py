@@ -86,7 +86,7 @@ def base_material(data: Path, provider: Any, sample: int = 0) -> dict[str, Any]:
     import numpy as np
 
     cache = RESULTS / "cache"
-    corpus = [json.loads(line) for line in open(data / "scifact" / "corpus.jsonl")]
+    corpus = [json.loads(line) for line in (data / "scifact" / "corpus.jsonl").read_text().splitlines()]
     npy = cache / f"scifact-corpus-{provider.model_name}-{provider.dimensions}.npy"
     doc_texts = [f"{d['title']}\n\n{d['text']}"[:1000] for d in corpus]
     if npy.exists():
@@ -111,7 +111,7 @@ def base_material(data: Path, provider: Any, sample: int = 0) -> dict[str, Any]:
                 cached[hashlib.sha1(t.encode()).hexdigest()] = v
     turn_vectors = np.asarray([cached[k] for k in keys], dtype=np.float32)
     questions = [qa["question"] for c in conversations for qa in c["qa"]]
-    claims = [json.loads(line)["text"] for line in open(data / "scifact" / "queries.jsonl")]
+    claims = [json.loads(line)["text"] for line in (data / "scifact" / "queries.jsonl").read_text().splitlines()]
     return {"doc_texts": doc_texts, "doc_vectors": doc_vectors, "turns": turns, "turn_vectors": turn_vectors,
             "questions": questions, "claims": claims}
 
@@ -271,7 +271,8 @@ def server_side(project: Any, stores: list[Any], queries: list[str], concurrency
         lock = threading.Lock()
         kwargs = as_search_kwargs(body)
 
-        def run(query: str, kwargs: dict[str, Any] = kwargs) -> None:
+        def run(query: str, kwargs: dict[str, Any] = kwargs, lock: threading.Lock = lock,
+                timings: list[float] = timings) -> None:
             result = knowledge_search(project=project, query=query, limit=10, **kwargs)
             with lock:
                 timings.append(result.timings["search_ms"])
@@ -425,7 +426,8 @@ def end_to_end(key: str, stores: list[Any], queries: list[str], concurrency: int
         embeds: list[float] = []
         lock = threading.Lock()
 
-        def call(query: str, body: dict[str, Any] = body) -> None:
+        def call(query: str, body: dict[str, Any] = body, lock: threading.Lock = lock,
+                 totals: list[float] = totals, embeds: list[float] = embeds) -> None:
             data = json.dumps({"query": query, "limit": 10, **body}).encode()
             request = urllib.request.Request(f"http://127.0.0.1:{PORT}/api/v1/knowledge/search", data=data,
                                              headers={"Authorization": f"Bearer {key}",
@@ -474,8 +476,8 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     setup_django(args.db)
     from memory_engine.models import MemoryStore, Project
-    from memory_engine.providers.embeddings import get_embedding_provider
     from memory_engine.policy import SYSTEM
+    from memory_engine.providers.embeddings import get_embedding_provider
     from memory_engine.services.agents import agent_create
     from memory_engine.services.keys import api_key_create
     from memory_engine.services.stores import subject_store_get_or_create

@@ -9,6 +9,7 @@ summary counts each group's skips."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -272,7 +273,7 @@ def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch,
     env = dict(os.environ, MEMORY_ENGINE_DB_NAME=connection.settings_dict["NAME"], Q_WORKERS="1",
                PYTHONUNBUFFERED="1")
     env.update(qcluster_env)
-    log = open(qcluster_log, "ab") if qcluster_log is not None else None
+    log = open(qcluster_log, "ab") if qcluster_log is not None else None  # noqa: SIM115 (the worker's lifetime)
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "manage.py"), "qcluster"], cwd=ROOT, env=env,
         stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
@@ -289,10 +290,8 @@ def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch,
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             pass
-        try:
+        with contextlib.suppress(ProcessLookupError):  # the group is gone (or the test already killed it)
             os.killpg(proc.pid, signal.SIGKILL)  # stragglers, or a cluster that did not stop
-        except ProcessLookupError:  # the group is gone (or the test already killed it)
-            pass
         if log:
             log.close()
 

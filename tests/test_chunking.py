@@ -9,10 +9,10 @@ import pytest
 
 from memory_engine.chunking import (
     CHUNK_STRATEGIES,
-    _size_spans,
     ChunkingError,
     ChunkSpec,
     Page,
+    _size_spans,
     chunk_pages,
     clean_text,
     estimate_tokens,
@@ -206,7 +206,7 @@ def test_size_windows_start_and_end_between_words_and_cover_the_text(size, overl
         assert end == len(text) or text[end].isspace() or len(word_at(text, end - 1)) > size
         covered[start:end] = [True] * (end - start)
     assert all(covered[i] for i, char in enumerate(text) if not char.isspace())
-    for (previous_start, previous_end), (following_start, following_end) in zip(spans, spans[1:]):
+    for (previous_start, previous_end), (following_start, following_end) in zip(spans, spans[1:], strict=False):
         assert previous_start < following_start
         assert previous_end - following_start <= overlap  # shared characters
         assert following_end > previous_end  # every window adds text
@@ -425,7 +425,7 @@ def test_recursive_chunks_never_exceed_the_size_and_never_cut_a_word():
 def test_recursive_overlap_is_counted_in_tokens():
     text = " ".join(sentence(n, words=5) for n in range(40))  # 200 words
     chunks = recursive(text, 30, 12)
-    for previous, following in zip(chunks, chunks[1:]):
+    for previous, following in zip(chunks, chunks[1:], strict=False):
         previous_words, following_words = previous.text.split(), following.text.split()
         shared = next(n for n in range(min(len(previous_words), len(following_words)), -1, -1)
                       if n == 0 or previous_words[-n:] == following_words[:n])

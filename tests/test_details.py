@@ -568,7 +568,8 @@ def test_two_things_set_against_each_other_in_reverse_order_are_a_change(
 @pytest.mark.parametrize(("old", "new"), [
     ("Mohammed prefers trains over planes for short trips.",
      "For short trips, Mohammed would rather take the train than fly."),
-    ("The train from Vienna to Prague takes about four hours.", "It takes about four hours by train from Vienna to Prague."),
+    ("The train from Vienna to Prague takes about four hours.",
+     "It takes about four hours by train from Vienna to Prague."),
     ("Ana drinks tea rather than coffee.", "Rather than coffee, Ana drinks tea."),
 ])
 def test_an_order_kept_or_reworded_is_no_change(old: str, new: str) -> None:

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from django.core.exceptions import ImproperlyConfigured
 
 from memory_engine.embedded import refuse_old_data_dir

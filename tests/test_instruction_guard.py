@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from memory_engine.agent_tools import run_search_knowledge
 from memory_engine.exceptions import InstructionRejected
 from memory_engine.injection import inject_knowledge
 from memory_engine.instruction_guard import first_instruction, item_strings, reads_as_instruction
@@ -17,7 +18,6 @@ from memory_engine.models.memories import Mechanism
 from memory_engine.policy import SYSTEM
 from memory_engine.selectors.search import knowledge_search
 from memory_engine.services.memories import memory_write
-from memory_engine.agent_tools import run_search_knowledge
 from tests.factories import AgentFactory, MemoryStoreFactory
 
 OVERRIDES = [

@@ -9,6 +9,7 @@ Each run uses a PostgreSQL of its own (a temporary MEMORY_ENGINE_PGDATA), never 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,7 +22,6 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psutil
@@ -58,10 +58,8 @@ def postgres_processes(data_dir: Path) -> list[psutil.Process]:
 
 def kill_postgres(data_dir: Path) -> None:
     for proc in postgres_processes(data_dir):
-        try:
+        with contextlib.suppress(psutil.Error):
             proc.kill()
-        except psutil.Error:
-            pass
 
 
 def handle_pids(data_dir: Path) -> list[int]:
@@ -109,10 +107,8 @@ class MakeRun:
             pytest.fail(f"make run did not stop within 90 s of signal {signum}:\n{self.output()[-3000:]}")
 
     def kill(self) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.proc.wait()
 
 

@@ -145,7 +145,7 @@ def test_the_readme_installs_from_a_clone_with_extras_that_exist() -> None:
     assert "not on PyPI yet" in section
     (install,) = [code for language, code in fenced_blocks(section) if language == "bash" and "pip install" in code]
     assert "git clone" in install
-    extras = set((tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]))
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
     named = set(re.findall(r"pip install '\./django-memory-engine\[(\w[\w-]*)\]'", install))
     assert named and named <= extras, (named, extras)
 
@@ -155,7 +155,8 @@ def test_a_startproject_host_configured_from_the_readme(workdir: Path) -> None:
     snippets = host_snippets()
     python = new_venv(workdir / "venv", build_wheel(workdir))
     env = {key: value for key, value in os.environ.items()
-           if key not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "PYTHONPATH") and not key.startswith("MEMORY_ENGINE")}
+           if key not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL",
+                          "PYTHONPATH") and not key.startswith("MEMORY_ENGINE")}
     env["PATH"] = f"{python.parent}{os.pathsep}{env['PATH']}"  # `python` in the walkthrough is the venv's
 
     def run(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:

@@ -49,7 +49,7 @@ def test_development_runs_on_a_per_checkout_key() -> None:
     from django.conf import settings
 
     key_file = ROOT / ".secret_key"
-    assert settings.SECRET_KEY == key_file.read_text().strip() and len(settings.SECRET_KEY) >= 50
+    assert key_file.read_text().strip() == settings.SECRET_KEY and len(settings.SECRET_KEY) >= 50
 
 
 MAKE_KEY = "import sys; from pathlib import Path; from example_project.secret_key import checkout_secret_key; " \

@@ -123,7 +123,7 @@ def test_a_bad_value_is_refused_with_its_key_and_type(settings: Any, values: dic
 def test_a_credential_of_the_wrong_type_is_not_echoed(settings: Any) -> None:
     configure(settings, LLM={"BASE_URL": "http://llm/v1", "API_KEY": b"sk-very-secret"})
     with pytest.raises(ImproperlyConfigured, match=re.escape("['API_KEY'] must be a string; got bytes.")) as raised:
-        engine_settings.LLM
+        _ = engine_settings.LLM
     assert "very-secret" not in str(raised.value)
 
 
@@ -131,7 +131,7 @@ def test_memory_engine_itself_must_be_a_dict(settings: Any) -> None:
     settings.MEMORY_ENGINE = [("HTTP_RETRIES", 1)]
     assert [e.msg for e in check_engine_settings()] == ["MEMORY_ENGINE must be a dict; got list."]
     with pytest.raises(ImproperlyConfigured):
-        engine_settings.HTTP_RETRIES
+        _ = engine_settings.HTTP_RETRIES
 
 
 def test_a_typo_is_a_warning_naming_the_closest_setting(settings: Any) -> None:

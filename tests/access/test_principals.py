@@ -134,7 +134,8 @@ def test_subject_erasure_needs_purge_on_the_subject_store(project: Any, teams: d
     assert Memory.objects.filter(store__subject_external_id="user-9").count() == 1
     # a key that sees the store but may not purge it is refused
     seeing, _ = keyed(project, [{"pattern": owner_tag(teams["key_a"].pk), "actions": ["search"]}])
-    MemoryStore.objects.filter(subject_external_id="user-9").update(access_tags=[owner_tag(teams["key_a"].pk), "team:x"])
+    MemoryStore.objects.filter(subject_external_id="user-9").update(
+        access_tags=[owner_tag(teams["key_a"].pk), "team:x"])
     seeing_x, _ = keyed(project, [{"pattern": "team:x", "actions": ["search"]}])
     refused = seeing_x.post("/api/v1/erasure", {"subject_external_id": "user-9"}, format="json")
     assert (refused.status_code, refused.json()["code"]) == (403, "GRANT_REQUIRED")

@@ -150,7 +150,7 @@ def test_memory_timeline(member_client: Client, mine: World) -> None:
     entries = response.context["timeline"]
     assert [e["memory"].pk for e in entries] == [mine.old.pk, mine.new.pk]
     made = entries[1]["assertion"]
-    assert made.outcome == "superseded" and made.decision_reason == "about_key" and made.replaced_memory_id == mine.old.pk
+    assert (made.outcome, made.decision_reason, made.replaced_memory_id) == ("superseded", "about_key", mine.old.pk)
     for expected in ["about_key", "key:alphamark", "door <b>api</b>", made.pk]:
         assert expected in body
     # the retired version's page shows the same chain
@@ -220,7 +220,8 @@ def test_generation_links_to_its_assertions(member_client: Client, mine: World) 
     assert f"?generation={mine.generation.pk}" in listing
     detail = text(member_client.get(f"{A}/generation/{mine.generation.pk}/change/"))
     assert f"?generation={mine.generation.pk}&amp;rule__id__exact={mine.rule.pk}" in detail
-    linked = member_client.get(f"{A}/memoryassertion/", {"generation": mine.generation.pk, "rule__id__exact": mine.rule.pk})
+    linked = member_client.get(f"{A}/memoryassertion/", {"generation": mine.generation.pk,
+                                                         "rule__id__exact": mine.rule.pk})
     assert linked.status_code == 200 and linked.context["cl"].result_count == 1
 
 

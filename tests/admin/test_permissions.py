@@ -11,7 +11,6 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from memory_engine.models import ApiKey, Document, Generation, MemoryStore
-
 from tests.conftest import api_client
 from tests.factories import make_key
 

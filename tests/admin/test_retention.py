@@ -7,8 +7,8 @@ import json
 from django.test import Client
 
 from memory_engine.models import DocumentVersion, Memory
-from memory_engine.services.erasure import subject_erase
 from memory_engine.policy import system_principal
+from memory_engine.services.erasure import subject_erase
 
 from .conftest import World
 

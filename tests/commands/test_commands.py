@@ -284,7 +284,8 @@ def test_demo_command_is_rerunnable(tmp_path):
     assert api_client(data["api_key"]).get("/api/v1/memories").json()["count"] > 0
 
 
-@pytest.mark.parametrize("damaged", [b"", b'{"api_key": "me_', b"\xff\xfe", b"[]"], ids=["empty", "cut", "binary", "list"])
+@pytest.mark.parametrize("damaged", [b"", b'{"api_key": "me_', b"\xff\xfe", b"[]"],
+                         ids=["empty", "cut", "binary", "list"])
 def test_demo_command_makes_an_empty_or_damaged_credentials_file_anew(tmp_path, hashing_embedder, damaged):
     """A run killed while the file was written used to leave it so, and every later `make run`
     died on it: it is reported, made anew (whole, readable by its owner only) and works."""

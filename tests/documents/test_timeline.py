@@ -46,8 +46,10 @@ def test_newest_capture_first_and_a_recapture_rises(client: Any, project: Any) -
 
 
 def test_each_principal_sees_its_reach(project: Any) -> None:
-    team_a = api_client(api_key_create(project=project, grants=[{"pattern": "team:a", "actions": ["search", "add"]}])[1])
-    team_b = api_client(api_key_create(project=project, grants=[{"pattern": "team:b", "actions": ["search", "add"]}])[1])
+    team_a = api_client(api_key_create(
+        project=project, grants=[{"pattern": "team:a", "actions": ["search", "add"]}])[1])
+    team_b = api_client(api_key_create(
+        project=project, grants=[{"pattern": "team:b", "actions": ["search", "add"]}])[1])
     capture(team_a, "a-notes", "Notes of team a.")
     capture(team_b, "b-notes", "Notes of team b.")
     assert [e["title"] for e in events(team_a)] == ["A-Notes"]

@@ -833,8 +833,8 @@ def test_every_door_is_declared() -> None:
     operations = {op.op_id for op in OPERATIONS}
     assert operations - set(DOORS) - SIGNED == set(), "operations without a row in DOORS"
     assert set(DOORS) - operations == set(), "rows of DOORS that name no operation"
-    from memory_engine.mcp.server import FORGET_MEMORY, LIST_MEMORIES, OPEN_MEMORY
     from memory_engine.agent_tools import SEARCH_KNOWLEDGE, WRITE_MEMORY
+    from memory_engine.mcp.server import FORGET_MEMORY, LIST_MEMORIES, OPEN_MEMORY
 
     tools = {d["name"] for d in (SEARCH_KNOWLEDGE, WRITE_MEMORY, OPEN_MEMORY, LIST_MEMORIES, FORGET_MEMORY)}
     assert tools == set(MCP_DOORS)

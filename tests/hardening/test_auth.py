@@ -222,7 +222,8 @@ def test_secrets_never_logged(caplog: Any, settings: Any, hashing_embedder: None
                 LocalServer(echo(fail, chat)) as llm_server:
             http_rule = MemoryRule.objects.create(
                 store=store, handler_type="http",
-                handler_config={"url": f"{handler_server.url}/facts?token=url-secret-abcdef123", "secret": handler_secret})
+                handler_config={"url": f"{handler_server.url}/facts?token=url-secret-abcdef123",
+                                "secret": handler_secret})
             llm_rule = MemoryRule.objects.create(
                 store=store, handler_type="builtin", handler_config={
                     "model": "m", "provider": {"BASE_URL": f"{llm_server.url}/v1", "API_KEY": llm_key}})

@@ -56,7 +56,8 @@ def test_a_pooled_worker_ingests_fires_rules_and_stops_on_sigterm(qcluster: subp
     generations = []
     for n in range(3):
         generation = record_generation(agent=agent, input_messages=[{"role": "user", "content": "hi"}])
-        complete_generation(generation=generation, output=f"The user owns {n + 1} boats.\nThe user lives in Bergen {n}.")
+        complete_generation(generation=generation,
+                            output=f"The user owns {n + 1} boats.\nThe user lives in Bergen {n}.")
         generations.append(generation.pk)
 
     wait_for(lambda: not Document.objects.filter(pk__in=documents, status__in=["pending", "processing"]).exists(),

@@ -11,10 +11,10 @@ import anyio
 import httpx
 import pytest
 
+from memory_engine.agent_tools import agent_tool_definitions
 from memory_engine.client import ApiError, MemoryEngineClient
 from memory_engine.exceptions import UnknownField, ValidationFailed
 from memory_engine.models import Memory, MemoryAssertion
-from memory_engine.agent_tools import agent_tool_definitions
 
 from .conftest import Setup
 

@@ -136,7 +136,8 @@ def test_the_request_is_checked_before_anything_is_written(client: Any, project:
 
 def test_grants_and_read_only_keys(project: Any) -> None:
     team_a = MemoryStoreFactory(project=project, access_tags=["team:a"])
-    narrowed = api_client(api_key_create(project=project, grants=[{"pattern": "team:b", "actions": ["search", "add"]}])[1])
+    narrowed = api_client(api_key_create(
+        project=project, grants=[{"pattern": "team:b", "actions": ["search", "add"]}])[1])
     searcher = api_client(api_key_create(project=project, grants=[{"pattern": "team:a", "actions": ["search"]}])[1])
     reader = api_client(api_key_create(project=project, read_only=True)[1])
     body = {"memory_store_id": team_a.pk, "memories": [{"content": "The depot opens at six."}]}

@@ -72,7 +72,8 @@ def test_the_prepared_statement_s_generic_plan_reads_a_new_store_by_key(fresh, s
     assert sql.startswith("EXECUTE me_")
     plan = explain_analyze(sql, params)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT generic_plans FROM pg_prepared_statements WHERE name = %s", [sql.split()[1].split("(")[0]])
+        cursor.execute("SELECT generic_plans FROM pg_prepared_statements WHERE name = %s",
+                       [sql.split()[1].split("(")[0]])
         assert cursor.fetchone()[0] >= 2
     assert rows_removed_by_join_filters(plan) < 1000, json.dumps(plan, indent=1)[:4000]
     assert not scans_by_store(plan, "memory_engine_memory"), json.dumps(plan, indent=1)[:4000]

@@ -73,7 +73,8 @@ def test_about_key_supersedes_whatever_the_cosine(store):
 
 def test_different_about_keys_are_different_facts(store):
     write(store, "The user likes green tea in the morning", about={"kind": "preference", "key": "morning_drink"})
-    result = write(store, "The user likes green tea in the evening", about={"kind": "preference", "key": "evening_drink"})
+    result = write(store, "The user likes green tea in the evening", about={"kind": "preference",
+                                                                            "key": "evening_drink"})
     assert result.action == "created" and result.decision_reason == "about_key"
 
 

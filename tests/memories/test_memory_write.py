@@ -176,10 +176,9 @@ def test_stores_are_independent(project):
 
 def test_ledger_is_append_only_in_the_database(store):
     assertion = write(store, EMAIL).assertion
-    with pytest.raises((IntegrityError, InternalError)), transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("UPDATE memory_engine_memoryassertion SET outcome = 'skipped' WHERE id = %s",
-                           [assertion.pk])
+    with pytest.raises((IntegrityError, InternalError)), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("UPDATE memory_engine_memoryassertion SET outcome = 'skipped' WHERE id = %s",
+                       [assertion.pk])
     with pytest.raises((IntegrityError, InternalError)), transaction.atomic():
         MemoryAssertion.objects.filter(pk=assertion.pk).delete()
     with pytest.raises(Exception, match="append-only"):

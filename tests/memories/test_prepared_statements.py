@@ -104,7 +104,8 @@ def test_a_lost_prepared_statement_costs_the_write_nothing(store, caplog, lost):
         result = write(store, DATABASE)
     assert result.action == "created"
     assert Memory.objects.filter(store=store).count() == 2
-    assert list(MemoryAssertion.objects.filter(store=store).values_list("memory_id", flat=True).order_by("created_at")) \
+    assert list(MemoryAssertion.objects.filter(store=store).order_by("created_at")
+                .values_list("memory_id", flat=True)) \
         == [first.memory.pk, result.memory.pk]
     assert "stops preparing" in caplog.text and "WRITE_PREPARED_STATEMENTS" in caplog.text
     assert not db.prepares_statements()
@@ -131,7 +132,8 @@ def test_a_changed_table_under_a_prepared_statement_counts_as_lost(project):
     """PostgreSQL refuses a prepared statement whose result a table change altered (a
     migration under a running process); the write then runs unprepared."""
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("CREATE TEMPORARY TABLE plan_change (a int); PREPARE me_plan_change AS SELECT * FROM plan_change;"
+        cursor.execute("CREATE TEMPORARY TABLE plan_change (a int);"
+                       " PREPARE me_plan_change AS SELECT * FROM plan_change;"
                        "ALTER TABLE plan_change ADD COLUMN b int")
         with pytest.raises(DatabaseError) as raised, transaction.atomic():
             cursor.execute("EXECUTE me_plan_change")

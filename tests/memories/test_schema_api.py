@@ -11,10 +11,10 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from memory_engine.agent_tools import SEARCH_KNOWLEDGE, WRITE_MEMORY
 from memory_engine.exceptions import KindUnknown
 from memory_engine.models import Memory, MemoryAssertion, MemorySchema, MemoryStore
 from memory_engine.services.memory_schema import check_kind, memory_schema_save
-from memory_engine.agent_tools import SEARCH_KNOWLEDGE, WRITE_MEMORY
 from tests.factories import AgentFactory
 
 pytestmark = pytest.mark.django_db

@@ -94,7 +94,8 @@ def test_restore_after_trash_days_is_refused_and_the_sweep_purges(client, projec
     assert not Memory.objects.filter(pk=memory.pk).exists()
     assert not MemoryContent.objects.filter(pk=content_id).exists()
     purged = MemoryAssertion.objects.get(memory_id=memory.pk, outcome="purged")
-    assert purged.content == "The office closes at six." and purged.principal == "system:memory_sweep" and purged.mechanism == "system"
+    assert (purged.content, purged.principal, purged.mechanism) == (
+        "The office closes at six.", "system:memory_sweep", "system")
     assert memory_sweep().as_dict() == {"expired": 0, "purged": 0}  # idempotent
 
 

@@ -5,7 +5,6 @@ loaded machine; a new query in the funnel should be a deliberate change of these
 from __future__ import annotations
 
 import re
-
 import threading
 
 import pytest

@@ -50,7 +50,7 @@ class EmbeddingProviderContract:
             "The customer prefers contact by email",
             "The quarterly revenue grew 5%",
         ])
-        cos = lambda x, y: sum(p * q for p, q in zip(x, y))  # noqa: E731
+        cos = lambda x, y: sum(p * q for p, q in zip(x, y, strict=True))  # noqa: E731
         assert cos(a, b) > 0.9 > 0.3 > cos(a, c)
 
     def test_order_is_kept_across_batches(self, provider: EmbeddingProvider) -> None:
@@ -58,7 +58,7 @@ class EmbeddingProviderContract:
         batched = provider.embed_documents(texts)
         single = [provider.embed_query(t) for t in (texts[0], texts[69])]
         for got, want in ((batched[0], single[0]), (batched[69], single[1])):
-            assert sum(p * q for p, q in zip(got, want)) > 0.999
+            assert sum(p * q for p, q in zip(got, want, strict=True)) > 0.999
 
     def test_empty_input(self, provider: EmbeddingProvider) -> None:
         assert provider.embed_documents([]) == []

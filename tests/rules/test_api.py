@@ -19,7 +19,8 @@ CALLABLE = "tests.rules.handlers.facts_from_output"
 
 @pytest.fixture
 def allow_test_callables(settings: Any) -> None:
-    settings.MEMORY_ENGINE = {**(getattr(settings, "MEMORY_ENGINE", {}) or {}), "RULE_CALLABLE_PREFIXES": ["tests.rules"]}
+    settings.MEMORY_ENGINE = {**(getattr(settings, "MEMORY_ENGINE", {}) or {}),
+                              "RULE_CALLABLE_PREFIXES": ["tests.rules"]}
 
 
 def create_generation(client: Any, agent: Any, **body: Any) -> Any:

@@ -184,7 +184,8 @@ def test_http_handler_signs_and_is_answered(hashing_embedder: None, agent: Any, 
             return 401, {"error": "bad signature"}, 0
         body = request["json"]
         assert body["rule"]["id"] and body["generation"]["output"]
-        return 200, {"facts": [{"content": f"The user said: {body['generation']['output']}", "tags": {"via": "http"}}]}, 0
+        return 200, {"facts": [{"content": f"The user said: {body['generation']['output']}",
+                                "tags": {"via": "http"}}]}, 0
 
     server = FakeServer(respond)
     try:

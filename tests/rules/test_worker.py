@@ -106,6 +106,6 @@ def test_flood_of_200_completions_loses_no_firing(qcluster: Any, project: Any, h
             assert generation.extraction[rule.pk] == {"created": lines, "superseded": 0, "skipped": 0,
                                                       "failed": 0, "error": None}, generation.pk
     assert MemoryAssertion.objects.filter(mechanism="rule").count() == 2 * expected_facts
-    for store, rule in zip(stores, rules):
+    for store, rule in zip(stores, rules, strict=True):
         assert Memory.objects.filter(store=store, invalidated_at__isnull=True).count() == expected_facts
         assert MemoryAssertion.objects.filter(rule_id=rule.pk, generation_id__in=ids).count() == expected_facts

@@ -9,7 +9,6 @@ from memory_engine.models import Chunk, Document, Memory, MemoryStore, Project
 from memory_engine.providers.embeddings import get_embedding_provider
 from memory_engine.services.memories import memory_write
 
-
 #: Twelve texts about nothing the tests search for: more than a search's default limit (10), so a
 #: channel that finds what a test asks for has ranked it above them, not returned every row.
 FILLER = [

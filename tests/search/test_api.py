@@ -75,7 +75,8 @@ def test_channel_weights_per_request(client, project):
         assert hit["score"] == pytest.approx(expected)
     lexical_only = client.post(SEARCH, {"query": "jasmine tea", "vector_weight": 0, "rrf_k": 60},
                                format="json").json()
-    assert all(hit["score"] == pytest.approx(engine_settings.SEARCH_LEXICAL_WEIGHT / (60 + hit["ranks"]["lexical"])) if hit["ranks"]["lexical"]
+    weight = engine_settings.SEARCH_LEXICAL_WEIGHT
+    assert all(hit["score"] == pytest.approx(weight / (60 + hit["ranks"]["lexical"])) if hit["ranks"]["lexical"]
                else hit["score"] == 0 for hit in lexical_only["results"])
 
 

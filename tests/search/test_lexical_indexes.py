@@ -12,7 +12,13 @@ from django.db import connection, connections
 
 from memory_engine.checks import lexical_messages
 from memory_engine.lexical import (
-    BM25_INDEXES, DURABLE_FROM, STATE_TABLE, TSVECTOR, ensure_lexical_fresh, lexical_status, version_tuple,
+    BM25_INDEXES,
+    DURABLE_FROM,
+    STATE_TABLE,
+    TSVECTOR,
+    ensure_lexical_fresh,
+    lexical_status,
+    version_tuple,
 )
 from memory_engine.selectors.search import knowledge_search
 

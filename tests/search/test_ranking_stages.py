@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from memory_engine.injection import WEAK_EVIDENCE_NOTE, inject_knowledge
+from memory_engine.policy import SYSTEM
 from memory_engine.selectors.search import Degraded, SearchHit, knowledge_search
 from memory_engine.selectors.search.stages import mmr
 from tests.conftest import api_client
 from tests.factories import AgentFactory, make_key
-from memory_engine.policy import SYSTEM
 
 from .helpers import FILLER, make_document, write
 

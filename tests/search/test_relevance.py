@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from django.core.checks import run_checks
 
+from memory_engine.agent_tools import run_search_knowledge
 from memory_engine.injection import NO_KNOWLEDGE_NOTE, WEAK_EVIDENCE_NOTE, inject_knowledge
 from memory_engine.policy import SYSTEM
 from memory_engine.relevance import BUILTIN_MODEL, answer_features, calibrated_for_embedder, relevance_model
 from memory_engine.selectors.search import SearchHit, knowledge_search
 from memory_engine.selectors.search.stages import grade_evidence, judge_relevance
-from memory_engine.agent_tools import run_search_knowledge
 from tests.factories import AgentFactory, make_key
 
 from .helpers import write

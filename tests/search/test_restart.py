@@ -66,7 +66,8 @@ def _kill(srv: Any) -> None:
 
 
 def _probe(srv: Any, phase: str) -> dict[str, list]:
-    env = dict(os.environ, DATABASE_URL=srv.get_uri(), MEMORY_ENGINE_EMBEDDING_PROVIDER="tests.providers.HashingEmbeddingProvider",
+    env = dict(os.environ, DATABASE_URL=srv.get_uri(),
+               MEMORY_ENGINE_EMBEDDING_PROVIDER="tests.providers.HashingEmbeddingProvider",
                MEMORY_ENGINE_EMBEDDING_MODEL="test-hashing", MEMORY_ENGINE_LOG_LEVEL="WARNING")
     env.pop("MEMORY_ENGINE_DB_NAME", None)
     proc = subprocess.run([sys.executable, "-m", "tests.search.restart_probe", phase], cwd=ROOT, env=env,

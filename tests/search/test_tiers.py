@@ -16,11 +16,11 @@ from django.utils import timezone
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import FacetInvalid, SubjectInvalid
 from memory_engine.models import Agent, Memory, MemoryStore
+from memory_engine.policy import SYSTEM
 from memory_engine.selectors.search import USER_FOR_AGENT, Actor, knowledge_search
 from memory_engine.services.agents import agent_create
 from memory_engine.services.stores import subject_store_get_or_create
 from tests.factories import MemoryStoreFactory
-from memory_engine.policy import SYSTEM
 
 from .helpers import write
 
@@ -32,7 +32,8 @@ TEA = "The customer drinks green tea every morning."
 @pytest.fixture
 def agent(project: Any, store: Any) -> Agent:
     """An agent whose knowledge_config names one institutional store (``store``)."""
-    return agent_create(project=project, name="support", knowledge_config={"memory_store_ids": [store.pk]}, caller=SYSTEM)
+    return agent_create(project=project, name="support", knowledge_config={"memory_store_ids": [store.pk]},
+                        caller=SYSTEM)
 
 
 def own_store(agent: Agent) -> MemoryStore:
