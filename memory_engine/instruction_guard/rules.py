@@ -72,19 +72,21 @@ _SECOND_PERSON = (r" (?:you|your|yours|yourself|u|ur|du|dich|dir|dein\w*|tu|toi|
                   r"|je|jij|jou|jouw|uw|ты|тебя|тебе|твой|твои|твоих|вы|вас|ваш\w*|свои\w*|ty|ciebie|twoj\w*|swoj\w*"
                   r"|voce|teu|tua|seu|sua|ti|tuo|tuoi|tue) ")
 _SECOND_PERSON_CJK = re.compile("你|您|あなた|君|당신|너|네가")
-_META = re.compile(r" (?:instructions?|prompts?|rules|guidelines|guidance|directives?|policy|policies|restrictions|filters?"
-                   r"|safety|guardrails|system|configuration|orders|task|training|programming|operator|developer|creators?"
-                   r"|password|passwords|credentials?|api keys?|secret|secrets|tokens?|admin|administrator|transcript"
-                   r"|conversation|history|records|database|data) ")
+_META = re.compile(r" (?:instructions?|prompts?|guidelines|directives?|restrictions|guardrails|configuration|programming"
+                   r"|password|passwords|credentials?|api keys?|secret|secrets|tokens?|transcript) ")
+# Words of everyday prose ("as per the rules", "the whole system", "the task software") that
+# name a model's instructions or records only when the reader is addressed beside them.
+_META_ADDRESSED = re.compile(r" (?:rules|guidance|policy|policies|filters?|safety|system|orders|task|training|operator"
+                             r"|developer|creators?|admin|administrator|conversation|history|records|database|data) ")
 _CONTACT = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://", re.IGNORECASE)
 
 
 def cues(normal: str, words: str) -> list[str]:
     """Signals too common in data to decide alone, which lower the classifier's bar: a line
     opening with a model's role (``Assistant:``, ``System:``, ``Developer:``), an
-    ``### Instructions`` heading, an AI named, instructions, secrets or records named, an address
-    to send things to; and the reader addressed (second person, any lexicon language) beside
-    one of those."""
+    ``### Instructions`` heading, an AI named, instructions or secrets named (rules, the system,
+    records or data only beside the reader addressed), an address to send things to; and the
+    reader addressed (second person, any lexicon language) beside one of those."""
     found = []
     if _ROLE_TURN.search(normal):
         found.append("role_prefix")
@@ -93,7 +95,8 @@ def cues(normal: str, words: str) -> list[str]:
     addressed = bool(re.search(_SECOND_PERSON, words) or _SECOND_PERSON_CJK.search(normal))
     if re.search(rf" {_AI} ", words) or _AI_ANY.search(_spaceless(words)):
         found.append("ai_named")
-    if _META.search(words) or _INSTRUCTIONS_ANY.search(_spaceless(words)):
+    if (_META.search(words) or _INSTRUCTIONS_ANY.search(_spaceless(words))
+            or (addressed and _META_ADDRESSED.search(words))):
         found.append("meta")
     if _CONTACT.search(normal):
         found.append("contact")
