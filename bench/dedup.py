@@ -90,7 +90,7 @@ def run(pairs: list[tuple[float, str, str]], *, gate: bool, decisions: list[dict
     with override_settings(MEMORY_ENGINE={**settings.MEMORY_ENGINE, "CHANGED_DETAIL_GATE": gate}):
         for index, (score, first, second) in enumerate(pairs):
             # user tier: the funnel's decisions alone (the instruction guard's write gate, which
-            # refuses 12 of these 3,000 forum sentences in an agent store, has its own bench)
+            # refused 12 of these 3,000 sentences in an agent store before 2026-12-05, 3 since, has its own bench)
             store = MemoryStore.objects.create(project=project, name=f"pair-{index}", tier="user")
             memory_write(store=store, content=first, principal="bench")
             result = memory_write(store=store, content=second, principal="bench")
