@@ -17,6 +17,13 @@ context injection, tools; ``gate="read"``) and the institutional write gate
 (``first_verdict(..., gate="write")`` in the write funnel). No database: the guard alone.
 
     python bench/instruction_guard.py [--encoder e5|minilm|none] [--set NAME=PATH] [--show SET]
+                                      [--data DIR]
+
+With ``--data DIR`` (the shared evaluation data) it also judges ordinary text, every item benign:
+the STS Benchmark's sentences (dev, 3,000: captions, news and forum answers, tuned on; train,
+11,498, not tuned on) and LoCoMo's conversation turns (``Name: text``, in three slices: the
+first 1,500 tuned on, 1,500-3,000 never looked at while tuning, the rest checked once before).
+What is kept out of a read or refused at a write there is a memory lost to recall.
 
 ``e5`` (multilingual-e5-small, the guard's encoder) is the default; ``minilm`` fits a head
 for the engine's default embedder in-process and judges with the same bars; ``none`` runs
@@ -117,12 +124,40 @@ def measure(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def ordinary_texts(data: Path) -> dict[str, list[str]]:
+    """Benign text of the shared data, by corpus (the module docstring says which were tuned on)."""
+    def sts(split: str) -> list[str]:
+        lines = (data / "paraphrase" / f"sts-{split}.csv").read_text(encoding="utf-8").splitlines()
+        return [text for line in lines for text in line.split("\t")[5:7]]
+
+    conversations = json.loads((data / "locomo" / "locomo-dev.json").read_text(encoding="utf-8"))
+    turns = [f"{turn['speaker']}: {turn['text']}" for conversation in conversations
+             for key, session in conversation["conversation"].items()
+             if key.startswith("session_") and isinstance(session, list) for turn in session]
+    return {"sts-dev": sts("dev"), "sts-train": sts("train"), "locomo 0-1500": turns[:1500],
+            "locomo 1500-3000": turns[1500:3000], "locomo 3000-": turns[3000:]}
+
+
+def measure_ordinary(corpora: dict[str, list[str]]) -> dict[str, Any]:
+    """Per corpus: how many texts each gate stops, and which."""
+    results = {}
+    for name, texts in corpora.items():
+        print(f"  ordinary text: {name} ({len(texts):,} texts)", file=sys.stderr, flush=True)
+        verdicts = {gate: guard.judge_many(texts, gate=gate) for gate in ("read", "write")}
+        stopped = {gate: [t for t, v in zip(texts, verdicts[gate], strict=True) if v.blocked] for gate in verdicts}
+        results[name] = {"texts": len(texts), "kept_out": len(stopped["read"]), "refused": len(stopped["write"]),
+                         "stopped": stopped}
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--encoder", choices=["e5", "minilm", "none"], default="e5")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=PATH", help="an extra labelled set")
     parser.add_argument("--show", action="append", default=[], metavar="SET",
                         help="print the misses and false positives of this set (repeatable)")
+    parser.add_argument("--data", type=Path, metavar="DIR",
+                        help="the shared evaluation data: also judge its ordinary text (STS sentences, LoCoMo turns)")
     args = parser.parse_args()
     sets = dict(SETS)
     for item in args.set:
@@ -133,6 +168,7 @@ def main() -> None:
     guard.judge("Warm-up: the office opens at nine.")
     load_ms = (time.perf_counter() - began) * 1000
     results = {name: measure(load(path)) for name, path in sets.items() if path.exists()}
+    ordinary = measure_ordinary(ordinary_texts(args.data)) if args.data is not None else {}
 
     print(f"encoder: {args.encoder}; bars (plain, cued): read {guard.BARS['read']}, write {guard.BARS['write']}; "
           f"first call (load) {load_ms:.0f} ms\n")
@@ -156,6 +192,16 @@ def main() -> None:
     print_table(["set", "ms/text mean", "p50", "p95", "max", "benign p50"], [
         [name, *(f"{r['ms_per_text'][k]:.2f}" for k in ("mean", "p50", "p95", "max", "benign_p50"))]
         for name, r in results.items()])
+    if ordinary:
+        print()
+        print_table(["ordinary text", "texts", "kept out (read)", "refused (write)"],
+                    [[name, f"{o['texts']:,}", f"{o['kept_out']} ({o['kept_out'] / o['texts']:.2%})",
+                      f"{o['refused']} ({o['refused'] / o['texts']:.2%})"] for name, o in ordinary.items()])
+        for name, o in ordinary.items():
+            if name in args.show and o["stopped"]["read"]:
+                print(f"\n{name}: kept out (read):")
+                for text in o["stopped"]["read"]:
+                    print(f"  {text!r}")
     if args.show:
         for name, r in results.items():
             if name not in args.show:
@@ -171,6 +217,7 @@ def main() -> None:
         "encoder": args.encoder, "bars": guard.BARS, "load_ms": load_ms, "targets": TARGETS,
         "sets": {name: {"path": str(sets[name].relative_to(ROOT) if sets[name].is_relative_to(ROOT) else sets[name]),
                         **r} for name, r in results.items()},
+        "ordinary_text": ordinary,
     })
 
 
