@@ -101,3 +101,17 @@ def test_an_organisations_legal_form_is_not_part_of_its_key() -> None:
     keys = {entity_key(name, ORGANIZATION) for name in ("Acme Corporation", "Acme Corp.", "Acme, Inc.", "ACME")}
     assert keys == {"acme"}
     assert entity_key("Acme Corporation", PERSON) == "acme corporation"
+
+
+def test_a_plural_noun_opening_a_sentence_is_not_a_name() -> None:
+    assert found("Invoices are sent on the first business day of each month.") == []
+    assert found("Refunds are processed within 5 business days.") == []
+
+
+def test_two_names_joined_by_and_are_two_entities() -> None:
+    assert found("Marco and Ana are married.") == [("Marco", PERSON), ("Ana", PERSON)]
+
+
+def test_languages_and_nationalities_alone_are_not_entities() -> None:
+    assert found("Rafael speaks Portuguese and Spanish.") == [("Rafael", PERSON)]
+    assert found("She flew American Airlines to Lisbon.") == [("American Airlines", ORGANIZATION), ("Lisbon", PLACE)]

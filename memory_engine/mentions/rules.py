@@ -34,11 +34,13 @@ from .vocabulary import (
     HONORIFICS,
     MONTHS,
     NAME_CONNECTORS,
+    NATIONALITIES,
     ORGANIZATION_SUFFIXES,
     PERSON_CUES,
     PLACE_CUES,
     PLACE_SUFFIXES,
     PLACES,
+    PLURAL_VERBS,
     SENTENCE_STARTERS,
     SUBJECT_VERBS,
 )
@@ -201,6 +203,9 @@ def _is_name_word(token: _Token, lowered_words: set[str], following: _Token | No
         return False
     if token.sentence_start and "-" in word and not word.split("-")[-1][:1].isupper():
         return False  # "Check-in", "Self-care"
+    if (token.sentence_start and lower.endswith("s") and following is not None
+            and following.lower in PLURAL_VERBS):
+        return False  # "Invoices are sent monthly": a plural noun, not a name
     if lower not in PLACES and not word.isupper():
         if lower.endswith(COMMON_SUFFIXES_ANYWHERE):
             return False
@@ -312,6 +317,8 @@ def _names(text: str, tokens: list[_Token]) -> list[Mention]:
         end = run[-1].end - (len(run[-1].text) - len(run[-1].bare))
         if len(run) == 1 and run[0].bare.isupper() and _defines(text, start, end):
             continue  # "peripheral arterial disease (PAD)": an abbreviation of ordinary words
+        if len(run) == 1 and run[0].lower in NATIONALITIES:
+            continue  # "speaks Portuguese": a language or a nationality, not an entity
         name = text[start:end]
         found.append(Mention(name=name[:MAX_NAME_CHARS], kind=kind, start=start, end=end))
     return found

@@ -69,8 +69,28 @@ COMMON_SUFFIXES_ANYWHERE = ("tion", "sion", "ment", "ness", "ism", "ous", "ful",
 COMMON_SUFFIXES_INITIAL = ("ing", "ly", "ed", "ic", "al", "ent", "ant", "ary", "ory", "ids", "ers", "ive",
                            "ity", "ance", "ence", "ies", "est", "ish")
 
-#: Words that join the parts of one name ("Bank of America", "Johnson & Johnson", "van Gogh").
-NAME_CONNECTORS = _words("of de del della da di du la le van von der den al bin y & and")
+#: Words that join the parts of one name ("Bank of America", "Johnson & Johnson", "van Gogh");
+#: not "and": "Marco and Ana" are two people far more often than one firm ("Procter & Gamble").
+NAME_CONNECTORS = _words("of de del della da di du la le van von der den al bin y &")
+
+#: Languages and nationalities: alone, an adjective or a language, not an entity ("speaks
+#: Portuguese", "a Brazilian band"); inside a longer name they stay ("American Airlines").
+NATIONALITIES = _words("""
+    english french german spanish portuguese italian dutch flemish russian chinese japanese korean
+    arabic hindi bengali urdu punjabi tamil telugu marathi gujarati turkish greek polish swedish
+    norwegian danish finnish icelandic czech slovak slovenian hungarian romanian bulgarian serbian
+    croatian bosnian ukrainian belarusian estonian latvian lithuanian hebrew persian farsi thai
+    vietnamese indonesian malay filipino tagalog swahili amharic irish scottish welsh british
+    american canadian mexican brazilian argentine argentinian chilean colombian peruvian venezuelan
+    cuban australian indian pakistani bangladeshi nepali egyptian moroccan nigerian kenyan
+    ethiopian ghanaian african european asian latino latina hispanic caribbean nordic scandinavian
+    catalan basque galician belgian swiss austrian israeli iranian iraqi syrian lebanese saudi
+    emirati afghan taiwanese mandarin cantonese sanskrit esperanto
+    """)
+
+#: Verbs of a plural subject: a capitalised plural opening a sentence before one is an ordinary
+#: noun ("Invoices are sent monthly", "Dogs were not allowed"), not a name.
+PLURAL_VERBS = _words("are were have do aren't weren't haven't don't")
 
 #: The word before a person's name.
 HONORIFICS = _words("mr mrs ms mx dr prof sir madam miss mister doctor professor aunt uncle grandma grandpa")
