@@ -7,7 +7,7 @@ one-by-one writes, and reads on a streaming replica (docs/scaling.md).
 
 One project in a database of its own (``bench_scale``): store A grows to N memories, three more
 stores hold N/10 each. Every memory takes the text of a real LoCoMo turn and a vector near that
-text's real embedding (cosine ~0.9; the shared data holds ~5,900 turns, so texts repeat with
+text's real embedding (cosine ~0.9; the shared data holds 4,805 dev turns, so texts repeat with
 their own vectors), loaded with COPY, HNSW rebuilt after each load. Queries are real LoCoMo
 questions embedded with the real model. Measured per size: ``knowledge_search`` less the query
 embedding (``timings["search_ms"]``) for store A alone (``one store``) and for all four stores
