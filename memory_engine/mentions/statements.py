@@ -33,6 +33,8 @@ _PREPOSITIONS = frozenset({"to", "in", "at", "on", "for", "with", "from", "of", 
 _NEGATIONS = frozenset({"not", "no", "never", "n't"})
 #: Words that open a definite subject: one thing the store already speaks of.
 _DEFINITE = frozenset({"the", "our", "my", "your", "his", "her", "their", "its", "this", "that", "these", "those"})
+#: A plural subject's verbs: "Logs are shipped ..." speaks of every log, a definite subject too.
+_PLURAL_COPULAS = frozenset({"are", "were"})
 #: How many words after the subject the attribute may reach.
 ATTRIBUTE_WORDS = 6
 #: Longest attribute and value kept (the edge's columns).
@@ -127,6 +129,8 @@ def value_update(old: str, new: str, mentions: list[Mention]) -> ValueChange | N
     shared = change.attribute.split()
     if shared[0] in _DEFINITE or shared[0].endswith(("'s", "’s")):
         return change
+    if shared[0].endswith("s") and shared[1] in _PLURAL_COPULAS:
+        return change  # a kind of thing as a whole: "Logs are shipped to Loki" -> "... to Elasticsearch"
     for mention in mentions:
         if mention.kind == DATE:
             continue
