@@ -24,6 +24,7 @@ def second_write(project: Any, first: str, second: str) -> Any:
     ("The customer prefers email contact.", "The customer prefers phone contact.", "the customer prefers"),
     ("Redis is not exposed to the public internet.", "Redis is exposed to the public internet.", "redis is"),
     ("The team standup is on Tuesdays at 10am", "The team standup moved to Thursdays at 10am", "the team standup"),
+    ("Backups are stored in Frankfurt.", "Backups are stored in Dublin.", "backups are stored in"),
 ])
 def test_a_new_value_of_the_same_subject_and_attribute_supersedes(project: Any, first: str, second: str,
                                                                  attribute: str) -> None:
