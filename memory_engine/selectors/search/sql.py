@@ -69,19 +69,21 @@ def memory_where(scope: Scope, stores: str = "m.store_id") -> str:
         where += " AND m.provenance = ANY(%(provenance)s)"
     if scope.lineage is not None:
         where += " AND m.lineage = ANY(%(lineage)s)"
-    if scope.entity_ids is not None:  # memories that mention one of the entities (docs/entities.md)
-        where += (f" AND EXISTS (SELECT 1 FROM {EDGE} ee WHERE ee.memory_id = m.id"
+    return where + _mentions_where(scope, "memory_id", "m.id")
+
+
+def _mentions_where(scope: Scope, column: str, row: str) -> str:
+    """The entity filters (docs/entities.md): ``row`` (a memory or chunk id, the edge's
+    ``column``) is mentioned, through a valid edge, by one of ``%(entity_ids)s`` and by an entity
+    of one of ``%(kinds)s``."""
+    where = ""
+    if scope.entity_ids is not None:
+        where += (f" AND EXISTS (SELECT 1 FROM {EDGE} ee WHERE ee.{column} = {row}"
                   " AND ee.invalid_at IS NULL AND ee.entity_id = ANY(%(entity_ids)s))")
-    if scope.kinds is not None:  # memories that mention an entity of one of the kinds
-        where += _kinds_exists("memory_id", "m.id")
+    if scope.kinds is not None:
+        where += (f" AND EXISTS (SELECT 1 FROM {EDGE} ke JOIN {ENTITY} ken ON ken.id = ke.entity_id"
+                  f" WHERE ke.{column} = {row} AND ke.invalid_at IS NULL AND ken.kind = ANY(%(kinds)s))")
     return where
-
-
-def _kinds_exists(column: str, row: str) -> str:
-    """``row`` (a memory or chunk id, the edge's ``column``) is mentioned by a valid edge of an
-    entity of one of ``%(kinds)s`` (docs/entities.md)."""
-    return (f" AND EXISTS (SELECT 1 FROM {EDGE} ke JOIN {ENTITY} ken ON ken.id = ke.entity_id"
-            f" WHERE ke.{column} = {row} AND ke.invalid_at IS NULL AND ken.kind = ANY(%(kinds)s))")
 
 
 def tier_sql(memory: str, store: str) -> str:
@@ -114,12 +116,7 @@ def document_where(scope: Scope) -> str:
               *(["v.source_class = ANY(%(lineage)s)"] if scope.lineage is not None else [])]
     if origin:  # a chunk's provenance and lineage are its version's
         where += f" AND EXISTS (SELECT 1 FROM {VERSION} v WHERE v.id = x.version_id AND {' AND '.join(origin)})"
-    if scope.entity_ids is not None:  # chunks that mention one of the entities (docs/entities.md)
-        where += (f" AND EXISTS (SELECT 1 FROM {EDGE} ee WHERE ee.chunk_id = x.id"
-                  " AND ee.invalid_at IS NULL AND ee.entity_id = ANY(%(entity_ids)s))")
-    if scope.kinds is not None:  # chunks that mention an entity of one of the kinds
-        where += _kinds_exists("chunk_id", "x.id")
-    return where
+    return where + _mentions_where(scope, "chunk_id", "x.id")
 
 
 def _bm25_score(source: str, scope: Scope) -> str:
