@@ -267,14 +267,6 @@ CONVERSATION = [
 ]
 
 
-@pytest.mark.parametrize("text", CONVERSATION)
-def test_a_conversation_between_people_is_kept_on_both_gates(text: str) -> None:
-    """The reader addressed is not an instruction to a model: chat turns reach recall and are
-    stored in any tier."""
-    assert [v.blocked for v in judge_many([text], gate="read")] == [False]
-    assert first_verdict(text, gate="write") is None
-
-
 #: Forum answers and opinions put to a human reader: the second person, advice, rules and
 #: earlier answers named, and no model anywhere (written for this test; not exemplars).
 FORUM = [
@@ -290,8 +282,9 @@ FORUM = [
 ]
 
 
-@pytest.mark.parametrize("text", FORUM)
-def test_forum_opinions_put_to_a_reader_are_kept_on_both_gates(text: str) -> None:
-    """Advice to a person is no instruction to a model: it reaches recall and is stored in any tier."""
+@pytest.mark.parametrize("text", CONVERSATION + FORUM)
+def test_people_addressing_each_other_are_kept_on_both_gates(text: str) -> None:
+    """The reader addressed is not an instruction to a model: chat turns, and advice or opinions
+    put to a person, reach recall and are stored in any tier."""
     assert [v.blocked for v in judge_many([text], gate="read")] == [False]
     assert first_verdict(text, gate="write") is None
