@@ -7,14 +7,17 @@ content rows hold no vector yet go to the embedder in one call, and the items ar
 order inside one transaction, each in its savepoint: an item the funnel refuses at write time
 (``QUOTA_EXCEEDED``) or that fails in the database is rolled back alone and reported, and the
 others commit together. Per-item errors, not all-or-nothing: an import of a thousand facts is
-not lost to one bad line, and the answer says which line and why.
+not lost to one bad line, and the answer says which line and why. :class:`BatchSummary` counts
+what a batch did (items per action, refused items, written items per decision reason) for the
+API's answer and the import's report.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import DatabaseError, connection, transaction
@@ -28,7 +31,7 @@ from .content import Prepared, embed_many_best_effort, parse_vector
 from .funnel import WriteResult, classify_consent, write_prepared, write_request
 from .validation import WriteRequest
 
-__all__ = ["BatchOutcome", "memory_write_batch"]
+__all__ = ["ACTIONS", "BatchOutcome", "BatchSummary", "memory_write_batch"]
 
 logger = logging.getLogger("memory_engine.write")
 
@@ -40,6 +43,60 @@ class BatchOutcome:
     index: int
     result: WriteResult | None = None
     error: MemoryEngineError | None = None
+
+
+#: The funnel's actions, in the order a summary names them.
+ACTIONS = ("created", "superseded", "skipped")
+
+
+@dataclass
+class BatchSummary:
+    """What writes did, counted: items per action, items refused, and written items per
+    ``(action, decision_reason)``. The reasons are the funnel's strings as they come (a new reason
+    is counted without a change here)."""
+
+    decisions: Counter[tuple[str, str]] = field(default_factory=Counter)
+    refused: int = 0
+
+    @classmethod
+    def of(cls, outcomes: Iterable[BatchOutcome]) -> BatchSummary:
+        summary = cls()
+        for outcome in outcomes:
+            summary.add(outcome)
+        return summary
+
+    def add(self, outcome: BatchOutcome) -> None:
+        if outcome.result is None:
+            self.refused += 1
+            return
+        self.decisions[outcome.result.action, outcome.result.decision_reason or "unknown"] += 1
+
+    @property
+    def actions(self) -> Counter[str]:
+        """Written items per action."""
+        counts: Counter[str] = Counter()
+        for (action, _), count in self.decisions.items():
+            counts[action] += count
+        return counts
+
+    @property
+    def written(self) -> int:
+        """Items the funnel decided on (created, superseded or skipped)."""
+        return sum(self.decisions.values())
+
+    def reasons(self, action: str | None = None) -> dict[str, int]:
+        """Written items per decision reason (of one action, or all), most frequent first."""
+        counts: Counter[str] = Counter()
+        for (done, reason), count in self.decisions.items():
+            if action is None or done == action:
+                counts[reason] += count
+        return dict(sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])))
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"created", "superseded", "skipped", "refused", "reasons": {reason: count}}``."""
+        actions = self.actions
+        return {**{action: actions[action] for action in ACTIONS}, "refused": self.refused,
+                "reasons": self.reasons()}
 
 
 def prepare_vectors(store: MemoryStore, requests: Sequence[WriteRequest]) -> list[Prepared]:
@@ -73,10 +130,14 @@ def prepare_vectors(store: MemoryStore, requests: Sequence[WriteRequest]) -> lis
 
 
 def memory_write_batch(*, store: MemoryStore, items: Sequence[dict[str, Any]], principal: str,
-                       mechanism: str = Mechanism.API, **common: Any) -> list[BatchOutcome]:
+                       mechanism: str = Mechanism.API, progress: Callable[[int], None] | None = None,
+                       **common: Any) -> list[BatchOutcome]:
     """Write ``items`` (each memory_write's keyword arguments but ``store``, ``principal`` and
     ``mechanism``; ``common`` ones, such as thresholds, apply to every item) into ``store``, in
-    order; one outcome per item, in the same order. 413 BATCH_TOO_LARGE over MAX_BATCH_MEMORIES."""
+    order; one outcome per item, in the same order. 413 BATCH_TOO_LARGE over MAX_BATCH_MEMORIES.
+    ``progress`` is called with how many items were settled since its last call: the items
+    refused by the checks at once, then each item as it is written or refused (a caller's progress
+    bar moves record by record, not batch by batch)."""
     limit = engine_settings.MAX_BATCH_MEMORIES
     if len(items) > limit:
         raise BatchTooLarge(f"The batch holds {len(items)} memories; the limit is {limit} (MAX_BATCH_MEMORIES).",
@@ -89,6 +150,8 @@ def memory_write_batch(*, store: MemoryStore, items: Sequence[dict[str, Any]], p
                                                  **{**common, **item})))
         except MemoryEngineError as exc:
             outcomes[index].error = exc
+    if progress is not None and len(checked) < len(items):
+        progress(len(items) - len(checked))
     ready = prepare_vectors(store, [request for _, request in checked])
     with transaction.atomic():
         for (index, request), prepared in zip(checked, ready, strict=True):
@@ -99,4 +162,6 @@ def memory_write_batch(*, store: MemoryStore, items: Sequence[dict[str, Any]], p
             except DatabaseError as exc:
                 logger.exception("batch write: item %d failed in the database", index)
                 outcomes[index].error = WriteFailed(f"{exc.__class__.__name__}: {exc}")
+            if progress is not None:
+                progress(1)
     return outcomes
