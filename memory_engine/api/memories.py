@@ -54,6 +54,7 @@ from memory_engine.policy import (
 from memory_engine.selectors.memories import drop_instruction_memories, in_facet, open_memory
 from memory_engine.selectors.search import Degraded
 from memory_engine.services.memories import WriteResult, memory_write, memory_write_batch
+from memory_engine.services.memories.batch import BatchSummary
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore
 from memory_engine.services.retention import memory_retention_set
 from memory_engine.services.stores import memory_store_delete, memory_store_save, subject_store_get_or_create
@@ -162,14 +163,29 @@ class MemoryBatchItemResultSerializer(strict.Serializer):
     error = ErrorSerializer(required=False, help_text="Why this item was refused; nothing of it was written.")
 
 
+class MemoryBatchSummarySerializer(strict.Serializer):
+    """What a batch did, counted: items per action, refused items, written items per decision reason."""
+
+    created = serializers.IntegerField()
+    superseded = serializers.IntegerField(help_text="Items that retired a live memory (their `superseded_memory_id`).")
+    skipped = serializers.IntegerField()
+    refused = serializers.IntegerField(help_text="Items refused with an `error` (`counts.failed`).")
+    reasons = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Written items per `decision_reason` (below_threshold, duplicate, similar, changed_detail, "
+                  "value_change, about_key, judge, …), most frequent first; docs/write-funnel.md.")
+
+
 class MemoryBatchResultSerializer(strict.Serializer):
     results = MemoryBatchItemResultSerializer(many=True)
     counts = serializers.DictField(child=serializers.IntegerField(),
                                    help_text="{created, superseded, skipped, failed}")
+    summary = MemoryBatchSummarySerializer(help_text="What the batch did: items per action, refused items, and "
+                                                     "written items per decision reason.")
 
 
 def batch_results(outcomes: list[Any]) -> dict[str, Any]:
-    """The answer of a batch: one entry per item, in order, and the counts."""
+    """The answer of a batch: one entry per item, in order, the counts and the summary."""
     results: list[dict[str, Any]] = []
     counts = {"created": 0, "superseded": 0, "skipped": 0, "failed": 0}
     for outcome in outcomes:
@@ -184,7 +200,7 @@ def batch_results(outcomes: list[Any]) -> dict[str, Any]:
                         "similarity": result.similarity,
                         "superseded_memory_id": result.replaced.pk if result.replaced else None,
                         "consent_category": result.memory.consent_category})
-    return {"results": results, "counts": counts}
+    return {"results": results, "counts": counts, "summary": BatchSummary.of(outcomes).as_dict()}
 
 
 class MemoryRetentionSerializer(strict.Serializer):
@@ -560,7 +576,8 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
     @action(detail=False, methods=["post"], filterset_class=None, session_permissions=["add_memory"])
     def batch(self, request: Request) -> Response:
         """Write many memories into one store, in order, as one-by-one writes would decide, in one
-        transaction: one result per item (its action, or the error that refused it alone)."""
+        transaction: one result per item (its action, or the error that refused it alone), and a
+        summary (items per action, refused items, written items per decision reason)."""
         serializer = MemoryBatchSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

@@ -1,10 +1,12 @@
 """POST /api/v1/memories/batch: the funnel's decisions exactly as one-by-one writes in the same
 order (real MiniLM; on the shared STS pairs when the corpus is there), one transaction, one
-ledger row per written item, per-item errors that lose nothing else, and the limits."""
+ledger row per written item, per-item errors that lose nothing else, the answer's summary (items
+per action and decision reason), and the limits."""
 
 from __future__ import annotations
 
 import csv
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -99,9 +101,31 @@ def test_the_api_answers_each_item_and_a_refused_item_loses_nothing_else(client:
         "created", "CONTENT_EMPTY", "INSTRUCTION_REJECTED", "skipped", "created"]
     assert results[3]["memory_id"] == results[0]["memory_id"]
     assert answer.json()["counts"] == {"created": 2, "superseded": 0, "skipped": 1, "failed": 2}
+    assert answer.json()["summary"] == {"created": 2, "superseded": 0, "skipped": 1, "refused": 2,
+                                        "reasons": {"below_threshold": 2, "duplicate": 1}}
     imported = Memory.objects.get(pk=results[4]["memory_id"])
     assert (imported.provenance, imported.lineage) == ("stated", "imported")
     assert MemoryAssertion.objects.filter(store=store).count() == 3  # refused items leave no row
+
+
+def test_the_answer_sums_up_the_actions_and_their_reasons(client: Any, project: Any) -> None:
+    """The summary counts the items per action and the written ones per decision reason, as the
+    results say one by one; the earlier ``counts`` stay as they were for existing clients."""
+    store = MemoryStoreFactory(project=project)
+    answer = client.post(BATCH, {"memory_store_id": store.pk, "memories": [{"content": text} for text in FACTS]},
+                         format="json")
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    results, summary = body["results"], body["summary"]
+    actions = Counter(r["action"] for r in results)
+    assert summary == {"created": actions["created"], "superseded": actions["superseded"],
+                       "skipped": actions["skipped"], "refused": 0,
+                       "reasons": dict(Counter(r["decision_reason"] for r in results))}
+    assert body["counts"] == {"created": summary["created"], "superseded": summary["superseded"],
+                              "skipped": summary["skipped"], "failed": 0}
+    # the restated preference is a duplicate; a contract renewal moved a month is a changed detail
+    assert summary["reasons"]["duplicate"] >= 1 and summary["reasons"]["changed_detail"] >= 1
+    assert list(summary["reasons"].values()) == sorted(summary["reasons"].values(), reverse=True)
 
 
 def test_a_quota_refuses_only_the_items_past_it(client: Any, project: Any) -> None:
@@ -112,6 +136,8 @@ def test_a_quota_refuses_only_the_items_past_it(client: Any, project: Any) -> No
     results = client.post(BATCH, body, format="json").json()["results"]
     assert [r.get("action") or r["error"]["code"] for r in results] == [
         "created", "created", "QUOTA_EXCEEDED", "QUOTA_EXCEEDED"]
+    assert client.post(BATCH, body, format="json").json()["summary"] == {  # the two written are restated
+        "created": 0, "superseded": 0, "skipped": 2, "refused": 2, "reasons": {"duplicate": 2}}
     assert Memory.objects.filter(store=store).count() == 2
 
 
