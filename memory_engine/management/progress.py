@@ -11,23 +11,29 @@ from django.core.management.base import BaseCommand
 
 class ProgressBar:
     """``bar = ProgressBar(total, label); bar.advance(n); bar.close()`` — redraws in place on a
-    terminal, prints a line every 10% otherwise (logs stay readable)."""
+    terminal, prints a line every 10% otherwise (logs stay readable). With ``every=N`` it draws
+    each time N more items are done instead (a terminal's bar and a log's lines alike), and at
+    the end."""
 
-    def __init__(self, total: int, label: str = "", stream: TextIO | None = None, width: int = 30) -> None:
+    def __init__(self, total: int, label: str = "", stream: TextIO | None = None, width: int = 30,
+                 every: int | None = None) -> None:
         self.total = max(total, 0)
         self.label = label
         self.stream = stream or sys.stderr
         self.width = width
+        self.every = every if every and every > 0 else None
         self.done = 0
         self.started = time.monotonic()
         self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self._last_decile = -1
+        self._last_step = 0
+        self._drawn: int | None = None  # how many the last line drawn with ``every`` said were done
 
     @classmethod
-    def for_command(cls, command: BaseCommand, total: int, label: str = "") -> ProgressBar:
+    def for_command(cls, command: BaseCommand, total: int, label: str = "", every: int | None = None) -> ProgressBar:
         """A bar on the command's stderr: the stream under its OutputWrapper, which would end
         every redraw with a newline."""
-        return cls(total, label=label, stream=cast(TextIO, command.stderr._out))
+        return cls(total, label=label, stream=cast(TextIO, command.stderr._out), every=every)
 
     def advance(self, count: int = 1) -> None:
         self.done += count
@@ -40,7 +46,16 @@ class ProgressBar:
         filled = int(self.width * fraction)
         line = (f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] "
                 f"{self.done}/{self.total} {fraction:6.1%} {rate:7.1f}/s")
-        if self._tty:
+        if self.every is not None:
+            # a line (or a redraw) each time ``every`` more are done, and the closing one unless
+            # the last already said all
+            step = self.done // self.every
+            if (step == self._last_step and not final) or (final and not self._tty and self._drawn == self.done):
+                return
+            self._last_step, self._drawn = step, self.done
+            self.stream.write("\r" + line + ("\n" if final else "") if self._tty else line + "\n")
+            self.stream.flush()
+        elif self._tty:
             self.stream.write("\r" + line + ("\n" if final else ""))
             self.stream.flush()
         else:
