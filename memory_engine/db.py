@@ -101,6 +101,12 @@ def in_batches(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
         yield values[start:start + IN_LIST_MAX]
 
 
+def _array_literal(values: Sequence[Any]) -> str:
+    """A one-dimensional PostgreSQL array literal of ``values`` (text, NULL for None)."""
+    items = ("NULL" if v is None else '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
+    return "{" + ",".join(items) + "}"
+
+
 def insert_rows(objs: Sequence[models.Model], *, batch_size: int = 500) -> None:
     """Insert ``objs``, new instances of one model, with one ``INSERT ... SELECT FROM unnest``
     of one array per column, bound server-side in binary: the rows ``bulk_create`` writes
@@ -150,6 +156,12 @@ def insert_rows(objs: Sequence[models.Model], *, batch_size: int = 500) -> None:
             arrays += ["%s::int4[]", "%s::int4[]"]
             array_params += [starts, ends]
             aliases += [f"s{i}", f"e{i}"]
+        elif db_type.endswith("[]"):
+            # unnest flattens an array of arrays: each row's array goes as its literal's text
+            selects.append(f"r.c{i}::{db_type}")
+            arrays.append("%s::text[]")
+            array_params.append([None if value is None else _array_literal(value) for value in values])
+            aliases.append(f"c{i}")
         else:
             selects.append(f"r.c{i}")
             arrays.append(f"%s::{db_type}[]")

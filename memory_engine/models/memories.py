@@ -183,6 +183,11 @@ class Memory(models.Model):
     # about_key is set, and the API answers `about: null` for them.
     about_kind = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
     about_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    # Who or what the fact is about (memory_engine.mentions.subject_keys: identifiers, the name it
+    # opens with, the about key), set by the write funnel: two memories with disjoint subjects are
+    # two facts, whatever their cosine (docs/write-funnel.md, "Subjects").
+    subjects = ArrayField(models.TextField(), default=list, blank=True, editable=False,
+                          db_default=models.Value([], output_field=ArrayField(models.TextField())))
     kind = models.CharField(max_length=MEMORY_KIND_MAX_CHARS, default=Kind.FACT)
     title = models.CharField(max_length=MEMORY_TITLE_MAX_CHARS, blank=True, default="")
     summary = models.TextField(blank=True, default="")
@@ -243,6 +248,8 @@ class Memory(models.Model):
                 name="me_memory_about",
                 condition=models.Q(invalidated_at__isnull=True, about_key__isnull=False),
             ),
+            GinIndex(fields=["subjects"], name="me_memory_live_subjects",
+                     condition=models.Q(invalidated_at__isnull=True)),
             models.Index(fields=["created_at"], name="me_memory_entities_pending",
                          condition=models.Q(entities_at__isnull=True)),
         ]
