@@ -209,6 +209,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("VALUE_CHANGE_FLOOR", 0.55, number,
             "number", "0.55",
             "the value-change gate's cosine floor: a best match less similar than this is another statement"),
+    Setting("SUBJECT_UPDATE_FLOOR", 0.55, number,
+            "number", "0.55",
+            "a live memory about one of the write's subjects (an identifier, the name it opens with, its about key) "
+            "this similar, stating the same attribute, is superseded, reason `subject_update`; a memory about other "
+            "subjects is never skipped into or superseded ([write funnel](write-funnel.md#subjects))"),
     # Optional same-fact judge (stores opt in with judge_enabled; needs LLM): asked only
     # when the best match's cosine lies in [JUDGE_FLOOR, supersede threshold).
     Setting("JUDGE_FLOOR", 0.75, number,

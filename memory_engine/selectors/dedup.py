@@ -125,8 +125,23 @@ class Candidates:
     same_text: Memory | None = None
     #: nearest live memories of the facet: [(memory id, cosine)], best first
     neighbours: list[tuple[str, float]] = field(default_factory=list)
-    #: the first of ``neighbours`` as a model instance (the only one a decision reads)
+    #: the first of ``neighbours`` as a model instance
     nearest: Memory | None = None
+    #: live memories of the facet sharing a subject with the write, nearest first, with their cosine
+    #: (docs/write-funnel.md, "Subjects"); the neighbours' own subjects are on ``nearest`` and read
+    #: through ``neighbour_subjects``
+    by_subject: list[tuple[Memory, float]] = field(default_factory=list)
+    #: each neighbour's subjects, by memory id
+    neighbour_subjects: dict[str, list[str]] = field(default_factory=dict)
+    #: the neighbours' rows by memory id, and the statement's columns (for ``neighbour``)
+    rows: dict[str, tuple[Any, ...]] = field(default_factory=dict, repr=False)
+    names: list[str] = field(default_factory=list, repr=False)
+
+    def neighbour(self, memory_id: str) -> Memory:
+        """One of ``neighbours`` as a model instance."""
+        if self.nearest is not None and self.nearest.pk == memory_id:
+            return self.nearest
+        return _candidate(self.names, self.rows[memory_id])
 
 
 def _cosine(value: Any) -> float | None:
@@ -171,8 +186,9 @@ CANDIDATES_PLAN_PARAMS = ("store", "limit", "contents")
 
 def candidates_query(store: MemoryStore, *, content_id: str | None = None, digest: str = "", facet: str | None,
                      about: AboutKey | None, neighbours: bool, limit: int = NEIGHBOURS,
-                     new_content: bool = False) -> CandidatesQuery | None:
-    """The statement of dedup_candidates (None: no branch to send). The content row is named by
+                     new_content: bool = False, subjects: list[str] | None = None) -> CandidatesQuery | None:
+    """The statement of dedup_candidates (None: no branch to send). ``subjects``: the write's
+    subject keys, whose sharers it reads with the neighbours. The content row is named by
     ``content_id``, or else by the store and ``digest``: then the statement can go in the same
     query as the upsert that makes the row (memory_engine.services.memories.content.resolve_content),
     and finds it there."""
@@ -219,6 +235,14 @@ def candidates_query(store: MemoryStore, *, content_id: str | None = None, diges
             branches.append(f"""(SELECT 'near' AS role, 1 - (c.embedding <=> {query}) AS cosine, {columns} FROM {joined}
                 WHERE c.store_id = %(store)s AND {facet_sql} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
                 ORDER BY c.embedding <=> {query} LIMIT %(limit)s)""")
+        if subjects:
+            # The memories about one of the write's subjects: among many similar records of one
+            # kind, the nearest by cosine are usually other subjects' (the GIN index on live
+            # memories' subjects finds these whatever their rank).
+            branches.append(f"""(SELECT 'subject' AS role, 1 - (c.embedding <=> {query}) AS cosine, {columns}
+                FROM {joined} WHERE m.store_id = %(store)s AND {facet_sql} AND {LIVE_MEMORY_SQL}
+                AND m.subjects && %(subjects)s::text[] AND c.embedding IS NOT NULL
+                ORDER BY c.embedding <=> {query} LIMIT %(limit)s)""")
     if not branches:
         return None
     statement = "\nUNION ALL\n".join(branches)
@@ -226,13 +250,15 @@ def candidates_query(store: MemoryStore, *, content_id: str | None = None, diges
         statement = f"{_exact_shortlist_ctes(query, facet_sql)}\n{statement}"
     params = {"store": store.pk, "facet": facet, "limit": limit, "now": timezone.now(),
               "contents": limit * NEAREST_CONTENTS_PER_NEIGHBOUR,
-              "about_kind": about.kind if about else None, "about_key": about.key if about else None}
+              "about_kind": about.kind if about else None, "about_key": about.key if about else None,
+              "subjects": list(subjects or [])}
     params.update({"content": content_id} if content_id is not None else {"hash": digest})
     return CandidatesQuery(statement, params, same=not new_content, near=neighbours)
 
 
 def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, about: AboutKey | None,
-                     neighbours: bool, limit: int = NEIGHBOURS, new_content: bool = False) -> Candidates:
+                     neighbours: bool, limit: int = NEIGHBOURS, new_content: bool = False,
+                     subjects: list[str] | None = None) -> Candidates:
     """The ``about`` match (when ``about`` is given), the same-text memory (unless the content
     row is ``new_content``, which no memory holds yet) and (``neighbours``) the top ``limit``
     nearest, among the store's live memories of the same facet (no facet: only memories without
@@ -248,7 +274,7 @@ def dedup_candidates(store: MemoryStore, content_id: str, *, facet: str | None, 
     store, facet and liveness filters still fill the top ``limit``.
     """
     query = candidates_query(store, content_id=content_id, facet=facet, about=about, neighbours=neighbours,
-                             limit=limit, new_content=new_content)
+                             limit=limit, new_content=new_content, subjects=subjects)
     if query is None:
         return Candidates()
     with connection.cursor() as cursor:
@@ -263,7 +289,10 @@ def read_candidates(names: list[str], rows: list[tuple[Any, ...]]) -> Candidates
     scanned: list[tuple[float, Any]] = []
     for row in rows:
         role, cosine = row[0], _cosine(row[1])
-        if role == "about":
+        if role == "subject":
+            if cosine is not None:
+                found.by_subject.append((_candidate(names, row), cosine))
+        elif role == "about":
             found.about = (_candidate(names, row), cosine)
         elif role == "same":
             found.same_text = _candidate(names, row)
@@ -275,8 +304,11 @@ def read_candidates(names: list[str], rows: list[tuple[Any, ...]]) -> Candidates
         near = scanned
     # sorted again because a relaxed iterative scan may return its rows slightly out of order
     near.sort(key=lambda pair: pair[0], reverse=True)
-    memory_id = names.index("id")
+    memory_id, subjects = names.index("id"), names.index("subjects")
     found.neighbours = [(row[memory_id], cosine) for cosine, row in near]
+    found.neighbour_subjects = {row[memory_id]: list(row[subjects] or []) for _, row in near}
+    found.rows, found.names = {row[memory_id]: row for _, row in near}, names
+    found.by_subject.sort(key=lambda pair: pair[1], reverse=True)
     if near:
         found.nearest = _candidate(names, near[0][1])
     return found

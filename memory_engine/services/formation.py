@@ -28,6 +28,7 @@ from django.utils import timezone
 from memory_engine.conf import engine_settings
 from memory_engine.db import in_batches, insert_rows
 from memory_engine.exceptions import ValidationFailed
+from memory_engine.mentions.subject_keys import subject_keys
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryStore, Project
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
 from memory_engine.providers.embeddings import get_embedding_provider, refresh_embedding_provider
@@ -218,7 +219,8 @@ def _apply_store(store: MemoryStore, memories: list[dict[str, Any]], vectors: di
         if memory is None:
             memory = live[content.pk] = Memory(store=store, project_id=store.project_id, content=content,
                                                tags=item["tags"],
-                                               metadata=item["metadata"], source_type=SourceType.DECLARED)
+                                               metadata=item["metadata"], source_type=SourceType.DECLARED,
+                                               subjects=subject_keys(content.text))
             created.append(memory)
             action = "created"
             report.created.append((store.name, content.text))

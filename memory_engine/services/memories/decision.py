@@ -10,12 +10,15 @@ that states the same subject and attribute with another value, and the optional 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from memory_engine.conf import engine_settings
 from memory_engine.details import changed_details
 from memory_engine.mentions import extract_mentions, value_update
+from memory_engine.mentions.attributes import same_attribute
+from memory_engine.mentions.subject_keys import primary, shares_subject, sharing_keys
 from memory_engine.models import Memory, MemoryContent
 from memory_engine.models.memories import Outcome
 from memory_engine.selectors.dedup import Candidates
@@ -35,6 +38,12 @@ class Reason:
     JUDGE = "judge"
     VALUE_CHANGE = "value_change"
     BELOW_THRESHOLD = "below_threshold"
+    #: a live memory about one of the write's subjects states its attribute with another value
+    SUBJECT_UPDATE = "subject_update"
+    #: the nearest memory was similar enough to skip or supersede, but is about another subject
+    SUBJECT_MISMATCH = "subject_mismatch"
+    #: live memories share the write's subject, none states its attribute
+    NEW_ATTRIBUTE = "new_attribute"
 
 
 @dataclass
@@ -50,13 +59,15 @@ class Decision:
 
 def decide(*, found: Candidates, has_vector: bool, content_row: MemoryContent, text: str, about: About | None,
            thresholds: tuple[float, float], judge: Any, notes: dict[str, Any],
-           states: bool = True) -> tuple[Decision, list[tuple[str, float]]]:
+           states: bool = True, subjects: Sequence[str] = ()) -> tuple[Decision, list[tuple[str, float]]]:
     """Skip, supersede or create (see docs/write-funnel.md) from what the candidates statement
     ``found`` among the store's live memories of the same facet; runs under the store lock.
     Returns the decision and the nearest neighbours (for ``potential_duplicates``). ``notes``
     collects what the assertion should record. ``states``: the write states a fact that a new
     value replaces (False for a conversation turn or an observation, which tell what happened:
-    the value-change gate leaves them alone).
+    the value-change gate leaves them alone). ``subjects``: the write's subject keys; a memory
+    sharing one is decided by attribute (_by_subject), a memory whose subjects are disjoint from
+    them is never skipped into or superseded (docs/write-funnel.md, "Subjects").
     """
     neighbours = found.neighbours
     exact = _exact_match(found, about=about, content_row=content_row)
@@ -65,11 +76,31 @@ def decide(*, found: Candidates, has_vector: bool, content_row: MemoryContent, t
     if not has_vector:
         notes.setdefault("embedding", "missing")
         return Decision(), neighbours
-    if found.nearest is None:
-        return Decision(), neighbours
-    # Not re-filtered on liveness: the statement that found it already was (and Python's clock
-    # is not PostgreSQL's transaction clock).
-    match, similarity = found.nearest, neighbours[0][1]
+    if subjects:
+        notes["subjects"] = list(subjects)
+    if primary(subjects):
+        by_subject = _by_subject(found, text=text, about=about, thresholds=thresholds, notes=notes)
+        if by_subject is not None:
+            return by_subject, neighbours
+    nearest = _cosine_candidate(found, subjects=subjects, thresholds=thresholds, notes=notes)
+    if nearest is None:
+        decision = Decision(reason=Reason.ABOUT_KEY if "about_mismatch" in notes else Reason.BELOW_THRESHOLD)
+    else:
+        decision = _by_cosine(*nearest, text=text, about=about, thresholds=thresholds, judge=judge, notes=notes,
+                              states=states)
+    if decision.action == Outcome.CREATED and decision.reason == Reason.BELOW_THRESHOLD:
+        if "subject_mismatch" in notes:
+            decision.reason = Reason.SUBJECT_MISMATCH
+        elif "subject" in notes:
+            decision.reason = Reason.NEW_ATTRIBUTE
+    return decision, neighbours
+
+
+def _by_cosine(match: Memory, similarity: float, *, text: str, about: About | None, thresholds: tuple[float, float],
+               judge: Any, notes: dict[str, Any], states: bool) -> Decision:
+    """The cosine rules on the nearest memory the write's subjects leave them (_cosine_candidate).
+    Not re-filtered on liveness: the statement that found it already was (and Python's clock is
+    not PostgreSQL's transaction clock)."""
     decision = Decision(match=match, similarity=similarity)
     dup_t, sup_t = thresholds
     if about is not None and match.about_key is not None:
@@ -77,11 +108,7 @@ def decide(*, found: Candidates, has_vector: bool, content_row: MemoryContent, t
         notes["about_mismatch"] = {"kind": match.about_kind, "key": match.about_key}
         decision.reason = Reason.ABOUT_KEY
     elif similarity >= dup_t:
-        decision.changes = _changed_details(match.content.text, text)
-        if decision.changes:
-            decision.action, decision.reason = Outcome.SUPERSEDED, Reason.CHANGED_DETAIL
-        else:
-            decision.action, decision.reason = Outcome.SKIPPED, Reason.DUPLICATE
+        _restated_or_changed(decision, text)
     elif similarity >= sup_t:
         decision.action, decision.reason = Outcome.SUPERSEDED, Reason.SIMILAR
     elif states and similarity >= engine_settings.VALUE_CHANGE_FLOOR and (
@@ -90,7 +117,78 @@ def decide(*, found: Candidates, has_vector: bool, content_row: MemoryContent, t
         notes["value_change"] = change
     elif judge is not None:
         _ask_judge(decision, judge, text=text, notes=notes)
-    return decision, neighbours
+    return decision
+
+
+def _by_subject(found: Candidates, *, text: str, about: About | None, thresholds: tuple[float, float],
+                notes: dict[str, Any]) -> Decision | None:
+    """The decision among the live memories sharing a subject with the write (the nearest of
+    them): the same attribute and value is a skip, the same attribute with another value a
+    supersede (``subject_update``, from SUBJECT_UPDATE_FLOOR up); None when none of them states
+    the write's attribute (the cosine rules then look at the memories whose subjects are unknown)."""
+    shared = [(memory, cosine) for memory, cosine in found.by_subject
+              # with an ``about`` given, a memory about another key is another fact (the one
+              # about the same key is found.about, decided before)
+              if about is None or memory.about_key is None]
+    if not shared:
+        return None
+    match, similarity = shared[0]
+    notes["subject"] = _subject_note(match, similarity, notes)
+    dup_t, sup_t = thresholds
+    if similarity >= dup_t:
+        decision = Decision(match=match, similarity=similarity)
+        _restated_or_changed(decision, text)
+        return decision
+    # the nearest of them that states the write's attribute: a subject's other attributes stay
+    for match, similarity in shared:
+        if similarity < engine_settings.SUBJECT_UPDATE_FLOOR:
+            break
+        if similarity >= sup_t or same_attribute(match.content.text, text):
+            notes["subject"] = _subject_note(match, similarity, notes)
+            return Decision(Outcome.SUPERSEDED, Reason.SUBJECT_UPDATE, match, similarity)
+    return None
+
+
+def _restated_or_changed(decision: Decision, text: str) -> None:
+    """Above the duplicate threshold: a skip, or a supersede when a detail changed."""
+    assert decision.match is not None
+    decision.changes = _changed_details(decision.match.content.text, text)
+    if decision.changes:
+        decision.action, decision.reason = Outcome.SUPERSEDED, Reason.CHANGED_DETAIL
+    else:
+        decision.action, decision.reason = Outcome.SKIPPED, Reason.DUPLICATE
+
+
+def _subject_note(match: Memory, similarity: float, notes: dict[str, Any]) -> dict[str, Any]:
+    """What the assertion records of the memory about the write's subject the decision read."""
+    return {"memory_id": match.pk, "similarity": round(similarity, 4),
+            "shared": sorted(set(sharing_keys(notes.get("subjects", []))) & set(match.subjects))}
+
+
+def _cosine_candidate(found: Candidates, *, subjects: Sequence[str], thresholds: tuple[float, float],
+                      notes: dict[str, Any]) -> tuple[Memory, float] | None:
+    """The nearest neighbour the cosine rules may decide on: the nearest of all for a write
+    without subjects; else the nearest whose subjects are unknown (a memory sharing a subject was
+    decided by _by_subject, one about other subjects is another fact: the nearest such one that
+    the cosine rules would have skipped into or superseded is noted as ``subject_mismatch``)."""
+    if not found.neighbours:
+        return None
+    if not primary(subjects):
+        assert found.nearest is not None
+        return found.nearest, found.neighbours[0][1]
+    for memory_id, similarity in found.neighbours:
+        theirs = found.neighbour_subjects.get(memory_id, [])
+        if not primary(theirs):
+            return found.neighbour(memory_id), similarity
+        if any(key.startswith("about:") for key in theirs) and any(key.startswith("about:") for key in subjects):
+            # explicitly about something else (another about key): a different fact, as ever
+            memory = found.neighbour(memory_id)
+            notes["about_mismatch"] = {"kind": memory.about_kind, "key": memory.about_key}
+            return None
+        if not shares_subject(subjects, theirs) and "subject_mismatch" not in notes and similarity >= thresholds[1]:
+            notes["subject_mismatch"] = {"memory_id": memory_id, "similarity": round(similarity, 4),
+                                         "subjects": theirs}
+    return None
 
 
 def _exact_match(found: Candidates, *, about: About | None, content_row: MemoryContent) -> Decision | None:

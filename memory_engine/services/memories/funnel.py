@@ -27,6 +27,7 @@ from django.utils import timezone
 from memory_engine.db import lost_prepared_statement, one_round_trip, statement_transaction, stop_preparing
 from memory_engine.exceptions import AboutRequired
 from memory_engine.facets import validate_facet
+from memory_engine.mentions.subject_keys import primary, sharing_keys, subject_keys
 from memory_engine.models import Lineage, Memory, MemoryAssertion, MemoryStore, Provenance
 from memory_engine.models.memories import MEMORY_TITLE_MAX_CHARS, Kind, Mechanism, Outcome, SourceType
 from memory_engine.models.retention import RetentionClass
@@ -160,6 +161,7 @@ def write_request(*, store: MemoryStore, content: str, principal: str,
         thresholds=(dup_t, sup_t), judge=judge, principal=principal, mechanism=mechanism,
         generation_id=arguments.get("generation_id"), rule_id=arguments.get("rule_id"),
         provenance=Provenance(provenance), lineage=Lineage(lineage), consent_claim=consent_claim,
+        subjects=subject_keys(text, about=(about.kind, about.key) if about else None),
     )
 
 
@@ -234,7 +236,9 @@ def _record(store: MemoryStore, request: WriteRequest, vector: list[float] | Non
     # The candidates statement goes with the content upsert, its branches chosen by what the
     # row was before the write (a new row has no same-text memory; a row without a vector, no
     # neighbours).
-    query = candidates_query(store, digest=digest, facet=facet, about=about,
+    # the memories sharing a subject: found only for a write whose subject is known
+    sharing = sharing_keys(request.subjects) if primary(request.subjects) else []
+    query = candidates_query(store, digest=digest, facet=facet, about=about, subjects=sharing,
                              neighbours=vector is not None or stored is True, new_content=stored is None)
     # BEGIN goes with the first statements, COMMIT with the last (inside a caller's atomic()
     # block: a savepoint, as atomic() makes one)
@@ -246,10 +250,11 @@ def _record(store: MemoryStore, request: WriteRequest, vector: list[float] | Non
         if query is None or found is None or not query.covers(new_content=inserted, neighbours=has_vector):
             # nothing was sent (no branch could match before the upsert), or another write of the
             # same text got in first: the statement now, with the branches the row needs
-            found = dedup_candidates(store, content_row.pk, facet=facet, about=about, neighbours=has_vector,
-                                     new_content=inserted)
+            found = dedup_candidates(store, content_row.pk, facet=facet, about=about, subjects=sharing,
+                                     neighbours=has_vector, new_content=inserted)
         decision, neighbours = decide(found=found, has_vector=has_vector, content_row=content_row,
-                                      text=request.text, about=about, thresholds=request.thresholds,
+                                      text=request.text, about=about, subjects=request.subjects,
+                                      thresholds=request.thresholds,
                                       judge=request.judge, notes=notes, states=_states(request))
         if decision.action == Outcome.CREATED:
             check_memory_quota(store)

@@ -14,6 +14,7 @@ from typing import Any
 
 from memory_engine.conf import engine_settings
 from memory_engine.db import insert_sql, update_sql
+from memory_engine.mentions.subject_keys import subject_keys
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemoryStore
 from memory_engine.models.memories import Kind, Outcome
 
@@ -138,6 +139,8 @@ def _new_memory(store: MemoryStore, request: WriteRequest, *, content_row: Memor
         source_type=request.source_type,
         about_kind=about.kind if about else None,
         about_key=about.key if about else None,
+        subjects=request.subjects if about is request.about else subject_keys(
+            request.text, about=(about.kind, about.key) if about else None),
         kind=kind or Kind.FACT,
         title=title or "",
         summary=summary or "",
@@ -182,6 +185,8 @@ def _reinforce(memory: Memory, *, store: MemoryStore, content_row: MemoryContent
         writes.append(insert_sql(revision))
         notes["revision_id"] = revision.pk
         updates["content"] = content_row
+        about = (memory.about_kind or "", memory.about_key) if memory.about_key else None
+        updates["subjects"] = subject_keys(content_row.text, about=about)
     last = memory.reinforced_at or memory.created_at
     reinforced = (now - last).total_seconds() >= engine_settings.REINFORCE_INTERVAL_SECONDS
     if reinforced:

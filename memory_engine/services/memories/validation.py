@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypedDict
 
@@ -290,3 +290,5 @@ class WriteRequest:
     consent_claim: str | None = None
     #: the consent classifier's verdict, once the write's vector is known (the funnel sets it)
     consent: ConsentVerdict | None = None
+    #: who or what the text is about (memory_engine.mentions.subject_keys)
+    subjects: list[str] = field(default_factory=list)
