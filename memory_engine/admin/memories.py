@@ -151,6 +151,20 @@ def supersede_chain(memory: Memory) -> list[Memory]:
     return [*reversed(older), memory, *newer]
 
 
+def subject_lines(details: dict[str, Any]) -> dict[str, Any]:
+    """What an assertion recorded of the subjects the decision read (docs/write-funnel.md,
+    "Subjects"): the write's, the memory about one of them it read, the similar memory about
+    another subject it left alone."""
+    lines: dict[str, Any] = {}
+    if details.get("subjects"):
+        lines["write"] = ", ".join(details["subjects"])
+    if details.get("subject"):
+        lines["shared"] = details["subject"]
+    if details.get("subject_mismatch"):
+        lines["mismatch"] = details["subject_mismatch"]
+    return lines
+
+
 def timeline(memory: Memory) -> list[dict[str, Any]]:
     """One entry per version: the memory, the assertion that made it, how it ended."""
     entries = []
@@ -165,6 +179,7 @@ def timeline(memory: Memory) -> list[dict[str, Any]]:
             "similarity": similarity_text(made.similarity if made else None),
             "changed_details": (made.details or {}).get("changed_details", []) if made else [],
             "judge": (made.details or {}).get("judge") if made else None,
+            "subjects": subject_lines(made.details or {}) if made else {},
             "reassertions": version.assertions.filter(outcome=Outcome.SKIPPED).count(),
             "forgotten": ended,
         })
@@ -185,7 +200,8 @@ class MemoryAdmin(ReadOnlyAdminMixin, RetentionActionsMixin, ProjectScopedAdmin)
     list_select_related = ["content", "store", "superseded_by"]
     readonly_fields = ("id", "store", "text", "kind", "title", "summary", "facet", "confidence", "evidence_count",
                        "reinforced_at", "expires_at", "trashed_at", "agent", "tags", "metadata", "source_type",
-                       "about_kind", "about_key", "created_at", "invalidated_at", "successor", "predecessors",
+                       "about_kind", "about_key", "subjects", "created_at", "invalidated_at", "successor",
+                       "predecessors",
                        "revisions", "retention_class", "provenance", "lineage", "consent_category", "derived_from")
     fields = readonly_fields
     date_hierarchy = "created_at"

@@ -213,6 +213,11 @@ class MemorySerializer(strict.ModelSerializer):
     content_id = serializers.CharField(read_only=True)
     superseded_by_memory_id = serializers.CharField(source="superseded_by_id", read_only=True, allow_null=True)
     about = serializers.SerializerMethodField()
+    subjects = serializers.ListField(
+        child=serializers.CharField(), read_only=True,
+        help_text="Who or what the memory is about, as the write funnel compares it: identifiers (id:acme-19), the "
+                  "name it opens with (name:dana whitfield), its about key (about:kind/key); marked ~ when named as a "
+                  "value. A memory about other subjects is never skipped into or superseded (docs/write-funnel.md).")
     agent_id = serializers.CharField(read_only=True, allow_null=True)
     derived_from = serializers.SerializerMethodField(
         help_text="lineage derived: the document versions it was read out of that you may see.")
@@ -220,7 +225,7 @@ class MemorySerializer(strict.ModelSerializer):
     class Meta:
         model = Memory
         fields = [
-            "id", "memory_store_id", "content", "content_id", "tags", "metadata", "source_type", "about",
+            "id", "memory_store_id", "content", "content_id", "tags", "metadata", "source_type", "about", "subjects",
             "kind", "title", "summary", "confidence", "facet", "expires_at", "evidence_count", "reinforced_at",
             "trashed_at", "agent_id", "created_at", "invalidated_at", "superseded_by_memory_id",
             "retention_class", "provenance", "lineage", "consent_category", "derived_from",

@@ -97,6 +97,8 @@ class Memory:
     metadata: dict[str, Any] = field(default_factory=dict)
     source_type: str = ""
     about: dict[str, str] | None = None
+    #: who or what it is about, as the write funnel compares it (docs/write-funnel.md, "Subjects")
+    subjects: list[str] = field(default_factory=list)
     kind: str = ""
     title: str = ""
     summary: str = ""

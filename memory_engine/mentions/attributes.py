@@ -25,9 +25,9 @@ from .rules import extract_mentions
 from .subject_keys import identifier_spans, subject_spans
 from .vocabulary import MONTHS, SUBJECT_VERBS, WEEKDAYS
 
-__all__ = ["relation_words", "same_attribute", "value_types"]
+__all__ = ["marks_a_change", "relation_words", "same_attribute", "value_types"]
 
-_TOKEN = re.compile(r"[\w'’@./:+-]*\w")
+_TOKEN = re.compile(r"[$€£¥]?[\w'’@./:+-]*\w")
 #: Words that tell that something changed, not what.
 _CHANGE_WORDS = frozenset("""
     now new newly changed change changes moved move moves switched switch switches updated update updates
@@ -37,6 +37,11 @@ _CHANGE_WORDS = frozenset("""
     transferred promoted demoted renamed revised adjusted corrected from since effective starting onward
     onwards today latest currently been being still passed handed hand handing grew grown grow grows
     dropped rose risen fell fallen slipped ramped bumped""".split())
+#: Words with which a fact says that it replaces an earlier value ("now", "moved", "switched").
+_CHANGE_MARKERS = frozenset("""
+    now longer anymore new newly instead moved switched changed updated transferred promoted reassigned
+    replaced upgraded downgraded migrated renamed rescheduled extended expanded raised lowered increased
+    decreased reduced became handed passed""".split())
 _FUNCTION_WORDS = frozenset("""
     a an the of to in on at by for with from as into onto per via about than and or but nor its it
     is are was were be has have had do does did will would shall should can could may might must
@@ -143,12 +148,12 @@ def _value_type(word: str, folded: str, kind: str | None, *, is_code: bool, firs
     """The type of value a token is part of (None: a word)."""
     if is_code:
         return "code"
+    if _MONEY.search(folded):
+        return "money"
     if kind == DATE or folded in MONTHS or folded in WEEKDAYS:
         return "date"
     if _TIME.match(folded):
         return "time"
-    if _MONEY.search(folded) or word[:1] in "$€£¥":
-        return "money"
     if folded.endswith("%") or folded in ("percent", "%"):
         return "percent"
     if folded in _FREQUENCY_WORDS:
@@ -198,6 +203,12 @@ def _head_noun(word: str) -> bool:
         return True
     return (folded not in _FUNCTION_WORDS and folded not in _CHANGE_WORDS and folded not in SUBJECT_VERBS
             and folded not in _STATUS_WORDS and not folded.endswith(("s", "ed")))
+
+
+def marks_a_change(text: str) -> bool:
+    """Whether ``text`` says that it replaces an earlier value ("Dana Whitfield moved to the Legal
+    department", "Our new contact at Initech is ...")."""
+    return any(fold(match.group()) in _CHANGE_MARKERS for match in _TOKEN.finditer(text))
 
 
 def value_types(text: str) -> set[str]:

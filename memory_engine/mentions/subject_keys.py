@@ -23,8 +23,8 @@ from .model import DATE, SPEAKER, entity_key, fold
 from .rules import extract_mentions
 from .vocabulary import SUBJECT_VERBS
 
-__all__ = ["MAX_SUBJECT_KEYS", "SECONDARY", "about_subject", "identifier_spans", "primary", "shares_subject",
-           "sharing_keys", "subject_keys", "subject_spans"]
+__all__ = ["MAX_SUBJECT_KEYS", "SECONDARY", "about_subject", "changes_the_subject", "identifier_spans", "primary",
+           "shares_subject", "sharing_keys", "subject_keys", "subject_spans"]
 
 #: At most this many keys a fact (the first found): a text naming more is a list, not a record.
 MAX_SUBJECT_KEYS = 8
@@ -44,7 +44,7 @@ _SOLID_CODE = re.compile(r"(?<![\w@#/.-])(?:[A-Z]{2,}\d{2,}[A-Z0-9]*|(?=[A-Z0-9]
 #: a name in backticks: a feature flag, a setting, a table (`new-checkout-flow`)
 _QUOTED_NAME = re.compile(r"`([^`\s]{2,80})`")
 #: an airline's two letters, a space and a flight number: LH 454, KL 1023
-_FLIGHT = re.compile(r"\b([A-Z]{2}) (\d{2,4})\b(?![.,]\d)")
+_FLIGHT = re.compile(r"\b([A-Z]{2}|[A-Z]\d|\d[A-Z]) (\d{2,4})\b(?![.,]\d)")
 #: a record's number after a hash sign, or after a word that names a record ("order 88123")
 _HASH_NUMBER = re.compile(r"(?<![\w&])#(\d{2,})\b")
 _RECORD_NUMBER = re.compile(
@@ -60,6 +60,9 @@ _VERBS = frozenset("""is are was were be been has have had will would can could 
     isn't aren't wasn't weren't hasn't haven't doesn't don't didn't won't can't""".split())
 #: Adverbs that stand before a verb ("ACME-19 now renews ...").
 _VERB_ADVERBS = frozenset("now currently still always usually recently also already just never no longer".split())
+#: Words that follow a verb rather than a noun: "Northwind pays its ...", "Marco lives in ...".
+_AFTER_VERB = frozenset("""its their his her our my your the a an in on at to for from with by of into over this that
+    these those every each all no some""".split())
 #: Nouns in -s that are no verb after a name ("Good news: ...").
 _NOT_VERBS = frozenset("news series species means whereabouts headquarters".split())
 #: Words opening a statement whose subject is its writer: the identifier after the verb is then
@@ -114,6 +117,17 @@ def _parts(text: str) -> tuple[list[tuple[str, tuple[int, int]]], list[str]]:
     return names[:1], [key for key, _ in names[1:]] + after
 
 
+def changes_the_subject(old: str, shared_words: str) -> bool:
+    """Whether a change of one span of ``old``, after ``shared_words`` (mentions.changed_value's
+    attribute), lies before its verb: "Our payment terms with Lucerne Publishing are net 30" ->
+    "... with Wayne Logistics are net 30" names another subject, it gives no new value. False
+    when no verb is found (nothing to tell by)."""
+    verb = _verb_position(old)
+    if verb >= len(old):
+        return False
+    return len(shared_words.split()) < len(_WORD_TOKEN.findall(old, 0, verb))
+
+
 def primary(keys: Iterable[str]) -> set[str]:
     """The keys of what a fact is about (without the SECONDARY ones)."""
     return {key for key in keys if not key.startswith(SECONDARY)}
@@ -145,7 +159,10 @@ def _url_key(match: re.Match[str]) -> str:
 
 
 def _flight_key(match: re.Match[str]) -> str | None:
-    return None if fold(match.group(1)) in _NOT_AIRLINES else fold(match.group(1) + match.group(2))
+    airline = fold(match.group(1))
+    if airline in _NOT_AIRLINES or re.fullmatch(r"[qh]\d", airline):
+        return None  # "PM 230", a quarter or a half year ("Q3 2026")
+    return airline + match.group(2)
 
 
 def _code_key(match: re.Match[str]) -> str | None:
@@ -198,22 +215,38 @@ def _verb_position(text: str) -> int:
     -s form right after a name or an identifier ("ACME-5 renews", "Northwind Traders pays")."""
     end = _SENTENCE_END.search(text)
     limit = end.start() if end else len(text)
+    tokens = list(_WORD_TOKEN.finditer(text, 0, limit))
     previous = ""
-    for match in _WORD_TOKEN.finditer(text, 0, limit):
+    for index, match in enumerate(tokens):
         word = match.group()
         folded = fold(word)
+        if index == 1 and fold(previous) in _WRITERS:
+            return match.start()  # "We meet ...", "I moved ..."
         if folded == "now" and fold(previous) == "from":
             previous = word
             continue  # "From now on, ..."
         if match.start() > 0 and (folded in _VERBS or folded in SUBJECT_VERBS or folded in _VERB_ADVERBS
                                   or (len(folded) > 4 and folded.endswith("ed") and word.islower())):
             return match.start()
-        if (word.islower() and len(folded) > 3 and folded.endswith("s") and not folded.endswith(("ss", "us", "is"))
-                and folded not in _NOT_VERBS
-                and previous and (previous[0].isupper() or any(c.isdigit() for c in previous))):
+        if _s_form_verb(word, previous, tokens[index + 1].group() if index + 1 < len(tokens) else "", index):
             return match.start()
         previous = word
     return len(text)
+
+
+def _s_form_verb(word: str, previous: str, following: str, index: int) -> bool:
+    """An -s form that is a verb: after a code or a name ("ACME-5 renews", "Northwind Traders
+    pays"); after a capitalised first word alone only before a function word ("Northwind pays its
+    invoices"), since there it is a plural noun as often ("Customer accounts renew")."""
+    folded = fold(word)
+    if not (word.islower() and len(folded) > 3 and folded.endswith("s") and not folded.endswith(("ss", "us", "is"))
+            and folded not in _NOT_VERBS):
+        return False
+    if any(c.isdigit() for c in previous):
+        return True
+    if not previous[:1].isupper():
+        return False
+    return index > 1 or fold(following) in _AFTER_VERB
 
 
 def _names_before(text: str, verb: int, identifiers: list[tuple[int, int]]) -> list[tuple[str, tuple[int, int]]]:
@@ -221,8 +254,8 @@ def _names_before(text: str, verb: int, identifiers: list[tuple[int, int]]) -> l
     ("Flight LH 454"), nor a capitalised first word before a noun ("Customer account ...")."""
     found = []
     for mention in extract_mentions(text):
-        if mention.kind == DATE or mention.start < 0 or mention.start >= verb:
-            continue
+        if mention.kind == DATE or mention.start < 0 or mention.start >= verb or any(c.isdigit() for c in mention.name):
+            continue  # a date, a name after the verb, "Q3"
         if any(mention.start < b and a < mention.end + 1 for a, b in identifiers):
             continue
         if mention.start == 0 and mention.role != SPEAKER and len(mention.name.split()) == 1 \

@@ -42,7 +42,8 @@ def many_stores(project, hashing_embedder, settings):
     stores = [MemoryStoreFactory(project=project) for _ in range(20)]
     for store in stores:
         for i in range(25):
-            write(store, f"{_sentence(rng)} {store.name} fact {i}")
+            # the store's name as words: as a code ("store-37") it would be every fact's subject
+            write(store, f"{_sentence(rng)} {store.name.replace('-', ' ')} fact {i}")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memory_engine_memorycontent; ANALYZE memory_engine_memory")
     return stores

@@ -17,8 +17,14 @@ from typing import Any
 from memory_engine.conf import engine_settings
 from memory_engine.details import changed_details
 from memory_engine.mentions import extract_mentions, value_update
-from memory_engine.mentions.attributes import same_attribute
-from memory_engine.mentions.subject_keys import primary, shares_subject, sharing_keys
+from memory_engine.mentions.attributes import marks_a_change, same_attribute
+from memory_engine.mentions.subject_keys import (
+    SECONDARY,
+    changes_the_subject,
+    primary,
+    shares_subject,
+    sharing_keys,
+)
 from memory_engine.models import Memory, MemoryContent
 from memory_engine.models.memories import Outcome
 from memory_engine.selectors.dedup import Candidates
@@ -79,7 +85,7 @@ def decide(*, found: Candidates, has_vector: bool, content_row: MemoryContent, t
     if subjects:
         notes["subjects"] = list(subjects)
     if primary(subjects):
-        by_subject = _by_subject(found, text=text, about=about, thresholds=thresholds, notes=notes)
+        by_subject = _by_subject(found, text=text, about=about, thresholds=thresholds, notes=notes, states=states)
         if by_subject is not None:
             return by_subject, neighbours
     nearest = _cosine_candidate(found, subjects=subjects, thresholds=thresholds, notes=notes)
@@ -121,11 +127,12 @@ def _by_cosine(match: Memory, similarity: float, *, text: str, about: About | No
 
 
 def _by_subject(found: Candidates, *, text: str, about: About | None, thresholds: tuple[float, float],
-                notes: dict[str, Any]) -> Decision | None:
+                notes: dict[str, Any], states: bool) -> Decision | None:
     """The decision among the live memories sharing a subject with the write (the nearest of
     them): the same attribute and value is a skip, the same attribute with another value a
-    supersede (``subject_update``, from SUBJECT_UPDATE_FLOOR up); None when none of them states
-    the write's attribute (the cosine rules then look at the memories whose subjects are unknown)."""
+    supersede (``subject_update``, from SUBJECT_UPDATE_FLOOR up) unless the write tells an event
+    (``states`` False); None when none of them states the write's attribute (the cosine rules then
+    look at the memories whose subjects are unknown)."""
     shared = [(memory, cosine) for memory, cosine in found.by_subject
               # with an ``about`` given, a memory about another key is another fact (the one
               # about the same key is found.about, decided before)
@@ -139,13 +146,30 @@ def _by_subject(found: Candidates, *, text: str, about: About | None, thresholds
         decision = Decision(match=match, similarity=similarity)
         _restated_or_changed(decision, text)
         return decision
+    if not states:
+        return None  # two conversation turns or observations about one subject are two events
     # the nearest of them that states the write's attribute: a subject's other attributes stay
     for match, similarity in shared:
         if similarity < engine_settings.SUBJECT_UPDATE_FLOOR:
             break
-        if similarity >= sup_t or same_attribute(match.content.text, text):
-            notes["subject"] = _subject_note(match, similarity, notes)
-            return Decision(Outcome.SUPERSEDED, Reason.SUBJECT_UPDATE, match, similarity)
+        # a subject known by a name alone, which prose names in passing ("Nelson Mandela taken to
+        # hospital" / "... released from hospital"): below the supersede threshold, an update says
+        # that it replaces a value ("now", "moved", "switched") or changes one span after the verb
+        # (the value-change gate)
+        if similarity < sup_t and _named_only(notes.get("subjects", []), match.subjects) and not marks_a_change(text):
+            if similarity >= engine_settings.VALUE_CHANGE_FLOOR and (
+                    change := _value_change(match.content.text, text)) is not None:
+                notes["subject"], notes["value_change"] = _subject_note(match, similarity, notes), change
+                return Decision(Outcome.SUPERSEDED, Reason.VALUE_CHANGE, match, similarity)
+            continue
+        if similarity < sup_t and not same_attribute(match.content.text, text):
+            continue
+        notes["subject"] = _subject_note(match, similarity, notes)
+        change = _value_change(match.content.text, text)
+        if change is not None:  # the attribute and the two values, spelled out
+            notes["value_change"] = change
+            return Decision(Outcome.SUPERSEDED, Reason.VALUE_CHANGE, match, similarity)
+        return Decision(Outcome.SUPERSEDED, Reason.SUBJECT_UPDATE, match, similarity)
     return None
 
 
@@ -157,6 +181,13 @@ def _restated_or_changed(decision: Decision, text: str) -> None:
         decision.action, decision.reason = Outcome.SUPERSEDED, Reason.CHANGED_DETAIL
     else:
         decision.action, decision.reason = Outcome.SKIPPED, Reason.DUPLICATE
+
+
+def _named_only(subjects: Sequence[str], theirs: Sequence[str]) -> bool:
+    """Whether the subject two facts share is a name alone (no identifier, no about key): prose
+    names people and places in passing, so the bar for an update is higher."""
+    shared = {key.removeprefix(SECONDARY) for key in set(sharing_keys(subjects)) & set(theirs)}
+    return all(key.startswith("name:") for key in shared)
 
 
 def _subject_note(match: Memory, similarity: float, notes: dict[str, Any]) -> dict[str, Any]:
@@ -222,11 +253,14 @@ def _ask_judge(decision: Decision, judge: Any, *, text: str, notes: dict[str, An
 def _value_change(old_text: str, new_text: str) -> dict[str, str] | None:
     """The subject's attribute and its old and new value when ``new_text`` states the same
     subject and attribute as ``old_text`` with another value (VALUE_CHANGE_GATE); a restatement,
-    which changes more than one span or names no definite subject, gives None."""
+    which changes more than one span or names no definite subject, and a change before the verb
+    (another subject, not another value) give None."""
     if not engine_settings.VALUE_CHANGE_GATE:
         return None
     change = value_update(old_text, new_text, extract_mentions(new_text))
-    return None if change is None else {"attribute": change.attribute, "old": change.old, "new": change.new}
+    if change is None or changes_the_subject(old_text, change.attribute):
+        return None
+    return {"attribute": change.attribute, "old": change.old, "new": change.new}
 
 
 def _changed_details(old_text: str, new_text: str) -> list[dict[str, Any]]:
