@@ -156,16 +156,18 @@ def _by_subject(found: Candidates, *, text: str, about: About | None, thresholds
         # hospital" / "... released from hospital"): below the supersede threshold, an update says
         # that it replaces a value ("now", "moved", "switched") or changes one span after the verb
         # (the value-change gate)
-        if similarity < sup_t and _named_only(notes.get("subjects", []), match.subjects) and not marks_a_change(text):
-            if similarity >= engine_settings.VALUE_CHANGE_FLOOR and (
-                    change := _value_change(match.content.text, text)) is not None:
-                notes["subject"], notes["value_change"] = _subject_note(match, similarity, notes), change
-                return Decision(Outcome.SUPERSEDED, Reason.VALUE_CHANGE, match, similarity)
-            continue
-        if similarity < sup_t and not same_attribute(match.content.text, text):
+        if similarity >= sup_t:
+            change = _value_change(match.content.text, text)
+        elif _named_only(notes.get("subjects", []), match.subjects) and not marks_a_change(text):
+            change = _value_change(match.content.text, text) if similarity >= engine_settings.VALUE_CHANGE_FLOOR \
+                else None
+            if change is None:
+                continue
+        elif same_attribute(match.content.text, text):
+            change = _value_change(match.content.text, text)
+        else:
             continue
         notes["subject"] = _subject_note(match, similarity, notes)
-        change = _value_change(match.content.text, text)
         if change is not None:  # the attribute and the two values, spelled out
             notes["value_change"] = change
             return Decision(Outcome.SUPERSEDED, Reason.VALUE_CHANGE, match, similarity)
