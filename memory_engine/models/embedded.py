@@ -24,6 +24,10 @@ class EmbeddedText(models.Model):
     text = models.TextField()
     embedding = VectorField(dimensions=embedding_dimensions(), null=True, blank=True)
     embedding_model = models.CharField(max_length=200, blank=True, default="")
+    #: What the instruction guard found in ``text`` (memory_engine.instruction_guard.Finding), stored
+    #: when the text is written so that reads apply their bar without judging it again; NULL or
+    #: of an older guard version until judged (a read judges it then; services.guard_sweep).
+    guard = models.JSONField(null=True, blank=True, editable=False)
 
     class Meta:
         abstract = True

@@ -188,6 +188,9 @@ class Memory(models.Model):
     # two facts, whatever their cosine (docs/write-funnel.md, "Subjects").
     subjects = ArrayField(models.TextField(), default=list, blank=True, editable=False,
                           db_default=models.Value([], output_field=ArrayField(models.TextField())))
+    # What the instruction guard found in the title, tags and metadata (the text's finding is
+    # its content row's): memory_engine.instruction_guard.Finding, NULL until judged.
+    guard = models.JSONField(null=True, blank=True, editable=False)
     kind = models.CharField(max_length=MEMORY_KIND_MAX_CHARS, default=Kind.FACT)
     title = models.CharField(max_length=MEMORY_TITLE_MAX_CHARS, blank=True, default="")
     summary = models.TextField(blank=True, default="")
