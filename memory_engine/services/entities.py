@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
@@ -41,8 +41,10 @@ logger = logging.getLogger("memory_engine.entities")
 
 __all__ = [
     "ExtractionReport",
+    "entities_drop_unnamed",
     "entities_extract_documents",
     "entities_extract_memories",
+    "entities_named_by",
     "entities_sweep",
     "entity_edges_retire",
     "entity_edges_revive",
@@ -328,6 +330,37 @@ def entity_edges_revive(*, memory_ids: Sequence[str]) -> int:
     """The edges of restored memories are valid again."""
     return EntityEdge.objects.filter(memory_id__in=list(memory_ids), invalid_at__isnull=False).update(
         invalid_at=None)
+
+
+# --------------------------------------------------------------------------- erasure
+
+
+def entities_named_by(*, memory_ids: Iterable[str] | QuerySet[Any] = (),
+                      chunks: QuerySet[Chunk] | None = None) -> set[str]:
+    """The entities at either end of an edge to these memories (ids, or a query of their ids) or
+    chunks: those a removal of them may leave with no edge (call before the removal, then
+    :func:`entities_drop_unnamed`)."""
+    ends = Q(memory_id__in=memory_ids if isinstance(memory_ids, QuerySet) else list(memory_ids))
+    if chunks is not None:
+        ends |= Q(chunk_id__in=chunks.values("pk"))
+    return {entity_id for pair in EntityEdge.objects.filter(ends).values_list("entity_id", "other_id")
+            for entity_id in pair if entity_id}
+
+
+def entities_drop_unnamed(*, entity_ids: Iterable[str]) -> list[tuple[str, str]]:
+    """Delete those of ``entity_ids`` that no edge names any more (their memories and chunks were
+    erased, purged or deleted: a name nothing in reach states would otherwise outlive them) and
+    return ``(id, name)`` of each, by id. Runs in the caller's transaction, after the removal."""
+    ids = sorted(set(entity_ids))
+    if not ids:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "DELETE FROM memory_engine_entity e WHERE e.id = ANY(%s) "
+            "AND NOT EXISTS (SELECT 1 FROM memory_engine_entityedge d WHERE d.entity_id = e.id) "
+            "AND NOT EXISTS (SELECT 1 FROM memory_engine_entityedge d WHERE d.other_id = e.id) "
+            "RETURNING e.id, e.name", [ids])
+        return sorted(cursor.fetchall())
 
 
 # --------------------------------------------------------------------------- merge

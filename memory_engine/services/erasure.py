@@ -8,8 +8,9 @@ What a selector reaches:
   (``erased:<id>``, no subject) so the redacted ledger rows keep pointing at it;
 * ``tags``: memories (any store of the project) and documents whose tags contain them, with
   their versions, chunks (text and vector), raw captures and stored files;
-* for both: the ledger rows of the erased memories are redacted (:func:`ledger_redact`), and
-  the generations those rows came from lose their conversation text.
+* for both: the ledger rows of the erased memories are redacted (:func:`ledger_redact`), the
+  generations those rows came from lose their conversation text, and the entities (names) that
+  no edge names any more once those memories and chunks are gone are deleted.
 
 An erasure acts as its caller (memory_engine.policy): rows outside the caller's reach do not exist
 for it (they are neither erased nor named), and it needs ``purge`` on every store and document it
@@ -55,6 +56,7 @@ from memory_engine.policy import PURGE, Principal, check_legal_hold, require, vi
 from memory_engine.subjects import validate_subject
 
 from .documents import document_delete
+from .entities import entities_drop_unnamed, entities_named_by
 from .memories import lock_store
 from .memory_map import memory_maps_drop
 from .retention import ledger_redact
@@ -142,11 +144,11 @@ def erase_rows(*, project: Project, principal: str, selector: dict[str, Any], me
     """Remove ``memories`` and ``documents`` (rows of ``project`` the caller's reach, purge grants and
     legal hold were checked for) and return the stored receipt naming ``selector`` by its HMAC.
 
-    The memories' revisions, the content rows nothing else uses any more and the cached memory maps
-    of their stores go with them; their ledger rows are redacted and the generations those rows
-    came from lose their conversation text. With ``subject_store`` the whole store's content rows
-    and ledger are erased too, and the store stays as an anonymous shell. Runs inside the caller's
-    transaction (every caller is atomic)."""
+    The memories' revisions, the content rows nothing else uses any more, the entities no edge names
+    any more (counted as ``entity``) and the cached memory maps of their stores go with them; their
+    ledger rows are redacted and the generations those rows came from lose their conversation text.
+    With ``subject_store`` the whole store's content rows and ledger are erased too, and the store
+    stays as an anonymous shell. Runs inside the caller's transaction (every caller is atomic)."""
     memory_filter = Q(pk__in=memories.values("pk"))
     store_ids = sorted(set(memories.values_list("store_id", flat=True))
                        | ({subject_store.pk} if subject_store is not None else set()))
@@ -186,6 +188,7 @@ def erase_rows(*, project: Project, principal: str, selector: dict[str, Any], me
     document_rows = list(documents.values_list("pk", "sha256"))
     vectors = (MemoryContent.objects.filter(pk__in=content_ids, embedding__isnull=False).count()
                + Chunk.objects.filter(document__in=documents, embedding__isnull=False).count())
+    named = entities_named_by(memory_ids=memory_ids)
 
     # memories (revisions cascade), then the content rows nothing else uses any more
     Memory.objects.filter(pk__in=memory_ids).delete()
@@ -198,8 +201,11 @@ def erase_rows(*, project: Project, principal: str, selector: dict[str, Any], me
     generations = Generation.objects.filter(pk__in=generation_ids, project=project)
     generation_rows = list(generations.values_list("pk", "output"))
     generations.update(input_messages=[], output="", extraction={})
+    entity_rows: list[tuple[str, Any]] = []
     for document in documents:
-        document_delete(document=document)
+        entity_rows += document_delete(document=document)
+    # entities nothing left names: their names would outlive what stated them
+    entity_rows += entities_drop_unnamed(entity_ids=named)
     if subject_store is not None:
         MemoryStore.objects.filter(pk=subject_store.pk).update(
             name=f"erased:{subject_store.pk}", subject_external_id=None, description="", tags={})
@@ -213,6 +219,7 @@ def erase_rows(*, project: Project, principal: str, selector: dict[str, Any], me
     record("documentversion", version_rows)
     record("chunk", chunk_rows)
     record("rawcapture", raw_rows)
+    record("entity", entity_rows)
     counts["vector"] = vectors
     if subject_store is not None:
         ids["memorystore"] = [subject_store.pk]

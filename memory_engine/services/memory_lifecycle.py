@@ -31,7 +31,7 @@ from memory_engine.models.memories import Mechanism, Outcome, Tier
 from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import check_legal_hold
 
-from .entities import entity_edges_retire, entity_edges_revive
+from .entities import entities_drop_unnamed, entities_named_by, entity_edges_retire, entity_edges_revive
 from .memories import lock_store
 
 logger = logging.getLogger("memory_engine.lifecycle")
@@ -77,12 +77,14 @@ def _delete_orphan_contents(store_id: str, content_ids: set[str]) -> int:
 
 
 def _delete_memories(store_id: str, memories: list[Memory]) -> None:
-    """Delete memories with their revisions, then the content rows nobody uses any more."""
+    """Delete memories with their revisions, then the content rows and entities nobody uses any more."""
     ids = [m.pk for m in memories]
     content_ids = {m.content_id for m in memories}
     content_ids |= set(MemoryRevision.objects.filter(memory_id__in=ids).values_list("content_id", flat=True))
-    Memory.objects.filter(pk__in=ids).delete()  # revisions cascade; successors' links become NULL
+    named = entities_named_by(memory_ids=ids)
+    Memory.objects.filter(pk__in=ids).delete()  # revisions and entity edges cascade; successors' links become NULL
     _delete_orphan_contents(store_id, content_ids)
+    entities_drop_unnamed(entity_ids=named)
 
 
 @transaction.atomic

@@ -25,6 +25,7 @@ from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import Principal, check_legal_hold, require_hold_release
 
 from .documents import document_delete, stored_files_delete_on_commit
+from .entities import entities_drop_unnamed, entities_named_by
 from .memories import lock_store
 
 logger = logging.getLogger("memory_engine.retention")
@@ -126,7 +127,8 @@ def document_deprecate(*, document: Document, deprecated: bool = True) -> Docume
 
 
 class DocumentForgetCounts(dict[str, int]):
-    """Rows a forget removed: ``chunk``, ``rawcapture`` and ``documentversion`` (tombstoned)."""
+    """Rows a forget removed: ``chunk``, ``rawcapture``, ``documentversion`` (tombstoned) and
+    ``entity`` (entities no edge named any more once the chunks were gone)."""
 
 
 def _erase_content(document_ids: list[str], version_filter: Q, now: datetime) -> DocumentForgetCounts:
@@ -134,11 +136,14 @@ def _erase_content(document_ids: list[str], version_filter: Q, now: datetime) ->
     versions = DocumentVersion.objects.filter(version_filter, document_id__in=document_ids)
     raw_ids = list(versions.exclude(raw_capture=None).values_list("raw_capture_id", flat=True))
     counts = DocumentForgetCounts()
-    counts["chunk"], _ = Chunk.objects.filter(version__in=versions.values("pk")).delete()
+    chunks = Chunk.objects.filter(version__in=versions.values("pk"))
+    named = entities_named_by(chunks=chunks)
+    counts["chunk"], _ = chunks.delete()
     # a raw capture's versions cascade with it: detach them first, they stay as metadata
     counts["documentversion"] = versions.update(tombstoned_at=now, raw_capture=None)
     allow_ledger_erasure()
     counts["rawcapture"], _ = RawCapture.objects.filter(pk__in=raw_ids).delete()
+    counts["entity"] = len(entities_drop_unnamed(entity_ids=named))
     return counts
 
 
@@ -150,9 +155,11 @@ def document_forget(*, document: Document, reason: str, principal: str) -> Docum
     document = Document.objects.select_for_update().get(pk=document.pk)
     check_legal_hold(versions=DocumentVersion.objects.filter(document=document))
     now = timezone.now()
+    named = entities_named_by(chunks=Chunk.objects.filter(document=document))
     counts = _erase_content([document.pk], Q(), now)
     # chunks of rows older than versions have no version: they go too
     counts["chunk"] += Chunk.objects.filter(document=document).delete()[0]
+    counts["entity"] += len(entities_drop_unnamed(entity_ids=named))
     stored_files_delete_on_commit(names=[document.file.name])
     Document.objects.filter(pk=document.pk).update(
         file="", forgotten_at=now, forget_reason=f"{reason} ({principal})"[:500], total_chunks=0,

@@ -25,6 +25,7 @@ from memory_engine.policy import access_tags_write, check_legal_hold
 from memory_engine.subjects import validate_subject
 
 from .documents import stored_files_delete_on_commit
+from .entities import entities_drop_unnamed, entities_named_by
 from .memories import validate_consent_expiry_days, validate_thresholds
 
 #: What a caller may set on a memory store.
@@ -165,10 +166,13 @@ def agent_store_create(*, agent: Agent, owner: str | None) -> MemoryStore:
 
 @transaction.atomic
 def memory_store_delete(*, store: MemoryStore) -> None:
-    """Erase a store with its memories and their ledger rows (409 LEGAL_HOLD if one is held)."""
+    """Erase a store with its memories, their ledger rows and the entities only they named
+    (409 LEGAL_HOLD if one is held)."""
     check_legal_hold(memories=Memory.objects.filter(store=store))
     allow_ledger_erasure()
+    named = entities_named_by(memory_ids=Memory.objects.filter(store=store).values("pk"))
     store.delete()
+    entities_drop_unnamed(entity_ids=named)
 
 
 @transaction.atomic

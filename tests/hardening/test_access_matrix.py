@@ -664,6 +664,47 @@ def test_webhook_delivery_door(m: Matrix) -> None:
     assert not wrong, f"webhook delivery:\n{_report(wrong)}"
 
 
+# --------------------------------------------------------------------------- what an erasure leaves
+
+
+def _erase_person(world: World, tags: dict[str, str]) -> str:
+    """Tag the one memory naming the world's person (its first entity) ``tags``; the person's name."""
+    from memory_engine.models import Entity, EntityEdge, Memory
+
+    person = Entity.objects.get(pk=world.ids["entity"][0])
+    memories = set(EntityEdge.objects.filter(entity=person).exclude(memory=None).values_list("memory_id", flat=True))
+    assert len(memories) == 1 and not EntityEdge.objects.filter(entity=person, memory=None).exists()
+    Memory.objects.filter(pk__in=memories).update(tags=tags)
+    return person.name
+
+
+def test_entities_after_erasure_door(m: Matrix) -> None:
+    """An erasure made by each principal takes with it the names only the erased rows stated: the
+    person only the erased memory named answers ``GET /entities?q=`` for nobody (asked with a key
+    without grants of its project) where the erasure reached the memory; elsewhere it stays."""
+    erasure = next(op for op in OPERATIONS if op.op_id == "v1_erasure_create")
+    entities = next(op for op in OPERATIONS if op.op_id == "v1_entities_list")
+    tags = {"erase": "matrix-entities"}
+    wrong = []
+    for principal in PRINCIPALS:
+        who = WHO[principal]
+        with rolled_back():
+            names = {id(world): _erase_person(world, tags) for world in (m.own_a, m.own_b, m.other)}
+            refused = classify(call(erasure, m.keys[principal], {}, {"tags": tags}))
+            for obj in OBJECTS:
+                world = m.world(who, obj)
+                asker = m.other.key if obj == "project" else m.keys["unrestricted"]
+                answer = call(entities, asker, {}, query={"q": names[id(world)]})
+                found = world.ids["entity"][0] in answer.text or names[id(world)] in answer.text
+                got = refused if refused != "ok" else ("kept" if found else "gone")
+                want = expected(DOORS["v1_erasure_create"], who, "own")
+                if want == "ok":
+                    want = "gone" if reaches(TAGGED, who, obj) else "kept"
+                if answer.status != 200 or got != want:
+                    wrong.append((principal, obj, want, got, answer.text[:160]))
+    assert not wrong, f"entities after erasure:\n{_report(wrong)}"
+
+
 # --------------------------------------------------------------------------- the admin
 
 

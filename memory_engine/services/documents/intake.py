@@ -42,12 +42,13 @@ from memory_engine.extraction import (
     sniff_content_type,
 )
 from memory_engine.grants import owner_tag
-from memory_engine.models import Document, DocumentVersion, IngestionRule, Project, RawCapture
+from memory_engine.models import Chunk, Document, DocumentVersion, IngestionRule, Project, RawCapture
 from memory_engine.models.documents import DocumentStatus
 from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import check_legal_hold
 from memory_engine.queue import enqueue_document_ingest_on_commit, enqueue_documents_ingest_on_commit
 
+from ..entities import entities_drop_unnamed, entities_named_by
 from ..ingestion_rules import rule_for_content_type
 from .chunk_settings import CHUNK_REQUEST_KEYS, chunk_request, resolve_chunking
 from .grants import seal_password
@@ -658,13 +659,16 @@ def document_reingest(
 
 
 @transaction.atomic
-def document_delete(*, document: Document) -> None:
-    """Erase the document: its versions, chunks, raw captures and (after commit) its stored file.
+def document_delete(*, document: Document) -> list[tuple[str, str]]:
+    """Erase the document: its versions, chunks, raw captures, (after commit) its stored file and
+    the entities only its chunks named; ``(id, name)`` of those entities.
     409 LEGAL_HOLD when a version is under legal hold."""
     check_legal_hold(versions=DocumentVersion.objects.filter(document=document))
     allow_ledger_erasure()
     stored_files_delete_on_commit(names=[document.file.name])
+    named = entities_named_by(chunks=Chunk.objects.filter(document_id=document.pk))
     document.delete()
+    return entities_drop_unnamed(entity_ids=named)
 
 
 def stored_files_delete_on_commit(*, names: list[str]) -> None:
