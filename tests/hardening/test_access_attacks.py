@@ -353,3 +353,33 @@ def test_ids_outside_the_grants_in_bodies_answer_like_unknown_ids(world: dict[st
         assert answers["hidden"].status_code == answers["unknown"].status_code == 400
         assert answers["hidden"].json()["code"] == answers["unknown"].json()["code"] == "UNKNOWN_SCOPE"
     assert not Document.objects.filter(path__startswith="/a/hidden").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_batches_into_new_stores_stop_at_the_project_quota(hashing_embedder: None) -> None:
+    """Batch quota under concurrency: three 200-item batches into three new stores of one project
+    at once (three clients, each on a connection of its own) create exactly ``max_memories``
+    memories between them, the rest refused 429-style per item (QUOTA_EXCEEDED). The quota was
+    counted under each store's lock only: each batch missed the others' uncommitted creates."""
+    from tests.factories import ProjectFactory, make_key
+    from tests.threads import at_once
+
+    project = ProjectFactory(max_memories=250)
+    client = api_client(make_key(project))
+    stores = [client.post("/api/v1/memory-stores", {"name": f"burst-{n}"}, format="json").json()["id"]
+              for n in range(3)]
+
+    def batch(n: int) -> Any:
+        # each item its own identifier (its own subject): none is a duplicate or an update of another
+        items = [{"content": f"Ticket QZ-{n}{i:03d} was closed by the night shift."} for i in range(200)]
+        body = {"memory_store_id": stores[n], "memories": items, "duplicate_threshold": 1.0,
+                "supersede_threshold": 1.0}
+        return api_client(make_key(project)).post("/api/v1/memories/batch", body, format="json")
+
+    answers = at_once(batch, [0, 1, 2], timeout=300)
+    assert {answer.status_code for answer in answers} <= {200, 201, 207}, [a.content[:200] for a in answers]
+    results = [item for answer in answers for item in answer.json()["results"]]
+    created = [item for item in results if item.get("action") == "created"]
+    refused = [item["error"]["code"] for item in results if item.get("error")]
+    assert len(created) == 250 and refused == ["QUOTA_EXCEEDED"] * 350
+    assert Memory.objects.live().filter(store__project=project).count() == 250

@@ -1,5 +1,5 @@
 """Writes with a memory quota set (DESIGN.md, "Tenancy and identity"): the project's live
-memories, counted under the store lock when a write would create one; over it, 429
+memories, counted under the store lock and the project's quota lock when a write would create one; over it, 429
 QUOTA_EXCEEDED and nothing written. Skips and supersedes add nothing and pass at the quota."""
 
 from __future__ import annotations

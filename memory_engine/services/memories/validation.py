@@ -38,6 +38,7 @@ from memory_engine.models.retention import RetentionClass
 from memory_engine.text import contains_nul
 
 from .content import normalize_text
+from .locks import lock_memory_quota
 
 __all__ = ["GUARDED_TIERS", "About", "MemoryFields", "WriteArguments", "WriteRequest", "cap_expiry", "check_keywords",
            "check_memory_quota", "ephemeral_expiry", "guard_instructions", "resolve_expiry", "resolve_thresholds",
@@ -207,6 +208,9 @@ def check_memory_quota(store: MemoryStore) -> None:
     limit = project.max_memories if project.max_memories is not None else engine_settings.MAX_MEMORIES_PER_PROJECT
     if limit is None:
         return
+    # one count at a time per project (concurrent creates into other stores commit first): a
+    # statement of its own, since a count in the locking statement reads the snapshot from before
+    lock_memory_quota(project.pk)
     used = Memory.objects.live().filter(store__project_id=project.pk).count()
     if used >= limit:
         raise QuotaExceeded(
