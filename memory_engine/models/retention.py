@@ -28,10 +28,11 @@ def retention_class_field() -> models.CharField:
 
 
 class ErasureReceipt(models.Model):
-    """Proof of one subject erasure: what was removed per table, the removed rows' ids and a
-    sha256 over the removed content. It holds no erased text: the selector is kept only as an
-    HMAC under a key the deployment holds (``selector_hmac``, memory_engine.services.erasure),
-    so the receipt itself does not name the subject and cannot be reversed by guessing."""
+    """Proof of one subject erasure: what was removed per table, the removed rows' ids and, in
+    ``sha256``, an HMAC-SHA256 over the removed content. It holds no erased text: the selector and
+    the content are kept only as HMACs under a key the deployment holds (``selector_hmac``,
+    memory_engine.services.erasure), so the receipt itself does not name the subject and cannot be
+    reversed, or checked against a guessed text, by guessing."""
 
     id = PublicIdField(prefix="erc")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="erasure_receipts")

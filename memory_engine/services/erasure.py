@@ -19,9 +19,9 @@ A caller without grants reaches the whole project.
 
 Rows under legal hold stop the whole erasure (409 LEGAL_HOLD naming them) before anything
 changes. The receipt (:class:`~memory_engine.models.ErasureReceipt`) holds the counts per table,
-the removed ids and a sha256 over the removed rows; it names the selector only by an HMAC under
-the deployment's ``ERASURE_RECEIPT_KEY`` (:func:`selector_hmac`), which cannot be reversed by
-hashing guessed selectors without that key.
+the removed ids and an HMAC over the removed rows; it names the selector only by an HMAC under
+the deployment's ``ERASURE_RECEIPT_KEY`` (:func:`selector_hmac`), and neither can be checked
+against guessed selectors or texts without that key.
 """
 
 from __future__ import annotations
@@ -64,18 +64,25 @@ from .retention import ledger_redact
 __all__ = ["erase_rows", "selector_hmac", "subject_erase"]
 
 
+def _receipt_key() -> bytes:
+    """The key of a receipt's HMACs: ``ERASURE_RECEIPT_KEY``, by default derived from ``SECRET_KEY``."""
+    key = engine_settings.ERASURE_RECEIPT_KEY or f"memory_engine.erasure-receipt:{settings.SECRET_KEY}"
+    return hashlib.sha256(key.encode()).digest()
+
+
 def selector_hmac(selector: dict[str, Any]) -> str:
     """HMAC-SHA256 of a selector's canonical JSON under ``ERASURE_RECEIPT_KEY`` (by default a key
     derived from ``SECRET_KEY``): what the receipt keeps of the selector. Whoever holds the key
     can check whether a receipt is for a given selector; nobody else can."""
-    key = engine_settings.ERASURE_RECEIPT_KEY or f"memory_engine.erasure-receipt:{settings.SECRET_KEY}"
     canonical = json.dumps(selector, sort_keys=True, separators=(",", ":")).encode()
-    return hmac.new(hashlib.sha256(key.encode()).digest(), canonical, hashlib.sha256).hexdigest()
+    return hmac.new(_receipt_key(), canonical, hashlib.sha256).hexdigest()
 
 
 class _Digest:
-    """sha256 over the removed rows: one line per row, ``table \\t id \\t sha256(content)``,
-    in table then id order, so the same removal always gives the same hash."""
+    """HMAC-SHA256, under the receipt key (:func:`selector_hmac`'s), over the removed rows: one
+    line per row, ``table \\t id \\t sha256(content)``, in table then id order, so the same removal
+    always gives the same value. Keyed, so that a reader of the receipt, who knows its ids, cannot
+    confirm a guessed text by hashing it; whoever holds the key can."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[str, str, str]] = []
@@ -85,7 +92,7 @@ class _Digest:
         self.rows.append((table, row_id, hashlib.sha256(data).hexdigest()))
 
     def hexdigest(self) -> str:
-        digest = hashlib.sha256()
+        digest = hmac.new(_receipt_key(), digestmod=hashlib.sha256)
         for row in sorted(self.rows):
             digest.update(("\t".join(row) + "\n").encode())
         return digest.hexdigest()

@@ -319,6 +319,27 @@ def test_receipts_keep_a_keyed_hmac_and_only_purgers_list_them(world: dict[str, 
     assert ErasureReceipt.objects.filter(project=project).count() == 2
 
 
+def test_a_receipts_digest_is_keyed_and_confirms_no_guessed_text(project: Any, client: Any, settings: Any) -> None:
+    """The receipt's ``sha256`` over the removed rows is an HMAC under the receipt key: the plain
+    sha256 of ``table \\t id \\t sha256(text)`` lines (ids the receipt lists, a guessed text) does not
+    match it; the same lines under the key do."""
+    import hmac
+
+    text = "Hieronymus Bellweather takes insulin."
+    store = MemoryStoreFactory(project=project)
+    written = memory_write(store=store, content=text, principal="test", tags={"erase": "me"})
+    receipt = client.post("/api/v1/erasure", {"tags": {"erase": "me"}}, format="json").json()
+    ids = receipt["ids"]
+    assert ids["memory"] == [written.memory.pk] and ids["memoryassertion"] == [written.assertion.pk]
+    guessed = hashlib.sha256(text.encode()).hexdigest()
+    lines = sorted((table, row_id, guessed) for table in ("memory", "memorycontent", "memoryassertion")
+                   for row_id in ids[table])
+    message = "".join("\t".join(line) + "\n" for line in lines).encode()
+    assert receipt["sha256"] != hashlib.sha256(message).hexdigest()
+    key = hashlib.sha256(f"memory_engine.erasure-receipt:{settings.SECRET_KEY}".encode()).digest()
+    assert receipt["sha256"] == hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
 def test_another_teams_path_answers_a_conflict_that_names_nothing(world: dict[str, Any], project: Any) -> None:
     theirs = _tagged(make_document(project, "/b/secret-plan.txt", ["Team b's plan."]), "team:b")
     taken = world["a"].post("/api/v1/documents", {"content": "mine", "path": theirs.path}, format="json")
