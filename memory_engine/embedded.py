@@ -29,6 +29,8 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
+import time
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -183,7 +185,7 @@ def refuse_old_data_dir(data_dir: str | os.PathLike[str], embedded_major: str = 
 
 def release_embedded_servers(data_dir: str | os.PathLike[str] | None = None) -> None:
     """Let go of every embedded server this process holds (or only the one in ``data_dir``);
-    the last live handle stops it.
+    the last user stops it (:func:`let_go`).
 
     The one place that stops the embedded PostgreSQL: at exit of every process that
     started or joined it, and explicitly by ``example_project.run`` once its children
@@ -194,8 +196,160 @@ def release_embedded_servers(data_dir: str | os.PathLike[str] | None = None) -> 
         server = _HELD.pop(path, None)
         if server is not None:
             close_django_connections(server.get_postmaster_info())
-            prune_handle_pids(path)
-            server.cleanup()  # pgserver: drops our pid; stops the server if it was the last one
+            let_go(server, path)
+
+
+def let_go(server: Any, data_dir: Path) -> bool:
+    """Drop this process's handle on the embedded server ``server`` (pgserver's) in ``data_dir``
+    and stop the server if nobody else uses it; return whether it was stopped.
+
+    The handle list alone does not decide: it can be emptied (a process killed while pgserver
+    rewrote it) and a short-lived process that joins afterwards then finds itself alone in it.
+    Others use the server when another live process is in the list, or when another client
+    backend is connected (``pg_stat_activity``; this process's own connections do not count).
+    Backends of clients that have just exited get :data:`CLIENTS_GONE_TIMEOUT` seconds to end.
+    The decision and the stop happen under pgserver's lock, which a joining process holds while
+    it starts the server and takes its handle. A stop returns once the postmaster has exited
+    (:func:`stop_postmaster`).
+    """
+    from pgserver.postgres_server import PostgresServer
+
+    info = _postmaster_info(data_dir)  # as it is now: another process may have restarted the server
+    if info is not None and info.is_running():
+        _wait_for_other_clients_to_go(info, timeout=CLIENTS_GONE_TIMEOUT)
+    with PostgresServer._lock:
+        # pgserver's own exit hook and instance cache must not act on a handle let go here.
+        atexit.unregister(server._cleanup)
+        PostgresServer._instances.pop(server.pgdata, None)
+        handles = HandleList(data_dir / HANDLE_LIST)
+        others = [pid for pid in _prune(handles) if pid != os.getpid()]
+        handles.put(others)
+        if others:
+            logger.debug("the embedded PostgreSQL in %s keeps running for processes %s", data_dir, others)
+            return False
+        info = _postmaster_info(data_dir)
+        if info is None or not info.is_running():
+            return False
+        clients = other_client_backends(info)
+        if clients:
+            logger.warning("the embedded PostgreSQL in %s keeps running: %d other client(s) are connected "
+                           "(%s) though no live process holds it in %s", data_dir, len(clients),
+                           ", ".join(clients), HANDLE_LIST)
+            return False
+        stop_postmaster(data_dir, info, system_user=server.system_user)
+        return True
+
+
+def _postmaster_info(data_dir: Path) -> Any:
+    """pgserver's info on the server running in ``data_dir``, or None (no server, or one starting)."""
+    from pgserver.utils import PostmasterInfo
+
+    try:
+        return PostmasterInfo.read_from_pgdata(data_dir)
+    except (AssertionError, ValueError, OSError):  # postmaster.pid being written
+        return None
+
+
+#: How long :func:`let_go` waits for the backends of clients that have just exited to end.
+CLIENTS_GONE_TIMEOUT = 5.0
+#: How long a fast shutdown of the embedded server may take before an immediate one ends it.
+FAST_STOP_TIMEOUT = 20
+#: How long an immediate shutdown may take before the postmaster is killed.
+IMMEDIATE_STOP_TIMEOUT = 10
+
+
+def _connect(info: Any) -> Any:
+    import psycopg
+
+    host = str(info.socket_dir) if info.socket_dir is not None else info.hostname
+    return psycopg.connect(dbname="postgres", user="postgres", host=host, port=info.port, autocommit=True,
+                           connect_timeout=5, application_name="memory_engine.embedded")
+
+
+def _own_backend_pids(info: Any) -> set[int]:
+    """The server-side pids of this process's open psycopg connections to the server ``info``."""
+    import gc
+
+    import psycopg
+
+    host = str(info.socket_dir) if info.socket_dir is not None else (info.hostname or "")
+    pids = set()
+    for obj in gc.get_objects():
+        if isinstance(obj, psycopg.Connection) and not obj.closed:
+            with contextlib.suppress(Exception):
+                if obj.info.host == host and str(obj.info.port) == str(info.port or 5432):
+                    pids.add(obj.info.backend_pid)
+    return pids
+
+
+def other_client_backends(info: Any) -> list[str]:
+    """The client backends connected to the embedded server ``info`` (pgserver's postmaster info)
+    other than this process's connections, as ``"pid (application, database)"``; none when the
+    server does not answer."""
+    import psycopg
+
+    own = _own_backend_pids(info)
+    try:
+        with _connect(info) as conn:
+            rows = conn.execute(
+                "SELECT pid, application_name, datname FROM pg_stat_activity"
+                " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            ).fetchall()
+    except psycopg.Error:
+        return []
+    return [f"{pid} ({application or 'no application name'}, {database})"
+            for pid, application, database in rows if pid not in own]
+
+
+def _wait_for_other_clients_to_go(info: Any, *, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while other_client_backends(info) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def stop_postmaster(data_dir: Path, info: Any, *, system_user: str | None = None) -> None:
+    """Stop the embedded server in ``data_dir`` and return once its postmaster (``info.pid``)
+    has exited.
+
+    A fast shutdown first (``pg_ctl -m fast``, :data:`FAST_STOP_TIMEOUT`); a server still running
+    then (a backend deaf to signals, a machine too loaded to checkpoint in time) gets an immediate
+    shutdown (:data:`IMMEDIATE_STOP_TIMEOUT`; it recovers from its WAL at the next start), and a
+    postmaster still alive after that is killed. pg_ctl reports a stop once postmaster.pid is gone,
+    a moment before the process exits: the wait is on the process itself.
+    """
+    import psutil
+    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # made at import
+
+    try:
+        postmaster = psutil.Process(info.pid)
+    except psutil.NoSuchProcess:
+        return
+    for mode, timeout in (("fast", FAST_STOP_TIMEOUT), ("immediate", IMMEDIATE_STOP_TIMEOUT)):
+        with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
+            pg_ctl(["-w", "-t", str(timeout), "-m", mode, "stop"], pgdata=data_dir, user=system_user,
+                   timeout=timeout + 10)
+        if _wait_exited(postmaster, timeout=5):  # pg_ctl has waited; the process exits right after
+            return
+        logger.warning("the embedded PostgreSQL in %s did not stop within %d s (%s shutdown)", data_dir, timeout, mode)
+    with contextlib.suppress(psutil.NoSuchProcess):
+        postmaster.kill()
+    _wait_exited(postmaster, timeout=10)
+
+
+def _wait_exited(process: Any, *, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``process`` (psutil) to exit; a zombie has exited."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def close_django_connections(info: Any) -> None:
@@ -208,6 +362,8 @@ def close_django_connections(info: Any) -> None:
     the server would wait a minute, then be killed and recover at its next start. A backend whose
     client disconnects always exits.
     """
+    if "django.db" not in sys.modules:
+        return  # no Django connection was ever made (and importing Django at exit fails)
     from django.conf import settings
 
     if not settings.configured:
@@ -279,15 +435,19 @@ def prune_handle_pids(data_dir: str | os.PathLike[str]) -> list[int]:
     pid, which would keep the server running forever and pile up in the file. An empty or
     damaged file counts as no pids and is written again (:class:`HandleList`).
     """
-    import psutil
     from pgserver.postgres_server import PostgresServer
 
-    handles = HandleList(Path(data_dir) / HANDLE_LIST)
     with PostgresServer._lock:  # the lock pgserver itself holds while it reads and writes the list
-        pids = handles.get()
-        live = [pid for pid in pids if _process_alive(pid, psutil)]
-        if live != pids:
-            handles.put(live)
+        return _prune(HandleList(Path(data_dir) / HANDLE_LIST))
+
+
+def _prune(handles: HandleList) -> list[int]:
+    import psutil
+
+    pids = handles.get()
+    live = [pid for pid in pids if _process_alive(pid, psutil)]
+    if live != pids:
+        handles.put(live)
     return live
 
 

@@ -151,6 +151,85 @@ def test_a_server_whose_handle_list_was_left_empty_starts_and_stops(fresh_data_d
     assert json.loads((fresh_data_dir / HANDLE_LIST).read_text()) == []
 
 
+CONNECTED_HOLDER = """
+import sys, psycopg
+from memory_engine.embedded import embedded_database
+entry = embedded_database(sys.argv[1]) if sys.argv[2] == "handle" else None
+host = entry["HOST"] if entry else sys.argv[3]
+conn = psycopg.connect(dbname="postgres", user="postgres", host=host, autocommit=True)
+print("up", flush=True)
+for line in sys.stdin:
+    print(conn.execute("SELECT 1").fetchone()[0], flush=True)
+"""
+
+
+def _connected_client(data_dir: Path, *args: str) -> subprocess.Popen[str]:
+    """A process connected to the embedded server in ``data_dir`` (``handle``: that took a handle on
+    it as the web server does; ``raw HOST``: a plain client, like psql) that answers each line on
+    its stdin with a query's result; it exits when its stdin closes."""
+    proc = subprocess.Popen([sys.executable, "-c", CONNECTED_HOLDER, str(data_dir), *args], cwd=settings.BASE_DIR,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+    return proc
+
+
+def _query(client: subprocess.Popen[str]) -> str:
+    assert client.stdin is not None and client.stdout is not None
+    client.stdin.write("SELECT 1\n")
+    client.stdin.flush()
+    return client.stdout.readline().strip()
+
+
+def _postmaster_pid(data_dir: Path) -> int:
+    return int((data_dir / "postmaster.pid").read_text().split()[0])
+
+
+def test_a_connected_server_is_not_stopped_when_the_handle_list_lost_it(fresh_data_dir: Path) -> None:
+    """The handle list was emptied under a running server, then a short-lived process joined and
+    exited, alone in the list: it stopped the server under the connected one (every request then
+    answered 503). Its stop decision now sees the other client in pg_stat_activity."""
+    server = _connected_client(fresh_data_dir, "handle")
+    try:
+        (fresh_data_dir / HANDLE_LIST).write_text("")  # emptied while the server runs
+        joined = subprocess.run(
+            [sys.executable, "-c", "import sys; from memory_engine.embedded import embedded_database;"
+             " embedded_database(sys.argv[1])", str(fresh_data_dir)],
+            cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=120)
+        assert joined.returncode == 0, joined.stderr
+        assert _postgres_running(fresh_data_dir)
+        assert _query(server) == "1"
+        postmaster = _postmaster_pid(fresh_data_dir)
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(timeout=120)
+    # the last user stopped it, and its exit waited for the postmaster to exit (no poll needed)
+    assert not psutil.pid_exists(postmaster) or psutil.Process(postmaster).status() == psutil.STATUS_ZOMBIE
+    assert not _postgres_running(fresh_data_dir)
+
+
+def test_a_plain_client_keeps_the_server_up_and_own_connections_do_not(fresh_data_dir: Path) -> None:
+    """A client that never took a handle (psql, a tool) is a user too; this process's own open
+    connections are not: the last handle stops the server under them."""
+    entry = embedded_database(fresh_data_dir)
+    client = _connected_client(fresh_data_dir, "raw", entry["HOST"])
+    try:
+        release_embedded_servers(fresh_data_dir)
+        assert _postgres_running(fresh_data_dir)
+        assert _query(client) == "1"
+    finally:
+        assert client.stdin is not None
+        client.stdin.close()
+        client.wait(timeout=60)
+    entry = embedded_database(fresh_data_dir)
+    own = psycopg.connect(dbname="postgres", user="postgres", host=entry["HOST"], autocommit=True)
+    try:
+        release_embedded_servers(fresh_data_dir)
+        assert not _postgres_running(fresh_data_dir)
+    finally:
+        own.close()
+
+
 ROLLED_BACK_BM25_WRITE = """
 import django
 django.setup()

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +104,18 @@ def alive(pid: int) -> bool:
     except PermissionError:  # another user's process (pgserver runs PostgreSQL as its own user under root)
         return True
     return True
+
+
+def still_running_after(pid: int, *, timeout: float) -> bool:
+    """Whether ``pid`` is still running after up to ``timeout`` seconds (a zombie has exited)."""
+    try:
+        process = psutil.Process(pid)
+        deadline = time.monotonic() + timeout
+        while process.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 @pytest.fixture
@@ -213,16 +226,17 @@ def test_a_startproject_host_configured_from_the_readme(workdir: Path) -> None:
         schema = httpx.get(f"{base}/api/schema/?format=json", timeout=30).json()
         assert schema["info"]["title"] == "memory_engine API"  # no SPECTACULAR_SETTINGS in this host
     finally:
+        data_dir = workdir / "host" / ".pgdata"
+        pid = postmaster_pid(data_dir)  # read now: the server removes the file as it stops
         if server.poll() is None:
             server.send_signal(signal.SIGINT)  # like Ctrl-C: runserver exits, its atexit stops PostgreSQL
             try:
-                server.wait(timeout=30)
+                # bounded by the stop's own bounds (fast, then immediate shutdown, then a kill)
+                server.wait(timeout=120)
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait()
-    # the last process using the embedded PostgreSQL stopped it
-    data_dir = workdir / "host" / ".pgdata"
-    deadline = time.monotonic() + 30
-    while (pid := postmaster_pid(data_dir)) and alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not (pid and alive(pid)), "the embedded PostgreSQL outlived its last user"
+                raise AssertionError(f"runserver did not exit within 120 s of SIGINT:\n{log.read_text()[-3000:]}")
+    # the last process using the embedded PostgreSQL stopped it, and its exit waited for the
+    # postmaster to exit (a zombie for the moment its new parent takes to reap it counts as exited)
+    assert not (pid and still_running_after(pid, timeout=10)), "the embedded PostgreSQL outlived its last user"
