@@ -201,3 +201,42 @@ def test_sigterm_stops_everything_and_drops_dead_handle_pids(pgdata: Path) -> No
         assert_everything_stopped(run, pgdata, children)
     finally:
         run.kill()
+
+
+def worker_processes(run: MakeRun) -> list[psutil.Process]:
+    """make run's worker (the main process of `manage.py memory_engine_worker`)."""
+    return [c for c in psutil.Process(run.proc.pid).children() if "memory_engine_worker" in " ".join(c.cmdline())]
+
+
+def test_a_dead_worker_cluster_is_restarted_and_the_console_says_so(pgdata: Path) -> None:
+    """The worker's whole cluster dies (SIGKILL to its process group) while the server runs: make
+    run notices, says so, starts a new one that takes work, and Ctrl-C still stops everything."""
+    run = MakeRun(pgdata)
+    try:
+        run.wait_serving()
+        workers = worker_processes(run)
+        assert len(workers) == 1, [c.cmdline() for c in psutil.Process(run.proc.pid).children()]
+        first = workers[0]
+        deadline = time.monotonic() + 120
+        while not first.children() and time.monotonic() < deadline:  # its cluster is up
+            time.sleep(0.2)
+        os.killpg(first.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while "worker restarted" not in run.output() and time.monotonic() < deadline:
+            assert run.proc.poll() is None, run.output()[-3000:]
+            time.sleep(0.2)
+        assert "the worker exited (code -9): documents and rules wait; restarting it in 1 s (restart 1 of 5)" \
+            in run.output(), run.output()[-3000:]
+        restarted = worker_processes(run)
+        assert len(restarted) == 1 and restarted[0].pid != first.pid
+        deadline = time.monotonic() + 120
+        while not restarted[0].children() and time.monotonic() < deadline:  # the new cluster runs
+            assert restarted[0].is_running(), run.output()[-3000:]
+            time.sleep(0.2)
+        assert restarted[0].children(), run.output()[-3000:]
+        assert httpx.get(run.url + "/api/v1/memories", timeout=10).status_code == 401  # served throughout
+        children = children_of(run.proc.pid)
+        assert run.interrupt(signal.SIGINT) == 0
+        assert_everything_stopped(run, pgdata, children)
+    finally:
+        run.kill()
