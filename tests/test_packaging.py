@@ -236,7 +236,8 @@ def test_a_startproject_host_configured_from_the_readme(workdir: Path) -> None:
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait()
-                raise AssertionError(f"runserver did not exit within 120 s of SIGINT:\n{log.read_text()[-3000:]}")
+                raise AssertionError(
+                    f"runserver did not exit within 120 s of SIGINT:\n{log.read_text()[-3000:]}") from None
     # the last process using the embedded PostgreSQL stopped it, and its exit waited for the
     # postmaster to exit (a zombie for the moment its new parent takes to reap it counts as exited)
     assert not (pid and still_running_after(pid, timeout=10)), "the embedded PostgreSQL outlived its last user"
