@@ -13,13 +13,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import re
-import struct
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.expressions import RawSQL
 
@@ -29,63 +25,20 @@ from memory_engine.policy import SEARCH, Principal, reach, tag_filter
 
 #: Everything before the first entry.
 FEED_START = (0, 0)
-#: The earlier, readable cursors (base64 of ``f1.<txid>.<seq>``): still read, no longer issued.
 _CURSOR = re.compile(r"f1\.(\d{1,20})\.(\d{1,20})")
-#: Cursors issued now: this prefix, then base64 of a synthetic IV and the sealed position.
-_CURSOR_PREFIX = "c2"
-_IV_BYTES = 12
 _BIGINT_MAX = 2**63 - 1
 # xid8 fits a bigint (epoch << 32 | xid); the horizon is computed by the server per statement.
 _VISIBILITY_HORIZON = RawSQL("pg_snapshot_xmin(pg_current_snapshot())::text::bigint", [])
 
 
-def _cursor_key(project_id: str) -> bytes:
-    """The project's cursor key, derived from ``SECRET_KEY``: one project's cursors mean nothing
-    under another's key."""
-    secret = hashlib.sha256(f"memory_engine.feed-cursor:{settings.SECRET_KEY}".encode()).digest()
-    return hmac.new(secret, project_id.encode(), hashlib.sha256).digest()
+def encode_feed_cursor(position: tuple[int, int]) -> str:
+    """An opaque cursor for ``(txid, seq)``."""
+    raw = f"f1.{position[0]}.{position[1]}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _prf(key: bytes, label: bytes, data: bytes, size: int) -> bytes:
-    return hmac.new(key, label + data, hashlib.sha256).digest()[:size]
-
-
-def encode_feed_cursor(position: tuple[int, int], *, project_id: str) -> str:
-    """An opaque cursor for ``(txid, seq)`` in ``project_id``'s feed: the position encrypted under
-    the project's key (a synthetic IV, the keyed hash of the position, picks the pad, so one
-    position always gives the same cursor and two cursors say nothing of the distance between them
-    or of the server's transaction counter, which every project's writes move)."""
-    key = _cursor_key(project_id)
-    plain = struct.pack(">QQ", *position)
-    iv = _prf(key, b"iv", plain, _IV_BYTES)
-    sealed = bytes(a ^ b for a, b in zip(plain, _prf(key, b"pad", iv, len(plain)), strict=True))
-    return _CURSOR_PREFIX + base64.urlsafe_b64encode(iv + sealed).decode().rstrip("=")
-
-
-def decode_feed_cursor(cursor: str, *, project_id: str) -> tuple[int, int]:
-    """The position a cursor names; ``FeedCursorInvalid`` for anything this project's feed did not
-    issue. A cursor of the earlier, readable form (``f1``, kept in webhook subscriptions and
-    distillers) still resumes."""
-    if cursor.startswith(_CURSOR_PREFIX):
-        body = cursor[len(_CURSOR_PREFIX):]
-        try:
-            data = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_", validate=True)
-        except (binascii.Error, ValueError):
-            raise FeedCursorInvalid(details={"after": cursor}) from None
-        if len(data) != _IV_BYTES + 16:
-            raise FeedCursorInvalid(details={"after": cursor})
-        key = _cursor_key(project_id)
-        iv, sealed = data[:_IV_BYTES], data[_IV_BYTES:]
-        plain = bytes(a ^ b for a, b in zip(sealed, _prf(key, b"pad", iv, len(sealed)), strict=True))
-        txid, seq = struct.unpack(">QQ", plain)
-        if not hmac.compare_digest(iv, _prf(key, b"iv", plain, _IV_BYTES)) or txid > _BIGINT_MAX \
-                or seq > _BIGINT_MAX or encode_feed_cursor((txid, seq), project_id=project_id) != cursor:
-            raise FeedCursorInvalid(details={"after": cursor})
-        return txid, seq
-    return _decode_readable_cursor(cursor)
-
-
-def _decode_readable_cursor(cursor: str) -> tuple[int, int]:
+def decode_feed_cursor(cursor: str) -> tuple[int, int]:
+    """The position a cursor names; ``FeedCursorInvalid`` for anything this feed did not issue."""
     try:
         raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True).decode("ascii")
     except (binascii.Error, UnicodeDecodeError, ValueError):
@@ -94,8 +47,7 @@ def _decode_readable_cursor(cursor: str) -> tuple[int, int]:
     if match is None:
         raise FeedCursorInvalid(details={"after": cursor})
     txid, seq = int(match.group(1)), int(match.group(2))
-    readable = base64.urlsafe_b64encode(f"f1.{txid}.{seq}".encode()).decode().rstrip("=")
-    if txid > _BIGINT_MAX or seq > _BIGINT_MAX or readable != cursor:
+    if txid > _BIGINT_MAX or seq > _BIGINT_MAX or encode_feed_cursor((txid, seq)) != cursor:
         raise FeedCursorInvalid(details={"after": cursor})
     return txid, seq
 
@@ -118,7 +70,7 @@ def feed_page(*, project: Project, caller: Principal, after: str | None = None, 
     the cursor to pass next time (the same one when nothing new is visible yet). Entries the
     caller may not see, and with ``exclude_generator`` those it made, are left out and the cursor
     moves past them: a narrowed reader never stalls behind a run of other teams' changes."""
-    position = decode_feed_cursor(after, project_id=project.pk) if after else FEED_START
+    position = decode_feed_cursor(after) if after else FEED_START
     txid, seq = position
     entries = (
         # txid >= the cursor's lets the (project, txid, seq) index bound the scan
@@ -130,7 +82,7 @@ def feed_page(*, project: Project, caller: Principal, after: str | None = None, 
         rows = list(entries[:limit])
         if rows:
             position = (rows[-1].txid, rows[-1].seq)
-        return FeedPage(entries=rows, next_cursor=_next_cursor(project, after, position))
+        return FeedPage(entries=rows, next_cursor=encode_feed_cursor(position))
     shown = Q() if tags is None else tag_filter(FeedEntry, tags)
     if exclude_generator:
         shown &= ~Q(principal=caller.label)
@@ -142,11 +94,4 @@ def feed_page(*, project: Project, caller: Principal, after: str | None = None, 
             rows.append(entry)
             if len(rows) == limit:
                 break
-    return FeedPage(entries=rows, next_cursor=_next_cursor(project, after, position))
-
-
-def _next_cursor(project: Project, after: str | None, position: tuple[int, int]) -> str:
-    """The cursor of ``position``; the one sent when the page did not move (an earlier form too)."""
-    if after and position == decode_feed_cursor(after, project_id=project.pk):
-        return after
-    return encode_feed_cursor(position, project_id=project.pk)
+    return FeedPage(entries=rows, next_cursor=encode_feed_cursor(position))

@@ -317,7 +317,7 @@ def _follow_feed(distiller: Distiller, principal: Principal, provider: LLMProvid
         version_ids = [e.object_id for e in page.entries if e.kind == FeedKind.DOCUMENT_VERSION]
         versions = {v.pk: v for v in DocumentVersion.objects.filter(pk__in=version_ids).select_related("document")}
         for entry in page.entries:
-            position = encode_feed_cursor((entry.txid, entry.seq), project_id=distiller.project_id)
+            position = encode_feed_cursor((entry.txid, entry.seq))
             version = versions.get(entry.object_id) if entry.kind == FeedKind.DOCUMENT_VERSION else None
             if version is None or not in_scope(distiller, version):
                 continue
@@ -329,7 +329,7 @@ def _follow_feed(distiller: Distiller, principal: Principal, provider: LLMProvid
             budget -= 1
             if budget == 0:
                 return
-        if page.next_cursor == (cursor or encode_feed_cursor((0, 0), project_id=distiller.project_id)):
+        if page.next_cursor == (cursor or encode_feed_cursor((0, 0))):
             return
         cursor = page.next_cursor
         Distiller.objects.filter(pk=distiller.pk).update(cursor=cursor)

@@ -143,7 +143,11 @@ def validate_expires_at(value: Any, now: datetime) -> datetime | None:
     """An aware datetime after ``now``, or None (unstated); else 400 EXPIRES_AT_INVALID."""
     if value is None:
         return None
-    if not isinstance(value, datetime) or timezone.is_naive(value) or value <= now:
+    if isinstance(value, datetime) and timezone.is_naive(value):
+        raise ExpiresAtInvalid(f"`expires_at` {value.isoformat()} has no time zone; add one, e.g. "
+                               f"{value.strftime('%Y-%m-%dT%H:%M:%SZ')} for UTC.",
+                               details={"expires_at": str(value)})
+    if not isinstance(value, datetime) or value <= now:
         raise ExpiresAtInvalid(details={"expires_at": str(value)})
     return value
 
