@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import csv
 import gc
+import json
 import re
 import sys
 import threading
@@ -685,6 +686,54 @@ def funnel_targets(own: dict[str, float], embedder: dict[str, float]) -> dict[st
     }
 
 
+def locomo_turns(data: Path, start: int, count: int) -> list[str]:
+    conversations = json.loads((data / "locomo" / "locomo-dev.json").read_text(encoding="utf-8"))
+    turns = [f"{turn['speaker']}: {turn['text']}" for conversation in conversations
+             for key, session in conversation["conversation"].items()
+             if key.startswith("session_") and isinstance(session, list) for turn in session]
+    return list(dict.fromkeys(turns[start:]))[:count]
+
+
+def tier_pairs(data: Path, count: int) -> None:
+    """An institutional write (the write gate refuses instructions) against a user-tier write of
+    the same text, interleaved ABBA, whole ``memory_write`` time: what judging at write costs each."""
+    from memory_engine.instruction_guard import CLASSIFIED
+    from memory_engine.models import MemoryStore, Project
+    from memory_engine.models.memories import Tier
+    from memory_engine.services.memories import memory_write
+    from memory_engine.services.stores import project_delete
+
+    for old in Project.objects.filter(name="bench-write-tiers"):
+        project_delete(project=old)
+    project = Project.objects.create(name="bench-write-tiers")
+    stores = {"institutional": MemoryStore.objects.create(project=project, name="institutional"),
+              "user": MemoryStore.objects.create(project=project, name="user", tier=Tier.USER,
+                                                 subject_external_id="bench-user")}
+    memory_write(store=stores["user"], content="warm-up sentence for the model", principal="bench")
+    timings: dict[str, list[float]] = {name: [] for name in stores}
+    refused = 0
+    classified = CLASSIFIED._value.get()
+    for n, text in enumerate(locomo_turns(data, 3000, count)):
+        for name in (("institutional", "user") if n % 4 in (0, 3) else ("user", "institutional")):
+            started = time.perf_counter()
+            try:
+                memory_write(store=stores[name], content=text, principal="bench")
+            except Exception as exc:  # INSTRUCTION_REJECTED on a turn: counted, timed all the same
+                refused += type(exc).__name__ == "InstructionRejected"
+            timings[name].append((time.perf_counter() - started) * 1000)
+    segments = CLASSIFIED._value.get() - classified
+    summary = {name: summary_ms([v / 1000 for v in values]) for name, values in timings.items()}
+    ratio = summary["institutional"]["p50_ms"] / summary["user"]["p50_ms"]
+    print_table(["store tier", "writes", "p50 ms", "p95 ms", "mean ms"],
+                [[name, len(values), f"{summary[name]['p50_ms']:.1f}", f"{summary[name]['p95_ms']:.1f}",
+                  f"{summary[name]['mean_ms']:.1f}"] for name, values in timings.items()])
+    print(f"\ninstitutional / user p50: {ratio:.2f} (target <= 1.3); refused: {refused}; "
+          f"classifier segments: {segments:.0f} for {2 * len(timings['user'])} writes")
+    results = {"writes": summary, "ratio_p50": ratio, "refused": refused, "classified_segments": segments}
+    print(f"wrote {write_results('write_tiers', results)}")
+    project_delete(project=project)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--memories", type=int, default=100_000)
@@ -710,6 +759,10 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="REF",
                         help="alternate the writes, in blocks of ten, with the funnel as it was at git REF "
                              "(a paired run: each version gets half of --writes)")
+    parser.add_argument("--tiers", type=int, metavar="N", default=0,
+                        help="only the paired tier comparison: N conversation turns (LoCoMo, past the first 3,000), "
+                             "each written into an institutional store and a user-tier store in alternating order, "
+                             "whole memory_write time with the default embedder (the instruction guard judges both)")
     parser.add_argument("--server-side-binding", action="store_true",
                         help="open the connection with OPTIONS['server_side_binding'] on, as a host may "
                              "(psycopg binds the parameters on the server: one statement per round trip)")
@@ -717,6 +770,9 @@ def main() -> None:
     if args.storage != "vector" and args.build_grid:
         parser.error("--build-grid builds vector_cosine_ops indexes: add --storage vector")
     setup_django("bench_write")
+    if args.tiers:
+        tier_pairs(args.data, args.tiers)
+        return
     from django.conf import settings
     from django.db import connection
     from django.test import override_settings

@@ -670,6 +670,13 @@ SETTINGS: tuple[Setting, ...] = (
             "int", "1",
             "how often the scheduled sweep reads the memories (and documents) the graph has not read yet: a new "
             "memory is in the graph within this many minutes"),
+    Setting("GUARD_SWEEP_MINUTES", 5, integer,
+            "int", "5",
+            "how often the scheduled sweep judges stored texts (memories, chunks) that hold no finding of the "
+            "instruction guard's current version (after an upgrade that changed the guard; services.guard_sweep)"),
+    Setting("GUARD_SWEEP_ROWS", 5000, integer,
+            "int", "5000",
+            "most rows one run of that sweep judges (`manage.py memory_engine_guard_sweep` judges them all)"),
     Setting("ENTITY_BATCH", 500, integer,
             "int", "500",
             "most memories (or documents) one extraction task reads"),

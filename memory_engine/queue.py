@@ -64,6 +64,8 @@ WEBHOOKS_SCHEDULE_NAME = "memory_engine: webhooks"
 ENTITIES_DOCUMENTS_TASK = "memory_engine.tasks.entities_documents_task"
 ENTITIES_SWEEP_TASK = "memory_engine.tasks.entities_sweep_task"
 ENTITIES_SCHEDULE_NAME = "memory_engine: entity graph"
+GUARD_SWEEP_TASK = "memory_engine.tasks.guard_sweep_task"
+GUARD_SWEEP_SCHEDULE_NAME = "memory_engine: instruction guard"
 
 
 def _async_task(path: str, *args: Any, **options: Any) -> None:
@@ -116,6 +118,13 @@ def enqueue_memory_map_on_commit(store_id: str) -> None:
     transaction.on_commit(partial(enqueue_memory_map, store_id))
 
 
+def enqueue_guard_sweep(store_ids: Sequence[str] | None = None) -> None:
+    """Queue a sweep of the instruction guard over stored texts without a current finding now
+    (``store_ids``: those stores' memories only)."""
+    _async_task(GUARD_SWEEP_TASK, list(store_ids) if store_ids is not None else None,
+                task_name="instruction guard sweep", group="memory_engine.guard")
+
+
 def enqueue_entities_documents(document_ids: Sequence[str]) -> None:
     """Queue the entity graph's reading of documents' new chunks now (services.entities)."""
     _async_task(ENTITIES_DOCUMENTS_TASK, list(document_ids), task_name=f"entities of {document_ids[0]}"
@@ -164,6 +173,12 @@ def ensure_schedules(**kwargs: Any) -> None:
         name=ENTITIES_SCHEDULE_NAME,
         defaults={"func": ENTITIES_SWEEP_TASK, "schedule_type": Schedule.MINUTES,
                   "minutes": max(1, engine_settings.ENTITY_SWEEP_MINUTES), "repeats": -1},
+    )
+    # stored texts without a finding of the instruction guard's current version (services.guard_sweep)
+    Schedule.objects.using(using).update_or_create(
+        name=GUARD_SWEEP_SCHEDULE_NAME,
+        defaults={"func": GUARD_SWEEP_TASK, "schedule_type": Schedule.MINUTES,
+                  "minutes": max(1, engine_settings.GUARD_SWEEP_MINUTES), "repeats": -1},
     )
     # resident distillers (services.distillers.distillers_tick); a schedule counts whole minutes
     Schedule.objects.using(using).update_or_create(

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from memory_engine.conf import engine_settings
 from memory_engine.services.distillers import distillers_tick
 from memory_engine.services.documents import document_ingest_group, document_ingest_many, document_sweep
 from memory_engine.services.entities import entities_extract_documents, entities_sweep
+from memory_engine.services.guard_sweep import guard_sweep
 from memory_engine.services.memory_lifecycle import memory_sweep
 from memory_engine.services.memory_map import memory_map_compute
 from memory_engine.services.retention import document_retention_sweep
@@ -84,3 +86,9 @@ def entities_sweep_task() -> dict[str, Any]:
     """Read what the graph has not read yet: new memories, chunks whose queued reading was lost
     (docs/entities.md)."""
     return entities_sweep()
+
+
+def guard_sweep_task(store_ids: list[str] | None = None) -> dict[str, int]:
+    """Judge stored texts without a finding of the instruction guard's current version (at most
+    GUARD_SWEEP_ROWS; the schedule comes back for the rest)."""
+    return guard_sweep(store_ids=store_ids, limit=engine_settings.GUARD_SWEEP_ROWS)

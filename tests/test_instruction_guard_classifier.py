@@ -88,7 +88,8 @@ def legacy(monkeypatch: Any) -> Any:
     """Write as before the guard existed (existing stores may hold such memories)."""
     def write(store: Any, content: str) -> Memory:
         with monkeypatch.context() as patch:
-            patch.setattr("memory_engine.services.memories.funnel.guard_instructions", lambda *a, **k: None)
+            patch.setattr("memory_engine.services.memories.funnel.judge_writes",
+                          lambda store, requests, prepared: [None] * len(requests))  # no finding stored
             return memory_write(store=store, content=content, principal="test", mechanism=Mechanism.API).memory
     return write
 

@@ -20,6 +20,7 @@ from django.utils.html import format_html, format_html_join
 
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.grants import ADD
+from memory_engine.instruction_guard import Finding
 from memory_engine.models import Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
 from memory_engine.policy import access_tags_write
@@ -52,11 +53,27 @@ STATUS_COLOURS: dict[str, str] = {
 }
 
 
+def chunk_guard_verdict(chunk: Chunk) -> str:
+    """What the instruction guard's stored finding says of a chunk at the read gate."""
+    finding = Finding.stored(chunk.guard, (chunk.text,))
+    if finding is None:
+        return "not judged by the current guard yet (judged when read)"
+    verdict = finding.verdict("read")
+    if not verdict.blocked:
+        return "passes"
+    score = "" if verdict.score is None else f", score {verdict.score:.2f}"
+    return f"withheld: {verdict.family} ({verdict.rule}{score})"
+
+
 class ChunkInline(ReadOnlyInlineMixin, admin.TabularInline):
     model = Chunk
-    fields = readonly_fields = ("chunk_index", "page", "text_preview", "embedded")
+    fields = readonly_fields = ("chunk_index", "page", "text_preview", "embedded", "guard_verdict")
     show_change_link = False
     classes = ["collapse"]
+
+    @admin.display(description="instruction guard")
+    def guard_verdict(self, obj: Chunk) -> str:
+        return chunk_guard_verdict(obj)
 
     @admin.display(description="text")
     def text_preview(self, obj: Chunk) -> str:
@@ -135,15 +152,30 @@ class DocumentAdmin(RetentionActionsMixin, ErasureAdmin, ProjectScopedAdmin):
         "id", "project", "path", "content_type", "file", "original_filename", "size_bytes", "sha256",
         "status_badge", "progress", "error_explained", "chunking", "rule", "attempts", "heartbeat_at",
         "ingested_at", "created_at", "updated_at", "source", "external_ref", "last_seen_at", "version_history",
+        "withheld_chunks",
     ]
     fieldsets = [  # ingestion first: "why is this PDF not searchable?"
         ("Ingestion", {"fields": ["path", "status_badge", "progress", "error_explained", "chunking", "rule",
-                                  "attempts", "heartbeat_at", "ingested_at"]}),
+                                  "attempts", "heartbeat_at", "ingested_at", "withheld_chunks"]}),
         (None, {"fields": ["id", "project", "title", "tags", "metadata"]}),
         ("File", {"fields": ["content_type", "file", "original_filename", "size_bytes", "sha256", "created_at",
                              "updated_at"]}),
         ("Source and versions", {"fields": ["source", "external_ref", "last_seen_at", "version_history"]}),
     ]
+
+    @admin.display(description="withheld chunks")
+    def withheld_chunks(self, obj: Document) -> str:
+        """The live chunks the instruction guard keeps out of every read (they read as instructions
+        to an AI), with the reason; a chunk not judged by the current guard yet says so."""
+        rows = []
+        for chunk in obj.chunks.filter(generation__isnull=True).defer("embedding").order_by("chunk_index"):
+            verdict = chunk_guard_verdict(chunk)
+            if verdict != "passes":
+                rows.append((chunk.chunk_index, chunk.page or "-", verdict, chunk.text[:160]))
+        if not rows:
+            return "none: every chunk passes the instruction guard"
+        return format_html("<ul>{}</ul>", format_html_join(
+            "", "<li>chunk {} (page {}): {} — <q>{}</q></li>", rows))
 
     def get_form(self, request: Any, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         if obj is None:

@@ -15,10 +15,13 @@ from django.utils.html import format_html, format_html_join
 
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.grants import ADD, FORGET
+from memory_engine.instruction_guard import version as guard_version
 from memory_engine.models import DocumentVersion, Memory, MemoryAssertion, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome
 from memory_engine.policy import access_tags_write, visible
+from memory_engine.queue import enqueue_guard_sweep
 from memory_engine.selectors.memory_map import memory_map_answer
+from memory_engine.services.guard_sweep import guard_counts
 from memory_engine.services.memory_lifecycle import memory_forget, memory_restore, restorable_until
 from memory_engine.services.memory_map import memory_map_request, recomputing
 from memory_engine.services.stores import memory_store_delete, memory_store_save, validate_memory_store
@@ -73,7 +76,30 @@ class MemoryStoreAdmin(ErasureAdmin, ProjectScopedAdmin):
     search_fields = ["name", "id", "subject_external_id"]
     # A store's tier and owner are set when it is made (API, subjects, agents): stores made here
     # are institutional.
-    readonly_fields = ["id", "tier", "subject_external_id", "agent", "created_at", "memory_map_link"]
+    readonly_fields = ["id", "tier", "subject_external_id", "agent", "created_at", "memory_map_link",
+                       "instruction_guard"]
+    actions = ["judge_again"]
+
+    @admin.display(description="instruction guard")
+    def instruction_guard(self, obj: MemoryStore) -> str:
+        """How many of the store's texts hold a finding of the guard's current version."""
+        if obj.pk is None or obj._state.adding:
+            return "-"
+        counts = guard_counts(store_ids=[obj.pk])
+        return format_html_join(", ", "{}: {} of {} judged by guard {}", (
+            (table.replace("_", " "), count["current"], count["rows"], guard_version())
+            for table, count in counts.items() if table != "chunks"))
+
+    @admin.action(description="Judge their texts again with the instruction guard (rows of an older guard)")
+    def judge_again(self, request: HttpRequest, queryset: QuerySet[MemoryStore]) -> None:
+        stores = list(queryset)
+        self.require_grant(request, ADD, stores)
+        unjudged = sum(count["rows"] - count["current"]
+                       for count in guard_counts(store_ids=[store.pk for store in stores]).values())
+        enqueue_guard_sweep([store.pk for store in stores])
+        self.message_user(request, f"Queued: the instruction guard judges the {unjudged} rows of {len(stores)} "
+                                   f"store(s) that hold no finding of its current version ({guard_version()}).",
+                          messages.SUCCESS)
 
     @admin.display(description="memory map")
     def memory_map_link(self, obj: MemoryStore) -> str:

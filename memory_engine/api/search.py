@@ -174,6 +174,9 @@ class SearchResultSerializer(strict.Serializer):
         choices=list(EVIDENCE_GRADES),
         help_text="none: no hit is relevant; weak: relevant hits, the first of them not a close match (say you "
                   "do not know unless the passages answer it); strong: the first relevant hit is a close match.")
+    withheld = serializers.IntegerField(
+        help_text="How many candidates (memories and document chunks) were kept out because their text reads as "
+                  "instructions to an AI; they stay stored (docs/security.md, Instruction guard).")
 
 
 def search_response(result: SearchResult) -> Response:

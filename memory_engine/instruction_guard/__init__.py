@@ -40,33 +40,45 @@ Figures: bench/instruction_guard.py, docs/benchmarks.md.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
 import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 from prometheus_client import Counter
 
 from . import classifier
-from .normal import canonical, normalise, payloads, words
+from .normal import canonical, normalise, payloads, vocabulary, words
 from .rules import cues, rule_hit
 
 __all__ = [
     "BARS",
     "BLOCKED",
+    "Finding",
     "Verdict",
     "drop_instructions",
+    "english_share",
+    "findings",
     "first_instruction",
     "first_verdict",
     "item_strings",
     "judge",
     "judge_many",
+    "merge_findings",
+    "strings_digest",
     "normalise",
     "reads_as_instruction",
     "record_block",
+    "stored_verdict",
+    "version",
 ]
 
 logger = logging.getLogger("memory_engine.instruction_guard")
@@ -83,6 +95,12 @@ SEGMENT_CHARS = 240
 MAX_SEGMENTS = 64
 #: A view of fewer words than this is judged by the rules alone (tag keys, one-word values).
 MIN_WORDS = 3
+#: The screen clears a text alone below this score (bench/guard_screen.py: no injection of the
+#: guard's sets that reaches the screen scores below 0.9; about three in four plain English
+#: sentences score below 0.5 and skip the classifier).
+SCREEN_BAR = 0.5
+#: ... and only when at least this share of its words are English dictionary words.
+SCREEN_ENGLISH = 0.5
 
 @dataclass(frozen=True)
 class Verdict:
@@ -114,6 +132,125 @@ class Verdict:
 CLEAN = Verdict(None, "", 0.0, "text")
 
 
+@functools.cache
+def version() -> str:
+    """The guard's version: a digest of what a stored finding depends on (the normaliser, the
+    rules and lexicons, the classifier and its heads and exemplars, how a text is cut into
+    groups). A finding stored under another version is judged again (services.guard_sweep)."""
+    digest = hashlib.sha256(f"{SEGMENT_CHARS}|{MAX_SEGMENTS}|{MIN_WORDS}|{SCREEN_BAR}|{SCREEN_ENGLISH}".encode())
+    here = Path(__file__).resolve().parent
+    for path in sorted([*here.glob("*.py"), *(here / "data").glob("*")]):
+        if path.name != "__init__.py" and path.is_file():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What the guard found in a text (or a memory's other strings), before any bar: stored with
+    the text once, at write or ingestion, so that a read applies its bar without judging again.
+
+    ``hit``: (family, rule, view) when a rule decided. ``cued`` / ``plain``: the worst classifier
+    score among the strings that show a cue / show none (None: no such string). ``family`` and
+    ``view``: the classifier's likeliest family and where the worst score was found. ``by``:
+    ``rules``, ``screen`` or ``classifier``, the costliest step a string needed; "" when the
+    classifier was needed and could not run (such a finding is not stored).
+    ``version``: the guard's version (:func:`version`) that found it.
+    """
+
+    hit: tuple[str, str, str] | None
+    cued: float | None
+    plain: float | None
+    family: str
+    view: str
+    by: str
+    version: str
+    #: a digest of the strings it judged (:func:`strings_digest`): a text changed since (an edit
+    #: that bypassed the write funnel, a redaction) no longer matches it and is judged again
+    digest: str = ""
+
+    def verdict(self, gate: str) -> Verdict:
+        """The verdict ``gate`` (``read`` or ``write``) reaches on this finding."""
+        if self.hit is not None:
+            return Verdict(self.hit[0], self.hit[1], None, self.hit[2])
+        plain_bar, cued_bar = BARS[gate]
+        worst = max((s for s in (self.cued, self.plain) if s is not None), default=0.0)
+        if (self.cued is not None and self.cued >= cued_bar) or (self.plain is not None and self.plain >= plain_bar):
+            return Verdict(self.family, "classifier", worst, self.view)
+        return Verdict(None, "", worst, self.view)
+
+    def as_json(self) -> dict[str, Any]:
+        """The finding as stored (a jsonb column ``guard``)."""
+        return {"version": self.version, "hit": list(self.hit) if self.hit else None,
+                "cued": None if self.cued is None else round(self.cued, 4),
+                "plain": None if self.plain is None else round(self.plain, 4),
+                "family": self.family, "view": self.view, "by": self.by, "digest": self.digest}
+
+    @classmethod
+    def stored(cls, data: Any, values: Sequence[Any] | None = None) -> Finding | None:
+        """The finding a ``guard`` column holds, None when there is none, when it was found by
+        another version of the guard, or (given the ``values`` it should cover) when those have
+        changed since: the strings must be judged again."""
+        if not isinstance(data, dict) or data.get("version") != version():
+            return None
+        if values is not None and data.get("digest") != strings_digest(values):
+            return None
+        hit = data.get("hit")
+        return cls((hit[0], hit[1], hit[2]) if hit else None, data.get("cued"), data.get("plain"),
+                   data.get("family") or "override", data.get("view") or "text", data.get("by") or "",
+                   data["version"], data.get("digest") or "")
+
+    @classmethod
+    def of(cls, assessments: Sequence[_Assessment]) -> Finding:
+        """The finding of a group of strings: the first rule hit, the worst cued and plain scores."""
+        hit = next((a.hit for a in assessments if a.hit is not None), None)
+        cued = [a for a in assessments if a.hit is None and a.cued and a.score is not None]
+        plain = [a for a in assessments if a.hit is None and not a.cued and a.score is not None]
+        worst = max([*cued, *plain], key=lambda a: a.score or 0.0, default=None)
+        steps = {a.by for a in assessments}
+        by = ("" if "" in steps else "rules" if hit or not steps - {"rules"}
+              else "classifier" if "classifier" in steps else "screen")
+        return cls(hit, max((a.score or 0.0 for a in cued), default=None),
+                   max((a.score or 0.0 for a in plain), default=None),
+                   worst.family if worst else "override", worst.view if worst else "text", by, version())
+
+
+def merge_findings(*stored: Any, values: Sequence[Any]) -> dict[str, Any] | None:
+    """One stored finding (``as_json``) for ``values`` whose strings all come from those several
+    findings judged (a superseding memory's own fields and those it inherits): the first rule hit,
+    the worst scores. None when one of them is missing or of another version (the memory is judged
+    when read, or by the sweep)."""
+    found = [Finding.stored(data) for data in stored]
+    if not found or any(f is None for f in found):
+        return None
+    parts = [f for f in found if f is not None]
+    worst = max(parts, key=lambda f: max(f.cued or 0.0, f.plain or 0.0))
+    order = ("rules", "screen", "classifier")
+    merged = Finding(next((f.hit for f in parts if f.hit), None),
+                     max((f.cued for f in parts if f.cued is not None), default=None),
+                     max((f.plain for f in parts if f.plain is not None), default=None),
+                     worst.family, worst.view, max((f.by for f in parts), key=order.index), version(),
+                     strings_digest(values))
+    return merged.as_json()
+
+
+def strings_digest(values: Sequence[Any]) -> str:
+    """A short digest of every string of ``values`` (:func:`item_strings`), in sorted order (a
+    jsonb column hands keys back in its own order)."""
+    strings = sorted(s for s in item_strings(*values) if s and s.strip())
+    return hashlib.sha256("\x1f".join(strings).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def english_share(text: str) -> float:
+    """The share of the text's Latin-letter words (longer than two letters counted as known) that
+    are English dictionary words."""
+    tokens = re.findall(r"[A-Za-z]+", text)
+    if not tokens:
+        return 0.0
+    known = vocabulary()
+    return sum(t.lower() in known and len(t) > 2 for t in tokens) / len(tokens)
+
+
 # --------------------------------------------------------------------------- assessment
 
 @dataclass(frozen=True)
@@ -125,6 +262,9 @@ class _Assessment:
     score: float | None                 # None: a rule decided, the classifier was not run
     family: str                         # the classifier's likeliest instruction family
     view: str
+    #: what scored it: "rules" (a rule, or too short to score), "screen", "classifier", or ""
+    #: when the classifier should have and could not run (such a reading is never stored)
+    by: str = "classifier"
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+|(?<=[。！？])")
@@ -205,7 +345,27 @@ def _scores(segments: list[str]) -> Any:
         return None
 
 
-def _assess_many(texts: Sequence[str]) -> list[_Assessment]:
+def _screened(text: str, hit: Any, cued: bool, pairs: list[tuple[str, str]],
+              vector: Sequence[float] | None) -> float | None:
+    """The screen's score for a text it may clear, else None (the text goes to the classifier).
+
+    The screen is a head fitted on the same exemplars over the vector the write already made
+    with the engine's default embedder (English only): it judges a text alone only when no rule
+    fired, no cue shows, the text is one plain English sentence group that the normaliser left
+    as it was (no look-alikes, no payload), and its score is below SCREEN_BAR."""
+    if vector is None or hit is not None or cued or len(pairs) != 1 or pairs[0][0] != "text":
+        return None
+    normal = normalise(text)
+    if words(pairs[0][1]) != words(normal) or english_share(normal) < SCREEN_ENGLISH:
+        return None
+    fitted = classifier.screen_head()
+    if fitted is None:
+        return None
+    score = 1.0 - float(fitted.probabilities(np.asarray([vector], dtype=np.float32))[0][0])
+    return score if score < SCREEN_BAR else None
+
+
+def _assess_many(texts: Sequence[str], vectors: Mapping[str, Sequence[float]] | None = None) -> list[_Assessment]:
     out: list[_Assessment | None] = [None] * len(texts)
     plans: dict[str, tuple[tuple[str, str, str] | None, bool, list[tuple[str, str]]]] = {}
     with _assessed_lock:
@@ -214,16 +374,23 @@ def _assess_many(texts: Sequence[str]) -> list[_Assessment]:
             if known is not None:
                 _assessed.move_to_end(text)
                 out[i] = known
+    screened: dict[str, _Assessment] = {}
     for i, text in enumerate(texts):
-        if out[i] is None and text not in plans:
-            plans[text] = _plan(text)
+        if out[i] is None and text not in plans and text not in screened:
+            hit, cued, pairs = _plan(text)
+            cleared = _screened(text, hit, cued, pairs, (vectors or {}).get(text))
+            if cleared is not None:
+                screened[text] = _Assessment(None, False, cleared, "override", "text", by="screen")
+            else:
+                plans[text] = (hit, cued, pairs)
     segments = sorted({segment for _, _, pairs in plans.values() for _, segment in pairs})
     probabilities = _scores(segments) if segments else None
     row_of = {segment: n for n, segment in enumerate(segments)}
-    fresh: dict[str, _Assessment] = {}
+    fresh: dict[str, _Assessment] = dict(screened)
     for text, (hit, cued, pairs) in plans.items():
         score: float | None = None if hit else 0.0
         family, view = "override", "text"
+        by = "rules" if hit or not pairs else "classifier" if probabilities is not None else ""
         if probabilities is not None:
             for name, segment in pairs:
                 row = probabilities[row_of[segment]]
@@ -231,15 +398,19 @@ def _assess_many(texts: Sequence[str]) -> list[_Assessment]:
                     score = 1.0 - float(row[0])
                     family = classifier.CLASSES[1 + int(row[1:].argmax())]
                     view = name
-        fresh[text] = _Assessment(hit, cued, score, family, view)
-    if probabilities is None and segments:
-        return [known if known is not None else fresh[text] for known, text in zip(out, texts, strict=True)]
-    with _assessed_lock:  # (a reading without the classifier is not kept: it may come back)
+        fresh[text] = _Assessment(hit, cued, score, family, view, by=by)
+    _keep({text: assessment for text, assessment in fresh.items() if assessment.by})
+    return [known if known is not None else fresh[text] for known, text in zip(out, texts, strict=True)]
+
+
+def _keep(fresh: dict[str, _Assessment]) -> None:
+    """Keep these readings for this process (the caller leaves out a reading that needed the
+    classifier and did not get it: it may come back)."""
+    with _assessed_lock:
         for text, assessment in fresh.items():
             _assessed[text] = assessment
         while len(_assessed) > _ASSESSED_SIZE:
             _assessed.popitem(last=False)
-    return [known if known is not None else fresh[text] for known, text in zip(out, texts, strict=True)]
 
 
 def _verdict(assessment: _Assessment, gate: str) -> Verdict:
@@ -263,6 +434,19 @@ def judge_many(texts: Sequence[str], *, gate: str = "read") -> list[Verdict]:
     present = [text for text in texts if text and text.strip()]
     assessed = dict(zip(present, _assess_many(present), strict=True))
     return [_verdict(assessed[text], gate) if text in assessed else CLEAN for text in texts]
+
+
+def findings(groups: Sequence[Sequence[Any]], *,
+             vectors: Mapping[str, Sequence[float]] | None = None) -> list[Finding]:
+    """One :class:`Finding` per group of values (every string of each, see :func:`item_strings`),
+    the classifier run once over all of them. ``vectors``: the engine's default embedder's vector
+    of a text (``{text: vector}``), which lets the screen clear a plain text without the
+    classifier; pass them only when that embedder (all-MiniLM-L6-v2) made them."""
+    strings = [[s for s in item_strings(*group) if s and s.strip()] for group in groups]
+    distinct = list(dict.fromkeys(s for group in strings for s in group))
+    assessed = dict(zip(distinct, _assess_many(distinct, vectors), strict=True))
+    return [dataclasses.replace(Finding.of([assessed[s] for s in group]), digest=strings_digest(group))
+            for group in strings]
 
 
 def judge(text: str, *, gate: str = "read") -> Verdict:
@@ -342,17 +526,48 @@ def record_block(item_id: str, *, path: str, rule: str, tier: str = "", verdict:
 T = TypeVar("T")
 
 
+CLASSIFIED = Counter(
+    "memory_engine_guard_classified_segments",
+    "Text segments the instruction guard's classifier embedded (multilingual-e5): at a write, an ingestion, "
+    "a sweep, or a read meeting a text without a stored finding of the guard's current version.",
+)
+STORED_VERDICTS = Counter(
+    "memory_engine_guard_read_verdicts",
+    "Items a read judged on their stored finding (source=stored) or, having none of the guard's "
+    "current version yet, by judging their text then (source=judged).",
+    ["source"],
+)
+
+
+def stored_verdict(stored: Sequence[tuple[Any, Sequence[Any]]], gate: str = "read") -> Verdict | None:
+    """The verdict on an item from its stored findings: ``(guard column, the values it covers)``
+    pairs. The first that blocks at ``gate``, else a clean one; None when one of them is missing,
+    of another version of the guard, or its values changed since (the item must be judged)."""
+    found = [Finding.stored(data, values) for data, values in stored]
+    if not found or any(f is None for f in found):
+        return None
+    verdicts = [f.verdict(gate) for f in found if f is not None]
+    return next((v for v in verdicts if v.blocked), CLEAN)
+
+
 def drop_instructions(items: Iterable[T], *, path: str,
-                      fields: Callable[[T], tuple[str, str, tuple[Any, ...]]]) -> list[T]:
-    """``items`` without those whose strings read as instructions (judged on the read gate,
-    all items' strings in one classifier run). ``fields(item)`` gives ``(item id, tier,
-    values to scan)``; each drop goes through :func:`record_block`."""
+                      fields: Callable[[T], tuple[str, str, tuple[Any, ...]]],
+                      stored: Callable[[T], Sequence[tuple[Any, Sequence[Any]]]] | None = None) -> list[T]:
+    """``items`` without those that read as instructions on the read gate. ``fields(item)`` gives
+    ``(item id, tier, values to scan)``; ``stored(item)`` the findings stored with them: (``guard``
+    column, the values it covers) pairs. An item whose findings are all of the guard's current version is judged on
+    them, with no classifier call; the others are judged now, all their strings in one classifier
+    run. Each drop goes through :func:`record_block`."""
     listed = [(item, *fields(item)) for item in items]
-    strings = [item_strings(*values) for _, _, _, values in listed]
-    verdicts = iter(judge_many([s for group in strings for s in group], gate="read"))
+    known = [None if stored is None else stored_verdict(stored(item)) for item, *_ in listed]
+    strings = [item_strings(*values) if verdict is None else []
+               for (_, _, _, values), verdict in zip(listed, known, strict=True)]
+    judged = iter(judge_many([s for group in strings for s in group], gate="read"))
     kept: list[T] = []
-    for (item, item_id, tier, _), group in zip(listed, strings, strict=True):
-        found = [v for v in (next(verdicts) for _ in group) if v.blocked]
+    for (item, item_id, tier, _), group, verdict in zip(listed, strings, known, strict=True):
+        STORED_VERDICTS.labels(source="judged" if verdict is None else "stored").inc()
+        found = [v for v in (next(judged) for _ in group) if v.blocked] if verdict is None else \
+            [verdict] if verdict.blocked else []
         if found:
             record_block(item_id, path=path, rule=str(found[0].family), tier=tier, verdict=found[0])
         else:

@@ -202,6 +202,36 @@ def head(name: str = DEFAULT_ENCODER) -> Head:
     return found
 
 
+#: The model whose vectors the screen reads: the engine's default embedder.
+SCREEN_MODEL = MiniLMEncoder.name
+
+
+def screen_head() -> Head | None:
+    """The head fitted for the engine's default embedder (``data/head-all-MiniLM-L6-v2.json``),
+    used as the guard's screen over the vector a write already made; None when the shipped file
+    does not match the exemplars (the screen is off then, and logged once: rebuild it with
+    ``--encoder minilm``)."""
+    with _lock:
+        if ("screen", SCREEN_MODEL) in _state:
+            found: Head | None = _state[("screen", SCREEN_MODEL)]
+            return found
+    digest = hashlib.sha256(EXEMPLARS.read_bytes()).hexdigest()
+    try:
+        stored = json.loads(head_path(SCREEN_MODEL).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        stored = None
+    found = None
+    if stored and stored.get("exemplars_sha256") == digest:
+        found = Head(np.array(stored["weights"], dtype=np.float32), np.array(stored["bias"], dtype=np.float32),
+                     encoder=SCREEN_MODEL, exemplars_sha256=digest)
+    else:
+        logger.warning("instruction guard: %s does not match the exemplars; every text goes to the classifier",
+                       head_path(SCREEN_MODEL).name)
+    with _lock:
+        _state[("screen", SCREEN_MODEL)] = found
+    return found
+
+
 def classify(segments: Sequence[str], *, encoder_name: str = DEFAULT_ENCODER) -> np.ndarray:
     """Class probabilities (rows in ``segments`` order, columns :data:`CLASSES`)."""
     out = np.zeros((len(segments), len(CLASSES)), dtype=np.float32)
@@ -217,6 +247,9 @@ def classify(segments: Sequence[str], *, encoder_name: str = DEFAULT_ENCODER) ->
     if missing:
         fitted = head(encoder_name)
         todo = list(missing)
+        from . import CLASSIFIED  # (the package's counter: this module also runs as a script)
+
+        CLASSIFIED.inc(len(todo))
         probabilities = fitted.probabilities(encoder(encoder_name).embed(todo))
         with _lock:
             for segment, row in zip(todo, probabilities, strict=True):

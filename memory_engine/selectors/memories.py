@@ -12,11 +12,12 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from memory_engine.exceptions import InstructionWithheld, NotFound
-from memory_engine.instruction_guard import drop_instructions, first_verdict, record_block
+from memory_engine.instruction_guard import drop_instructions, first_verdict, record_block, stored_verdict
 from memory_engine.models import Agent, Memory
 from memory_engine.models.memories import Tier
 
-__all__ = ["agent_visible_memories", "drop_instruction_memories", "in_facet", "memory_fields", "open_memory"]
+__all__ = ["agent_visible_memories", "drop_instruction_memories", "in_facet", "memory_fields", "memory_findings",
+           "memory_strings", "open_memory"]
 
 
 def in_facet(queryset: QuerySet[Memory], facet: str | None) -> QuerySet[Memory]:
@@ -30,13 +31,25 @@ def in_facet(queryset: QuerySet[Memory], facet: str | None) -> QuerySet[Memory]:
 def memory_fields(memory: Memory) -> tuple[str, str, tuple[Any, ...]]:
     """What the instruction guard scans of a memory: its text and every string of its title,
     tags and metadata (``(id, tier, values)`` for instruction_guard.drop_instructions)."""
-    return memory.pk, memory.store.tier, (memory.content.text, memory.title, memory.tags, memory.metadata)
+    return memory.pk, memory.store.tier, (memory.content.text, *memory_strings(memory))
+
+
+def memory_findings(memory: Memory) -> list[tuple[Any, tuple[Any, ...]]]:
+    """The instruction guard's findings stored with a memory and what each covers: its content
+    row's (the text) and its own (title, tags, metadata)."""
+    return [(memory.content.guard, (memory.content.text,)), (memory.guard, memory_strings(memory))]
+
+
+def memory_strings(memory: Memory) -> tuple[Any, ...]:
+    """The strings of a memory its own guard finding covers (the funnel judges these)."""
+    return (memory.title, memory.tags, memory.metadata)
 
 
 def drop_instruction_memories(memories: list[Memory], *, path: str) -> list[Memory]:
     """The memories without those that read as instructions (they stay stored; each drop is
-    counted under ``path``). The memories need ``content`` and ``store`` loaded."""
-    return drop_instructions(memories, path=path, fields=memory_fields)
+    counted under ``path``), judged on their stored findings (or now, without current ones). The
+    memories need ``content`` and ``store`` loaded."""
+    return drop_instructions(memories, path=path, fields=memory_fields, stored=memory_findings)
 
 
 def open_memory(queryset: QuerySet[Memory], memory_id: Any, *, facet: str | None = None,
@@ -57,8 +70,10 @@ def open_memory(queryset: QuerySet[Memory], memory_id: Any, *, facet: str | None
     if memory is None:
         raise NotFound()
     item_id, tier, values = memory_fields(memory)
-    verdict = first_verdict(*values)
-    if verdict is not None:
+    verdict = stored_verdict(memory_findings(memory))
+    if verdict is None:  # no finding of the guard's current version yet: judged now
+        verdict = first_verdict(*values)
+    if verdict is not None and verdict.blocked:
         record_block(item_id, path=path, rule=str(verdict.family), tier=tier, verdict=verdict)
         raise InstructionWithheld(details={"rule": verdict.family})
     return memory

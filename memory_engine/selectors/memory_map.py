@@ -38,7 +38,7 @@ def memory_map_points(found: MemoryMap) -> tuple[list[dict[str, Any]], list[dict
     memories = list(Memory.objects.live().filter(store_id=found.store_id, pk__in=list(cached))
                     .select_related("content", "store")
                     .only("id", "title", "tags", "metadata", "consent_category", "store_id", "store__tier",
-                          "content_id", "content__text"))
+                          "content_id", "content__text", "guard", "content__guard"))
     kept = {memory.pk for memory in drop_instruction_memories(memories, path="map")}
     by_id = {memory.pk: memory for memory in memories}
     points: list[dict[str, Any]] = []

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import DataError, transaction
 from django.utils import timezone
@@ -28,6 +28,8 @@ from django.utils import timezone
 from memory_engine.conf import engine_settings
 from memory_engine.db import in_batches, insert_rows
 from memory_engine.exceptions import ValidationFailed
+from memory_engine.instruction_guard import findings
+from memory_engine.instruction_guard.classifier import SCREEN_MODEL
 from memory_engine.mentions.subject_keys import subject_keys
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryStore, Project
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
@@ -36,13 +38,13 @@ from memory_engine.providers.embeddings import get_embedding_provider, refresh_e
 from .memories import (
     content_hash,
     embed_many_best_effort,
-    guard_instructions,
     lock_store,
     model_switched,
     validate_content,
     validate_thresholds,
 )
 from .memories.content import resolve_content
+from .memories.validation import GUARDED_TIERS, refusal_of
 from .memory_schema import memory_schema_save, validate_memory_schema
 
 PRINCIPAL = "formation"
@@ -123,12 +125,11 @@ def apply_declaration(*, project: Project, data: Any, principal: str = PRINCIPAL
         )
         if created:
             report.stores_created.append(store.name)
-        for item in entry["memories"]:  # the write funnel's guard: INSTRUCTION_REJECTED before any write
-            guard_instructions(store, item["content"], item["tags"], item["metadata"])
         for retry in (False, True):
             vectors = declared_vectors(store, entry["memories"], on_start=on_start, on_progress=on_progress)
+            judged = _judged(store, entry["memories"], vectors)  # INSTRUCTION_REJECTED before any write
             try:
-                _apply_store(store, entry["memories"], vectors, principal, report)
+                _apply_store(store, entry["memories"], vectors, principal, report, judged=judged)
                 break
             except DataError as exc:
                 if retry or not model_switched(exc):
@@ -140,6 +141,35 @@ def apply_declaration(*, project: Project, data: Any, principal: str = PRINCIPAL
                             store.pk)
                 refresh_embedding_provider()
     return report
+
+
+class _Judged(NamedTuple):
+    """The instruction guard's findings on a declaration's texts (by content hash) and on each
+    declared memory's tags and metadata (in order)."""
+
+    texts: dict[str, dict[str, Any] | None]
+    fields: list[dict[str, Any] | None]
+
+
+def _judged(store: MemoryStore, memories: list[dict[str, Any]], vectors: dict[str, tuple[Any, str]]) -> _Judged:
+    """The guard's findings on the declared texts and fields, the classifier run once over all of
+    them (the screen reads the vectors the default embedder just made), as the write funnel stores
+    them; in an agent or institutional store a declared memory that reads as instructions at the
+    write gate refuses the whole declaration (INSTRUCTION_REJECTED) before anything is written."""
+    texts = _distinct_texts(memories)
+    provider = get_embedding_provider()
+    screen = {text: vectors[digest][0] for digest, text in texts.items()
+              if provider is not None and provider.model_name == SCREEN_MODEL
+              and vectors.get(digest, (None, ""))[0] is not None}
+    found = findings([[text] for text in texts.values()] + [["", item["tags"], item["metadata"]] for item in memories],
+                     vectors=screen)
+    if store.tier in GUARDED_TIERS:
+        for finding in found:
+            verdict = finding.verdict("write")
+            if verdict.blocked:
+                raise refusal_of(store, verdict)
+    stored = [finding.as_json() if finding.by else None for finding in found]
+    return _Judged(dict(zip(texts, stored, strict=False)), stored[len(texts):])
 
 
 def _distinct_texts(memories: list[dict[str, Any]]) -> dict[str, str]:
@@ -173,7 +203,7 @@ def declared_vectors(store: MemoryStore, memories: list[dict[str, Any]], *,
 
 
 def _declared_contents(store: MemoryStore, memories: list[dict[str, Any]],
-                       vectors: dict[str, tuple[Any, str]]) -> dict[str, MemoryContent]:
+                       vectors: dict[str, tuple[Any, str]], judged: _Judged) -> dict[str, MemoryContent]:
     """Each distinct declared text's content row, by content hash, under the store lock: the rows
     the store has (read one query per IN_LIST_MAX texts; one that lacks a vector gets it through
     the write funnel's upsert) and the new ones, with their vectors, in one INSERT."""
@@ -188,22 +218,23 @@ def _declared_contents(store: MemoryStore, memories: list[dict[str, Any]],
         if digest not in rows:
             rows[digest] = MemoryContent(store=store, project_id=store.project_id, content_hash=digest, text=text,
                                          embedding=vector,
-                                         embedding_model=provider.model_name if provider and vector is not None else "")
+                                         embedding_model=provider.model_name if provider and vector is not None else "",
+                                         guard=judged.texts.get(digest))
             new.append(rows[digest])
         elif vector is not None:  # the row has no vector yet (declared_vectors embedded only those)
-            rows[digest] = resolve_content(store, text, digest, vector).row
+            rows[digest] = resolve_content(store, text, digest, vector, guard=judged.texts.get(digest)).row
     insert_rows(new)
     return rows
 
 
 @transaction.atomic
 def _apply_store(store: MemoryStore, memories: list[dict[str, Any]], vectors: dict[str, tuple[Any, str]],
-                 principal: str, report: FormationReport) -> None:
+                 principal: str, report: FormationReport, *, judged: _Judged) -> None:
     """Under the store lock: the declared texts' content rows (:func:`_declared_contents`), the
     live memories of those rows (one query per IN_LIST_MAX rows), then the new memories and every
     declared memory's assertion in one INSERT each (memory_engine.db.insert_rows)."""
     lock_store(store.pk)
-    contents = _declared_contents(store, memories, vectors)
+    contents = _declared_contents(store, memories, vectors, judged)
     live: dict[str, Memory] = {}
     for batch in in_batches([row.pk for row in contents.values()]):
         for found in Memory.objects.filter(store=store, content__in=batch,
@@ -211,7 +242,7 @@ def _apply_store(store: MemoryStore, memories: list[dict[str, Any]], vectors: di
             live.setdefault(found.content_id, found)  # the first, as the oldest live one
     created: list[Memory] = []
     assertions: list[MemoryAssertion] = []
-    for item in memories:
+    for item, fields_guard in zip(memories, judged.fields, strict=True):
         digest = content_hash(item["content"])
         content = contents[digest]
         memory = live.get(content.pk)
@@ -220,7 +251,7 @@ def _apply_store(store: MemoryStore, memories: list[dict[str, Any]], vectors: di
             memory = live[content.pk] = Memory(store=store, project_id=store.project_id, content=content,
                                                tags=item["tags"],
                                                metadata=item["metadata"], source_type=SourceType.DECLARED,
-                                               subjects=subject_keys(content.text))
+                                               subjects=subject_keys(content.text), guard=fields_guard)
             created.append(memory)
             action = "created"
             report.created.append((store.name, content.text))

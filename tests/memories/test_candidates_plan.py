@@ -84,7 +84,7 @@ def test_a_text_of_a_new_store_is_looked_up_by_store_and_hash(fresh):
     an index on the store alone beside the unique (store, hash) one, the planner took the first for
     a store it estimated at one row, and read all the store's content rows (1.8 ms per write at
     5,000)."""
-    with statements_with("SELECT embedding::text FROM memory_engine_memorycontent") as captured:
+    with statements_with("SELECT embedding::text, guard FROM memory_engine_memorycontent") as captured:
         memory_write(store=fresh, content="Our main database is hosted in Frankfurt", principal="test")
     [lookup] = captured
     plan = explain_analyze(*lookup)

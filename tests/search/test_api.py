@@ -159,7 +159,8 @@ def test_context_with_nothing_found_leaves_messages_alone(client, project, store
     messages = [{"role": "user", "content": "hello"}]
     body = client.post(f"/api/v1/agents/{agent.pk}/context", {"messages": messages}, format="json").json()
     assert body == {"messages": messages, "injected": False,
-                    "knowledge": {"results": [], "degraded": [], "lexical_backend": "bm25", "evidence": "none"}}
+                    "knowledge": {"results": [], "degraded": [], "lexical_backend": "bm25", "evidence": "none",
+                                  "withheld": 0}}
 
 
 def test_tools_definitions(client, project, store):

@@ -109,7 +109,10 @@ class SearchResult:
     #: none (no relevant hit) | weak | strong (the first relevant hit is a close match): what an
     #: agent may rest an answer on (selectors.search.stages.grade_evidence).
     evidence: str = "none"
+    #: the candidates (memories and document chunks) the instruction guard kept out: they read as
+    #: instructions to an AI (they stay stored; docs/security.md)
+    withheld: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"results": [hit.as_dict() for hit in self.results], "degraded": list(self.degraded),
-                "lexical_backend": self.lexical_backend, "evidence": self.evidence}
+                "lexical_backend": self.lexical_backend, "evidence": self.evidence, "withheld": self.withheld}

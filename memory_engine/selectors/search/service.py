@@ -45,6 +45,7 @@ from .sql import (
     hit_entities_sql,
     ordered_read_sql,
     scope_sizes_sql,
+    stored_findings_sql,
     stored_vectors_sql,
 )
 from .validation import boolean_option, clean_query, validate_channels, validate_search_knobs
@@ -162,9 +163,10 @@ def knowledge_search(
     scope.include_deprecated = include_deprecated  # deprecated documents: left out unless asked for
     if not scope.sources:
         return SearchResult(results=[])
+    withheld = [0]  # the hits the instruction guard kept out (SearchResult.withheld)
     if query is None:  # a listing: nothing to judge (relevance None, every hit relevant)
-        hits = _with_entities(_guarded(_ordered_read(scope, limit), guard_path))
-        return SearchResult(results=hits, evidence=_evidence(hits))
+        hits = _with_entities(_guarded(_ordered_read(scope, limit), guard_path, withheld))
+        return SearchResult(results=hits, evidence=_evidence(hits), withheld=withheld[0])
 
     timings: dict[str, float] = {}
     degraded: list[str] = []
@@ -206,7 +208,7 @@ def knowledge_search(
     started = time.perf_counter()
     hits = fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=len(rows), min_similarity=min_similarity,
                 weights=weights)
-    hits = _guarded(hits, guard_path)
+    hits = _guarded(hits, guard_path, withheld)
     started = _lap(timings, "fusion_ms", started)
     # The authority prior and the bounded boosts: clamped multipliers on the fused score.
     corroboration = None
@@ -238,7 +240,7 @@ def knowledge_search(
     timings["search_ms"] = ((time.perf_counter() - began) * 1000 - timings.get("embedding_ms", 0.0)
                             - timings.get("rerank_ms", 0.0))
     return SearchResult(results=hits, degraded=degraded, timings=timings, lexical_backend=backend,
-                        evidence=_evidence(hits))
+                        evidence=_evidence(hits), withheld=withheld[0])
 
 
 def _with_entities(hits: list[SearchHit]) -> list[SearchHit]:
@@ -302,11 +304,39 @@ def _stored_vectors(hits: list[SearchHit]) -> dict[tuple[str, str], list[float]]
         return {(source, id_): json.loads(vector) for source, id_, vector in cursor.fetchall()}
 
 
-def _guarded(hits: list[SearchHit], path: str) -> list[SearchHit]:
-    """The hits without stored memories that read as instructions (they stay stored); a drop is
-    counted under the memory's store tier (user_for_agent counts as user)."""
-    return drop_instructions(hits, path=path, fields=lambda hit: (
-        (hit.id, _store_tier(hit.tier), (hit.text, hit.title, hit.tags)) if hit.source == MEMORY else (hit.id, "", ())))
+def _guarded(hits: list[SearchHit], path: str, withheld: list[int] | None = None) -> list[SearchHit]:
+    """The hits without memories and chunks that read as instructions (they stay stored), judged on
+    the findings stored with them at write or ingestion (one statement reads them); a hit without
+    a finding of the guard's current version is judged now (memory_engine.instruction_guard). A
+    drop is counted under the memory's store tier (user_for_agent counts as user; "" for a chunk)
+    and, with ``withheld``, added to its one number."""
+    if not hits:
+        return hits
+    stored = _stored_findings(hits)
+    kept = drop_instructions(hits, path=path, stored=lambda hit: stored.get((hit.source, hit.id), [(None, ())]),
+                             fields=lambda hit: (
+        (hit.id, _store_tier(hit.tier), (hit.text, hit.title, hit.tags)) if hit.source == MEMORY
+        else (hit.id, "", (hit.text,))))
+    if withheld is not None:
+        withheld[0] += len(hits) - len(kept)
+    return kept
+
+
+def _stored_findings(hits: list[SearchHit]) -> dict[tuple[str, str], list[tuple[Any, tuple[Any, ...]]]]:
+    """(source, id) -> the guard findings stored with a hit and what each covers: its content
+    row's (the text) and its memory's (title, tags, metadata), or its chunk's."""
+    ids = {source: [h.id for h in hits if h.source == source] for source in (MEMORY, DOCUMENT)}
+    text = {(h.source, h.id): h.text for h in hits}
+    with read_connection().cursor() as cursor:
+        cursor.execute(stored_findings_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT]})
+        rows = cursor.fetchall()
+    return {(source, id_): [(_json(guard), (text[(source, id_)],))] + (
+        [(_json(own), (title, _json(tags), _json(metadata)))] if source == MEMORY else [])
+        for source, id_, guard, own, title, tags, metadata in rows}
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _store_tier(tier: str | None) -> str:

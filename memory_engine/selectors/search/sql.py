@@ -365,6 +365,19 @@ def stored_vectors_sql() -> str:
     WHERE x.id = ANY(%(chunk_ids)s) AND x.embedding IS NOT NULL"""
 
 
+def stored_findings_sql() -> str:
+    """The instruction guard's stored findings of the memories ``%(memory_ids)s`` (their content
+    row's and their own, with the title, tags and metadata the latter covers) and chunks
+    ``%(chunk_ids)s``: columns source, id, guard, memory_guard, title, tags, metadata."""
+    return f"""
+    SELECT '{MEMORY}'::text AS source, m.id AS id, c.guard AS guard, m.guard AS memory_guard,
+           m.title AS title, m.tags AS tags, m.metadata AS metadata
+    FROM {MEM} m JOIN {CONTENT} c ON c.id = m.content_id WHERE m.id = ANY(%(memory_ids)s)
+    UNION ALL
+    SELECT '{DOCUMENT}'::text, x.id, x.guard, NULL::jsonb, NULL, NULL::jsonb, NULL::jsonb FROM {CHUNK} x
+    WHERE x.id = ANY(%(chunk_ids)s)"""
+
+
 def hit_entities_sql() -> str:
     """(source, id, entity ids) of the memories ``%(memory_ids)s`` and chunks ``%(chunk_ids)s``
     that mention an entity (valid edges), each entity once, in id order."""

@@ -35,6 +35,7 @@ from memory_engine.exceptions import (
 )
 from memory_engine.extraction import extract_pages, iter_pages
 from memory_engine.fork_safety import closes_connections
+from memory_engine.instruction_guard import findings
 from memory_engine.models import Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
 from memory_engine.providers.converters import ConverterRequest, run_converter
@@ -207,6 +208,9 @@ class _Embedded:
     vectors: list[Vector | None] = field(default_factory=list)
     model: str = ""
     crash: Exception | None = None  # an embedder crash on this document alone, raised at its swap
+    #: the instruction guard's finding on each chunk (None: the classifier could not run; the chunk
+    #: is judged when read, or by the sweep)
+    guards: list[dict[str, Any] | None] = field(default_factory=list)
 
 
 class _SharedBatches:
@@ -556,9 +560,19 @@ def _embed_batches(document_id: str, run: str, batches: Iterable[tuple[list[Chun
     return specs, vectors, provider.model_name
 
 
+def _judge(items: list[_Embedded]) -> None:
+    """The instruction guard's finding on every chunk, before the swap's transaction (as the
+    embedder): a chunk that reads as instructions to an AI is stored and kept out of every read."""
+    todo = [item for item in items if item.crash is None and len(item.guards) != len(item.specs)]
+    found = iter(findings([[spec.text] for item in todo for spec in item.specs]))
+    for item in todo:
+        item.guards = [finding.as_json() if finding.by else None for finding in (next(found) for _ in item.specs)]
+
+
 def _swap_many(items: list[_Embedded]) -> None:
     """Swap embedded documents in together; when that fails, one by one, so that a document
     that cannot be swapped fails alone (recorded on it) and the others land."""
+    _judge(items)
     if len(items) > 1:
         try:
             _swap(items)
@@ -616,8 +630,10 @@ def _swap(items: list[_Embedded]) -> None:
             Chunk(document_id=item.document.pk, project_id=item.document.project_id,
                   version=versions.get(item.document.pk),
                   chunk_index=spec.chunk_index, page=spec.page, text=spec.text, embedding=vector,
-                  embedding_model=item.model if vector is not None else "")
-            for item in items for spec, vector in zip(item.specs, item.vectors, strict=True)
+                  embedding_model=item.model if vector is not None else "", guard=guard)
+            for item in items
+            for spec, vector, guard in zip(item.specs, item.vectors, item.guards or [None] * len(item.specs),
+                                           strict=True)
         ])
         activated = {version.document_id: version for version in versions.values()
                      if version.status == DocumentVersion.Status.PENDING}

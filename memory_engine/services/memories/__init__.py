@@ -22,12 +22,11 @@ from .validation import (
     MemoryFields,
     WriteArguments,
     check_keywords,
-    guard_instructions,
     validate_content,
     validate_thresholds,
 )
 
 __all__ = ["About", "BatchOutcome", "MemoryFields", "Reason", "WriteArguments", "WriteResult", "check_keywords",
-           "content_hash", "embed_best_effort", "embed_many_best_effort", "guard_instructions", "lock_store",
+           "content_hash", "embed_best_effort", "embed_many_best_effort", "lock_store",
            "memory_write", "memory_write_batch", "model_switched", "normalize_text", "validate_consent_expiry_days",
            "validate_content", "validate_thresholds"]

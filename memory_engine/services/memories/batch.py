@@ -27,8 +27,8 @@ from memory_engine.exceptions import BatchTooLarge, MemoryEngineError, WriteFail
 from memory_engine.models import MemoryStore
 from memory_engine.models.memories import Mechanism
 
-from .content import Prepared, embed_many_best_effort, parse_vector
-from .funnel import WriteResult, classify_consent, write_prepared, write_request
+from .content import Prepared, embed_many_best_effort, json_value, parse_vector
+from .funnel import WriteResult, classify_consent, judge_writes, write_prepared, write_request
 from .validation import WriteRequest
 
 __all__ = ["ACTIONS", "BatchOutcome", "BatchSummary", "memory_write_batch"]
@@ -106,10 +106,12 @@ def prepare_vectors(store: MemoryStore, requests: Sequence[WriteRequest]) -> lis
     if not requests:
         return []
     with connection.cursor() as cursor:
-        cursor.execute("SELECT content_hash, embedding::text FROM memory_engine_memorycontent "
+        cursor.execute("SELECT content_hash, embedding::text, guard FROM memory_engine_memorycontent "
                        "WHERE store_id = %s AND content_hash = ANY(%s)",
                        [store.pk, list({r.digest for r in requests})])
-        rows: dict[str, str | None] = dict(cursor.fetchall())
+        found = cursor.fetchall()
+    rows: dict[str, str | None] = {digest: text for digest, text, _ in found}
+    guards = {digest: json_value(guard) for digest, _, guard in found}
     stored = {digest: parse_vector(text) for digest, text in rows.items()}
     missing: dict[str, str] = {}
     for request in requests:
@@ -119,11 +121,11 @@ def prepare_vectors(store: MemoryStore, requests: Sequence[WriteRequest]) -> lis
     prepared = []
     for request in requests:
         if stored.get(request.digest) is not None:
-            ready = Prepared(None, {}, True, stored[request.digest])
+            ready = Prepared(None, {}, True, stored[request.digest], guards.get(request.digest))
         else:
             vector, failure = vectors[request.digest]
             ready = Prepared(vector, {"embedding": failure} if failure else {},
-                             None if request.digest not in rows else False)
+                             None if request.digest not in rows else False, stored_guard=guards.get(request.digest))
         classify_consent(request, ready)
         prepared.append(ready)
     return prepared
@@ -153,8 +155,14 @@ def memory_write_batch(*, store: MemoryStore, items: Sequence[dict[str, Any]], p
     if progress is not None and len(checked) < len(items):
         progress(len(items) - len(checked))
     ready = prepare_vectors(store, [request for _, request in checked])
+    refusals = judge_writes(store, [request for _, request in checked], ready)
     with transaction.atomic():
-        for (index, request), prepared in zip(checked, ready, strict=True):
+        for (index, request), prepared, refusal in zip(checked, ready, refusals, strict=True):
+            if refusal is not None:  # INSTRUCTION_REJECTED: nothing of it is written
+                outcomes[index].error = refusal
+                if progress is not None:
+                    progress(1)
+                continue
             try:
                 outcomes[index].result = write_prepared(store, request, prepared)
             except MemoryEngineError as exc:  # QUOTA_EXCEEDED: this item's savepoint rolled back

@@ -10,6 +10,7 @@ found or made in one statement under the store lock (:func:`resolve_content`). F
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -84,6 +85,8 @@ class Prepared(NamedTuple):
     stored: bool | None
     #: the vector the content row holds (the consent classifier's; the row keeps it)
     stored_vector: list[float] | None = None
+    #: the instruction guard's finding the content row holds (its ``guard`` column)
+    stored_guard: Any = None
 
 
 def parse_vector(text: str | None) -> list[float] | None:
@@ -93,19 +96,26 @@ def parse_vector(text: str | None) -> list[float] | None:
 
 def prepare_vector(store: MemoryStore, text: str, digest: str) -> Prepared:
     """Embed the text unless its content row already holds a vector (outside any transaction); that
-    vector is read then, for the consent classifier."""
+    vector is read then, for the consent classifier and the instruction guard, with the guard's
+    finding the row holds."""
     with connection.cursor() as cursor:
         # raw SQL: the ORM spent more time building the query than PostgreSQL answering it
         cursor.execute(
-            "SELECT embedding::text FROM memory_engine_memorycontent WHERE store_id = %s AND content_hash = %s",
+            "SELECT embedding::text, guard FROM memory_engine_memorycontent WHERE store_id = %s AND content_hash = %s",
             [store.pk, digest],
         )
         row = cursor.fetchone()
     if row is not None and row[0] is not None:
-        return Prepared(None, {}, True, parse_vector(row[0]))
+        return Prepared(None, {}, True, parse_vector(row[0]), json_value(row[1]))
     stored = None if row is None else False
     vector, failure = embed_best_effort(text)
-    return Prepared(vector, {"embedding": failure} if failure else {}, stored)
+    return Prepared(vector, {"embedding": failure} if failure else {}, stored,
+                    stored_guard=None if row is None else json_value(row[1]))
+
+
+def json_value(value: Any) -> Any:
+    """A jsonb value read with a raw cursor (Django's psycopg setup hands it over as text)."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 
@@ -121,17 +131,23 @@ class ResolvedContent(NamedTuple):
     found: Candidates | None = None
 
 
-#: The content upsert (resolve_content). A hit updates the row only to fill a missing vector:
-#: rewriting it would add a row version, and with it an entry in every index (the HNSW graph's
-#: insert is the slow one). The store lock is held, so a row this statement does not insert or
-#: update is committed and visible to its second branch.
+#: The content upsert (resolve_content). A hit updates the row only to fill a missing vector or a
+#: guard finding the row lacks (or holds from an older guard): rewriting it would add a row
+#: version, and with it an entry in every index (the HNSW graph's insert is the slow one). The
+#: store lock is held, so a row this statement does not insert or update is committed and
+#: visible to its second branch.
 CONTENT_UPSERT_SQL = f"""WITH upsert AS (
     INSERT INTO memory_engine_memorycontent
-        (id, store_id, project_id, content_hash, text, embedding, embedding_model, created_at)
-    VALUES (%(id)s, %(store)s, %(project)s, %(hash)s, %(text)s, %(vector)s::vector, %(model)s, now())
+        (id, store_id, project_id, content_hash, text, embedding, embedding_model, guard, created_at)
+    VALUES (%(id)s, %(store)s, %(project)s, %(hash)s, %(text)s, %(vector)s::vector, %(model)s, %(guard)s::jsonb,
+            now())
     ON CONFLICT (store_id, content_hash) DO UPDATE SET
-        embedding = EXCLUDED.embedding, embedding_model = EXCLUDED.embedding_model
-    WHERE memory_engine_memorycontent.embedding IS NULL AND EXCLUDED.embedding IS NOT NULL
+        embedding = coalesce(memory_engine_memorycontent.embedding, EXCLUDED.embedding),
+        embedding_model = CASE WHEN memory_engine_memorycontent.embedding IS NULL THEN EXCLUDED.embedding_model
+                               ELSE memory_engine_memorycontent.embedding_model END,
+        guard = coalesce(EXCLUDED.guard, memory_engine_memorycontent.guard)
+    WHERE (memory_engine_memorycontent.embedding IS NULL AND EXCLUDED.embedding IS NOT NULL)
+       OR (EXCLUDED.guard IS NOT NULL AND memory_engine_memorycontent.guard IS DISTINCT FROM EXCLUDED.guard)
     RETURNING {", ".join(CONTENT_FIELDS)}, embedding IS NOT NULL
 )
 SELECT * FROM upsert
@@ -141,23 +157,25 @@ WHERE store_id = %(store)s AND content_hash = %(hash)s AND NOT EXISTS (SELECT 1 
 
 
 def resolve_content(store: MemoryStore, text: str, digest: str, vector: list[float] | None, *,
-                    lock_first: bool = False, candidates: CandidatesQuery | None = None,
-                    within: StatementTransaction | None = None, prepare: bool = False) -> ResolvedContent:
+                    guard: dict[str, Any] | None = None, lock_first: bool = False,
+                    candidates: CandidatesQuery | None = None, within: StatementTransaction | None = None,
+                    prepare: bool = False) -> ResolvedContent:
     """Find or make the content row in one statement, filling its vector if it had none.
 
-    ``lock_first``: take the store lock for the write first (locks.LOCK_FOR_WRITE_SQL), so the upsert
-    runs once the lock is held; otherwise the caller holds it already. ``candidates``: a
-    candidates_query statement naming the row by its hash, run after the upsert. ``within``: the
-    transaction these statements open (its BEGIN goes with them). ``prepare``: run the upsert and
-    the candidates statement as statements prepared on the connection (memory_engine.db.prepared;
-    the caller runs its transaction again when one was lost). All in one round trip where the
-    connection allows it (memory_engine.db.in_order).
+    ``guard``: the instruction guard's finding on the text (stored on a new row, or on a row whose
+    finding is missing or older). ``lock_first``: take the store lock for the write first
+    (locks.LOCK_FOR_WRITE_SQL), so the upsert runs once the lock is held; otherwise the caller
+    holds it already. ``candidates``: a candidates_query statement naming the row by its hash, run
+    after the upsert. ``within``: the transaction these statements open (its BEGIN goes with
+    them). ``prepare``: run the upsert and the candidates statement as statements prepared on the
+    connection (memory_engine.db.prepared; the caller runs its transaction again when one was
+    lost). All in one round trip where the connection allows it (memory_engine.db.in_order).
     """
     provider = get_embedding_provider()
     model_name = provider.model_name if (provider and vector is not None) else ""
     content_id = new_id("mc")
     upsert_params = {"id": content_id, "store": store.pk, "project": store.project_id, "hash": digest, "text": text,
-                     "model": model_name,
+                     "model": model_name, "guard": None if guard is None else json.dumps(guard),
                      "vector": vector_literal(vector) if vector is not None else None}
     preparing: list[tuple[str, Params]] = []
     upsert: tuple[str, Params] = (CONTENT_UPSERT_SQL, upsert_params)

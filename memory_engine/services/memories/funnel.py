@@ -18,6 +18,7 @@ statement or the embedding model was switched under the write.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Unpack
 
@@ -25,13 +26,15 @@ from django.db import DatabaseError, DataError
 from django.utils import timezone
 
 from memory_engine.db import lost_prepared_statement, one_round_trip, statement_transaction, stop_preparing
-from memory_engine.exceptions import AboutRequired
+from memory_engine.exceptions import AboutRequired, InstructionRejected
 from memory_engine.facets import validate_facet
+from memory_engine.instruction_guard import Finding, findings
+from memory_engine.instruction_guard.classifier import SCREEN_MODEL
 from memory_engine.mentions.subject_keys import primary, sharing_keys, subject_keys
 from memory_engine.models import Lineage, Memory, MemoryAssertion, MemoryStore, Provenance
 from memory_engine.models.memories import MEMORY_TITLE_MAX_CHARS, Kind, Mechanism, Outcome, SourceType
 from memory_engine.models.retention import RetentionClass
-from memory_engine.providers.embeddings import refresh_embedding_provider
+from memory_engine.providers.embeddings import get_embedding_provider, refresh_embedding_provider
 from memory_engine.selectors.dedup import candidates_query, dedup_candidates
 
 from ..judge import get_judge
@@ -41,13 +44,14 @@ from .content import Prepared, content_hash, embed_best_effort, model_switched, 
 from .decision import decide
 from .ledger import record_decision
 from .validation import (
+    GUARDED_TIERS,
     About,
     WriteArguments,
     WriteRequest,
     check_keywords,
     check_memory_quota,
     ephemeral_expiry,
-    guard_instructions,
+    refusal_of,
     resolve_thresholds,
     validate_confidence,
     validate_content,
@@ -56,7 +60,8 @@ from .validation import (
     validate_text_field,
 )
 
-__all__ = ["WriteResult", "classify_consent", "memory_write", "write_prepared", "write_request"]
+__all__ = ["WriteResult", "classify_consent", "judge_write", "judge_writes", "memory_write", "write_prepared",
+           "write_request"]
 
 logger = logging.getLogger("memory_engine.write")
 
@@ -147,10 +152,6 @@ def write_request(*, store: MemoryStore, content: str, principal: str,
             f"Store {store.name} requires `about: {{kind, key}}` for memories of kind {kind or Kind.FACT!r}.",
             details={"kind": kind or Kind.FACT, "require_about_for_kinds": required},
         )
-    # the text as written, with its lines (a forged "Assistant:" turn is a line of its own there),
-    # and as stored
-    raw = [content] if content != text else []
-    guard_instructions(store, *raw, text, tags, metadata, about.as_dict() if about else None, title, summary)
     judge = arguments.get("judge")
     if judge is None and store.judge_enabled:
         judge = get_judge()
@@ -162,7 +163,55 @@ def write_request(*, store: MemoryStore, content: str, principal: str,
         generation_id=arguments.get("generation_id"), rule_id=arguments.get("rule_id"),
         provenance=Provenance(provenance), lineage=Lineage(lineage), consent_claim=consent_claim,
         subjects=subject_keys(text, about=(about.kind, about.key) if about else None),
+        # the text as written, with its lines (a forged "Assistant:" turn is a line of its own there)
+        raw=content if content != text else "",
     )
+
+
+def judge_write(store: MemoryStore, request: WriteRequest, prepared: Prepared) -> None:
+    """The instruction guard, once per write and outside the lock (as the embedder): its findings
+    on the text (unless the content row holds one of the guard's current version) and on the
+    title, tags and metadata go into ``request`` and are stored with the rows, so that reads
+    apply their bar without judging again. In an agent or institutional store a write whose
+    strings (the text as written and as stored, title, summary, tags, metadata, about) read as
+    instructions at the write gate is refused (INSTRUCTION_REJECTED) before anything is written.
+    The screen reads the text's vector when the engine's default embedder made it."""
+    refusal = judge_writes(store, [request], [prepared])[0]
+    if refusal is not None:
+        raise refusal
+
+
+def judge_writes(store: MemoryStore, requests: Sequence[WriteRequest],
+                 prepared: Sequence[Prepared]) -> list[InstructionRejected | None]:
+    """:func:`judge_write` for many writes, the classifier run once over all their strings; the
+    refusal of each write (counted and logged) or None, in order."""
+    provider = get_embedding_provider()
+    screen = provider is not None and provider.model_name == SCREEN_MODEL
+    guarded = store.tier in GUARDED_TIERS
+    groups: list[list[Any]] = []
+    vectors: dict[str, Sequence[float]] = {}
+    known: list[Finding | None] = []
+    for request, ready in zip(requests, prepared, strict=True):
+        text_found = Finding.stored(ready.stored_guard)
+        known.append(text_found)
+        vector = ready.vector if ready.vector is not None else ready.stored_vector
+        if screen and vector is not None and text_found is None:
+            vectors[request.text] = vector
+        about = request.about.as_dict() if request.about else None
+        groups.extend([[] if text_found else [request.text], [request.title, request.tags, request.metadata],
+                       [request.raw, request.summary, about] if guarded else []])
+    found = findings(groups, vectors=vectors)
+    refusals: list[InstructionRejected | None] = []
+    for n, (request, text_found) in enumerate(zip(requests, known, strict=True)):
+        on_text, on_fields, on_rest = found[3 * n:3 * n + 3]
+        if text_found is None and on_text.by:
+            request.guard = on_text.as_json()
+        request.fields_guard = on_fields.as_json() if on_fields.by else None
+        request.judged = True
+        blocked = next((v for v in (f.verdict("write") for f in (text_found or on_text, on_fields, on_rest))
+                        if v.blocked), None) if guarded else None
+        refusals.append(None if blocked is None else refusal_of(store, blocked))
+    return refusals
 
 
 def classify_consent(request: WriteRequest, prepared: Prepared) -> None:
@@ -176,8 +225,10 @@ def classify_consent(request: WriteRequest, prepared: Prepared) -> None:
 def write_prepared(store: MemoryStore, request: WriteRequest, prepared: Prepared) -> WriteResult:
     """Write a checked request whose text was embedded (or found stored) by prepare_vector; inside
     a caller's transaction it is one savepoint."""
-    vector, notes, stored, _ = prepared
-    if request.consent is None:  # once per write, outside the lock
+    vector, notes, stored = prepared.vector, prepared.notes, prepared.stored
+    if not request.judged:  # once per write, outside the lock
+        judge_write(store, request, prepared)
+    if request.consent is None:
         classify_consent(request, prepared)
     try:
         result = _record_prepared(store, request, vector, notes, stored=stored)
@@ -244,8 +295,8 @@ def _record(store: MemoryStore, request: WriteRequest, vector: list[float] | Non
     # block: a savepoint, as atomic() makes one)
     with statement_transaction() as within:
         content_row, has_vector, inserted, found = resolve_content(store, request.text, digest, vector,
-                                                                   lock_first=True, candidates=query, within=within,
-                                                                   prepare=True)
+                                                                   guard=request.guard, lock_first=True,
+                                                                   candidates=query, within=within, prepare=True)
         now = timezone.now()  # once the store lock is held: the store's writes get it in their order
         if query is None or found is None or not query.covers(new_content=inserted, neighbours=has_vector):
             # nothing was sent (no branch could match before the upsert), or another write of the

@@ -14,6 +14,7 @@ from typing import Any
 
 from memory_engine.conf import engine_settings
 from memory_engine.db import insert_sql, update_sql
+from memory_engine.instruction_guard import merge_findings
 from memory_engine.mentions.subject_keys import subject_keys
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemoryStore
 from memory_engine.models.memories import Kind, Outcome
@@ -122,6 +123,7 @@ def _new_memory(store: MemoryStore, request: WriteRequest, *, content_row: Memor
     memory it replaces when the write gives none)."""
     tags, metadata, about = request.tags, request.metadata, request.about
     kind, title, summary = request.kind, request.title, request.summary
+    guard = request.fields_guard
     if replaced is not None:
         tags = {**replaced.tags, **tags}
         metadata = {**replaced.metadata, **metadata}
@@ -130,6 +132,8 @@ def _new_memory(store: MemoryStore, request: WriteRequest, *, content_row: Memor
         kind = kind if kind is not None else replaced.kind
         title = title if title is not None else replaced.title
         summary = summary if summary is not None else replaced.summary
+        # the inherited strings were judged with the memory it replaces
+        guard = merge_findings(guard, replaced.guard, values=(title or "", tags, metadata))
     memory = Memory(
         store=store,
         project_id=store.project_id,
@@ -153,6 +157,7 @@ def _new_memory(store: MemoryStore, request: WriteRequest, *, content_row: Memor
         provenance=request.provenance,
         lineage=request.lineage,
         consent_category=consent_category,
+        guard=guard,
     )
     return memory, about
 
