@@ -3,8 +3,9 @@
 Every refusal here happens before the funnel writes anything, so a refused write leaves no
 assertion: the text (:func:`validate_content`), thresholds, kind, title, summary, confidence,
 expiry and ``about`` (:class:`About`), the store's ``require_about_for_kinds``, the instruction
-guard (:func:`guard_instructions`), and, under the store lock for a memory about to be created,
-the project's quota (:func:`check_memory_quota`). :class:`WriteArguments` declares what a
+guard's refusal (:func:`refusal_of`; the funnel's judge_writes judges once the text is embedded),
+and, under the store lock for a memory about to be created, the project's quota
+(:func:`check_memory_quota`). :class:`WriteArguments` declares what a
 write takes, :class:`WriteRequest` holds what passed.
 """
 
@@ -31,7 +32,7 @@ from memory_engine.exceptions import (
     ThresholdsInvalid,
     ValidationFailed,
 )
-from memory_engine.instruction_guard import first_verdict, record_block
+from memory_engine.instruction_guard import Verdict, record_block
 from memory_engine.models import Agent, Lineage, Memory, MemoryStore, Provenance
 from memory_engine.models.memories import MEMORY_KIND_MAX_CHARS, Tier
 from memory_engine.models.retention import RetentionClass
@@ -41,7 +42,8 @@ from .content import normalize_text
 from .locks import lock_memory_quota
 
 __all__ = ["GUARDED_TIERS", "About", "MemoryFields", "WriteArguments", "WriteRequest", "cap_expiry", "check_keywords",
-           "check_memory_quota", "ephemeral_expiry", "guard_instructions", "resolve_expiry", "resolve_thresholds",
+           "check_memory_quota", "ephemeral_expiry", "refusal_of", "resolve_expiry",
+           "resolve_thresholds",
            "validate_confidence", "validate_content", "validate_expires_at", "validate_kind", "validate_text_field",
            "validate_thresholds"]
 
@@ -143,7 +145,11 @@ def validate_expires_at(value: Any, now: datetime) -> datetime | None:
     """An aware datetime after ``now``, or None (unstated); else 400 EXPIRES_AT_INVALID."""
     if value is None:
         return None
-    if not isinstance(value, datetime) or timezone.is_naive(value) or value <= now:
+    if isinstance(value, datetime) and timezone.is_naive(value):
+        raise ExpiresAtInvalid(f"`expires_at` {value.isoformat()} has no time zone; add one, e.g. "
+                               f"{value.strftime('%Y-%m-%dT%H:%M:%SZ')} for UTC.",
+                               details={"expires_at": str(value)})
+    if not isinstance(value, datetime) or value <= now:
         raise ExpiresAtInvalid(details={"expires_at": str(value)})
     return value
 
@@ -190,17 +196,11 @@ def resolve_thresholds(
 GUARDED_TIERS = frozenset({Tier.AGENT, Tier.INSTITUTIONAL})
 
 
-def guard_instructions(store: MemoryStore, *values: Any) -> None:
-    """Refuse a write into an agent or institutional store whose strings read as instructions
-    to an AI (400 INSTRUCTION_REJECTED, the guard's reason in ``details``: rule, family, score,
-    view); counted under path=write and logged with the store id, never the text. User-tier
-    writes are stored as given and filtered on every read."""
-    if store.tier not in GUARDED_TIERS:
-        return
-    verdict = first_verdict(*values, gate="write")
-    if verdict is not None:
-        record_block(store.pk, path="write", rule=str(verdict.family), tier=store.tier, verdict=verdict)
-        raise InstructionRejected(details=verdict.details())
+def refusal_of(store: MemoryStore, verdict: Verdict) -> InstructionRejected:
+    """A refused write, counted and logged (path=write, the store id, never the text): the 400
+    INSTRUCTION_REJECTED to raise, with the guard's reason."""
+    record_block(store.pk, path="write", rule=str(verdict.family), tier=store.tier, verdict=verdict)
+    return InstructionRejected(details=verdict.details())
 
 
 def check_memory_quota(store: MemoryStore) -> None:
@@ -296,3 +296,11 @@ class WriteRequest:
     consent: ConsentVerdict | None = None
     #: who or what the text is about (memory_engine.mentions.subject_keys)
     subjects: list[str] = field(default_factory=list)
+    #: the content as written, when it differs from ``text`` (its lines: the write gate reads them)
+    raw: str = ""
+    #: the instruction guard's findings (Finding.as_json), set by the funnel's judge_write: on the
+    #: text (None when its content row holds a current one) and on the title, tags and metadata
+    guard: dict[str, Any] | None = None
+    fields_guard: dict[str, Any] | None = None
+    #: the guard has judged this write (judge_writes)
+    judged: bool = False
