@@ -149,31 +149,56 @@ def documented(live_server: Any, transactional_db: Any) -> dict[str, Any]:
     return {"url": live_server.url, "key": key, "ids": {"ms_": store.pk, "agt_": agent.pk, "gen_": generation.pk}}
 
 
+#: A curl call of a bash block: at a line's start or opening a command substitution ``$(curl …``.
+CURL_CALL = re.compile(r"((?:^|\$\()\s*)curl ", re.M)
+
+
+def numbered_curls(code: str) -> str:
+    """``code`` with its n-th curl call (in the text's order) made ``doc_curl n …``: each call logs
+    its status and body under its own number, so a call a condition skips leaves a gap instead of
+    shifting the others' numbers."""
+    counter = iter(range(1, 1000))
+    return CURL_CALL.sub(lambda match: f"{match.group(1)}doc_curl {next(counter)} ", code)
+
+
+def _run_curl_block(block: Block, log: Path, cwd: Path, url: str) -> None:
+    for old in log.iterdir():
+        old.unlink()
+    prelude = ('doc_curl() { local n=$1; shift; '
+               'command curl -sS -o "$DOCS_LOG/$n.body" -w "%{http_code}" "$@" > "$DOCS_LOG/$n.status"; '
+               'cat "$DOCS_LOG/$n.body"; }\n')
+    env = {**os.environ, "DOCS_LOG": str(log), "MEMORY_ENGINE_ADDRESS": url.removeprefix("http://"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    run = subprocess.run(["bash", "-euo", "pipefail", "-c", prelude + numbered_curls(block.code)], cwd=cwd, env=env,
+                         capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, f"{block.label}: {run.stderr[-2000:]}"
+
+
 @pytest.mark.parametrize("block", CURL_BLOCKS, ids=lambda b: b.label)
 def test_curl_examples_answer_as_shown(block: Block, documented: dict[str, Any], tmp_path: Path) -> None:
+    """Each block runs twice against the same server: the first run answers as the text shows; the
+    second (over the first one's data, as a reader trying it again) runs through as well, each call
+    it makes answering the status shown and its last call the answer shown (the ledger and counts
+    in between grow, and a call a condition skips, such as creating what exists, is not made)."""
     shown = [expectation(line.split("→", 1)[1]) for line in block.code.splitlines()
              if line.strip().startswith("# →")]
-    calls = len(re.findall(r"(?:^|\$\()\s*curl ", block.code, re.M))
+    calls = len(CURL_CALL.findall(block.code))
     assert calls == len(shown), f"{block.label}: {calls} curl calls, {len(shown)} `# →` lines: annotate each call"
     (tmp_path / ".demo-credentials.json").write_text(json.dumps({"api_key": documented["key"]}))
     log = tmp_path / "calls"
     log.mkdir()
-    # Each curl's status and body land in calls/<n>.*, in order (a file counter: $(…) is a subshell).
-    prelude = ('echo 0 > "$DOCS_LOG/n"\n'
-               'curl() { local n=$(( $(cat "$DOCS_LOG/n") + 1 )); echo $n > "$DOCS_LOG/n"; '
-               'command curl -sS -o "$DOCS_LOG/$n.body" -w "%{http_code}" "$@" > "$DOCS_LOG/$n.status"; '
-               'cat "$DOCS_LOG/$n.body"; }\n')
-    env = {**os.environ, "DOCS_LOG": str(log), "MEMORY_ENGINE_ADDRESS": documented["url"].removeprefix("http://"),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    run = subprocess.run(["bash", "-euo", "pipefail", "-c", prelude + block.code], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=240)
-    assert run.returncode == 0, f"{block.label}: {run.stderr[-2000:]}"
-    for index, (status, expected) in enumerate(shown, start=1):
-        answered = int((log / f"{index}.status").read_text())
-        body = (log / f"{index}.body").read_text()
-        assert answered == status, f"{block.label}, call {index}: answered {answered}, the text shows {status}: {body}"
-        if expected is not None:
-            assert matches(expected, json.loads(body)), f"{block.label}, call {index}: {body[:600]}"
+    for attempt in ("first run", "second run"):
+        _run_curl_block(block, log, tmp_path, documented["url"])
+        for index, (status, expected) in enumerate(shown, start=1):
+            where = f"{block.label}, {attempt}, call {index}"
+            if not (log / f"{index}.status").exists():
+                assert attempt == "second run", f"{where}: not made"
+                continue
+            answered = int((log / f"{index}.status").read_text())
+            body = (log / f"{index}.body").read_text()
+            assert answered == status, f"{where}: answered {answered}, the text shows {status}: {body}"
+            if expected is not None and (attempt == "first run" or index == len(shown)):
+                assert matches(expected, json.loads(body)), f"{where}: {body[:600]}"
 
 
 #: A comment line of an http block that names a schedule: its task runs before the next request.

@@ -45,7 +45,7 @@ class MemoryFieldsSerializer(strict.Serializer):
     # range checked by the funnel (400 CONFIDENCE_INVALID); same for facet and expires_at
     confidence = serializers.FloatField(required=False, allow_null=True)
     facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
-    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+    expires_at = strict.AwareDateTimeField(required=False, allow_null=True)  # naive: refused by the funnel
     provenance = serializers.ChoiceField(
         choices=Provenance.choices, required=False, default=Provenance.UNKNOWN,
         help_text="stated (its writer says so) | inferred (a model read it out of something) | unknown.")

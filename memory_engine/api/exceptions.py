@@ -122,9 +122,27 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = exceptions.NotFound("Not found.")
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
+    if isinstance(exc, exceptions.NotAuthenticated):
+        return _not_authenticated(exc, context.get("request"))
     if isinstance(exc, exceptions.APIException):
         return _drf_error_response(exc)
     return _django_error_response(exc)
+
+
+def _not_authenticated(exc: exceptions.NotAuthenticated, request: Any) -> Response:
+    """401 AUTHENTICATION_REQUIRED that says how to send a key; a key sent without the ``Bearer``
+    scheme (``Authorization: me_…``, ``Token me_…``) is named as such (the header is never echoed)."""
+    header = (request.META.get("HTTP_AUTHORIZATION", "") if request is not None else "").strip()
+    if header:
+        error = AuthenticationRequired(
+            "The Authorization header does not use the Bearer scheme, so no key was read: send the key as "
+            "`Authorization: Bearer <key>`.", details={"expected": "Authorization: Bearer <key>"})
+    else:
+        error = AuthenticationRequired(details={"expected": "Authorization: Bearer <key>"})
+    auth_header = getattr(exc, "auth_header", None)
+    # DRF's status stays: 403 when no authenticator names a scheme (a host without the key authentication).
+    return error_response(error.code, error.message, exc.status_code, error.details,
+                          {"WWW-Authenticate": auth_header} if auth_header else None)
 
 
 def _drf_error_response(exc: exceptions.APIException) -> Response:

@@ -14,6 +14,9 @@
   signed-URL views); ``ProjectScopedMixin.initial`` checks again for hosts without it.
 * JSON depth: :class:`SafeJSONParser` refuses documents nested deeper than
   ``MAX_JSON_DEPTH`` with 400 ``JSON_TOO_DEEP`` (never a RecursionError 500).
+* JSON sent as a form: :class:`FormBodyParser` refuses a form body that is a JSON document
+  (``curl -d '{…}'`` without ``Content-Type: application/json``) with 400 ``JSON_SENT_AS_FORM``,
+  instead of an ``UNKNOWN_FIELD`` naming the whole document as one field.
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import FormParser, JSONParser
 
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import (
     FileTooLarge,
+    JSONSentAsForm,
     JSONTooDeep,
     MalformedRequest,
     MemoryEngineError,
@@ -37,6 +41,7 @@ from memory_engine.exceptions import (
     RequestTooLarge,
     ServerError,
 )
+from memory_engine.exceptions.request import human_bytes
 
 API_PREFIX_SETTING = "API_PATH_PREFIXES"
 
@@ -89,9 +94,10 @@ def check_request_size(request: HttpRequest) -> None:
     discard_body(request, length)
     details = {"bytes": length, "max_bytes": limit}
     if multipart:
-        raise FileTooLarge(f"The upload is {length} bytes; the limit is {limit} bytes (MAX_UPLOAD_BYTES).",
-                           details=details)
-    raise RequestTooLarge(f"The request body is {length} bytes; the limit is {limit} bytes.", details=details)
+        raise FileTooLarge.sized(length, limit, what="The upload",
+                                 overhead=engine_settings.MULTIPART_OVERHEAD_BYTES)
+    raise RequestTooLarge(f"The request body is {human_bytes(length)}; the limit is {human_bytes(limit)} "
+                          f"(Django's DATA_UPLOAD_MAX_MEMORY_SIZE = {limit}).", details=details)
 
 
 #: The code of each error Django answers itself as HTML (an unmatched URL, a CSRF failure, a
@@ -162,4 +168,17 @@ class SafeJSONParser(JSONParser):
             raise JSONTooDeep(details={"max_depth": limit}) from None
         if json_depth_exceeds(data, limit):
             raise JSONTooDeep(details={"max_depth": limit})
+        return data
+
+
+class FormBodyParser(FormParser):
+    """DRF's FormParser that refuses a JSON document sent as a form (400 JSON_SENT_AS_FORM): read as
+    ``application/x-www-form-urlencoded`` its text becomes the name of one field (more when it holds
+    ``&``), which no endpoint declares."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        data = super().parse(stream, media_type, parser_context)
+        first = next(iter(data), "")
+        if first.lstrip().startswith(("{", "[")):
+            raise JSONSentAsForm(details={"content_type": media_type or "application/x-www-form-urlencoded"})
         return data

@@ -24,8 +24,9 @@ from rest_framework.views import APIView
 
 from memory_engine import strict
 from memory_engine.agent_tools import MEMORY_FIELDS, MemoryFieldsSerializer
+from memory_engine.conf import engine_settings
 from memory_engine.consent import ConsentCategory
-from memory_engine.exceptions import BatchTooLarge, MemoryStoreNotFound, NotFound, ValidationFailed
+from memory_engine.exceptions import BatchTooLarge, NotFound, ValidationFailed
 from memory_engine.facets import validate_facet
 from memory_engine.models import (
     DocumentVersion,
@@ -46,7 +47,6 @@ from memory_engine.policy import (
     FORGET,
     PURGE,
     access_tags_write,
-    get_visible_or_404,
     require,
     share_resolve,
     visible,
@@ -64,7 +64,14 @@ from memory_engine.subjects import validate_subject
 from .exceptions import ERRORS, ErrorSerializer, error_responses
 from .fields import ShareSerializer, parse_tags_param
 from .permissions import require_write_access
-from .scoping import ProjectScopedMixin, ScopeIdFilter, request_caller, request_project
+from .scoping import (
+    NonBlankFilter,
+    ProjectScopedMixin,
+    ScopeIdFilter,
+    referenced_store,
+    request_caller,
+    request_project,
+)
 
 # --- serializers ---------------------------------------------------------------------
 
@@ -390,6 +397,15 @@ class LedgerMemoryFilter(ScopeIdFilter):
         return super().known(request, value) or visible(request_caller(request), ledger).exists()
 
 
+class MemoryStoreFilter(django_filters.FilterSet):
+    name = NonBlankFilter(help_text="Only the store of this name (names are unique per project): find a store "
+                                    "before creating it.")
+
+    class Meta:
+        model = MemoryStore
+        fields = ["name"]
+
+
 class MemoryAssertionFilter(django_filters.FilterSet):
     memory_store_id = ScopeIdFilter(param="memory_store_id", model=MemoryStore, field_name="store_id")
     memory_id = LedgerMemoryFilter(param="memory_id", model=Memory, project_path="store__project",
@@ -440,7 +456,7 @@ class MemoryStoreViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
 
     queryset = MemoryStore.objects.none()  # for the schema generator; requests use get_queryset
     serializer_class = MemoryStoreSerializer
-    filterset_fields: list[str] = []
+    filterset_class = MemoryStoreFilter
 
     def get_queryset(self) -> QuerySet[MemoryStore]:
         return visible(self.caller, stores_with_counts(self.project), self.detail_action).order_by(
@@ -548,11 +564,9 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         return self.get_paginated_response(self.get_serializer(kept, many=True).data)
 
     def write_store(self, store_id: str) -> MemoryStore:
-        """The store a write names: one of the project's in the caller's reach (else 404
-        MEMORY_STORE_NOT_FOUND, as for an unknown id), on which it holds ``add`` (else 403
-        GRANT_REQUIRED)."""
-        store = get_visible_or_404(self.caller, MemoryStore.objects.filter(project=self.project), store_id,
-                                   action=None, error=MemoryStoreNotFound, field="memory_store_id")
+        """The store a write names: one of the project's in the caller's reach (else 400
+        UNKNOWN_SCOPE, as for an unknown id), on which it holds ``add`` (else 403 GRANT_REQUIRED)."""
+        store = referenced_store(self.caller, self.project, store_id)
         require(self.caller, ADD, store)
         store.project = self.project  # the store's own (the filter above): the quota check reads it
         return store
@@ -583,6 +597,12 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         """Write many memories into one store, in order, as one-by-one writes would decide, in one
         transaction: one result per item (its action, or the error that refused it alone), and a
         summary (items per action, refused items, written items per decision reason)."""
+        # The list's length first: validating 100,000 items to refuse them all takes seconds.
+        items = request.data.get("memories") if isinstance(request.data, dict) else None
+        limit = engine_settings.MAX_BATCH_MEMORIES
+        if isinstance(items, list) and len(items) > limit:
+            raise BatchTooLarge(f"The batch holds {len(items)} memories; the limit is {limit} (MAX_BATCH_MEMORIES).",
+                                details={"items": len(items), "max_items": limit})
         serializer = MemoryBatchSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

@@ -12,14 +12,13 @@ from rest_framework.views import APIView
 
 from memory_engine import strict
 from memory_engine.consent import ConsentCategory
-from memory_engine.exceptions import MemoryStoreNotFound
 from memory_engine.models import MemoryMapStatus, MemoryStore
-from memory_engine.policy import get_visible_or_404
+from memory_engine.policy import SEARCH
 from memory_engine.selectors.memory_map import memory_map_answer
 from memory_engine.services.memory_map import memory_map_request, recomputing
 
 from .exceptions import ERRORS
-from .scoping import ProjectScopedMixin
+from .scoping import ProjectScopedMixin, referenced_store
 
 
 class MemoryMapQuerySerializer(strict.Serializer):
@@ -80,9 +79,8 @@ class MemoryMapView(ProjectScopedMixin, APIView):
     def get(self, request: Request) -> Response:
         query = MemoryMapQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        store = get_visible_or_404(self.caller, MemoryStore.objects.filter(project=self.project),
-                                   query.validated_data["memory_store_id"], error=MemoryStoreNotFound,
-                                   field="memory_store_id")
+        store = referenced_store(self.caller, self.project, query.validated_data["memory_store_id"],
+                                 action=SEARCH)
         found = memory_map_request(store=store)
         answer = memory_map_answer(found, stale=recomputing(found))
         ready = found.status == MemoryMapStatus.READY

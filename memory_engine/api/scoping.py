@@ -10,11 +10,11 @@ import django_filters
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError
 from django.db.models import Model, QuerySet
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 
 from memory_engine import replicas
-from memory_engine.exceptions import NotFound, ProjectNotFound, ProjectRequired, UnknownScope
-from memory_engine.models import ApiKey, Project
+from memory_engine.exceptions import NotFound, ProjectNotFound, ProjectRequired, UnknownScope, ValidationFailed
+from memory_engine.models import ApiKey, MemoryStore, Project
 from memory_engine.policy import (
     SEARCH,
     SYSTEM,
@@ -28,7 +28,7 @@ from memory_engine.policy import (
 )
 from memory_engine.replicas import replica_aliases
 
-from .limits import SafeJSONParser, check_request_size
+from .limits import FormBodyParser, SafeJSONParser, check_request_size
 
 M = TypeVar("M", bound=Model)
 
@@ -86,31 +86,68 @@ def project_object_or_404(queryset: QuerySet[M], pk: Any, *, error: type[NotFoun
     return get_visible_or_404(SYSTEM, queryset, pk, action=None, error=error, field=field)
 
 
-class ScopeIdFilter(django_filters.CharFilter):
+def referenced_store(caller: Principal, project: Project, store_id: Any, *, action: str | None = None,
+                     field: str = "memory_store_id") -> MemoryStore:
+    """The store a body or query parameter names (a write's target, a distiller's store, the memory
+    map's), else ``400 UNKNOWN_SCOPE`` naming it under ``details[field]``, as a search scope or a
+    list filter answers: an id a request *refers to* is 400 wherever it is sent; only an id in the
+    path (``/memory-stores/{id}/…``) is 404. A store of another project or outside the caller's
+    grants answers the same (docs/memory.md, *An unknown store*)."""
+    try:
+        return get_visible_or_404(caller, MemoryStore.objects.filter(project=project), store_id, action=action)
+    except NotFound:
+        raise UnknownScope(f"Not found in your project: {store_id}.", details={field: [store_id]}) from None
+
+
+class NonBlankFilter(django_filters.CharFilter):
+    """A list filter that, when sent, must hold a value: ``?memory_store_id=`` or ``?name=`` with
+    nothing after it (an unset shell variable) answers ``400 VALIDATION_ERROR`` naming the
+    parameter, never the unfiltered list. ``param``: the query parameter (default: the field)."""
+
+    def __init__(self, *, param: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.query_param = param
+
+    @property
+    def param(self) -> str:
+        return self.query_param or self.field_name  # the FilterSet names the field after its attribute
+
+    def filter(self, qs: QuerySet[Any], value: Any) -> QuerySet[Any]:
+        if value in (None, ""):
+            if self.param in self.parent.data:
+                raise ValidationFailed(f"`{self.param}` is blank; name a value, or leave the parameter out.",
+                                       details={"fields": {self.param: ["This parameter may not be blank."]}})
+            return qs
+        return self.filter_value(qs, value)
+
+    def filter_value(self, qs: QuerySet[Any], value: Any) -> QuerySet[Any]:
+        return super().filter(qs, value)
+
+
+class ScopeIdFilter(NonBlankFilter):
     """A list filter naming one row by id (``?memory_store_id=``, ``?agent_id=``, ...): an id that
     names no row the caller may see answers ``400 UNKNOWN_SCOPE`` naming it, as a search scope
-    does, instead of an empty page (another project's or another team's id answers the same)."""
+    does, instead of an empty page (another project's or another team's id answers the same); the
+    parameter sent blank answers ``400 VALIDATION_ERROR`` naming it, never the unfiltered list."""
 
     def __init__(self, *, param: str, model: type[Model], project_path: str = "project",
                  match: Callable[[QuerySet[Any], Any], QuerySet[Any]] | None = None, **kwargs: Any) -> None:
-        self.param, self.scope_model, self.project_path, self.match = param, model, project_path, match
-        super().__init__(**kwargs)
+        self.scope_model, self.project_path, self.match = model, project_path, match
+        super().__init__(param=param, **kwargs)
 
     def known(self, request: Any, value: Any) -> bool:
         """Whether ``value`` names a row of the caller's project it may see."""
         rows = self.scope_model._default_manager.filter(**{self.project_path: request_project(request)})
         return visible(request_caller(request), rows).filter(pk=value).exists()
 
-    def filter(self, qs: QuerySet[Any], value: Any) -> QuerySet[Any]:
-        if value in (None, ""):
-            return qs
+    def filter_value(self, qs: QuerySet[Any], value: Any) -> QuerySet[Any]:
         try:
             found = self.known(self.parent.request, value)
         except (TypeError, ValueError, ValidationError):
             found = False
         if not found:
             raise UnknownScope(f"Not found in your project: {value}.", details={self.param: [value]})
-        return self.match(qs, value) if self.match is not None else super().filter(qs, value)
+        return self.match(qs, value) if self.match is not None else super().filter_value(qs, value)
 
 
 if TYPE_CHECKING:
@@ -127,7 +164,7 @@ class ProjectScopedMixin(_ViewBase):
     size and JSON depth limits (memory_engine.api.limits) for every API view."""
 
     request: Any
-    parser_classes = [SafeJSONParser, FormParser, MultiPartParser]
+    parser_classes = [SafeJSONParser, FormBodyParser, MultiPartParser]
     #: Model permissions a staff session needs when the HTTP method on the view's model does
     #: not say it (memory_engine.api.permissions); settable per action with @action(...).
     session_permissions: list[str] | None = None

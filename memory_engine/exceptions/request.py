@@ -27,9 +27,26 @@ class UnknownField(ValidationFailed):
     default_message = "The request names fields this endpoint does not take (see details.fields)."
 
 
+class FieldReadOnly(ValidationFailed):
+    """A field the operation shows but cannot change: refused, never silently kept as it was."""
+
+    code = "FIELD_READ_ONLY"
+    default_message = "The request sets fields this operation cannot change (see details.fields)."
+
+
 class MalformedRequest(MemoryEngineError):
     code = "MALFORMED_REQUEST"
     default_message = "The request is malformed."
+
+
+class JSONSentAsForm(MalformedRequest):
+    """A JSON document sent without ``Content-Type: application/json``: read as a form, its
+    whole text would be one unknown field name."""
+
+    code = "JSON_SENT_AS_FORM"
+    default_message = ("The body looks like JSON but was read as a form (its Content-Type is "
+                       "application/x-www-form-urlencoded, curl's default for -d); send it with the header "
+                       "`Content-Type: application/json`.")
 
 
 class JSONTooDeep(MemoryEngineError):
@@ -294,7 +311,8 @@ class LedgerImmutable(MemoryEngineError):
 class AuthenticationRequired(MemoryEngineError):
     code = "AUTHENTICATION_REQUIRED"
     status_code = 401
-    default_message = "Authentication credentials were not provided."
+    default_message = ("No credentials were sent: send your API key as `Authorization: Bearer <key>` (a staff "
+                       "user's session works too).")
 
 
 class AuthenticationFailed(MemoryEngineError):
@@ -500,6 +518,26 @@ class RequestTooLarge(MemoryEngineError):
 class FileTooLarge(RequestTooLarge):
     code = "FILE_TOO_LARGE"
     default_message = "The file is larger than MAX_UPLOAD_BYTES."
+
+    @classmethod
+    def sized(cls, size: int, limit: int, *, what: str = "The file", overhead: int = 0) -> FileTooLarge:
+        """The error for ``size`` bytes over ``limit`` (MAX_UPLOAD_BYTES, plus ``overhead``: the
+        multipart framing a request body may add), said in MiB with the settings' names; the byte
+        figures in ``details``."""
+        setting = "MEMORY_ENGINE['MAX_UPLOAD_BYTES']"
+        if overhead:
+            setting += (f" = {human_bytes(limit - overhead)} + MULTIPART_OVERHEAD_BYTES = {human_bytes(overhead)} "
+                        "for the request's framing")
+        return cls(f"{what} is {human_bytes(size)}; the limit is {human_bytes(limit)} ({setting}).",
+                   details={"bytes": size, "max_bytes": limit})
+
+
+def human_bytes(count: int) -> str:
+    """``count`` bytes as a person reads a size: ``"51 MiB"``, ``"60.2 MiB"``, ``"512 KiB"``, ``"900 bytes"``."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            return f"{count // size} {unit}" if count % size == 0 else f"{count / size:.1f} {unit}"
+    return f"{count} byte{'' if count == 1 else 's'}"
 
 
 class BatchTooLarge(RequestTooLarge):

@@ -155,8 +155,8 @@ def test_writes_need_the_action_and_hidden_targets_answer_404(teams: dict[str, A
     hidden = b.post("/api/v1/memories", {"memory_store_id": store_a.pk, "content": "New fact."}, format="json")
     unknown = b.post("/api/v1/memories", {"memory_store_id": "ms_00000000001111111111111111",
                                            "content": "New fact."}, format="json")
-    assert hidden.status_code == unknown.status_code == 404
-    assert hidden.json()["code"] == unknown.json()["code"] == "MEMORY_STORE_NOT_FOUND"
+    assert hidden.status_code == unknown.status_code == 400
+    assert hidden.json()["code"] == unknown.json()["code"] == "UNKNOWN_SCOPE"
     for path in (f"/api/v1/memories/{teams['memory_b'].pk}", f"/api/v1/documents/{teams['doc_b'].pk}"):
         answer = b.delete(path)
         assert (answer.status_code, answer.json()["code"]) == (403, "GRANT_REQUIRED")

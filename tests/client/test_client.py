@@ -46,7 +46,7 @@ def test_round_trip_against_the_real_api(setup: Setup, live_server: Any) -> None
         engine.forget_memory(written.memory.id)
         with pytest.raises(ApiError) as caught:
             engine.write_memory(memory_store_id="ms_nope", content="x")
-        assert (caught.value.status, caught.value.code) == (404, "MEMORY_STORE_NOT_FOUND")
+        assert (caught.value.status, caught.value.code) == (400, "UNKNOWN_SCOPE")
         # Paths are relative to /api/v1/: the full path is another URL, which the API does not know.
         with pytest.raises(ApiError) as caught:
             engine.request("GET", "/api/v1/memories")

@@ -220,3 +220,21 @@ def test_progress_every_n_records_not_per_batch(project: Any) -> None:
     assert [line.split("] ")[1].split()[0] for line in progress.splitlines()] == ["4/12", "8/12", "12/12"]
     with pytest.raises(CommandError, match="--progress-every"):
         call_command("memory_engine_import", str(CRM_NOTES), "--store", store.pk, "--progress-every", "0")
+
+
+@pytest.mark.usefixtures("hashing_embedder")
+def test_a_file_of_another_extension_needs_format_and_refusals_read_as_plain_messages(
+        tmp_path: Path, project: Any) -> None:
+    store = MemoryStoreFactory(project=project)
+    records = [{"content": "The north gate opens at six."}, {"content": 5}, {"content": "x", "about": {"kind": "a"}},
+               {"content": "The gate closes at ten.", "expires_at": "2030-01-01 00:00"}]
+    path = write_jsonl(tmp_path / "notes.txt", records)
+    with pytest.raises(CommandError, match=r"notes\.txt.*\(\.txt\).*--format jsonl"):
+        call_command("memory_engine_import", str(path), "--store", store.pk)
+    assert not Memory.objects.filter(store=store).exists()
+    out, status = run(path, "--store", store.pk, "--format", "jsonl")
+    assert status == 1 and "4 records: created 1, refused 3" in out
+    assert "  line 2: VALIDATION_ERROR: content: Must be a string.\n" in out, out
+    assert "  line 3: VALIDATION_ERROR: about.key: This field is required.\n" in out, out
+    assert "  line 4: EXPIRES_AT_INVALID: `expires_at` 2030-01-01T00:00:00 has no time zone" in out, out
+    assert "ErrorDetail" not in out and "string=" not in out

@@ -223,7 +223,7 @@ def test_grants_bound_what_a_distiller_reads_and_where_it_writes(llm: ClaimsLLM,
     refused = reader.post(DISTILLERS, {"memory_store_id": store_a.pk}, format="json")
     assert (refused.status_code, refused.json()["code"]) == (403, "GRANT_REQUIRED")
     unseen = team_b.post(DISTILLERS, {"memory_store_id": store_a.pk}, format="json")
-    assert (unseen.status_code, unseen.json()["code"]) == (404, "MEMORY_STORE_NOT_FOUND")
+    assert (unseen.status_code, unseen.json()["code"]) == (400, "UNKNOWN_SCOPE")
     distiller = team_a.post(DISTILLERS, {"memory_store_id": store_a.pk}, format="json").json()
     for answer in (team_b.get(f"{DISTILLERS}/{distiller['id']}"), team_b.post(f"{DISTILLERS}/{distiller['id']}/tick")):
         assert (answer.status_code, answer.json()["code"]) == (404, "DISTILLER_NOT_FOUND")
@@ -242,7 +242,7 @@ def test_input_is_checked(llm: ClaimsLLM, settings: Any, project: Any, client: A
     store = MemoryStoreFactory(project=project)
     for body, code in (({"memory_store_id": store.pk, "paths": ["a/"]}, "UNKNOWN_FIELD"),
                        ({"memory_store_id": store.pk, "document_paths": "a/"}, "VALIDATION_ERROR"),
-                       ({"memory_store_id": "mst_nope"}, "MEMORY_STORE_NOT_FOUND"),
+                       ({"memory_store_id": "mst_nope"}, "UNKNOWN_SCOPE"),
                        ({"memory_store_id": store.pk, "tags": {"team": ["a"]}}, "VALIDATION_ERROR")):
         answer = client.post(DISTILLERS, body, format="json")
         assert answer.json()["code"] == code, (body, answer.content)
@@ -255,8 +255,15 @@ def test_input_is_checked(llm: ClaimsLLM, settings: Any, project: Any, client: A
     disabled = client.post(f"{DISTILLERS}/{distiller['id']}/tick")
     assert (disabled.status_code, disabled.json()["code"]) == (409, "DISTILLER_DISABLED")
     other = MemoryStoreFactory(project=project)
-    moved = client.patch(f"{DISTILLERS}/{distiller['id']}", {"memory_store_id": other.pk}, format="json")
-    assert moved.json()["memory_store_id"] == store.pk  # read-only: its store is fixed
+    # read-only fields are refused, named, instead of a 200 that changed nothing
+    for body, named in (({"memory_store_id": other.pk}, ["memory_store_id"]),
+                        ({"enabled": True, "cursor": "x", "created_at": "2030-01-01T00:00:00Z"},
+                         ["created_at", "cursor"])):
+        moved = client.patch(f"{DISTILLERS}/{distiller['id']}", body, format="json")
+        assert (moved.status_code, moved.json()["code"]) == (400, "FIELD_READ_ONLY"), moved.json()
+        assert moved.json()["details"] == {"fields": named} and named[0] in moved.json()["message"]
+    kept = client.get(f"{DISTILLERS}/{distiller['id']}").json()
+    assert kept["memory_store_id"] == store.pk and kept["enabled"] is False  # its store is fixed; nothing changed
 
 
 def test_windows_cut_long_text_at_paragraphs_and_stop_at_the_cap() -> None:

@@ -549,7 +549,8 @@ def check_body_ids(op: Operation, a: World, b: World) -> list[str]:
 
 
 def check_query_ids(op: Operation, a: World, b: World) -> list[str]:
-    """Each id in a required query parameter set to A's id -> 404, the same answer as a nonexistent id."""
+    """Each id in a required query parameter set to A's id -> 400 UNKNOWN_SCOPE (an id a request refers
+    to, not its path), the same answer as a nonexistent id."""
     build = QUERIES.get(op.op_id)
     if build is None:
         return []
@@ -560,8 +561,9 @@ def check_query_ids(op: Operation, a: World, b: World) -> list[str]:
         random = nonexistent_id(value)
         got = call(op, b.key, params, body_for(op, b), query={**build(b), name: value})
         ref = call(op, b.key, params, body_for(op, b), query={**build(b), name: random})
-        if got.status != 404:
-            problems.append(f"?{name}=<A's id> from B's key answered {got.status}, not 404: {got.text[:300]}")
+        if (got.status, got.body.get("code") if isinstance(got.body, dict) else None) != (400, "UNKNOWN_SCOPE"):
+            problems.append(f"?{name}=<A's id> from B's key answered {got.status}, not 400 UNKNOWN_SCOPE: "
+                            f"{got.text[:300]}")
         if normalized(got, value, random) != normalized(ref, value, random):
             problems.append(f"?{name}=: A's id and a nonexistent id answer differently:\n    "
                             f"{normalized(got, value, random)[:300]}\n    {normalized(ref, value, random)[:300]}")

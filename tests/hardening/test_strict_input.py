@@ -56,18 +56,21 @@ def test_an_unknown_body_field_is_refused(op: Operation, world: World) -> None:
     assert counts(world) == before
 
 
-@pytest.mark.parametrize("path, body, field", [
-    ("/api/v1/memory-stores", {"name": "nested", "share": {"keys": [], "action": ["search"]}}, "share.action"),
-    ("/api/v1/documents/batch", {"documents": [{"content": "x", "paht": "/x.txt"}]}, "documents.paht"),
+@pytest.mark.parametrize("path, body, field, nearest", [
+    ("/api/v1/memory-stores", {"name": "nested", "share": {"keys": [], "action": ["search"]}}, "share.action",
+     "share.actions"),
+    ("/api/v1/documents/batch", {"documents": [{"content": "x", "paht": "/x.txt"}]}, "documents.paht",
+     "documents.path"),
 ])
 def test_nested_unknown_fields_are_named_with_their_path(world: World, path: str, body: dict[str, Any],
-                                                         field: str) -> None:
+                                                         field: str, nearest: str) -> None:
     from tests.conftest import api_client
 
     with rolled_back():
         answer = api_client(world.key).post(path, body, format="json")
     assert (answer.status_code, answer.json()["code"]) == (400, "UNKNOWN_FIELD"), answer.content
-    assert answer.json()["details"] == {"fields": [field]}
+    assert answer.json()["details"] == {"fields": [field], "suggestions": {field: nearest}}
+    assert f"did you mean `{nearest}`?" in answer.json()["message"]
 
 
 def test_rule_handlers_keep_their_own_check(world: World) -> None:

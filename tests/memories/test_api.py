@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.utils import timezone
 
@@ -162,7 +164,8 @@ def test_malformed_json(client):
 
 def test_unknown_store(client):
     response = post_memory(client, "ms_doesnotexist", "hello")
-    assert response.status_code == 404 and response.json()["code"] == "MEMORY_STORE_NOT_FOUND"
+    assert response.status_code == 400 and response.json()["code"] == "UNKNOWN_SCOPE"
+    assert response.json()["details"] == {"memory_store_id": ["ms_doesnotexist"]}
 
 
 def test_missing_invalid_revoked_and_expired_keys(project):
@@ -208,7 +211,7 @@ def test_other_projects_rows_answer_404(client, other_client, other_project):
     assert other_client.patch(f"/api/v1/memory-stores/{store['id']}", {"name": "x"}, format="json").status_code == 404
     assert other_client.delete(f"/api/v1/memory-stores/{store['id']}").status_code == 404
     response = post_memory(other_client, store["id"], "sneaky")
-    assert response.status_code == 404 and response.json()["code"] == "MEMORY_STORE_NOT_FOUND"
+    assert response.status_code == 400 and response.json()["code"] == "UNKNOWN_SCOPE"
     # none of the refused calls changed a row: the memory is live, the store as it was, no new write
     assert Memory.objects.live().filter(pk=memory["id"]).exists()
     assert MemoryStore.objects.get(pk=store["id"]).name == store["name"]
@@ -263,3 +266,113 @@ def test_text_without_meaning_is_stored_without_a_vector(client, hashing_embedde
     assert MemoryAssertion.objects.get().details["embedding"] == "embedding_empty"
     second = post_memory(client, store["id"], "\u0005\U000ea802")
     assert second.status_code == 201, second.json()
+
+
+def test_an_unknown_store_answers_alike_on_write_batch_search_and_filter(client, other_client):
+    """One answer for a store id a request refers to, whatever the door: 400 UNKNOWN_SCOPE naming it
+    (another project's id answers the same); only an id in the path is 404."""
+    foreign = create_store(other_client)["id"]
+    for store_id in ("ms_doesnotexist", foreign):
+        answers = {
+            "write": post_memory(client, store_id, "hello"),
+            "batch": client.post("/api/v1/memories/batch", {"memory_store_id": store_id,
+                                                            "memories": [{"content": "hello"}]}, format="json"),
+            "search": client.post("/api/v1/knowledge/search", {"query": "hello", "memory_store_ids": [store_id]},
+                                  format="json"),
+            "list": client.get("/api/v1/memories", {"memory_store_id": store_id}),
+            "ledger": client.get("/api/v1/memory-assertions", {"memory_store_id": store_id}),
+        }
+        for door, answer in answers.items():
+            body = answer.json()
+            assert (answer.status_code, body["code"]) == (400, "UNKNOWN_SCOPE"), (door, body)
+            assert store_id in body["message"] and store_id in str(body["details"]), (door, body)
+        assert client.get(f"/api/v1/memory-stores/{store_id}").status_code == 404
+    assert not Memory.objects.exists()
+
+
+def test_a_key_without_bearer_is_told_how_to_send_it(project):
+    raw = make_key(project)
+    for header in (raw, f"Token {raw}"):
+        client = api_client()
+        client.credentials(HTTP_AUTHORIZATION=header)
+        answer = client.get("/api/v1/memories")
+        body = answer.json()
+        assert (answer.status_code, body["code"]) == (401, "AUTHENTICATION_REQUIRED"), body
+        assert "Authorization: Bearer <key>" in body["message"] and "Bearer scheme" in body["message"], body
+        assert raw not in answer.content.decode()  # the key is never echoed
+    nothing = api_client().get("/api/v1/memories").json()
+    assert nothing["code"] == "AUTHENTICATION_REQUIRED" and "`Authorization: Bearer <key>`" in nothing["message"]
+
+
+def test_json_sent_without_its_content_type_is_named_as_such(client):
+    store = create_store(client)
+    body = json.dumps({"memory_store_id": store["id"], "content": "The VPN rotates keys on Mondays."})
+    for path in ("/api/v1/memories", "/api/v1/knowledge/search", "/api/v1/memory-stores"):
+        # curl -d '{…}' without -H 'Content-Type: application/json'
+        answer = client.generic("POST", path, body, content_type="application/x-www-form-urlencoded")
+        got = answer.json()
+        assert (answer.status_code, got["code"]) == (400, "JSON_SENT_AS_FORM"), (path, got)
+        assert "Content-Type: application/json" in got["message"], got
+    assert not Memory.objects.exists()
+    # a real form body is still read as one
+    form = client.post("/api/v1/memories", {"memory_store_id": store["id"], "content": "Form text."})
+    assert form.status_code == 201, form.json()
+
+
+def test_unknown_field_suggests_the_nearest_and_hides_the_csrf_field(client):
+    store = create_store(client)
+    answer = client.post("/api/v1/knowledge/search", {"query": "x", "memory_store_id": [store["id"]]}, format="json")
+    body = answer.json()
+    assert (answer.status_code, body["code"]) == (400, "UNKNOWN_FIELD"), body
+    assert "did you mean `memory_store_ids`?" in body["message"], body
+    assert body["details"]["fields"] == ["memory_store_id"]
+    assert body["details"]["suggestions"] == {"memory_store_id": "memory_store_ids"}
+    assert "csrfmiddlewaretoken" not in body["message"]
+    far = post_memory(client, store["id"], "x", colour="red").json()
+    assert far["code"] == "UNKNOWN_FIELD" and "suggestions" not in far["details"]
+    assert "did you mean" not in far["message"]
+    # a browser form's CSRF field is still accepted
+    form = client.post("/api/v1/memories", {"memory_store_id": store["id"], "content": "Form text.",
+                                            "csrfmiddlewaretoken": "t"})
+    assert form.status_code == 201, form.json()
+
+
+def test_blank_list_filters_are_refused_not_ignored(client):
+    store = create_store(client)
+    post_memory(client, store["id"], "The staging database runs PostgreSQL 16 on db-stage-2.")
+    for path, param in (("/api/v1/memory-assertions", "memory_store_id"), ("/api/v1/memory-assertions", "memory_id"),
+                        ("/api/v1/memory-assertions", "generation_id"), ("/api/v1/memories", "memory_store_id"),
+                        ("/api/v1/generations", "agent_id"), ("/api/v1/memory-stores", "name")):
+        answer = client.get(f"{path}?{param}=")
+        body = answer.json()
+        assert (answer.status_code, body["code"]) == (400, "VALIDATION_ERROR"), (path, param, body)
+        assert param in body["message"] and param in body["details"]["fields"], body
+    assert client.get("/api/v1/memory-assertions").json()["count"] == 1  # absent: no filter
+
+
+def test_a_store_is_found_by_name(client, other_client):
+    store = create_store(client, name="infra")
+    create_store(client, name="infra-2")
+    create_store(other_client, name="infra")
+    found = client.get("/api/v1/memory-stores", {"name": "infra"}).json()
+    assert [row["id"] for row in found["results"]] == [store["id"]]
+    assert client.get("/api/v1/memory-stores", {"name": "nope"}).json()["count"] == 0
+
+
+@pytest.mark.parametrize("expires_at", ["2030-01-01 00:00", "2030-01-01T00:00:00"])
+def test_expires_at_without_a_time_zone_is_refused(client, expires_at):
+    store = create_store(client)
+    doors = {
+        "write": lambda: post_memory(client, store["id"], "The badge reader is replaced.", expires_at=expires_at),
+        "batch": lambda: client.post("/api/v1/memories/batch", {"memory_store_id": store["id"], "memories": [
+            {"content": "The badge reader is replaced.", "expires_at": expires_at}]}, format="json"),
+    }
+    answer = doors["write"]()
+    body = answer.json()
+    assert (answer.status_code, body["code"]) == (400, "EXPIRES_AT_INVALID"), body
+    assert "no time zone" in body["message"] and "2030-01-01T00:00:00Z" in body["message"], body
+    batch = doors["batch"]().json()
+    assert batch["results"][0]["error"]["code"] == "EXPIRES_AT_INVALID", batch
+    assert not Memory.objects.exists()
+    aware = post_memory(client, store["id"], "The badge reader is replaced.", expires_at=expires_at + "+02:00")
+    assert aware.status_code == 201, aware.json()

@@ -14,7 +14,7 @@ import pytest
 from memory_engine.models import Memory, MemoryAssertion
 from memory_engine.services.keys import api_key_create
 from memory_engine.services.memories import memory_write, memory_write_batch
-from tests.conftest import api_client
+from tests.conftest import api_client, finishes_within
 from tests.corpus import corpus, corpus_path
 from tests.factories import MemoryStoreFactory
 
@@ -148,7 +148,7 @@ def test_the_request_is_checked_before_anything_is_written(client: Any, project:
          400, "UNKNOWN_FIELD"),
         ({"memory_store_id": store.pk, "memories": []}, 400, "VALIDATION_ERROR"),
         ({"memory_store_id": store.pk, "memories": [{"content": 5}]}, 400, "VALIDATION_ERROR"),
-        ({"memory_store_id": "ms_nope", "memories": [{"content": "a"}]}, 404, "MEMORY_STORE_NOT_FOUND"),
+        ({"memory_store_id": "ms_nope", "memories": [{"content": "a"}]}, 400, "UNKNOWN_SCOPE"),
     ):
         answer = client.post(BATCH, body, format="json")
         assert (answer.status_code, answer.json()["code"]) == (status, code), (body, answer.content)
@@ -160,6 +160,20 @@ def test_the_request_is_checked_before_anything_is_written(client: Any, project:
     assert not Memory.objects.filter(store=store).exists()
 
 
+def test_the_batch_size_is_checked_before_any_item(settings: Any, client: Any, project: Any) -> None:
+    """A batch over MAX_BATCH_MEMORIES is 413 at once: its items are not validated first (100,000
+    invalid items answer 413, not a 400 naming them, and without reading each one)."""
+    store = MemoryStoreFactory(project=project)
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "MAX_BATCH_MEMORIES": 3}
+    answer = client.post(BATCH, {"memory_store_id": store.pk, "memories": [{"content": 5}] * 4}, format="json")
+    assert (answer.status_code, answer.json()["code"]) == (413, "BATCH_TOO_LARGE"), answer.json()
+    assert answer.json()["details"] == {"items": 4, "max_items": 3}
+    huge = {"memory_store_id": store.pk, "memories": [{"content": "x", "colour": "red"}] * 100_000}
+    with finishes_within(6.0):  # validating every item first took seconds (8 s on a 2-core machine)
+        answer = client.post(BATCH, huge, format="json")
+    assert (answer.status_code, answer.json()["details"]) == (413, {"items": 100_000, "max_items": 3})
+
+
 def test_grants_and_read_only_keys(project: Any) -> None:
     team_a = MemoryStoreFactory(project=project, access_tags=["team:a"])
     narrowed = api_client(api_key_create(
@@ -167,7 +181,7 @@ def test_grants_and_read_only_keys(project: Any) -> None:
     searcher = api_client(api_key_create(project=project, grants=[{"pattern": "team:a", "actions": ["search"]}])[1])
     reader = api_client(api_key_create(project=project, read_only=True)[1])
     body = {"memory_store_id": team_a.pk, "memories": [{"content": "The depot opens at six."}]}
-    for who, status, code in ((narrowed, 404, "MEMORY_STORE_NOT_FOUND"), (searcher, 403, "GRANT_REQUIRED"),
+    for who, status, code in ((narrowed, 400, "UNKNOWN_SCOPE"), (searcher, 403, "GRANT_REQUIRED"),
                               (reader, 403, "READ_ONLY_KEY")):
         answer = who.post(BATCH, body, format="json")
         assert (answer.status_code, answer.json()["code"]) == (status, code)

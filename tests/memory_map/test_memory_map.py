@@ -1,6 +1,6 @@
 """The memory map (docs/memory.md, *The memory map*): every live memory a point, clusters with
 labels, sensitive points masked for every principal and in the admin's picture, the map going
-with its store (404 MEMORY_STORE_NOT_FOUND otherwise), cached and computed again when the store
+with its store (400 UNKNOWN_SCOPE otherwise), cached and computed again when the store
 changed enough; a large store's first map comes from a real django-q2 worker."""
 
 from __future__ import annotations
@@ -213,14 +213,14 @@ def test_the_map_goes_with_its_store(project: Project, client: Any, other_projec
         write(store, "The user likes jazz.")
     random_id = "ms_0000000000" + "0123456789abcdef"
     unknown = get_map(client, random_id)
-    assert unknown.status_code == 404 and unknown.json()["code"] == "MEMORY_STORE_NOT_FOUND"
+    assert unknown.status_code == 400 and unknown.json()["code"] == "UNKNOWN_SCOPE"
     other = get_map(client, foreign.pk)
     assert (other.status_code, other.content.decode().replace(foreign.pk, "<ID>")) == (
-        404, unknown.content.decode().replace(random_id, "<ID>"))
+        400, unknown.content.decode().replace(random_id, "<ID>"))
     narrowed = api_client(api_key_create(project=project, grants=[{"pattern": "team:a", "actions": ["search"]}])[1])
     assert get_map(narrowed, own.pk).status_code == 200
     hidden = get_map(narrowed, theirs.pk)
-    assert hidden.status_code == 404 and hidden.json()["code"] == "MEMORY_STORE_NOT_FOUND"
+    assert hidden.status_code == 400 and hidden.json()["code"] == "UNKNOWN_SCOPE"
     assert not MemoryMap.objects.filter(store__in=[theirs, foreign]).exists()  # nothing computed for them
     assert client.get(URL).json()["code"] == "VALIDATION_ERROR"
     assert client.get(URL, {"memory_store_id": own.pk, "store": "x"}).json()["code"] == "UNKNOWN_FIELD"

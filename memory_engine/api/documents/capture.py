@@ -9,7 +9,7 @@ from typing import Any
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -42,7 +42,7 @@ from memory_engine.services.documents import (
 )
 
 from ..exceptions import ERRORS, error_responses
-from ..limits import SafeJSONParser
+from ..limits import FormBodyParser, SafeJSONParser
 from ..scoping import ProjectScopedMixin, request_caller, request_principal
 from .serializers import (
     ByRefCaptureSerializer,
@@ -61,7 +61,7 @@ from .serializers import (
 def check_upload_size(request: Request) -> None:
     upload = request.FILES.get("file")
     if upload is not None and upload.size > engine_settings.MAX_UPLOAD_BYTES:
-        raise FileTooLarge(details={"bytes": upload.size, "max_bytes": engine_settings.MAX_UPLOAD_BYTES})
+        raise FileTooLarge.sized(upload.size, engine_settings.MAX_UPLOAD_BYTES)
 
 
 def base_url(request: Request) -> str:
@@ -180,7 +180,7 @@ class DocumentCaptureActions(ProjectScopedMixin, viewsets.GenericViewSet):
     @extend_schema(request={"multipart/form-data": DocumentUploadSerializer}, responses=CREATED,
                    operation_id="documents_upload",
                    description="Upload a file (field `file`); the content type is sniffed from the bytes.")
-    @action(detail=False, methods=["post"], url_path="ingest", parser_classes=[MultiPartParser, FormParser],
+    @action(detail=False, methods=["post"], url_path="ingest", parser_classes=[MultiPartParser, FormBodyParser],
             filterset_class=None, pagination_class=None)
     def upload(self, request: Request) -> Response:
         self.project  # noqa: B018  (resolve the project before reading the upload)
@@ -207,7 +207,7 @@ class DocumentCaptureActions(ProjectScopedMixin, viewsets.GenericViewSet):
                     "created then. With `wait=true` (and the batch at most SYNC_INGESTION_MAX_BYTES) they are "
                     "ingested together before the answer.")
     @action(detail=False, methods=["post"], url_path="batch", filterset_class=None, pagination_class=None,
-            parser_classes=[SafeJSONParser, MultiPartParser, FormParser])
+            parser_classes=[SafeJSONParser, MultiPartParser, FormBodyParser])
     def batch(self, request: Request) -> Response:
         self.project  # noqa: B018  (resolve the project before reading the uploads)
         multipart = request.content_type.startswith("multipart/")

@@ -11,7 +11,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -31,7 +31,7 @@ from memory_engine.services.ingestion_rules import FIELDS as RULE_FIELDS
 from memory_engine.services.ingestion_rules import ingestion_rule_save
 
 from ..exceptions import ERRORS, ErrorSerializer, error_responses
-from ..limits import SafeJSONParser
+from ..limits import FormBodyParser, SafeJSONParser
 from ..scoping import ProjectScopedMixin, project_object_or_404
 from .capture import DocumentCaptureActions, base_url, chunk_args, document_answer
 from .filters import DocumentFilter
@@ -61,7 +61,7 @@ class DocumentViewSet(DocumentCaptureActions, DocumentRetentionActions, mixins.L
     queryset = Document.objects.none()  # for the schema; get_queryset scopes by project
     serializer_class = DocumentSerializer
     filterset_class = DocumentFilter
-    parser_classes = [SafeJSONParser, MultiPartParser, FormParser]
+    parser_classes = [SafeJSONParser, MultiPartParser, FormBodyParser]
 
     def get_queryset(self) -> QuerySet[Document]:
         return visible(self.caller, Document.objects.filter(project=self.project),

@@ -33,9 +33,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
+from rest_framework.exceptions import ValidationError
 
 from memory_engine.api.memories import MemoryBatchItemSerializer
 from memory_engine.conf import engine_settings
+from memory_engine.exceptions import MemoryEngineError
 from memory_engine.management.progress import ProgressBar
 from memory_engine.models import Lineage, MemoryStore
 from memory_engine.models.memories import Mechanism
@@ -44,6 +46,8 @@ from memory_engine.services.memories.batch import ACTIONS, BatchOutcome, BatchSu
 
 #: CSV columns that hold JSON.
 JSON_COLUMNS = ("tags", "metadata", "about")
+#: The format each file extension is read as when --format is not given; another extension is refused.
+FORMATS_BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 PRINCIPAL = "command:memory_engine_import"
 #: Above this share of the written records retiring a memory, the import warns: records that are
 #: new to the store should mostly be created, and many supersedes often mean distinct facts read
@@ -85,6 +89,16 @@ def csv_records(path: Path) -> Iterator[tuple[int, Any]]:
                 yield reader.line_num, ValueError(f"column {column!r} is not JSON: {exc}")
                 continue
             yield reader.line_num, record
+
+
+def plain_errors(detail: Any, path: str = "") -> str:
+    """DRF's error detail (dicts and lists of ErrorDetail) as the API's messages read:
+    ``"content: This field may not be blank.; about.kind: This field is required."``."""
+    if isinstance(detail, dict):
+        return "; ".join(plain_errors(value, f"{path}.{key}" if path else str(key)) for key, value in detail.items())
+    if isinstance(detail, list):
+        return "; ".join(plain_errors(item, path) for item in detail)
+    return f"{path}: {detail}" if path else str(detail)
 
 
 @dataclass
@@ -138,7 +152,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", type=Path)
         parser.add_argument("--store", required=True, help="The memory store id (ms_…).")
-        parser.add_argument("--format", choices=["jsonl", "csv"], help="Default: from the file's extension.")
+        parser.add_argument("--format", choices=["jsonl", "csv"],
+                            help="Default: from the file's extension (.jsonl, .ndjson: jsonl; .csv: csv); another "
+                                 "extension needs it.")
         parser.add_argument("--batch-size", type=int, default=500,
                             help="Records per batch (at most MAX_BATCH_MEMORIES; default 500).")
         parser.add_argument("--dry-run", action="store_true",
@@ -160,7 +176,11 @@ class Command(BaseCommand):
                                f"({engine_settings.MAX_BATCH_MEMORIES}).")
         if options["progress_every"] < 1:
             raise CommandError("--progress-every must be at least 1.")
-        kind = options["format"] or ("csv" if path.suffix.lower() == ".csv" else "jsonl")
+        kind = options["format"] or FORMATS_BY_SUFFIX.get(path.suffix.lower())
+        if kind is None:
+            raise CommandError(f"Cannot tell the format of {path.name} from its extension "
+                               f"({path.suffix or 'none'}); name it with --format jsonl or --format csv "
+                               f"(the extensions read without it: {', '.join(FORMATS_BY_SUFFIX)}).")
         records = list((csv_records if kind == "csv" else jsonl_records)(path))
         bar = ProgressBar.for_command(self, len(records), label=f"import into {store.name}",
                                       every=options["progress_every"])
@@ -210,8 +230,10 @@ class Command(BaseCommand):
         serializer = MemoryBatchItemSerializer(data=record)
         try:
             serializer.is_valid(raise_exception=True)
-        except Exception as exc:  # UNKNOWN_FIELD (a MemoryEngineError) or DRF's ValidationError
-            return f"{getattr(exc, 'code', 'VALIDATION_ERROR')}: {getattr(exc, 'message', None) or exc}"
+        except MemoryEngineError as exc:  # UNKNOWN_FIELD
+            return f"{exc.code}: {exc.message}"
+        except ValidationError as exc:
+            return f"VALIDATION_ERROR: {plain_errors(exc.detail)}"
         return MemoryBatchItemSerializer.item_kwargs(serializer.validated_data)
 
     def _summary(self, path: Path, total: int, report: ImportReport, *, dry_run: bool) -> None:
