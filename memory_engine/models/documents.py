@@ -50,6 +50,12 @@ class IngestionRule(models.Model):
         BASE64 = "base64"
         DOWNLOAD_URL = "download_url"
 
+    class GuardPolicy(models.TextChoices):
+        """What the instruction guard does with the chunks of the documents this rule converts."""
+
+        JUDGE = "judge"  # each chunk judged; one that reads as instructions is kept out of every read
+        TRUST = "trust"  # the operator vouches for these documents (e.g. a security handbook quoting attacks)
+
     id = PublicIdField(prefix="ir")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="ingestion_rules")
     name = models.CharField(max_length=200, blank=True, default="")
@@ -70,6 +76,10 @@ class IngestionRule(models.Model):
     chunk_size = models.PositiveIntegerField(null=True, blank=True)
     chunk_overlap = models.PositiveIntegerField(null=True, blank=True)
     enabled = models.BooleanField(default=True)
+    guard_policy = models.CharField(
+        max_length=10, choices=GuardPolicy.choices, default=GuardPolicy.JUDGE,
+        help_text="judge: the instruction guard judges each chunk and keeps one that reads as instructions to an AI "
+                  "out of every read; trust: the chunks of these documents are not judged (docs/security.md).")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
