@@ -12,13 +12,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_engine import strict
-from memory_engine.exceptions import DistillerBusy, DistillerDisabled, DistillerNotFound, MemoryStoreNotFound
-from memory_engine.models import Distiller, DistillerRun, DistillerVersion, MemoryStore
-from memory_engine.policy import ADD, get_visible_or_404, require, visible
+from memory_engine.exceptions import DistillerBusy, DistillerDisabled, DistillerNotFound, UnknownScope
+from memory_engine.models import Distiller, DistillerRun, DistillerVersion
+from memory_engine.policy import ADD, require, visible
 from memory_engine.services.distillers import distiller_create, distiller_tick, distiller_update
 
 from .exceptions import ERRORS, error_responses
-from .scoping import ProjectScopedMixin
+from .scoping import ProjectScopedMixin, referenced_store
 
 #: How many of its latest runs a distiller's answer shows.
 RECENT_RUNS = 5
@@ -66,7 +66,7 @@ class DistillerUpdateSerializer(DistillerSerializer):
 
 @extend_schema_view(
     list=extend_schema(responses={200: DistillerSerializer(many=True), **ERRORS}),
-    create=extend_schema(responses={201: DistillerSerializer, **error_responses(MemoryStoreNotFound), **ERRORS}),
+    create=extend_schema(responses={201: DistillerSerializer, **error_responses(UnknownScope), **ERRORS}),
     retrieve=extend_schema(responses={200: DistillerSerializer, **error_responses(DistillerNotFound), **ERRORS}),
     partial_update=extend_schema(request=DistillerUpdateSerializer,
                                  responses={200: DistillerSerializer, **error_responses(DistillerNotFound), **ERRORS}),
@@ -92,9 +92,7 @@ class DistillerViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retriev
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        store = get_visible_or_404(self.caller, MemoryStore.objects.filter(project=self.project),
-                                   data["store_id"], action=None, error=MemoryStoreNotFound,
-                                   field="memory_store_id")
+        store = referenced_store(self.caller, self.project, data["store_id"])
         distiller = distiller_create(store=store, caller=self.caller, document_paths=data.get("document_paths"),
                                      tags=data.get("tags"), prompt=data.get("prompt", ""),
                                      enabled=data.get("enabled", True))

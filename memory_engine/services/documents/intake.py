@@ -281,10 +281,7 @@ def _check_upload(*, project: Project, upload: Upload, source: str, external_ref
     far (a batch looks each type up once)."""
     data = upload.data
     if len(data) > engine_settings.MAX_UPLOAD_BYTES:
-        raise FileTooLarge(
-            f"The file has {len(data)} bytes, more than MAX_UPLOAD_BYTES ({engine_settings.MAX_UPLOAD_BYTES}).",
-            details={"bytes": len(data), "max_bytes": engine_settings.MAX_UPLOAD_BYTES},
-        )
+        raise FileTooLarge.sized(len(data), engine_settings.MAX_UPLOAD_BYTES)
     check_identity(source, external_ref)
     check_title(title)
     content_type = sniff_content_type(data, filename=upload.filename, declared=upload.declared_content_type)
