@@ -360,7 +360,7 @@ class IngestionRuleForm(TrustedForm):
 class IngestionRuleAdmin(ProjectScopedAdmin):
     form = IngestionRuleForm
     list_display = ["content_type_glob", "project", "converter_type", "target", "native_extraction",
-                    "file_delivery", "enabled", "documents_count", "created_at"]
+                    "file_delivery", "guard_policy", "enabled", "documents_count", "created_at"]
     list_filter = ["enabled", "converter_type", "project"]
     search_fields = ["content_type_glob", "name", "id", "converter_url", "converter_path"]
     list_select_related = ["project"]

@@ -74,6 +74,7 @@ __all__ = [
     "judge_many",
     "merge_findings",
     "strings_digest",
+    "trusted_finding",
     "normalise",
     "reads_as_instruction",
     "record_block",
@@ -232,6 +233,12 @@ def merge_findings(*stored: Any, values: Sequence[Any]) -> dict[str, Any] | None
                      worst.family, worst.view, max((f.by for f in parts), key=order.index), version(),
                      strings_digest(values))
     return merged.as_json()
+
+
+def trusted_finding(values: Sequence[Any]) -> dict[str, Any]:
+    """The finding stored for strings an operator vouches for (a document whose ingestion rule's
+    ``guard_policy`` is ``trust``): not judged, and passing every bar."""
+    return Finding(None, None, None, "override", "text", "trusted", version(), strings_digest(values)).as_json()
 
 
 def strings_digest(values: Sequence[Any]) -> str:

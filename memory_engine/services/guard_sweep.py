@@ -19,9 +19,10 @@ from typing import Any
 
 from django.db.models import Model, Q, QuerySet
 
-from memory_engine.instruction_guard import findings, version
+from memory_engine.instruction_guard import findings, trusted_finding, version
 from memory_engine.instruction_guard.classifier import SCREEN_MODEL
 from memory_engine.models import Chunk, Memory, MemoryContent
+from memory_engine.services.documents.pipeline import trusted_documents
 
 __all__ = ["GUARDED_TABLES", "guard_counts", "guard_sweep", "unjudged"]
 
@@ -75,13 +76,21 @@ def guard_sweep(*, store_ids: Sequence[str] | None = None, limit: int | None = N
             on_start(name, len(ids))
         vectors = "text" in fields
         for start in range(0, len(ids), batch_size):
-            only = ["pk", *fields, *(["embedding", "embedding_model"] if vectors else [])]
+            only = ["pk", *fields, *(["embedding", "embedding_model"] if vectors else []),
+                    *(["document_id"] if model is Chunk else [])]
             rows: list[Any] = list(model._default_manager.filter(pk__in=ids[start:start + batch_size]).only(*only))
-            screen = {row.text: list(row.embedding) for row in rows
+            trusted: set[str] = set()
+            if model is Chunk:  # the chunks of a document its ingestion rule trusts are not judged
+                trusted = set(trusted_documents(list({row.document_id for row in rows})))
+                for row in rows:
+                    if row.document_id in trusted:
+                        row.guard = trusted_finding([row.text])
+            judging = [row for row in rows if model is not Chunk or row.document_id not in trusted]
+            screen = {row.text: list(row.embedding) for row in judging
                       if vectors and row.embedding is not None and row.embedding_model == SCREEN_MODEL}
-            found = findings([[getattr(row, field) for field in fields] for row in rows], vectors=screen)
-            done = []
-            for row, finding in zip(rows, found, strict=True):
+            found = findings([[getattr(row, field) for field in fields] for row in judging], vectors=screen)
+            done = [row for row in rows if model is Chunk and row.document_id in trusted]
+            for row, finding in zip(judging, found, strict=True):
                 if finding.by:
                     row.guard = finding.as_json()
                     done.append(row)

@@ -27,7 +27,7 @@ _GLOB = re.compile(r"^[a-z0-9!#$&^_.+\-*?]+/[a-z0-9!#$&^_.+\-*?]+$|^\*$")
 FIELDS = (
     "name", "content_type_glob", "converter_type", "converter_path", "converter_url", "converter_secret",
     "converter_timeout", "native_extraction", "file_delivery", "chunk_strategy", "chunk_size",
-    "chunk_overlap", "enabled",
+    "chunk_overlap", "enabled", "guard_policy",
 )
 
 

@@ -254,7 +254,7 @@ class IngestionRuleSerializer(strict.ModelSerializer):
         fields = [
             "id", "name", "content_type_glob", "converter_type", "converter_path", "converter_url",
             "converter_secret", "has_secret", "converter_timeout", "native_extraction", "file_delivery",
-            "chunk_strategy", "chunk_size", "chunk_overlap", "enabled", "created_at",
+            "chunk_strategy", "chunk_size", "chunk_overlap", "enabled", "guard_policy", "created_at",
         ]
         read_only_fields = ["id", "has_secret", "created_at"]
         # Uniqueness and ambiguity are checked by the service with clearer messages.

@@ -35,7 +35,7 @@ from memory_engine.exceptions import (
 )
 from memory_engine.extraction import extract_pages, iter_pages
 from memory_engine.fork_safety import closes_connections
-from memory_engine.instruction_guard import findings
+from memory_engine.instruction_guard import findings, trusted_finding
 from memory_engine.models import Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
 from memory_engine.providers.converters import ConverterRequest, run_converter
@@ -562,11 +562,26 @@ def _embed_batches(document_id: str, run: str, batches: Iterable[tuple[list[Chun
 
 def _judge(items: list[_Embedded]) -> None:
     """The instruction guard's finding on every chunk, before the swap's transaction (as the
-    embedder): a chunk that reads as instructions to an AI is stored and kept out of every read."""
+    embedder): a chunk that reads as instructions to an AI is stored and kept out of every read.
+    The chunks of a document whose ingestion rule trusts it are not judged."""
     todo = [item for item in items if item.crash is None and len(item.guards) != len(item.specs)]
+    trusted = set(trusted_documents([item.document.pk for item in todo]))
+    for item in todo:
+        if item.document.pk in trusted:
+            item.guards = [trusted_finding([spec.text]) for spec in item.specs]
+    todo = [item for item in todo if item.document.pk not in trusted]
     found = iter(findings([[spec.text] for item in todo for spec in item.specs]))
     for item in todo:
         item.guards = [finding.as_json() if finding.by else None for finding in (next(found) for _ in item.specs)]
+
+
+def trusted_documents(document_ids: Sequence[str]) -> list[str]:
+    """Those of ``document_ids`` whose ingestion rule trusts them (``guard_policy`` trust)."""
+    if not document_ids:
+        return []
+    return list(Document.objects.filter(pk__in=list(document_ids),
+                                        ingestion_rule__guard_policy=IngestionRule.GuardPolicy.TRUST)
+                .values_list("pk", flat=True))
 
 
 def _swap_many(items: list[_Embedded]) -> None:
