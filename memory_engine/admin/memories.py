@@ -90,7 +90,8 @@ class MemoryStoreAdmin(ErasureAdmin, ProjectScopedAdmin):
             (table.replace("_", " "), count["current"], count["rows"], guard_version())
             for table, count in counts.items() if table != "chunks"))
 
-    @admin.action(description="Judge their texts again with the instruction guard (rows of an older guard)")
+    @admin.action(description="Judge their texts again with the instruction guard (rows of an older guard)",
+                  permissions=["change"])
     def judge_again(self, request: HttpRequest, queryset: QuerySet[MemoryStore]) -> None:
         stores = list(queryset)
         self.require_grant(request, ADD, stores)

@@ -726,7 +726,7 @@ RETENTION = {"place_legal_hold": True, "make_durable": True, "make_ephemeral": T
 ADMIN: dict[str, AdminDoor] = {
     "project": AdminDoor(PROJECT_WIDE, "project"),
     "apikey": AdminDoor(PROJECT_WIDE, "apikey", deletable=True, actions={"revoke": True}),
-    "memorystore": AdminDoor(TAGGED, "store"),
+    "memorystore": AdminDoor(TAGGED, "store", actions={"judge_again": True}),
     "memory": AdminDoor(TAGGED, "memory", deletable=False, actions={"forget": True, **RETENTION}),
     "trashedmemory": AdminDoor(TAGGED, "memory", deletable=False, actions={"restore": True}, url="memory/trash"),
     "supersededmemory": AdminDoor(TAGGED, "memory", deletable=False, actions={"forget": True, **RETENTION},
