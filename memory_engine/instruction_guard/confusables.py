@@ -8,6 +8,12 @@ in one case only (Cyrillic ``м``/``М``) maps only in that case; loose resembla
 ``и``, ``г``, ``т``) are left out, since the more of a real Cyrillic word the table covers,
 the likelier a Russian sentence would read as a disguise. Full-width, mathematical and
 other compatibility forms need no entry: NFKC folds them before the table is read.
+
+:data:`LETTERFORMS` is the other half: letter shapes that NFKC leaves alone and no language
+writes words in (small capitals, negative circled and squared letters, parenthesised letters,
+which NFKC would turn into ``(a)``, and regional-indicator letters). They are read as the
+plain letters everywhere, not only in disguised words; regional indicators only outside a
+flag (:func:`memory_engine.instruction_guard.normal.letterforms` decides).
 """
 
 from __future__ import annotations
@@ -38,10 +44,25 @@ SKELETON: dict[str, str] = {
     "\u0570": "h", "\u0578": "n", "\u057d": "u", "\u0581": "g", "\u0584": "f", "\u0566": "q",
     "\u0555": "O", "\u054d": "U",
     # Latin extended and IPA letters that pass for basic ones
-    "\u0131": "i", "\u0237": "j", "\u0251": "a", "\u0261": "g", "\u0269": "i", "\u026a": "i",
-    "\u028f": "y", "\u0274": "n", "\u0280": "r", "\u1d04": "c", "\u1d0f": "o", "\u1d1c": "u",
-    "\u1d20": "v", "\u1d21": "w", "\u1d22": "z", "\u01c0": "l", "\u0196": "l", "\u0585": "o",
+    "\u0131": "i", "\u0237": "j", "\u0251": "a", "\u0261": "g", "\u0269": "i",
+    "\u01c0": "l", "\u0196": "l", "\u0585": "o",
 }
 
 #: For str.translate.
 TABLE = {ord(k): v for k, v in SKELETON.items()}
+
+_SMALL_CAPITALS = "ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘꞯʀꜱᴛᴜᴠᴡxʏᴢ"
+#: letter shape -> the plain letter it writes
+LETTERFORMS: dict[str, str] = {
+    # small capitals (ʀ, ɪ, ʏ, ʟ also write IPA sounds; read as letters they lose nothing)
+    **{cap: plain for cap, plain in zip(_SMALL_CAPITALS, "abcdefghijklmnopqrstuvwxyz", strict=True) if cap != "x"},
+    "\u1d07": "e", "\u1d00": "a", "\u1d01": "ae", "\u0276": "oe", "\u1d1a": "r",
+    # modifier small capitals NFKC would turn into small capitals, and a few it leaves alone
+    "\u1da6": "i", "\u1dab": "l", "\u1db0": "n", "\u1db8": "u", "\u02b6": "r",
+    # negative circled and negative squared capitals, parenthesised small letters
+    **{chr(0x1F150 + i): chr(0x61 + i) for i in range(26)},
+    **{chr(0x1F170 + i): chr(0x61 + i) for i in range(26)},
+    **{chr(0x249C + i): chr(0x61 + i) for i in range(26)},
+}
+#: regional-indicator letter -> the plain letter (read only outside flags)
+REGIONAL: dict[str, str] = {chr(0x1F1E6 + i): chr(0x61 + i) for i in range(26)}

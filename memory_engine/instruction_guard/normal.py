@@ -2,8 +2,11 @@
 while a model still reads it whole.
 
     normalise(text)   NFKC, invisible characters removed (shared with the <knowledge> fence)
-    canonical(text)   normalise, then look-alike letters, spaced-out and split words, leetspeak
-    payloads(text)    the readable texts hidden in base64, hex and rot13 segments
+    canonical(text)   letterforms (small capitals, circled and parenthesised letters, regional
+                      indicators) as letters, normalise, then look-alike letters, spaced-out
+                      and split words, leetspeak
+    payloads(text)    the readable texts hidden in base64, base32, base85, hex and rot13
+                      segments, and text written backwards
     words(text)       casefolded, accents removed, punctuation as single spaces
 
 Each step only touches what it recognises: a plain sentence comes out of ``canonical`` as it
@@ -20,6 +23,7 @@ import json
 import re
 import unicodedata
 
+from .confusables import LETTERFORMS, REGIONAL
 from .confusables import TABLE as _SKELETON
 
 # Characters that render as nothing (zero-width spaces and joiners, soft hyphen, bidi
@@ -130,6 +134,25 @@ def skeleton(text: str) -> str:
     return _WORD.sub(fix, text)
 
 
+# --------------------------------------------------------------------------- letterforms
+
+_LETTERFORMS = {ord(k): v for k, v in LETTERFORMS.items()}
+_REGIONAL = {ord(k): v for k, v in REGIONAL.items()}
+# Regional-indicator letters, invisible characters between them not counted: two make a flag.
+_REGIONAL_RUN = re.compile(f"[\U0001F1E6-\U0001F1FF](?:{_INVISIBLE.pattern}*[\U0001F1E6-\U0001F1FF])*")
+
+
+def letterforms(text: str) -> str:
+    """Small capitals, negative circled and squared, and parenthesised letters as the plain
+    letters they write (``ɪɢɴᴏʀᴇ`` -> ``ignore``; before NFKC, which would make ``⒤`` ``(i)``);
+    regional-indicator letters too, unless every run of them is a pair (a flag: 🇫🇷)."""
+    text = text.translate(_LETTERFORMS)
+    runs = _REGIONAL_RUN.findall(text)
+    if runs and any(len(_INVISIBLE.sub("", run)) != 2 for run in runs):
+        text = text.translate(_REGIONAL)
+    return text
+
+
 # --------------------------------------------------------------------------- spacing
 
 # Single letters joined by one separator each: "i g n o r e", "I.g.n.o.r.e", "f-o-r-g-e-t".
@@ -215,14 +238,27 @@ def unleet(text: str) -> str:
 
 
 def canonical(text: str) -> str:
-    """The text as a reader sees it: normalised, look-alike letters as Latin, spaced-out and
-    split words closed up, leetspeak as letters."""
-    return unleet(respace(skeleton(normalise(text))))
+    """The text as a reader sees it: letterforms as letters, normalised, look-alike letters as
+    Latin, spaced-out and split words closed up, leetspeak as letters."""
+    return unleet(respace(skeleton(normalise(letterforms(text)))))
 
 
 # --------------------------------------------------------------------------- payloads
 
 _BASE64 = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{16,}={0,2}")
+# One case throughout (RFC 4648 writes upper case; some tools lower): a word in capitals is a
+# candidate too, and is turned down by what it decodes to.
+_BASE32 = re.compile(r"(?<![A-Za-z0-9+/_-])(?:[A-Z2-7]{16,}|[a-z2-7]{16,})={0,6}(?![A-Za-z0-9+/=_-])")
+# Ascii85 between Adobe's <~ ~> fences, or a bare run of its alphabet (no spaces: "z" aside,
+# every character of an encoding is between "!" and "u").
+_ASCII85_FENCED = re.compile(r"<~(.{5,}?)~>", re.DOTALL)
+_ASCII85 = re.compile(r"(?<![!-u])[!-u]{20,}(?![!-u])")
+# RFC 1924 (Python's b85, git's binary patches) and ZeroMQ's Z85: letters, digits and
+# punctuation, no spaces.
+_BASE85 = re.compile(r"(?<![!-~])[0-9A-Za-z!#$%&()*+\-;<=>?@^_`{|}~.:/\[\]]{20,}(?![!-~])")
+_Z85_FROM = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_B85_TO = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~"
+_Z85_AS_B85 = str.maketrans(_Z85_FROM, _B85_TO)
 _HEX = re.compile(r"(?:\\x|0x)?[0-9A-Fa-f]{2}(?:[\s:,]?(?:\\x|0x)?[0-9A-Fa-f]{2}){7,}")
 _ROT13_NAMED = re.compile(r"\b(?:rot[\s-]?13|caesar|rotate by 13)\b", re.IGNORECASE)
 
@@ -261,6 +297,51 @@ def _base64_texts(text: str) -> list[str]:
     return found
 
 
+def _base32_texts(text: str) -> list[str]:
+    found = []
+    for match in _BASE32.finditer(text):
+        chunk = match.group().rstrip("=").upper()
+        if len(chunk) % 8 in (1, 3, 6):
+            continue  # no base32 encoding ends there
+        try:
+            raw = base64.b32decode(chunk + "=" * (-len(chunk) % 8))
+        except (binascii.Error, ValueError):
+            continue
+        decoded = readable(raw)
+        if decoded and _words_of_text(decoded):
+            found.append(decoded)
+    return found
+
+
+def _base85_texts(text: str) -> list[str]:
+    """Ascii85 (fenced or bare), RFC 1924 base85 and Z85 segments that decode to text."""
+    found = []
+    candidates: list[tuple[str, str]] = [(m.group(1), "a85") for m in _ASCII85_FENCED.finditer(text)]
+    bare = _ASCII85_FENCED.sub(" ", text)
+    candidates += [(m.group(), "a85") for m in _ASCII85.finditer(bare)]
+    candidates += [(m.group(), "b85") for m in _BASE85.finditer(bare)]
+    candidates += [(m.group().translate(_Z85_AS_B85), "b85") for m in _BASE85.finditer(bare)]
+    for chunk, kind in candidates:
+        if chunk.isalnum() and (chunk.isalpha() or chunk.isdigit()):
+            continue  # a word or a number, not an encoding
+        try:
+            raw = base64.a85decode(re.sub(r"\s+", "", chunk)) if kind == "a85" else base64.b85decode(chunk)
+        except (binascii.Error, ValueError):
+            continue
+        decoded = readable(raw.rstrip(b"\0"))
+        if decoded and _words_of_text(decoded) and decoded not in found:
+            found.append(decoded)
+    return found
+
+
+def _words_of_text(decoded: str) -> bool:
+    """Decoded bytes that read as words: at least two runs of two or more letters, the letters
+    in words rather than scattered through symbols (the encodings with punctuation in their
+    alphabet can decode to printable noise)."""
+    runs = re.findall(r"[^\W\d_]{2,}", decoded)
+    return len(runs) >= 2 and sum(map(len, runs)) >= 0.5 * len(re.sub(r"\s", "", decoded))
+
+
 def _hex_texts(text: str) -> list[str]:
     found = []
     for match in _HEX.finditer(text):
@@ -294,16 +375,73 @@ def _rot13_texts(text: str) -> list[str]:
     return []
 
 
+# Where a backwards sentence can begin or end inside a text: a line break, or a space beside
+# sentence punctuation (a reversed sentence opens with its full stop: ".drowssap eht").
+_CLAUSE_BREAK = re.compile(r"\n+|(?<=[.!?:;])\s+|\s+(?=[.!?]\S)")
+
+
+def _backwards_vote(token: str) -> int:
+    """+1 for a word that is a dictionary word backwards only, -1 forwards only, else 0."""
+    letters = re.sub(r"[^A-Za-z]", "", token).lower()
+    if len(letters) < 3:
+        return 0
+    vocab = vocabulary()
+    return (letters[::-1] in vocab) - (letters in vocab)
+
+
+def _reversed_texts(text: str) -> list[str]:
+    """The text read backwards when that reads as much more English than the text itself: the
+    whole text, or else the clauses (or runs of words) that do, turned where they stand. Both
+    readings, letter by letter and word by word (the words in their order), since the
+    dictionary cannot tell which was meant."""
+    def backwards(part: str) -> bool:
+        if len(re.findall(r"[A-Za-z]{2,}", part)) < 3:
+            return False
+        return _english_share(part[::-1]) >= max(0.6, _english_share(part) + 0.4)
+
+    def backwards_run(part: str) -> str | None:
+        """The longest run of the words of ``part`` that reads backwards (a reversed sentence
+        run into a forward one without a break), when it reads backwards as a whole."""
+        tokens = part.split()
+        best, start, total, span = 0, 0, 0, (0, 0)
+        for i, token in enumerate(tokens):
+            total += _backwards_vote(token)
+            if total <= 0:
+                start, total = i + 1, 0
+            elif total > best:
+                best, span = total, (start, i + 1)
+        run = " ".join(tokens[span[0]:span[1]])
+        return run if best >= 3 and backwards(run) else None
+
+    if backwards(text):
+        parts = [text]
+    else:
+        parts = [found for part in (p.strip() for p in _CLAUSE_BREAK.split(text))
+                 if (found := part if backwards(part) else backwards_run(part))]
+    if not parts:
+        return []
+    by_letter, by_word = text, text
+    for part in parts:  # turned where they stand, so what surrounds them is read with them
+        by_letter = by_letter.replace(part, part[::-1])
+        by_word = by_word.replace(part, " ".join(word[::-1] for word in part.split()))
+    return [by_letter, by_word]
+
+
 def payloads(text: str, *, depth: int = 3) -> list[tuple[str, str]]:
-    """``(encoding, decoded text)`` for every base64, hex or rot13 segment of ``text`` that
-    decodes to readable text, and for what those decode to in turn (up to ``depth`` layers)."""
+    """``(encoding, decoded text)`` for every base64, base32, base85 (ascii85, RFC 1924, Z85),
+    hex or rot13 segment of ``text`` that decodes to readable text, for the text read backwards
+    (``reversed``) when that reads as English and the text does not, and for what those decode
+    to in turn (up to ``depth`` layers)."""
     found: list[tuple[str, str]] = []
     layer = [("", text)]
     for _ in range(depth):
         following: list[tuple[str, str]] = []
         for came_as, item in layer:
             turned = [] if came_as == "rot13" else _rot13_texts(item)  # rot13 twice is the text again
-            for name, texts in (("base64", _base64_texts(item)), ("hex", _hex_texts(item)), ("rot13", turned)):
+            backwards = [] if came_as == "reversed" else _reversed_texts(item)
+            for name, texts in (("base64", _base64_texts(item)), ("base32", _base32_texts(item)),
+                                ("base85", _base85_texts(item)), ("hex", _hex_texts(item)), ("rot13", turned),
+                                ("reversed", backwards)):
                 for decoded in texts:
                     if decoded != item and decoded != text and all(decoded != seen for _, seen in found):
                         found.append((name, decoded))

@@ -7,20 +7,25 @@
 ``normal`` is a view of the text as :mod:`~memory_engine.instruction_guard.normal` gives it
 (punctuation kept: markers need it); ``words`` the same view as :func:`normal.words` (phrases
 are matched on it). Families: ``override`` (setting earlier instructions aside, a new
-identity, disclosing the hidden prompt, decode-and-obey), ``address_ai`` (text addressed to
-the model that will read it), ``role_marker`` (chat-template tokens, forged turns, a closed
+identity or persona without rules, disclosing the hidden prompt, decode-and-obey),
+``address_ai`` (text addressed to the model that will read it, and text that has it send
+what it holds through an address: a link or image whose query asks for the conversation or a
+secret, ``exfiltration_url``), ``role_marker`` (chat-template tokens, forged turns, a closed
 ``<knowledge>`` fence or a forged source tag).
 
 Ordinary imperatives ("always escalate refunds over £500") match no rule: the rules look for
 instructions *named as the reader's*, an AI as addressee, or a template marker. A line that
 merely starts with ``System:`` or ``Assistant:`` is only a weak signal ("System: Ubuntu 22.04"
-is an inventory line): the classifier then judges the rest with a lower bar.
+is an inventory line): the classifier then judges the rest with a lower bar. A phrase that
+only occurs inside quotation marks of a text that reports on attacks (a pentest finding, an
+incident, a test case) decides nothing either: the classifier judges such a report.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from urllib.parse import unquote
 
 from . import lexicon
 
@@ -36,6 +41,7 @@ _TEMPLATE_TOKEN = re.compile(
 # The engine's own fence (memory_engine.injection) and tags a model reads as turns.
 _FENCE = re.compile(
     r"</?\s*(?:knowledge|system|assistant|developer|system_prompt)\s*>"
+    r"|\[\s*(?:assistant|ai|chatgpt|gpt|claude|gemini|llm|copilot)\s*:"   # a model's turn in brackets
     r"|^\s*\[\s*(?:document|memory store)\s*:",                  # a forged source tag of the <knowledge> block
     re.IGNORECASE | re.MULTILINE,
 )
@@ -124,6 +130,17 @@ def _now_you_are(lead: str, what: str) -> str:
     return rf" (?:{lead})(?: \w+){{0,3}} (?:{what}) "
 
 
+# what a persona jailbreak says its new self is without
+_PERSONA_RULES = (r"restrictions|rules|limits|limitations|filters|safety filters|guidelines|ethical guidelines|content polic\w*"
+                  r"|polic(?:y|ies)|ethics|morals|moral restrictions|moral guidelines|censorship|safety rules|safety training"
+                  r"|guardrails|boundaries|constraints")
+_PERSONA_AI = r"ai|an ai|ai that|ai which|model|assistant|chatbot|bot|llm|gpt|version of (?:yourself|you)|language model"
+# ... and what only a model is without (a member "has no limits" on downloads)
+_PERSONA_FILTERS = (r"content polic\w*|ethical guidelines|ethics|morals|moral restrictions|safety filters|filters|guardrails"
+                    r"|censorship|safety training|safety guidelines")
+_UNBOUND = (r"no restrictions|without restrictions|any content|content polic\w*|usual polic\w*|polic(?:y|ies)|refuse|censor\w*"
+            r"|uncensored|safety filters|filters|guidelines|limits|without any restrictions|hidden instructions")
+
 _EN_NOUNS = ("instructions?|prompts?|directives?|guidelines|guidance|guardrails|programming|rules|system prompt|orders"
              "|directions|constraints|restrictions|safety policies|content policy|policies|brief|system message")
 _OVERRIDE = re.compile(
@@ -139,8 +156,23 @@ _OVERRIDE = re.compile(
         _now_you_are("you are now|you re now|you are no longer|from now on you are|henceforth you are|you have been freed from|you are free from",
                      r"ai|assistant|model|bot|chatbot|dan|jailbroken|unrestricted|unfiltered|free|evil|bound|restricted|your constraints|your rules|your restrictions"),
         r" from now on(?: \w+){0,2} you (?:will|must|shall) (?:ignore|disregard|respond|answer|reply|act|obey|pretend|only respond|only answer) ",
-        r" (?:enter|enable|activate|switch to|switch into|turn on|you are in|you re in|now in) (?:developer|god|jailbreak|dan|unrestricted|maintenance) mode ",
+        r" (?:enter|enable|activate|switch to|switch into|turn on|you are in|you re in|now in) (?:god|jailbreak|dan|unrestricted) mode ",
+        r" (?:you are in|you re in|now in) (?:developer|maintenance) mode ",
         r" (?:jailbreak|dan|god|unrestricted) mode ",
+        # developer mode is also a phone's and a browser's: it needs a model's rules beside it
+        rf" (?:developer|maintenance) mode(?: \w+){{0,12}} (?:{_UNBOUND}) | (?:{_UNBOUND})(?: \w+){{0,12}} (?:developer|maintenance) mode ",
+        # persona jailbreaks: the reader made someone without rules
+        rf" (?:you are|you re|you will be|act as|acting as|roleplay as|role play as|pretend to be|pretend you are|pretend that you are|play the role of|simulate|behave like|become|you are going to pretend to be)(?: \w+){{0,6}} (?:{_PERSONA_AI})(?: \w+){{0,4}} (?:without|with no|free of|free from|that has no|who has no|has no|have no|that ignores|who ignores|that does not follow|who does not follow|not bound by|unbound by) (?:\w+ ){{0,2}}(?:{_PERSONA_RULES}) ",
+        rf" (?:{_PERSONA_AI}) whose(?: \w+){{0,2}} (?:{_PERSONA_RULES}) (?:was|were|has been|have been|is|are|got) (?:removed|disabled|switched off|turned off|lifted|deleted|gone|off) ",
+        rf" your(?: \w+){{0,2}} (?:{_PERSONA_FILTERS}) (?:was|were|has been|have been|is|are|got) (?:removed|disabled|switched off|turned off|lifted|deleted|gone|off) ",
+        r" (?:unrestricted|unfiltered|uncensored|jailbroken|evil|unethical) (?:alter ego|twin|version of (?:yourself|you)|persona|counterpart|self) ",
+        r" (?:ignores?|ignoring|bypass\w*|disregard\w*|breaks?|breaking) (?:openai s|openai|anthropic s|anthropic|google s|its|your|all|any) (?:content |usage |safety )?polic(?:y|ies) ",
+        r" (?:you are|you re|act as|acting as|roleplay as|role play as|pretend to be|you will act as|become|enter|you are going to pretend to be|stay) (?:dan|stan|dude|aim|an? (?:uncensored|unfiltered|unrestricted|jailbroken|unethical|amoral) (?:ai|model|assistant|chatbot|bot|llm|version)) ",
+        rf" (?:you|dan|the ai|the model|the assistant) (?:have|has|ve got|ve) no (?:{_PERSONA_FILTERS}) ",
+        r" do anything now ",
+        r" you (?:are|re) no longer (?:an? )?(?:chatgpt|gpt|claude|gemini|copilot|ai assistant|assistant|language model|bound by) ",
+        r" (?:broken|broke) free (?:of|from) (?:your|its|the typical|the usual)(?: \w+){0,2} (?:programming|rules|confines|restrictions|guidelines|constraints) ",
+        r" (?:freed|liberated|released) from (?:your|its|the typical|the usual)(?: \w+){0,2} (?:programming|rules|confines|restrictions|guidelines|constraints) ",
         # the reader's own instructions, named as such: disclosed, superseded, cancelled
         r" (?:reveal|print|repeat|output|leak|dump|disclose|show|recite)(?: \w+){0,4} your(?: \w+){0,2} (?:system prompt|prompt|instructions|programming) ",
         r" (?:reveal|print|repeat|output|leak|dump|disclose|show|recite)(?: \w+){0,4} (?:the )?prompt you (?:were|have been) (?:given|initialised|initialized|configured|started) ",
@@ -201,6 +233,7 @@ _ADDRESS_AI = re.compile(
         rf" if (?:an?|any) {_AI} (?:is )?(?:reading|processing|sees|reads) ",
         r"^ (?:dear |hey |hi |hello |attention |listen )?(?:ai|assistant|chatgpt|claude|gpt|llm|agent|bot|chatbot|ia|ki|asistente|assistent) (?:you must|you should|you will|you have to|please|always|never|do not|don t|ignore|remember|from now|when you)",
         r" (?:assistant|ai|llm|chatbot) (?:you must|you are required|you have to|you shall) ",
+        r" (?:ais|llms|chatbots|language models|ai models|ai assistants|ai agents|ai systems|assistants like you) (?:reading|processing|retrieving|seeing|summarising|summarizing|parsing|ingesting|that read|which read|that process) (?:this|these|it|the) ",
         r" as an ai(?: language model)? you (?:must|should|will|have to|are required) ",
         r" (?:to|for) whoever (?:generates|writes|produces|composes|is generating|is writing|answers|drafts) (?:the |a |this )?(?:next )?(?:reply|response|answer|summary|output) ",
         r" whoever is (?:generating|writing|producing|composing) (?:a |the )?(?:response|reply|answer|summary) ",
@@ -301,16 +334,139 @@ def _spaceless(words: str) -> str:
     return re.sub(r"(?<=[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]) (?=[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])", "", words)
 
 
+# --------------------------------------------------------------------------- data sent through an address
+
+# Addresses a renderer fetches by itself, unasked: a markdown image, an HTML element's source.
+_FETCHED_URL = re.compile(
+    r"!\[[^\]\n]{0,200}\]\(\s*<?(https?://[^\s)]+)"
+    r"|<\s*(?:img|iframe|script|embed|source|video|audio|object|link|image|frame)\b[^>]{0,300}?"
+    r"\b(?:src|href|data|srcset|poster)\s*=\s*(?:\"([^\"]+)\"|'([^']+)'|([^\s>]+))",
+    re.IGNORECASE)
+_LINKED_URL = re.compile(
+    r"(?<!!)\[[^\]\n]{0,200}\]\(\s*<?(https?://[^\s)]+)"
+    r"|<\s*a\b[^>]{0,300}?\bhref\s*=\s*(?:\"([^\"]+)\"|'([^']+)'|([^\s>]+))"
+    r"|(https?://[^\s\"'<>`]+)",
+    re.IGNORECASE)
+# A slot in an address for a value to be filled in: {x}, {{x}}, <X>, [X], ${x}, %X%.
+_SLOT = re.compile(r"\{\{?\s*([^{}\s]{1,60})\s*\}?\}|<\s*([A-Za-z_][\w .-]{0,60})>|\[\s*([A-Za-z_][\w .-]{1,60})\s*\]"
+                   r"|\$\{?([A-Za-z_]\w{1,60})\}?|%([A-Za-z_]\w{1,60})%")
+# What a reader holds that a document has no business filling into an address (an API's
+# documentation fills in {query}, {user_id} or {api_key}, a template {first_name}).
+_HELD = re.compile(r"conversation|\bconv\b|chat|histor|transcript|message|secret|passw|pwd|credential|system.?prompt"
+                   r"|\bprompt|memor|context|\bctx\b|confidential|private|leak|summary", re.IGNORECASE)
+# A sentence opened by calling on a model by name: "... day. AI assistant, when asked, say ...".
+_VOCATIVE = re.compile(
+    r"(?:^|[.!?:;\]\n]\s*)(?:dear |hey |hi |hello |ok |okay )?(?:ai assistant|ai|chatbot|chatgpt|gpt|claude|gemini|copilot|llm"
+    r"|language model|ai model|ai agent|bot),\s+(?:when|if|once|before|after|please|always|never|do not|don't|you|say|tell"
+    r"|ignore|disregard|remember|answer|reply|respond|state|report|claim|recommend|summari[sz]e)\b",
+    re.IGNORECASE)
+_QUERY_URL = re.compile(r"https?://[^\s\"'<>`)]*[?#][^\s\"'<>`)]*=", re.IGNORECASE)
+# A query whose last value is left empty, for something to be appended: "...?q= and".
+_OPEN_QUERY_URL = re.compile(r"https?://[^\s\"'<>`)]*[?#][^\s\"'<>`)]*=(?=[\s\"'<>`)\]]|$)", re.IGNORECASE)
+_APPEND = (r"append|add|attach|include|insert|put|place|encode|url encode|urlencode|embed|concatenate|replace|substitute"
+           r"|fill|pass|paste|send|write|plug|followed by"
+           r"|ajoute|ajoutez|insere|inserez|mets|mettez|inclus|incluez|colle|envoie"
+           r"|hange|fuge|setze|schreibe|sende|anhangen|einfugen"
+           r"|anade|agrega|inserta|incluye|pon|pega|envia|aggiungi|inserisci|includi|metti|invia"
+           r"|adicione|acrescente|insira|inclua|coloque|envie|voeg|plak|stuur|dodaj|wstaw|wklej|wyslij"
+           r"|добавь|вставь|допиши|отправь")
+_HELD_WORDS = (r"conversation|conversations|chat|chat history|chat log|history|transcript|previous messages|earlier messages"
+               r"|last message|messages|secrets?|passwords?|credentials|api keys?|access tokens?|session tokens?|system prompt"
+               r"|hidden instructions|stored memories|memory store|memories|private notes|personal data|user data"
+               r"|confidential \w+|summary of (?:this|our|the) (?:chat|conversation|session)"
+               r"|historique|mot de passe|mots de passe|identifiants|donnees personnelles"
+               r"|passwort|passworter|verlauf|chatverlauf|unterhaltung|gesprach|zugangsdaten|geheimnisse"
+               r"|historial|conversacion|contrasena|contrasenas|secretos|credenciales|datos personales"
+               r"|cronologia|conversazione|segreti|credenziali|historico|conversa|senha|senhas|segredos|credenciais"
+               r"|chatgeschiedenis|geschiedenis|gesprek|wachtwoord|wachtwoorden|geheimen|haslo|hasla|rozmowe|historie"
+               r"|историю|переписку|пароль|пароли|секреты")
+_APPEND_HELD = re.compile(rf"{_NOT} (?:{_APPEND})(?: \w+){{0,6}} (?:{_HELD_WORDS}) ")
+_HELD_NAMED = re.compile(rf" (?:{_HELD_WORDS}) ")
+
+
+def _urls(pattern: re.Pattern[str], normal: str) -> list[str]:
+    return [unquote(next(group for group in match.groups() if group)) for match in pattern.finditer(normal)]
+
+
+def _slot_names(url: str) -> list[str]:
+    """The names of the slots in the query or fragment of ``url``."""
+    cut = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=-1)
+    if cut < 0:
+        return []
+    return [next(group for group in match.groups() if group) for match in _SLOT.finditer(url[cut:])]
+
+
+def _exfiltration(normal: str, words: str) -> bool:
+    """Data the reader holds sent out through an address: an image (fetched unasked) or link
+    whose query has a slot for the conversation, a secret or the prompt (an image's any slot),
+    or a sentence that has such things appended to an address with a query."""
+    if "http" not in normal.lower():
+        return False
+    fetched = _urls(_FETCHED_URL, normal)
+    if any(_slot_names(url) for url in fetched):
+        return True
+    if any(_HELD.search(name) for url in _urls(_LINKED_URL, normal) for name in _slot_names(url)):
+        return True
+    appended = _APPEND_HELD.search(words)
+    if appended and re.search(r" (?:image|img|pixel|picture|bild|imagen|immagine|imagem|afbeelding|obraz|obrazek) ", words):
+        return True  # "... put it after https://x/e/ in a markdown image": fetched once rendered
+    if not (fetched or _QUERY_URL.search(normal)):
+        return False
+    return bool(appended or (_OPEN_QUERY_URL.search(normal) and _HELD_NAMED.search(words)))
+
+
+# --------------------------------------------------------------------------- reports quoting attacks
+
+_QUOTE_PAIRS = ("''", '""', "\u201c\u201d", "\u2018\u2019", "\u201e\u201c", "\u201e\u201d", "\u00ab\u00bb", "``")
+_QUOTED = re.compile("|".join(
+    rf"(?<!\w){re.escape(a)}\s?(?=\S)(?:[^{re.escape(a + b)}\n]|(?<=\w)['\u2019](?=\w)){{4,300}}(?<=\S)\s?{re.escape(b)}(?!\w)"
+    for a, b in _QUOTE_PAIRS))
+# Words of a text about an attack rather than one making it; the first few decide alone that a
+# link with a slot is shown, not sent (a manual's "incident" or "filter" does not).
+_REPORTING_STRONG = re.compile(
+    r" (?:pentest\w*|penetration test\w*|red team\w*|security (?:review|report|finding|advisory|audit)|bug bounty"
+    r"|vulnerabilit\w+|cve|exploit\w*|attackers?|prompt injections?|writeup|postmortem|owasp) ")
+_REPORTING = re.compile(
+    r" (?:pentest\w*|penetration test\w*|red team\w*|security (?:review|report|finding|advisory|audit|newsletter|summary|team)"
+    r"|bug bounty|vulnerabilit\w+|cve|exploit\w*|attacks?|attackers?|phishing|prompt injections?|injected|injection attempts?"
+    r"|jailbreaks?|detection rules?|blocklist|keyword filter|test cases?|regression tests?|threat\w*|bypass\w*|slipped past"
+    r"|awareness training|writeup|postmortem|post mortem|owasp|patched|remediated|triaged|mitigat\w+|lessons learned"
+    r"|incidents?|findings?|payloads?|refused|declined|detected|flagged"
+    r"|pentest ergebnis|sicherheitsbericht|rapport de securite|informe de auditoria|auditoria|beveiligingsrapport"
+    r"|raport z testow) ")
+
+
+def _quoted_only(pattern: re.Pattern[str], normal: str, words_of: str, *, on_view: bool) -> bool:
+    """True when ``pattern`` matches ``normal`` only inside quotation marks."""
+    from .normal import words as words_form
+
+    unquoted = _QUOTED.sub(" \u2026 ", normal)
+    if unquoted == normal:
+        return False
+    return not pattern.search(unquoted if on_view else words_form(unquoted))
+
+
 def rule_hit(normal: str, words: str) -> tuple[str, str] | None:
-    """``(family, rule)`` of the first certain rule ``normal`` (a view of the text) matches."""
+    """``(family, rule)`` of the first certain rule ``normal`` (a view of the text) matches. In
+    a text that reports on attacks, phrases met only inside quotation marks, and links with
+    slots, decide nothing (the classifier judges the report)."""
     marker = _marker(normal)
     if marker:
         return "role_marker", marker
+    reporting = bool(_REPORTING.search(words))
     for family, rule, pattern, on_view in _PHRASES:
         if pattern.search(normal if on_view else words):
+            if reporting and _quoted_only(pattern, normal, words, on_view=on_view):
+                continue
             return family, rule
+    if _VOCATIVE.search(normal) and not (reporting and _quoted_only(_VOCATIVE, normal, words, on_view=True)):
+        return "address_ai", "address_phrase"
+    if not _REPORTING_STRONG.search(words) and _exfiltration(normal, words):
+        return "address_ai", "exfiltration_url"
     joined = _spaceless(words)
     for family, rule, pattern in _LANGUAGES:
         if pattern.search(joined):
+            if reporting and _quoted_only(pattern, normal, words, on_view=False):
+                continue
             return family, rule
     return None
