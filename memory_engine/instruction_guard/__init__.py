@@ -15,11 +15,13 @@ family, rule, score — never the text) and counted in
 
 How a text is judged:
 
-1. **What a reader sees** (:mod:`.normal`): NFKC, invisible characters removed, Cyrillic,
+1. **What a reader sees** (:mod:`.normal`): small capitals, circled, parenthesised and
+   regional-indicator letters as plain ones, NFKC, invisible characters removed, Cyrillic,
    Greek and Armenian look-alike letters as Latin (:mod:`.confusables`), spaced-out, dotted
-   and hyphen-split words closed up, leetspeak as letters. Base64, hex and rot13 segments
-   that decode to readable text are judged as texts of their own (``view`` names the
-   encoding).
+   and hyphen-split words closed up, leetspeak as letters. Base64, base32, base85 (ascii85,
+   RFC 1924, Z85), hex and rot13 segments that decode to readable text, and text written
+   backwards, are judged as texts of their own (``view`` names the encoding, or
+   ``reversed``).
 2. **Rules** (:mod:`.rules`, :mod:`.lexicon`): chat-template tokens, a closed ``<knowledge>``
    fence, forged turns and source tags; phrases that set the reader's instructions aside,
    disclose its prompt or address it, in English and a lexicon of thirteen more languages.
