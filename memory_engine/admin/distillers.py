@@ -14,6 +14,7 @@ from django.utils.html import format_html_join
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import Distiller, DistillerRun
 from memory_engine.policy import ADD
+from memory_engine.selectors.distillers import run_errors_in_reach
 from memory_engine.services.distillers import COUNT_KEYS, distiller_fields, distiller_tick
 
 from .scoping import ProjectScopedAdmin, ReadOnlyInlineMixin, admin_caller
@@ -39,13 +40,20 @@ class DistillerRunInline(ReadOnlyInlineMixin, admin.TabularInline):
     readonly_fields = fields
     ordering = ["-started_at"]
 
+    def get_queryset(self, request: HttpRequest) -> Any:
+        # Errors name document versions and memories: only those the viewer may see are shown
+        # (an inline is built per request, so the viewer can be kept on it).
+        self.caller = admin_caller(request)
+        return super().get_queryset(request)
+
     @admin.display(description="counts")
     def counts_summary(self, run: DistillerRun) -> str:
         return ", ".join(f"{key} {run.counts.get(key, 0)}" for key in COUNT_KEYS)
 
     @admin.display(description="errors")
     def errors_summary(self, run: DistillerRun) -> str:
-        return format_html_join("", "<div>{}</div>", ((json.dumps(e, sort_keys=True),) for e in run.errors[:10]))
+        errors = run_errors_in_reach(self.caller, run.project_id, [run.errors])[0]
+        return format_html_join("", "<div>{}</div>", ((json.dumps(e, sort_keys=True),) for e in errors[:10]))
 
 
 @admin.register(Distiller)

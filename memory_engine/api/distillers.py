@@ -14,7 +14,8 @@ from rest_framework.response import Response
 from memory_engine import strict
 from memory_engine.exceptions import DistillerBusy, DistillerDisabled, DistillerNotFound, UnknownScope
 from memory_engine.models import Distiller, DistillerRun, DistillerVersion
-from memory_engine.policy import ADD, require, visible
+from memory_engine.policy import ADD, Principal, require, visible
+from memory_engine.selectors.distillers import run_errors_in_reach
 from memory_engine.services.distillers import distiller_create, distiller_tick, distiller_update
 
 from .exceptions import ERRORS, error_responses
@@ -57,7 +58,9 @@ class DistillerSerializer(strict.ModelSerializer):
 
     @extend_schema_field(DistillerRunSerializer(many=True))
     def get_recent_runs(self, distiller: Distiller) -> list[dict[str, Any]]:
-        return list(DistillerRunSerializer(distiller.runs.all()[:RECENT_RUNS], many=True).data)
+        runs = list(DistillerRunSerializer(distiller.runs.all()[:RECENT_RUNS], many=True).data)
+        caller = getattr(self.context.get("view"), "caller", None)
+        return runs_in_reach(caller, distiller.project_id, runs) if caller is not None else runs
 
 
 class DistillerUpdateSerializer(DistillerSerializer):
@@ -121,7 +124,7 @@ class DistillerViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retriev
         run = distiller_tick(distiller_id=distiller.pk)
         if run is None:
             raise DistillerBusy(details={"id": distiller.pk})
-        return Response(DistillerRunSerializer(run).data)
+        return Response(runs_in_reach(self.caller, distiller.project_id, [DistillerRunSerializer(run).data])[0])
 
     @extend_schema(responses={200: DistillerRunSerializer(many=True), **error_responses(DistillerNotFound), **ERRORS},
                    filters=False)
@@ -130,7 +133,16 @@ class DistillerViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retriev
         """The distiller's ticks, newest first."""
         distiller = self.get_object()
         page = self.paginate_queryset(distiller.runs.order_by("-started_at", "-id"))
-        return self.get_paginated_response(DistillerRunSerializer(page, many=True).data)
+        return self.get_paginated_response(runs_in_reach(self.caller, distiller.project_id,
+                                                           DistillerRunSerializer(page, many=True).data))
+
+
+def runs_in_reach(caller: Principal, project_id: str, runs: Any) -> Any:
+    """``runs`` (serialized) without the errors that name a document version or a memory outside
+    ``caller``'s reach (memory_engine.selectors.distillers)."""
+    for run, errors in zip(runs, run_errors_in_reach(caller, project_id, (run["errors"] for run in runs)), strict=True):
+        run["errors"] = errors
+    return runs
 
 
 __all__ = ["DistillerViewSet"]

@@ -404,3 +404,45 @@ def test_concurrent_batches_into_new_stores_stop_at_the_project_quota(hashing_em
     refused = [item["error"]["code"] for item in results if item.get("error")]
     assert len(created) == 250 and refused == ["QUOTA_EXCEEDED"] * 350
     assert Memory.objects.live().filter(store__project=project).count() == 250
+
+
+def test_distiller_runs_name_no_version_or_memory_outside_the_readers_grants(world: dict[str, Any],
+                                                                           project: Any) -> None:
+    """Runs' error ids: a distiller of team a's store (no document filter: it reads team b's
+    documents too) whose run failed on team b's version and memory lists, to team a's key, only the
+    errors that name rows team a reaches; a key without grants sees them all."""
+    from memory_engine.models import DistillerRun
+    from memory_engine.policy import SYSTEM
+    from memory_engine.services.distillers import distiller_create
+
+    theirs = _tagged(make_document(project, "/b/secret-plan.md", ["Team b's plan."]), "team:b")
+    ours = _tagged(make_document(project, "/a/plan.md", ["Team a's plan."]), "team:a")
+    their_version = DocumentVersion.objects.get(document=theirs)
+    our_version = DocumentVersion.objects.get(document=ours)
+    distiller = distiller_create(store=world["store_a"], caller=SYSTEM)
+    DistillerRun.objects.create(project=project, distiller=distiller, errors=[
+        {"version_id": their_version.pk, "code": "LLM_FAILED", "message": "x"},
+        {"version_id": our_version.pk, "code": "LLM_FAILED", "message": "y"},
+        {"memory_id": world["secret"].pk, "code": "LEGAL_HOLD", "message": "z"}])
+    for path in (f"/api/v1/distillers/{distiller.pk}/runs", f"/api/v1/distillers/{distiller.pk}"):
+        answer = world["a"].get(path)
+        assert answer.status_code == 200, answer.json()
+        text = answer.content.decode()
+        assert our_version.pk in text
+        assert their_version.pk not in text and world["secret"].pk not in text
+        everything = world["all"].get(path).content.decode()
+        assert their_version.pk in everything and world["secret"].pk in everything
+    # the admin's run inline, to a view-only staff user narrowed to team a
+    from memory_engine.models import StaffGrants
+
+    viewer = User.objects.create_user("viewer-a", is_staff=True)
+    viewer.user_permissions.set(Permission.objects.filter(codename__startswith="view_",
+                                                          content_type__app_label="memory_engine"))
+    StaffGrants.objects.create(user=viewer, grants=[{"pattern": "team:a", "actions": ["search"]}])
+    project.members.add(viewer)
+    admin = Client()
+    admin.force_login(viewer)
+    page = admin.get(f"/admin/memory_engine/distiller/{distiller.pk}/change/")
+    assert page.status_code == 200
+    assert our_version.pk.encode() in page.content
+    assert their_version.pk.encode() not in page.content and world["secret"].pk.encode() not in page.content

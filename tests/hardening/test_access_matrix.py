@@ -705,6 +705,45 @@ def test_entities_after_erasure_door(m: Matrix) -> None:
     assert not wrong, f"entities after erasure:\n{_report(wrong)}"
 
 
+# --------------------------------------------------------------------------- what a distiller's runs name
+
+
+def test_distiller_runs_error_ids_door(m: Matrix) -> None:
+    """A run of the caller's own team's distiller whose errors name a document version and a memory
+    of each team (a distiller reads every document in its scope): the runs list, the distiller's
+    detail (its recent runs) and, for staff, the admin's run inline name the other team's rows only
+    to a principal that reaches them."""
+    from memory_engine.models import DistillerRun
+
+    doors = [next(op for op in OPERATIONS if op.op_id == name)
+             for name in ("v1_distillers_runs_list", "v1_distillers_retrieve")]
+    wrong = []
+    for principal in PRINCIPALS:
+        who = WHO[principal]
+        mine = m.world(who, "own")
+        distiller = mine.first("distiller")
+        with rolled_back():
+            named = {obj: (m.world(who, obj).first("document_version"), m.world(who, obj).ids["memory"][1])
+                     for obj in ("own", "team")}
+            DistillerRun.objects.create(project=mine.project, distiller_id=distiller, errors=[
+                error for version, memory in named.values()
+                for error in ({"version_id": version, "code": "LLM_FAILED", "message": "x"},
+                              {"memory_id": memory, "code": "LEGAL_HOLD", "message": "y"})])
+            pages = [call(op, m.keys[principal], own_params(op, mine)) for op in doors]
+            if not who.is_key:
+                page = _session(m.keys[principal]).get(f"/admin/memory_engine/distiller/{distiller}/change/")
+                pages.append(Answer(page.status_code, None, page.content.decode()))
+        for obj, ids in named.items():
+            want = "listed" if reaches(TAGGED, who, obj) else "unlisted"
+            for door, answer in zip(("runs", "detail", "admin"), pages, strict=False):
+                found = [value in answer.text for value in ids]
+                got = (f"HTTP {answer.status}" if answer.status != 200 else
+                       "listed" if all(found) else "unlisted" if not any(found) else "partly")
+                if got != want:
+                    wrong.append((principal, f"{obj}:{door}", want, got, ""))
+    assert not wrong, f"distiller runs' error ids:\n{_report(wrong)}"
+
+
 # --------------------------------------------------------------------------- the admin
 
 
