@@ -12,8 +12,10 @@ their own vectors), loaded with COPY, HNSW rebuilt after each load. Queries are 
 questions embedded with the real model. Measured per size: ``knowledge_search`` less the query
 embedding (``timings["search_ms"]``) for store A alone (``one store``) and for all four stores
 (``project``), concurrency 1, each in two passes over the same questions: the first with the
-instruction guard's caches emptied (``cold``: the guard judges each candidate text it has not
-seen, ~20–40 ms a text on 2 cores), the second the search with those texts judged.
+instruction guard's caches emptied (``cold``: a process meeting the texts for the first time),
+the second right after. Each row carries the guard's finding as a write stores it (judged once
+per distinct text while loading), so neither pass should judge anything; a gap between them is
+a cost of the read path.
 
 ``batch``: the same texts written one ``POST /memories`` at a time and through
 ``POST /memories/batch`` (the real embedder, a new store each, in-process API), writes per second
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import socket
 import statistics
@@ -63,6 +66,8 @@ def load_memories(store: Any, material: dict[str, Any], n: int, seed: int) -> No
 
     if n <= 0:
         return
+    guards = turn_findings(material)
+    empty_fields = json.dumps(guard_findings([["", {}, {}]])[0].as_json())
     rng = np.random.default_rng(seed)
     vectors, idx = near(material["turn_vectors"], rng, n)
     now = timezone.now()
@@ -74,19 +79,41 @@ def load_memories(store: Any, material: dict[str, Any], n: int, seed: int) -> No
             cid = new_id("mc")
             digest = hashlib.sha256(f"{text}#{store.pk}#{seed}#{i}".encode()).hexdigest()
             contents.append((cid, store.pk, store.project_id, digest, text, vec_text(vectors[i]), "all-MiniLM-L6-v2",
-                             now))
+                             guards[text], now))
             memories.append((new_id("mem"), store.pk, store.project_id, cid, "{}", "{}", "manual", now, "fact", "",
-                             "", 0.7, 1, "durable"))
+                             "", 0.7, 1, "durable", empty_fields))
         with cursor.copy("COPY memory_engine_memorycontent (id, store_id, project_id, content_hash, text, embedding, "
-                         "embedding_model, created_at) FROM STDIN") as copy:
+                         "embedding_model, guard, created_at) FROM STDIN") as copy:
             for row in contents:
                 copy.write_row(row)
         with cursor.copy("COPY memory_engine_memory (id, store_id, project_id, content_id, tags, metadata, "
-                         "source_type, created_at, kind, title, summary, confidence, evidence_count, retention_class) "
-                         "FROM STDIN") as copy:
+                         "source_type, created_at, kind, title, summary, confidence, evidence_count, retention_class, "
+                         "guard) FROM STDIN") as copy:
             for row in memories:
                 copy.write_row(row)
     raw.commit()
+
+
+def turn_findings(material: dict[str, Any]) -> dict[str, str]:
+    """The instruction guard's finding on each distinct turn, as the write funnel stores it with
+    its content row (the screen reading the turn's real vector), judged once per run: each write
+    of the text would have paid it once. Judging time goes to ``material["guard_judging_s"]``."""
+    if "guards" not in material:
+        started = time.perf_counter()
+        vectors = {text: material["turn_vectors"][i].tolist() for i, text in enumerate(material["turns"])}
+        distinct = list(dict.fromkeys(material["turns"]))
+        found = guard_findings([[text] for text in distinct], vectors=vectors)
+        material["guards"] = {text: json.dumps(f.as_json()) for text, f in zip(distinct, found, strict=True)}
+        material["guard_judging_s"] = round(time.perf_counter() - started, 1)
+        print(f"judged {len(distinct)} distinct turns in {material['guard_judging_s']} s", file=sys.stderr)
+    guards: dict[str, str] = material["guards"]
+    return guards
+
+
+def guard_findings(groups: list[list[Any]], vectors: dict[str, Any] | None = None) -> list[Any]:
+    from memory_engine.instruction_guard import findings
+
+    return findings(groups, vectors=vectors)
 
 
 def search_latency(project: Any, store_ids: list[str], queries: list[str]) -> dict[str, float]:
@@ -97,7 +124,8 @@ def search_latency(project: Any, store_ids: list[str], queries: list[str]) -> di
     scope measured after another found them judged, the first one measured paid the classifier
     for each. So the guard's caches are emptied before each scope; the first pass (``cold_*``)
     judges what it has not seen, as a fresh process does; the second, over the same questions,
-    is the search itself."""
+    is the search itself. Rows loaded here carry the finding the write funnel stores
+    (:func:`turn_findings`): a read judges nothing, cold or warm."""
     from memory_engine import instruction_guard
     from memory_engine.instruction_guard import classifier
     from memory_engine.selectors.search import knowledge_search
