@@ -83,6 +83,8 @@ DATABASES = {"default": default_database(BASE_DIR)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
+# Timestamps read "2026-12-06 03:48" in the admin (example_project/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["example_project.formats"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

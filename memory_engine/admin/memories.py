@@ -11,6 +11,7 @@ from django.db.models import F, OuterRef, QuerySet, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from memory_engine.exceptions import MemoryEngineError
@@ -71,7 +72,7 @@ class MemoryStoreForm(forms.ModelForm):
 class MemoryStoreAdmin(ErasureAdmin, ProjectScopedAdmin):
     form = MemoryStoreForm
     list_display = ["name", "id", "project", "tier", "duplicate_threshold", "supersede_threshold", "judge_enabled",
-                    "created_at"]
+                    "created_at", "map_column"]
     list_filter = ["project", "tier"]
     search_fields = ["name", "id", "subject_external_id"]
     # A store's tier and owner are set when it is made (API, subjects, agents): stores made here
@@ -108,6 +109,10 @@ class MemoryStoreAdmin(ErasureAdmin, ProjectScopedAdmin):
             return "-"
         return format_html('<a href="{}">Draw the memory map</a>',
                            reverse("admin:memory_engine_memorystore_map", args=[obj.pk]))
+
+    @admin.display(description="memory map")
+    def map_column(self, obj: MemoryStore) -> str:
+        return format_html('<a href="{}">map</a>', reverse("admin:memory_engine_memorystore_map", args=[obj.pk]))
 
     def get_urls(self) -> list[Any]:
         view = self.admin_site.admin_view(self.memory_map_view)
@@ -213,6 +218,20 @@ def timeline(memory: Memory) -> list[dict[str, Any]]:
     return entries
 
 
+def memory_why(memory: Memory) -> dict[str, Any]:
+    """What the top of a memory's page answers first: the decision that made it (and the memory it
+    replaced, if any) and the one that retired it (what replaced it, or who forgot it)."""
+    made = making_assertion(memory)
+    ended = (memory.retiring_assertions.select_related("memory").order_by("-created_at").first()
+             if memory.invalidated_at else None)
+    return {
+        "made": made,
+        "made_similarity": similarity_text(made.similarity if made else None),
+        "ended": ended,
+        "ended_similarity": similarity_text(ended.similarity if ended else None),
+    }
+
+
 @admin.register(Memory)
 class MemoryAdmin(ReadOnlyAdminMixin, RetentionActionsMixin, ProjectScopedAdmin):
     """Memories, read-only: they are forgotten through the funnel (an assertion), never deleted."""
@@ -290,6 +309,7 @@ class MemoryAdmin(ReadOnlyAdminMixin, RetentionActionsMixin, ProjectScopedAdmin)
         extra = dict(extra_context or {})
         if memory is not None:
             extra["timeline"] = timeline(memory)
+            extra["why"] = memory_why(memory)
             extra["content_sharers"] = list(
                 Memory.objects.filter(content_id=memory.content_id).exclude(pk=memory.pk)
                 .select_related("store").order_by("created_at")[:50]
@@ -391,8 +411,10 @@ if TYPE_CHECKING:
 class SupersededMemoryAdmin(MemoryAdmin):
     """Not registered: served by MemoryAdmin at ``memory/superseded/``."""
 
-    list_display = ["retired_link", "old_text", "arrow", "new_text", "retiring_similarity", "retiring_reason",
-                    "door", "store", "invalidated_at"]
+    # Narrow enough for 1400 px with the navigation sidebar open: the texts link the two memories
+    # (no id columns, which cannot wrap) and the time is "2026-12-06 03:48".
+    list_display = ["old_text", "arrow", "new_text", "retiring_similarity", "retiring_reason", "door", "store",
+                    "retired_at"]
     list_display_links = None
     list_filter = ["store", DoorFilter, "store__project"]
     date_hierarchy = "invalidated_at"
@@ -412,13 +434,10 @@ class SupersededMemoryAdmin(MemoryAdmin):
     def get_urls(self) -> list[Any]:
         return []
 
-    @admin.display(description="memory", ordering="id")
-    def retired_link(self, obj: Memory) -> str:
-        return admin_link(obj)
-
-    @admin.display(description="old text (retired)")
+    @admin.display(description="old text (retired)", ordering="content__text")
     def old_text(self, obj: Memory) -> str:
-        return format_html('<span style="text-decoration:line-through;color:#888">{}</span>', obj.content.text)
+        return format_html('<a href="{}" title="{}" style="text-decoration:line-through;color:#888">{}</a>',
+                           reverse("admin:memory_engine_memory_change", args=[obj.pk]), obj.pk, obj.content.text)
 
     @admin.display(description="")
     def arrow(self, obj: Memory) -> str:
@@ -426,7 +445,13 @@ class SupersededMemoryAdmin(MemoryAdmin):
 
     @admin.display(description="new text")
     def new_text(self, obj: RetiredMemory) -> str:
-        return format_html("{}<br><small>{}</small>", obj.successor_text, admin_link(obj.superseded_by))
+        return format_html('<a href="{}" title="{}">{}</a>',
+                           reverse("admin:memory_engine_memory_change", args=[obj.superseded_by_id]),
+                           obj.superseded_by_id, obj.successor_text)
+
+    @admin.display(description="retired", ordering="invalidated_at")
+    def retired_at(self, obj: Memory) -> str:
+        return f"{timezone.localtime(obj.invalidated_at):%Y-%m-%d %H:%M}" if obj.invalidated_at else "-"
 
     @admin.display(description="similarity", ordering="retired_similarity")
     def retiring_similarity(self, obj: RetiredMemory) -> str:

@@ -38,29 +38,72 @@ def _point(point: dict[str, Any]) -> SafeString:
                        url, cx, cy, colour, tip)
 
 
+#: Cluster labels: bold, this size (px), measured with a generous width per character so the box
+#: reckoned here holds the drawn text (it is drawn centred in that box).
+LABEL_FONT, LABEL_CHAR, LABEL_GAP, LABEL_PAD = 13, 8.6, 9, 4
+
+
+def _overlaps(box: tuple[float, float, float, float], others: list[tuple[float, float, float, float]]) -> bool:
+    left, top, right, bottom = box
+    return any(left < o_right and o_left < right and top < o_bottom and o_top < bottom
+               for o_left, o_top, o_right, o_bottom in others)
+
+
+def label_place(cx: float, cy: float, text: str,
+                taken: list[tuple[float, float, float, float]]) -> tuple[str, tuple[float, float, float, float]]:
+    """Where a cluster's label goes: just above its centre ``(cx, cy)`` (below, or a line further
+    away, when that is outside the picture or on a label already placed), shifted sideways only as
+    far as keeps it inside the picture. Returns the text (shortened with "…" when wider than the
+    picture) and its box ``(left, top, right, bottom)``."""
+    most = int((WIDTH - 2 * LABEL_PAD) // LABEL_CHAR)
+    if len(text) > most:
+        text = text[:most - 1].rstrip(" ,") + "…"
+    width = len(text) * LABEL_CHAR
+    left = min(max(cx - width / 2, LABEL_PAD), WIDTH - LABEL_PAD - width)
+    line = LABEL_FONT + 3
+    tops = [cy - LABEL_GAP - LABEL_FONT, cy + LABEL_GAP, cy - LABEL_GAP - LABEL_FONT - line, cy + LABEL_GAP + line]
+    boxes = [(left, top, left + width, top + LABEL_FONT + 2) for top in tops
+             if top >= LABEL_PAD and top + LABEL_FONT + 2 <= HEIGHT - LABEL_PAD]
+    if not boxes:  # cannot happen with a picture taller than four lines; kept for safety
+        top = min(max(cy - LABEL_FONT / 2, LABEL_PAD), HEIGHT - LABEL_PAD - LABEL_FONT - 2)
+        boxes = [(left, top, left + width, top + LABEL_FONT + 2)]
+    free = [box for box in boxes if not _overlaps(box, taken)]
+    return text, (free or boxes)[0]
+
+
 def memory_map_svg(answer: dict[str, Any]) -> SafeString:
     """The map (a ready :func:`~memory_engine.selectors.memory_map.memory_map_answer`) as inline SVG:
-    a dot per point in its cluster's colour, masked points hollow and grey, each cluster's label at
-    the middle of its points."""
+    a dot per point in its cluster's colour, masked points hollow and grey, and for each cluster a
+    small cross at its centre (the mean of its points) with its label just beside it, inside the
+    picture (:func:`label_place`; the largest clusters are labelled first)."""
     points = answer.get("points", [])
     places: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for point in points:
         places[point["cluster"]].append(_place(point["x"], point["y"]))
-    labels = []
-    for cluster in answer.get("clusters", []):
+    taken: list[tuple[float, float, float, float]] = []
+    labels, centres = [], []
+    for cluster in sorted(answer.get("clusters", []), key=lambda c: (-len(places.get(c["id"], [])), c["id"])):
         spots = places.get(cluster["id"])
         if not spots or not cluster["label"]:
             continue
-        x = round(sum(p[0] for p in spots) / len(spots), 1)
-        y = round(sum(p[1] for p in spots) / len(spots), 1)
-        labels.append((x, y - 8, PALETTE[cluster["id"] % len(PALETTE)], cluster["label"]))
+        cx = round(sum(p[0] for p in spots) / len(spots), 1)
+        cy = round(sum(p[1] for p in spots) / len(spots), 1)
+        colour = PALETTE[cluster["id"] % len(PALETTE)]
+        text, (left, top, right, bottom) = label_place(cx, cy, cluster["label"], taken)
+        taken.append((left, top, right, bottom))
+        centres.append((f"M{cx - 5} {cy}h10M{cx} {cy - 5}v10", colour))
+        labels.append((cluster["id"], cx, cy, round((left + right) / 2, 1), round(top + LABEL_FONT - 2, 1),
+                       colour, LABEL_FONT, text))
     return format_html(
         '<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="memory map" viewBox="0 0 {} {}" '
-        'width="{}" height="{}" style="background:#fff;border:1px solid #ddd">{}{}</svg>',
+        'width="{}" height="{}" style="background:#fff;border:1px solid #ddd">{}{}{}</svg>',
         WIDTH, HEIGHT, WIDTH, HEIGHT,
         format_html_join("", "{}", ((_point(point),) for point in points)),
-        format_html_join("", '<text x="{}" y="{}" fill="{}" font-size="13" font-weight="bold" text-anchor="middle" '
-                             'stroke="#fff" stroke-width="3" paint-order="stroke">{}</text>', labels),
+        format_html_join("", '<path class="cluster-centre" d="{}" stroke="{}" stroke-width="2.5"/>', centres),
+        format_html_join("", '<text class="cluster-label" data-cluster="{}" data-cx="{}" data-cy="{}" x="{}" y="{}" '
+                             'fill="{}" font-family="sans-serif" font-size="{}" font-weight="bold" '
+                             'text-anchor="middle" stroke="#fff" stroke-width="3" paint-order="stroke">{}</text>',
+                         labels),
     )
 
 

@@ -3,8 +3,9 @@
 
 One journey: log in, upload a PDF from the admin and watch it reach ``ready``, read the
 project overview, run a search in the playground, open a superseded memory's timeline
-from the superseded-facts list, dry-run a memory rule, test an ingestion rule. Every page
-is saved as a screenshot under ``test-artifacts/admin/`` (git-ignored).
+from the superseded-facts list, dry-run a memory rule, test an ingestion rule, open a store's
+memory map from the console's panel. Every page is saved as a screenshot under
+``test-artifacts/admin/`` (git-ignored); docs/screenshots/ holds copies of those the docs show.
 
 Selenium Manager never downloads anything: the driver and browser paths are given.
 ``make test`` installs the packages when they are missing and it runs as root; elsewhere
@@ -120,6 +121,15 @@ def console_data(transactional_db: Any, settings: Any, tmp_path: Path) -> dict[s
                           principal="rule:extractor", mechanism="rule", about=channel)
     memory_write(store=store, content="The user's office is in Lisbon.", principal="key:support")
     memory_write(store=store, content="The user works on the billing migration project.", principal="key:support")
+    for text in ("The user's invoices are due on the first business day of each month.",
+                 "The user asked for the billing export as CSV with invoice numbers.",
+                 "Refunds for the user's invoices go back to the original card.",
+                 "The user is travelling to Tokyo for a conference in March.",
+                 "The user prefers aisle seats on long flights.",
+                 "The user's hotel in Tokyo is near Shinagawa station.",
+                 "The user has a dog named Rex who needs walking at noon.",
+                 "Rex, the user's dog, is allergic to chicken."):
+        memory_write(store=store, content=text, principal="key:support")  # the memory map's clusters
     rule = MemoryRule.objects.create(store=store, handler_type="callable",
                                      handler_config={"path": "tests.admin.handlers.fact_lines"})
     Generation.objects.create(project=project, agent=agent, output="Sure.", extraction={
@@ -211,14 +221,27 @@ def test_operator_journey(driver: Any, live_server: Any, console_data: dict[str,
     assert "<knowledge>" in browser.find_element(By.ID, "knowledge-preview").text
     shoot(browser, "07-search-playground")
 
-    # superseded facts, then a retired memory's timeline
-    browser.get(f"{base}/admin/memory_engine/memory/superseded/")
-    assert "The user prefers to be contacted by email." in browser.page_source
+    # superseded facts: at 1400 px, with the navigation sidebar open (the default) or closed, the
+    # similarity, reason, door and retirement time are on screen, not scrolled out of the table
+    for sidebar in ("true", "false"):
+        browser.execute_script(f"localStorage.setItem('django.admin.navSidebarIsOpen', '{sidebar}')")
+        browser.get(f"{base}/admin/memory_engine/memory/superseded/")
+        assert "The user prefers to be contacted by email." in browser.page_source
+        hidden = browser.execute_script("""
+            const box = document.querySelector('#changelist .results').getBoundingClientRect();
+            return ['retiring_similarity', 'retiring_reason', 'door', 'retired_at'].filter(name => {
+                const cell = document.querySelector('th.column-' + name).getBoundingClientRect();
+                return cell.left < box.left || cell.right > box.right + 0.5 || cell.right > window.innerWidth;
+            });""")
+        assert hidden == [], (sidebar, hidden)
     shoot(browser, "08-superseded-facts")
     first_retired = Memory.objects.filter(store=console_data["store"], superseded_by__isnull=False) \
         .order_by("created_at").first()
-    browser.find_element(By.LINK_TEXT, first_retired.pk).click()
+    browser.find_element(By.CSS_SELECTOR, f"td.field-old_text a[title='{first_retired.pk}']").click()
     timeline = wait_until(browser, lambda d: d.find_elements(By.ID, "supersede-timeline"))[0]
+    why = browser.find_element(By.ID, "memory-why")
+    assert "retired: superseded" in why.text and "about_key" in why.text
+    assert why.location["y"] < timeline.location["y"] < browser.find_element(By.CSS_SELECTOR, ".field-id").location["y"]
     assert "3 versions" in timeline.text and "about_key" in timeline.text
     assert timeline.text.index("contacted by email") < timeline.text.index("only after 6 pm")
     shoot(browser, "09-memory-timeline")
@@ -244,6 +267,28 @@ def test_operator_journey(driver: Any, live_server: Any, console_data: dict[str,
     browser.get(f"{base}/admin/memory_engine/ingestionrule/tester/?project={project.pk}&content_type=application/pdf")
     assert "No enabled rule matches" in browser.page_source
     shoot(browser, "12-ingestion-rule-tester")
+
+    # the memory map, from the console's panel: every label drawn inside the picture, beside the
+    # cross at its cluster's centre
+    browser.get(f"{base}/admin/memory_engine/")
+    browser.find_element(By.CSS_SELECTOR, "#operator-console").find_element(By.LINK_TEXT, "Memory maps").click()
+    row = wait_until(browser, lambda d: d.find_elements(By.XPATH, "//tr[.//a[text()='user-facts']]"))[0]
+    row.find_element(By.LINK_TEXT, "map").click()
+    wait_until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "svg[aria-label='memory map']"))
+    labels = browser.execute_script("""
+        return [...document.querySelectorAll('svg text.cluster-label')].map(t => {
+            const b = t.getBBox();
+            return {text: t.textContent, x: b.x, y: b.y, w: b.width, h: b.height,
+                    cx: +t.dataset.cx, cy: +t.dataset.cy};
+        });""")
+    assert labels, browser.page_source
+    for label in labels:
+        assert label["x"] >= 0 and label["x"] + label["w"] <= 900, label
+        assert label["y"] >= 0 and label["y"] + label["h"] <= 640, label
+        assert label["x"] <= label["cx"] <= label["x"] + label["w"], label
+        assert abs(label["y"] + label["h"] / 2 - label["cy"]) <= 45, label
+    assert not any(".." in text for text in browser.find_element(By.ID, "content-main").text.split())
+    shoot(browser, "13-memory-map")
 
 
 @pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])

@@ -158,6 +158,23 @@ def test_memory_timeline(member_client: Client, mine: World) -> None:
     assert [e["memory"].pk for e in old.context["timeline"]] == [mine.old.pk, mine.new.pk]
 
 
+def test_memory_page_puts_the_why_before_its_fields(member_client: Client, mine: World) -> None:
+    """The decision (what replaced it, what it replaced, reason, similarity, door) and the chain come
+    first, above the read-only fields."""
+    retiring = MemoryAssertion.objects.get(replaced_memory=mine.old, outcome="superseded")
+    old = text(member_client.get(f"{A}/memory/{mine.old.pk}/change/"))
+    why = old[old.index('id="memory-why"'):old.index('id="supersede-timeline"')]
+    assert "retired: superseded" in why and "replaced by" in why and mine.new.pk in why
+    assert "lives in Berlin" in why and "reason <b>about_key</b>" in why
+    assert f"similarity <b>{retiring.similarity:.3f}</b>" in why and "door <b>api</b>" in why
+    assert old.index('id="supersede-timeline"') < old.index('field-id"') < old.index('field-kind"')
+    new = text(member_client.get(f"{A}/memory/{mine.new.pk}/change/"))
+    why = new[new.index('id="memory-why"'):new.index('id="supersede-timeline"')]
+    assert "made: superseded" in why and mine.old.pk in why and "lives in Paris" in why
+    assert "nothing has replaced or forgotten it" in why
+    assert new.index('id="memory-why"') < new.index('field-id"')
+
+
 def test_memory_timeline_lists_content_sharers(member_client: Client, mine: World) -> None:
     from memory_engine.services.memories import memory_write
 
