@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: run test install check bench clean-db browser pgbouncer docs
+.PHONY: run test install check bench clean-db browser pgbouncer docs screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,16 @@ browser:
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
 	fi
+
+# docs/screenshots/ from the browser journey (tests/admin/test_browser.py): the pages the docs show,
+# copied from test-artifacts/admin/ under the names the docs link.
+SHOTS = 02-app-index:app-index 04-document-ready:document-ready 05b-document-failed:document-failed \
+	06-overview:overview 07-search-playground:search-playground 08-superseded-facts:superseded-facts \
+	09-memory-timeline:memory-timeline 10-assertions:assertions 11-memory-rule-dry-run:memory-rule-dry-run \
+	12-ingestion-rule-tester:ingestion-rule-tester 13-memory-map:memory-map
+screenshots: install browser
+	$(BIN)/python -m pytest tests/admin/test_browser.py -k test_operator_journey -q -p no:randomly
+	@for shot in $(SHOTS); do cp test-artifacts/admin/$${shot%%:*}.png docs/screenshots/admin-$${shot##*:}.png; done
 
 # Generated documentation: the layer table of docs/decisions.md from pyproject.toml's contract
 # and the key table of docs/settings.md from memory_engine.conf.SETTINGS (tests/test_layer_map.py
