@@ -98,9 +98,8 @@ SEGMENT_CHARS = 240
 MAX_SEGMENTS = 64
 #: A view of fewer words than this is judged by the rules alone (tag keys, one-word values).
 MIN_WORDS = 3
-#: The screen clears a text alone below this score (bench/guard_screen.py: no injection of the
-#: guard's sets that reaches the screen scores below 0.9; about three in four plain English
-#: sentences score below 0.5 and skip the classifier).
+#: The screen clears a sentence group alone below this score (bench/guard_screen.py: it clears
+#: none of the guard's injection sets, and 60-85% of ordinary text skips the classifier).
 SCREEN_BAR = 0.5
 #: ... and only when at least this share of its words are English dictionary words.
 SCREEN_ENGLISH = 0.5
@@ -354,27 +353,58 @@ def _scores(segments: list[str]) -> Any:
         return None
 
 
-def _screened(text: str, hit: Any, cued: bool, pairs: list[tuple[str, str]],
-              vector: Sequence[float] | None) -> float | None:
-    """The screen's score for a text it may clear, else None (the text goes to the classifier).
-
-    The screen is a head fitted on the same exemplars over the vector the write already made
-    with the engine's default embedder (English only): it judges a text alone only when no rule
-    fired, no cue shows, the text is one plain English sentence group that the normaliser left
-    as it was (no look-alikes, no payload), and its score is below SCREEN_BAR."""
-    if vector is None or hit is not None or cued or len(pairs) != 1 or pairs[0][0] != "text":
-        return None
+def _screenable(text: str, hit: Any, cued: bool, pairs: list[tuple[str, str]]) -> bool:
+    """Whether the screen may judge the text's sentence groups: no rule fired, no cue shows, the
+    text is plain English that the normaliser left as it was (no look-alikes, no payload)."""
+    if hit is not None or cued or not pairs or any(name != "text" for name, _ in pairs):
+        return False
     normal = normalise(text)
-    if words(pairs[0][1]) != words(normal) or english_share(normal) < SCREEN_ENGLISH:
-        return None
+    return words(canonical(text)) == words(normal) and english_share(normal) >= SCREEN_ENGLISH
+
+
+def _screen(vectors: Any) -> list[float] | None:
+    """The screen's scores for vectors of the engine's default embedder, None when it is off."""
     fitted = classifier.screen_head()
     if fitted is None:
         return None
-    score = 1.0 - float(fitted.probabilities(np.asarray([vector], dtype=np.float32))[0][0])
-    return score if score < SCREEN_BAR else None
+    return [1.0 - float(row[0]) for row in fitted.probabilities(np.asarray(vectors, dtype=np.float32))]
+
+
+def _screen_segments(segments: list[str]) -> dict[str, float]:
+    """The sentence groups the screen clears (score below SCREEN_BAR) and their scores: each
+    embedded by the screen's own encoder (all-MiniLM-L6-v2, several times cheaper than the
+    classifier's), in one batch. Empty when the screen is off or its encoder cannot run."""
+    if not segments or classifier.screen_head() is None:
+        return {}
+    try:
+        scores = _screen(classifier.encoder("minilm").embed(segments))
+    except Exception as exc:  # the classifier judges them then
+        logger.warning("instruction guard: the screen's encoder cannot run (%s)", exc)
+        return {}
+    return {segment: score for segment, score in zip(segments, scores or [], strict=False) if score < SCREEN_BAR}
+
+
+def _cleared(groups: dict[str, list[str]], vectors: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """The sentence groups of screenable texts (``{text: its groups}``) the screen clears, with
+    their scores: a one-group text on the vector its caller made, the others' groups on the
+    screen's encoder."""
+    given = [text for text, segments in groups.items() if len(segments) == 1 and vectors.get(text) is not None]
+    cleared: dict[str, float] = {}
+    for text, score in zip(given, (_screen([vectors[text] for text in given]) if given else None) or [],
+                           strict=False):
+        if score < SCREEN_BAR:
+            cleared[groups[text][0]] = score
+    rest = {segment for text, segments in groups.items() if text not in given for segment in segments}
+    cleared.update(_screen_segments(sorted(rest - set(cleared))))
+    return cleared
 
 
 def _assess_many(texts: Sequence[str], vectors: Mapping[str, Sequence[float]] | None = None) -> list[_Assessment]:
+    """Each text's assessment: the process's reading when it has one, else the rules, then the
+    screen and the classifier. The screen judges a sentence group of a screenable text (see
+    _screenable) when it scores below SCREEN_BAR: on the vector the caller made of a one-group
+    text (``vectors``, the write's own), or on the screen's encoder's vector of the group; every
+    other group goes to the classifier, all of them in one run."""
     out: list[_Assessment | None] = [None] * len(texts)
     plans: dict[str, tuple[tuple[str, str, str] | None, bool, list[tuple[str, str]]]] = {}
     with _assessed_lock:
@@ -383,30 +413,37 @@ def _assess_many(texts: Sequence[str], vectors: Mapping[str, Sequence[float]] | 
             if known is not None:
                 _assessed.move_to_end(text)
                 out[i] = known
-    screened: dict[str, _Assessment] = {}
     for i, text in enumerate(texts):
-        if out[i] is None and text not in plans and text not in screened:
-            hit, cued, pairs = _plan(text)
-            cleared = _screened(text, hit, cued, pairs, (vectors or {}).get(text))
-            if cleared is not None:
-                screened[text] = _Assessment(None, False, cleared, "override", "text", by="screen")
-            else:
-                plans[text] = (hit, cued, pairs)
-    segments = sorted({segment for _, _, pairs in plans.values() for _, segment in pairs})
+        if out[i] is None and text not in plans:
+            plans[text] = _plan(text)
+    screenable = {text for text, (hit, cued, pairs) in plans.items() if _screenable(text, hit, cued, pairs)}
+    cleared = _cleared({text: [segment for _, segment in plans[text][2]] for text in screenable}, vectors or {})
+
+    def screened(text: str, segment: str) -> bool:
+        return text in screenable and segment in cleared
+
+    segments = sorted({segment for text, (_, _, pairs) in plans.items() for _, segment in pairs
+                       if not screened(text, segment)})
     probabilities = _scores(segments) if segments else None
     row_of = {segment: n for n, segment in enumerate(segments)}
-    fresh: dict[str, _Assessment] = dict(screened)
+    fresh: dict[str, _Assessment] = {}
     for text, (hit, cued, pairs) in plans.items():
         score: float | None = None if hit else 0.0
         family, view = "override", "text"
-        by = "rules" if hit or not pairs else "classifier" if probabilities is not None else ""
-        if probabilities is not None:
-            for name, segment in pairs:
+        by = "rules" if hit or not pairs else "screen"
+        for name, segment in pairs:
+            if screened(text, segment):
+                found = cleared[segment]
+            elif probabilities is None:
+                by = ""  # the classifier was needed and could not run: judged by the rules alone
+                continue
+            else:
                 row = probabilities[row_of[segment]]
-                if score is not None and 1.0 - float(row[0]) > score:
-                    score = 1.0 - float(row[0])
+                found, by = 1.0 - float(row[0]), "classifier"
+                if score is not None and found > score:
                     family = classifier.CLASSES[1 + int(row[1:].argmax())]
-                    view = name
+            if score is not None and found > score:
+                score, view = found, name
         fresh[text] = _Assessment(hit, cued, score, family, view, by=by)
     _keep({text: assessment for text, assessment in fresh.items() if assessment.by})
     return [known if known is not None else fresh[text] for known, text in zip(out, texts, strict=True)]
