@@ -30,7 +30,7 @@ from memory_engine.models import DeliveryStatus, FeedEntry, FeedKind, Project, W
 from memory_engine.policy import Principal, principal_from_reference, require_unrestricted
 from memory_engine.providers.http import ProviderHTTPError, post_once
 from memory_engine.providers.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_body
-from memory_engine.selectors.feed import feed_page
+from memory_engine.selectors.feed import decode_position, encode_position, feed_read, shown_cursor
 
 __all__ = ["webhook_create", "webhook_deliver", "webhook_rotate_secret", "webhooks_dispatch", "entry_payload"]
 
@@ -57,14 +57,14 @@ def webhook_create(*, project: Project, url: str, event_kinds: Sequence[str] | N
     and shown to the creator once."""
     require_unrestricted(caller)
     check_outbound_url(url)
-    cursor = feed_page(project=project, caller=caller, after=None, limit=1).next_cursor
+    position = feed_read(project=project, caller=caller, limit=1).position
     while True:  # the end of the feed now: the subscription is for what happens next
-        page = feed_page(project=project, caller=caller, after=cursor, limit=1000)
-        if page.next_cursor == cursor:
+        page = feed_read(project=project, caller=caller, position=position, limit=1000)
+        if page.position == position:
             break
-        cursor = page.next_cursor
+        position = page.position
     return WebhookSubscription.objects.create(
-        project=project, url=url, event_kinds=validate_event_kinds(event_kinds), cursor=cursor,
+        project=project, url=url, event_kinds=validate_event_kinds(event_kinds), cursor=encode_position(position),
         secret=secrets.token_urlsafe(32), created_by=caller.label[:200], acting_as=caller.reference[:200])
 
 
@@ -109,23 +109,27 @@ def webhook_deliver(*, subscription_id: str) -> WebhookDelivery | None:
                                               status=DeliveryStatus.FAILED, error=f"{exc.code}: {exc.message}",
                                               event_count=0,
                                               cursor_from=subscription.cursor, cursor_to=subscription.cursor)
-    page = feed_page(project=subscription.project, caller=caller, after=subscription.cursor or None,
+    # the position stays on the server; the receiver sees it sealed, as a feed reader would
+    page = feed_read(project=subscription.project, caller=caller, position=decode_position(subscription.cursor),
                      limit=engine_settings.WEBHOOK_BATCH_SIZE)
+    next_cursor = encode_position(page.position)
     entries = [e for e in page.entries if not subscription.event_kinds or e.kind in subscription.event_kinds]
     if not entries:
-        if page.next_cursor != subscription.cursor:
-            subscription.cursor = page.next_cursor
+        if page.position != decode_position(subscription.cursor):
+            subscription.cursor = next_cursor
             subscription.save(update_fields=["cursor"])
         return None
     delivery = WebhookDelivery(subscription=subscription, project_id=subscription.project_id,
                                attempt=subscription.failures + 1,
                                event_count=len(entries), cursor_from=subscription.cursor,
-                               cursor_to=page.next_cursor)
-    body = json.dumps({"subscription_id": subscription.pk, "cursor": page.next_cursor,
+                               cursor_to=next_cursor)
+    project_id = subscription.project_id
+    body = json.dumps({"subscription_id": subscription.pk, "cursor": shown_cursor(next_cursor, project_id=project_id),
                        "events": [entry_payload(e) for e in entries]}).encode()
     timestamp = str(int(time.time()))
     headers = {SIGNATURE_HEADER: sign_body(subscription.secret, body, timestamp=timestamp),
-               TIMESTAMP_HEADER: timestamp, DELIVERY_HEADER: delivery.pk, CURSOR_HEADER: subscription.cursor}
+               TIMESTAMP_HEADER: timestamp, DELIVERY_HEADER: delivery.pk,
+               CURSOR_HEADER: shown_cursor(subscription.cursor, project_id=project_id)}
     try:
         delivery.http_status = post_once(subscription.url, content=body, headers=headers,
                                          timeout=engine_settings.WEBHOOK_TIMEOUT_SECONDS)
@@ -133,7 +137,7 @@ def webhook_deliver(*, subscription_id: str) -> WebhookDelivery | None:
         delivery.error = str(getattr(exc, "message", exc))[:1000]
     if delivery.http_status is not None and 200 <= delivery.http_status < 300:
         delivery.status = DeliveryStatus.DELIVERED
-        subscription.cursor, subscription.failures, subscription.next_attempt_at = page.next_cursor, 0, None
+        subscription.cursor, subscription.failures, subscription.next_attempt_at = next_cursor, 0, None
     else:
         delivery.status = DeliveryStatus.FAILED
         if delivery.http_status is not None:

@@ -15,6 +15,7 @@ from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import Distiller, DistillerRun
 from memory_engine.policy import ADD
 from memory_engine.selectors.distillers import run_errors_in_reach
+from memory_engine.selectors.feed import shown_cursor
 from memory_engine.services.distillers import COUNT_KEYS, distiller_fields, distiller_tick
 
 from .scoping import ProjectScopedAdmin, ReadOnlyInlineMixin, admin_caller
@@ -63,9 +64,13 @@ class DistillerAdmin(ProjectScopedAdmin):
     list_filter = ["enabled", "project"]
     search_fields = ["id", "store__name"]
     list_select_related = ["store"]
-    readonly_fields = ["id", "project", "cursor", "acting_as", "leased_until", "created_by", "created_at"]
+    readonly_fields = ["id", "project", "feed_cursor", "acting_as", "leased_until", "created_by", "created_at"]
     inlines = [DistillerRunInline]
     actions = ["tick_now"]
+
+    @admin.display(description="cursor")
+    def feed_cursor(self, obj: Distiller) -> str:
+        return shown_cursor(obj.cursor, project_id=obj.project_id)  # the position stays on the server
 
     @admin.display(description="last tick")
     def last_tick(self, obj: Distiller) -> str:

@@ -17,6 +17,8 @@ from django.utils.cache import patch_cache_control
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import FeedKind, WebhookDelivery, WebhookSubscription
 from memory_engine.policy import Principal, unrestricted_only
+from memory_engine.providers.http import redact_url
+from memory_engine.selectors.feed import shown_cursor
 from memory_engine.webhooks import webhook_create, webhook_rotate_secret
 
 from .scoping import ProjectScopedAdmin, ReadOnlyInlineMixin, admin_caller
@@ -55,12 +57,32 @@ class WebhookDeliveryInline(ReadOnlyInlineMixin, admin.TabularInline):
 @admin.register(WebhookSubscription)
 class WebhookSubscriptionAdmin(ProjectScopedAdmin):
     form = WebhookForm
-    list_display = ["url", "project", "active", "failures", "next_attempt_at", "created_at"]
+    list_display = ["url_redacted", "project", "active", "failures", "next_attempt_at", "created_at"]
     list_filter = ["project", "active"]
     search_fields = ["url", "id"]
-    readonly_fields = ["id", "cursor", "failures", "next_attempt_at", "created_by", "created_at"]
+    readonly_fields = ["id", "url_redacted", "feed_cursor", "failures", "next_attempt_at", "created_by", "created_at"]
     inlines = [WebhookDeliveryInline]
     actions = ["rotate_secret"]
+
+    def get_fields(self, request: Any, obj: Any = None) -> list[Any]:
+        # A URL may carry a token in its query string (?tok=): readers see it without, as rule
+        # handlers' URLs (redaction.mask_handler_config); lists show it so to everyone.
+        fields = [f for f in super().get_fields(request, obj) if f != "url_redacted"]
+        if obj is not None and not self.has_change_permission(request, obj):
+            return [("url_redacted" if f == "url" else f) for f in fields]
+        return fields
+
+    def get_search_fields(self, request: HttpRequest) -> Any:
+        # Searching the URL would let a reader confirm a token a character at a time.
+        return self.search_fields if self.has_change_permission(request) else ["id"]
+
+    @admin.display(description="URL")
+    def url_redacted(self, obj: WebhookSubscription) -> str:
+        return redact_url(obj.url) if obj.url else ""
+
+    @admin.display(description="cursor")
+    def feed_cursor(self, obj: WebhookSubscription) -> str:
+        return shown_cursor(obj.cursor, project_id=obj.project_id)  # the position stays on the server
 
     def get_form(self, request: Any, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         form = super().get_form(request, obj, change=change, **kwargs)

@@ -19,6 +19,7 @@ from memory_engine.selectors.distillers import run_errors_in_reach
 from memory_engine.services.distillers import distiller_create, distiller_tick, distiller_update
 
 from .exceptions import ERRORS, error_responses
+from .fields import FeedCursorField
 from .scoping import ProjectScopedMixin, referenced_store
 
 #: How many of its latest runs a distiller's answer shows.
@@ -40,6 +41,7 @@ class DistillerSerializer(strict.ModelSerializer):
     tags = serializers.DictField(required=False, help_text="Only documents whose tags contain these.")
     prompt = serializers.CharField(required=False, allow_blank=True, max_length=20000,
                                    help_text="The LLM's instructions; empty: the built-in prompt.")
+    cursor = FeedCursorField(help_text="Where it has read the feed to (a feed cursor); empty: nothing read yet.")
     versions = serializers.SerializerMethodField(help_text="Document versions read: {done, failed}.")
     recent_runs = serializers.SerializerMethodField(help_text=f"Its latest {RECENT_RUNS} ticks, newest first.")
 

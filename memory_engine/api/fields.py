@@ -11,10 +11,11 @@ from memory_engine import strict
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import TagFilterTooLarge, ValidationFailed
 from memory_engine.jsonobject import parse_json_object
+from memory_engine.selectors.feed import shown_cursor
 from memory_engine.strict import JSONObjectField
 from memory_engine.text import contains_nul
 
-__all__ = ["ShareSerializer", "TagFilterField", "check_tag_filter", "parse_tags_param"]
+__all__ = ["FeedCursorField", "ShareSerializer", "TagFilterField", "check_tag_filter", "parse_tags_param"]
 
 
 def check_tag_filter(tags: dict[str, Any]) -> dict[str, Any]:
@@ -31,6 +32,20 @@ class TagFilterField(JSONObjectField):
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         return check_tag_filter(super().to_internal_value(data))
+
+
+class FeedCursorField(serializers.CharField):
+    """A feed position a row keeps (a distiller's, a webhook subscription's or delivery's), shown
+    as a feed cursor of the row's project: sealed, as ``GET /feed`` gives it (selectors.feed)."""
+
+    def __init__(self, attribute: str = "cursor", **kwargs: Any) -> None:
+        self.attribute = attribute
+        kwargs.setdefault("help_text", "A feed cursor (opaque; may be passed as `after` to GET /feed); "
+                                       "empty: nothing read yet.")
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, value: Any) -> str:
+        return shown_cursor(getattr(value, self.attribute), project_id=value.project_id)
 
 
 def parse_tags_param(raw: str | None) -> dict[str, Any] | None:

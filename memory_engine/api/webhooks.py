@@ -18,10 +18,14 @@ from memory_engine.policy import unrestricted_only
 from memory_engine.webhooks import webhook_create, webhook_rotate_secret
 
 from .exceptions import ERRORS, error_responses
+from .fields import FeedCursorField
 from .scoping import ProjectScopedMixin
 
 
 class WebhookDeliverySerializer(strict.ModelSerializer):
+    cursor_from = FeedCursorField("cursor_from", help_text="The feed cursor before the batch.")
+    cursor_to = FeedCursorField("cursor_to", help_text="The feed cursor after the batch.")
+
     class Meta:
         model = WebhookDelivery
         fields = ["id", "status", "attempt", "http_status", "event_count", "cursor_from", "cursor_to", "error",
@@ -32,6 +36,7 @@ class WebhookDeliverySerializer(strict.ModelSerializer):
 class WebhookSerializer(strict.ModelSerializer):
     event_kinds = serializers.ListField(child=serializers.ChoiceField(choices=FeedKind.choices), required=False,
                                         help_text="Feed entry kinds to send; empty or omitted: all.")
+    cursor = FeedCursorField(help_text="The feed cursor delivered up to.")
 
     class Meta:
         model = WebhookSubscription

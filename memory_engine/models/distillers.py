@@ -21,7 +21,8 @@ class Distiller(models.Model):
     tags = models.JSONField(default=dict, blank=True, help_text="Only documents whose tags contain these.")
     prompt = models.TextField(blank=True, default="", help_text="Empty: the built-in prompt.")
     enabled = models.BooleanField(default=True)
-    #: The feed position read so far (memory_engine.selectors.feed cursor); "" from the start.
+    #: The feed position read so far (selectors.feed.encode_position: kept server-side, shown to a
+    #: client sealed); "" from the start.
     cursor = models.CharField(max_length=100, blank=True, default="")
     #: The principal it acts as (memory_engine.policy.principal_from_reference), checked at every tick.
     acting_as = models.CharField(max_length=200, blank=True, default="")

@@ -38,7 +38,9 @@ class WebhookSubscription(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
-        return f"{self.url} ({self.project})"
+        from memory_engine.providers.http import redact_url  # the query string may hold a token
+
+        return f"{redact_url(self.url)} ({self.project})"
 
 
 class DeliveryStatus(models.TextChoices):

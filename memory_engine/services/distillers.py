@@ -53,7 +53,7 @@ from memory_engine.policy import ADD, SEARCH, Principal, principal_from_referenc
 from memory_engine.providers.llm import LLMProvider, require_llm_provider
 from memory_engine.providers.rule_handlers import Fact
 from memory_engine.providers.rule_handlers.builtin import parse_fact_array
-from memory_engine.selectors.feed import encode_feed_cursor, feed_page
+from memory_engine.selectors.feed import decode_position, encode_position, feed_read
 
 from .memories import memory_write
 from .memory_lifecycle import memory_forget
@@ -311,28 +311,28 @@ def _follow_feed(distiller: Distiller, principal: Principal, provider: LLMProvid
                  errors: list[dict[str, str]]) -> None:
     """New live versions from the distiller's cursor on, at most DISTILLER_BATCH_VERSIONS."""
     budget = engine_settings.DISTILLER_BATCH_VERSIONS
-    cursor = distiller.cursor or None
+    position = decode_position(distiller.cursor)  # kept server-side, as read (selectors.feed)
     while budget > 0:
-        page = feed_page(project=distiller.project, caller=principal, after=cursor, limit=100)
+        page = feed_read(project=distiller.project, caller=principal, position=position, limit=100)
         version_ids = [e.object_id for e in page.entries if e.kind == FeedKind.DOCUMENT_VERSION]
         versions = {v.pk: v for v in DocumentVersion.objects.filter(pk__in=version_ids).select_related("document")}
         for entry in page.entries:
-            position = encode_feed_cursor((entry.txid, entry.seq))
+            past = encode_position((entry.txid, entry.seq))
             version = versions.get(entry.object_id) if entry.kind == FeedKind.DOCUMENT_VERSION else None
             if version is None or not in_scope(distiller, version):
                 continue
             if DistillerVersion.objects.filter(distiller=distiller, version=version).exists():
-                Distiller.objects.filter(pk=distiller.pk).update(cursor=position)
+                Distiller.objects.filter(pk=distiller.pk).update(cursor=past)
                 continue
-            _add(total, distill_version(distiller, version, provider, errors, cursor=position))
+            _add(total, distill_version(distiller, version, provider, errors, cursor=past))
             _renew_lease(distiller)
             budget -= 1
             if budget == 0:
                 return
-        if page.next_cursor == (cursor or encode_feed_cursor((0, 0))):
+        if page.position == position:
             return
-        cursor = page.next_cursor
-        Distiller.objects.filter(pk=distiller.pk).update(cursor=cursor)
+        position = page.position
+        Distiller.objects.filter(pk=distiller.pk).update(cursor=encode_position(position))
 
 
 def retirable(distiller: Distiller) -> QuerySet[Memory]:

@@ -446,3 +446,35 @@ def test_distiller_runs_name_no_version_or_memory_outside_the_readers_grants(wor
     assert page.status_code == 200
     assert our_version.pk.encode() in page.content
     assert their_version.pk.encode() not in page.content and world["secret"].pk.encode() not in page.content
+
+
+def test_webhook_urls_reach_view_only_staff_without_their_query_string(world: dict[str, Any],
+                                                                       project: Any) -> None:
+    """A subscription's URL may carry a token (``?tok=``): a view-only staff user sees it without
+    the query string on the change page and in the list (as rule handlers' URLs) and cannot
+    search for the token; a user who may change subscriptions sees it whole."""
+    url = "http://127.0.0.1:9/hook?tok=s3cr3t-t0ken"
+    made = world["all"].post("/api/v1/webhooks", {"url": url}, format="json")
+    assert made.status_code == 201, made.json()
+    viewer = User.objects.create_user("hook-viewer", is_staff=True)
+    viewer.user_permissions.set(Permission.objects.filter(codename__startswith="view_",
+                                                          content_type__app_label="memory_engine"))
+    editor = User.objects.create_user("hook-editor", is_staff=True)
+    editor.user_permissions.set(Permission.objects.filter(content_type__app_label="memory_engine"))
+    project.members.add(viewer, editor)
+    base = "/admin/memory_engine/webhooksubscription/"
+    pages = {}
+    for user in (viewer, editor):
+        admin = Client()
+        admin.force_login(user)
+        change = admin.get(f"{base}{made.json()['id']}/change/")
+        listing = admin.get(base)
+        search = admin.get(base, {"q": "s3cr3t"})
+        assert change.status_code == listing.status_code == search.status_code == 200
+        pages[user.username] = (change.content, listing.content, search.context["cl"].result_count)
+    change, listing, found = pages["hook-viewer"]
+    assert b"s3cr3t" not in change and b"s3cr3t" not in listing and found == 0
+    assert b"http://127.0.0.1:9/hook" in change and b"http://127.0.0.1:9/hook" in listing
+    change, listing, found = pages["hook-editor"]
+    assert b"s3cr3t-t0ken" in change and b"s3cr3t" not in listing and found == 1
+

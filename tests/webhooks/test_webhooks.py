@@ -17,6 +17,7 @@ from django.utils import timezone
 from memory_engine.models import WebhookDelivery, WebhookSubscription
 from memory_engine.providers.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_matches
 from memory_engine.queue import WEBHOOKS_SCHEDULE_NAME, WEBHOOKS_TASK
+from memory_engine.selectors.feed import shown_cursor
 from memory_engine.services.keys import api_key_create
 from memory_engine.services.memories import memory_write
 from memory_engine.webhooks import webhooks_dispatch
@@ -151,7 +152,11 @@ def test_a_real_worker_retries_and_delivers_once_signed(qcluster: Any, hashing_e
                              timestamp=headers[TIMESTAMP_HEADER])
     assert not signature_matches("another secret", requests[-1]["body"], headers[SIGNATURE_HEADER],
                                  timestamp=headers[TIMESTAMP_HEADER])
-    assert WebhookSubscription.objects.get(pk=hook["id"]).cursor == batch["cursor"]
+    # the position stays on the server; the receiver gets it sealed, as GET /feed gives it
+    stored = WebhookSubscription.objects.get(pk=hook["id"]).cursor
+    assert batch["cursor"] == shown_cursor(stored, project_id=project.pk) != stored
+    assert client.get("/api/v1/feed", {"after": batch["cursor"]}).json() == {"entries": [],
+                                                                             "next_cursor": batch["cursor"]}
 
 
 @pytest.mark.django_db
