@@ -31,6 +31,7 @@ from memory_engine.injection import inject_knowledge
 from memory_engine.models import Agent, MemoryStore
 from memory_engine.models.memories import Tier
 from memory_engine.policy import ADD, get_visible_or_404, require, visible
+from memory_engine.selectors.agents import agent_scope_in_reach
 from memory_engine.services.agents import UNSET, agent_create, agent_delete, agent_update
 from memory_engine.strict import JSONObjectField
 
@@ -55,6 +56,13 @@ class AgentSerializer(strict.ModelSerializer):
         model = Agent
         fields = ["id", "name", "knowledge_config", "write_memory_store_id", "memory_store_id", "created_at"]
         read_only_fields = ["id", "created_at"]
+
+    def to_representation(self, agent: Agent) -> dict[str, Any]:
+        data = super().to_representation(agent)
+        caller = getattr(self.context.get("view"), "caller", None)
+        if caller is not None:  # the stores and documents it names, as far as the reader reaches
+            data["knowledge_config"], data["write_memory_store_id"] = agent_scope_in_reach(caller, agent)
+        return data
 
     def get_memory_store_id(self, agent: Agent) -> str | None:
         if hasattr(agent, "own_store_id"):  # annotated by AgentViewSet.get_queryset

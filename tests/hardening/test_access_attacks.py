@@ -478,3 +478,45 @@ def test_webhook_urls_reach_view_only_staff_without_their_query_string(world: di
     change, listing, found = pages["hook-editor"]
     assert b"s3cr3t-t0ken" in change and b"s3cr3t" not in listing and found == 1
 
+
+def test_an_agents_detail_names_no_store_or_document_outside_the_readers_grants(world: dict[str, Any],
+                                                                                project: Any) -> None:
+    """A shared agent (both teams reach it) that searches both teams' stores and documents and
+    writes into team b's store: to team a's key (REST) and to a staff user narrowed to team a
+    (the admin's list and change page) it names only team a's; a key without grants sees all."""
+    from memory_engine.models import StaffGrants
+
+    shared = world["shared"]
+    theirs = _tagged(make_document(project, "/b/roadmap.md", ["Team b's roadmap."]), "team:b")
+    ours = _tagged(make_document(project, "/a/roadmap.md", ["Team a's roadmap."]), "team:a")
+    Agent.objects.filter(pk=shared.pk).update(knowledge_config={
+        "memory_store_ids": [world["store_a"].pk, world["store_b"].pk], "document_ids": [ours.pk, theirs.pk]})
+    hidden = (world["store_b"].pk, theirs.pk)
+    for path in (f"/api/v1/agents/{shared.pk}", "/api/v1/agents"):
+        answer = world["a"].get(path)
+        assert answer.status_code == 200, answer.json()
+        assert not [i for i in hidden if i in answer.content.decode()]
+        assert world["store_a"].pk in answer.content.decode() and ours.pk in answer.content.decode()
+        everything = world["all"].get(path).content.decode()
+        assert all(i in everything for i in hidden)
+    detail = world["a"].get(f"/api/v1/agents/{shared.pk}").json()
+    assert detail["write_memory_store_id"] is None
+    assert detail["knowledge_config"] == {"memory_store_ids": [world["store_a"].pk], "document_ids": [ours.pk]}
+
+    staff = User.objects.create_user("agent-reader-a", is_staff=True)
+    staff.user_permissions.set(Permission.objects.filter(content_type__app_label="memory_engine"))
+    StaffGrants.objects.create(user=staff, grants=[{"pattern": "team:a", "actions": ALL}])
+    project.members.add(staff)
+    admin = Client()
+    admin.force_login(staff)
+    change = admin.get(f"/admin/memory_engine/agent/{shared.pk}/change/")
+    assert change.status_code == 200 and world["store_a"].pk.encode() in change.content
+    for page in (change, admin.get("/admin/memory_engine/agent/")):
+        assert page.status_code == 200
+        assert not [i for i in (*hidden, "store-b") if i.encode() in page.content]
+    # saving the agent in the admin keeps what the user cannot see
+    saved = admin.post(f"/admin/memory_engine/agent/{shared.pk}/change/", {"name": "shared", "project": project.pk})
+    assert saved.status_code == 302, saved.context["adminform"].form.errors if saved.context else saved.content
+    kept = Agent.objects.get(pk=shared.pk)
+    assert kept.write_memory_store_id == world["store_b"].pk and world["store_b"].pk in kept.knowledge_config[
+        "memory_store_ids"]

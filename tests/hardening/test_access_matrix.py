@@ -744,6 +744,48 @@ def test_distiller_runs_error_ids_door(m: Matrix) -> None:
     assert not wrong, f"distiller runs' error ids:\n{_report(wrong)}"
 
 
+# --------------------------------------------------------------------------- what an agent's detail names
+
+
+def test_agent_detail_door(m: Matrix) -> None:
+    """The caller's own team's agent, made to search a store and a document of each team and to
+    write into the other team's store (a shared agent): its detail, the agents list and, for staff,
+    the admin's change page and list name the other team's store and document only to a principal
+    that reaches them."""
+    doors = [next(op for op in OPERATIONS if op.op_id == name) for name in ("v1_agents_retrieve", "v1_agents_list")]
+    wrong = []
+    for principal in PRINCIPALS:
+        who = WHO[principal]
+        mine = m.world(who, "own")
+        agent = mine.ids["agent"][0]
+        with rolled_back():
+            named = {obj: (m.world(who, obj).first("store"), m.world(who, obj).first("document"))
+                     for obj in ("own", "team")}
+            Agent.objects.filter(pk=agent).update(
+                knowledge_config={"memory_store_ids": [named["own"][0], named["team"][0]],
+                                  "document_ids": [named["own"][1], named["team"][1]]},
+                write_memory_store_id=named["team"][0])
+            pages = [call(op, m.keys[principal], own_params(op, mine)) for op in doors]
+            if not who.is_key:
+                client = _session(m.keys[principal])
+                for path in (f"/admin/memory_engine/agent/{agent}/change/", "/admin/memory_engine/agent/"):
+                    page = client.get(path)
+                    pages.append(Answer(page.status_code, None, page.content.decode()))
+        for obj, ids in named.items():
+            want = "listed" if reaches(TAGGED, who, obj) else "unlisted"
+            for door, answer in zip(("detail", "list", "admin", "admin list"), pages, strict=False):
+                if door == "admin list" and obj == "own":
+                    continue  # the list shows the write store only (the other team's)
+                # the admin's list names the write store
+                shown = (MemoryStore.objects.get(pk=ids[0]).name,) if door == "admin list" else ids
+                found = [value in answer.text for value in shown]
+                got = (f"HTTP {answer.status}" if answer.status != 200 else
+                       "listed" if all(found) else "unlisted" if not any(found) else "partly")
+                if got != want:
+                    wrong.append((principal, f"{obj}:{door}", want, got, ""))
+    assert not wrong, f"agent detail:\n{_report(wrong)}"
+
+
 # --------------------------------------------------------------------------- the admin
 
 
