@@ -275,10 +275,11 @@ def _own_backend_pids(info: Any) -> set[int]:
     host = str(info.socket_dir) if info.socket_dir is not None else (info.hostname or "")
     pids = set()
     for obj in gc.get_objects():
-        if isinstance(obj, psycopg.Connection) and not obj.closed:
-            with contextlib.suppress(Exception):
-                if obj.info.host == host and str(obj.info.port) == str(info.port or 5432):
-                    pids.add(obj.info.backend_pid)
+        # (a weak proxy whose object is gone raises ReferenceError on isinstance itself)
+        with contextlib.suppress(Exception):
+            if (isinstance(obj, psycopg.Connection) and not obj.closed and obj.info.host == host
+                    and str(obj.info.port) == str(info.port or 5432)):
+                pids.add(obj.info.backend_pid)
     return pids
 
 
