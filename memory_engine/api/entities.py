@@ -18,13 +18,19 @@ from memory_engine import strict
 from memory_engine.exceptions import EntityNotFound
 from memory_engine.models import Chunk, Entity, EntityEdge, Memory
 from memory_engine.models.entities import EntityKind, Relation
-from memory_engine.policy import ADD, require
-from memory_engine.selectors.entities import entities_visible, entity_detail, entity_get, entity_search
+from memory_engine.policy import ADD, SEARCH, reach, require
+from memory_engine.selectors.entities import (
+    entities_as_seen,
+    entities_visible,
+    entity_detail,
+    entity_get,
+    entity_search,
+)
 from memory_engine.services.entities import entity_merge
 from memory_engine.text import text_preview
 
 from .exceptions import ERRORS
-from .scoping import ProjectScopedMixin
+from .scoping import ProjectScopedMixin, request_caller
 
 #: A chunk's or memory's text in an entity's detail is cut to this many UTF-8 bytes.
 PREVIEW_BYTES = 500
@@ -99,7 +105,8 @@ class EntityMergeSerializer(strict.Serializer):
 
 class EntityFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", help_text="A name, or a part of one (case-insensitive); an "
-                                                               "alias matches whole.")
+                                                               "alias matches whole. With grants: as written in a "
+                                                               "memory or chunk you may see that mentions it.")
     kind = django_filters.ChoiceFilter(choices=EntityKind.choices)
 
     class Meta:
@@ -107,7 +114,7 @@ class EntityFilter(django_filters.FilterSet):
         fields = ["kind"]
 
     def search(self, queryset: QuerySet[Entity], name: str, value: str) -> QuerySet[Entity]:
-        return entity_search(queryset, q=value)
+        return entity_search(queryset, q=value, tags=reach(request_caller(self.request), SEARCH))
 
 
 @extend_schema_view(
@@ -117,7 +124,7 @@ class EntityFilter(django_filters.FilterSet):
 class EntityViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """The people, organisations, places, products, dates and other named things your memories
     and documents mention. You see an entity through the memories and chunks you may see that
-    mention it."""
+    mention it; narrowed by grants, as they state it (its names and dates from them only)."""
 
     queryset = Entity.objects.none()  # for the schema and staff permissions; get_queryset scopes
     serializer_class = EntitySerializer
@@ -127,10 +134,17 @@ class EntityViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
     def get_queryset(self) -> QuerySet[Entity]:
         return entities_visible(caller=self.caller, project=self.project, action=self.detail_action)
 
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        queryset = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(queryset)
+        rows = entities_as_seen(caller=self.caller, entities=queryset if page is None else page)
+        data = EntitySerializer(rows, many=True).data
+        return self.get_paginated_response(data) if page is not None else Response(data)
+
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         entity = entity_get(caller=self.caller, project=self.project, entity_id=kwargs.get("pk"))
         detail = entity_detail(caller=self.caller, entity=entity)
-        data = {**EntitySerializer(entity).data, "edges": EntityEdgeSerializer(detail.edges, many=True).data,
+        data = {**EntitySerializer(detail.entity).data, "edges": EntityEdgeSerializer(detail.edges, many=True).data,
                 "memories": EntityMemorySerializer(detail.memories, many=True).data,
                 "chunks": EntityChunkSerializer(detail.chunks, many=True).data}
         return Response(data)
@@ -148,4 +162,4 @@ class EntityViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         for entity in (target, *sources):
             require(self.caller, ADD, entity)
         merged = entity_merge(target=target, sources=sources)
-        return Response(EntitySerializer(merged).data)
+        return Response(EntitySerializer(entities_as_seen(caller=self.caller, entities=[merged])[0]).data)

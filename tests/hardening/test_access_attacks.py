@@ -520,3 +520,62 @@ def test_an_agents_detail_names_no_store_or_document_outside_the_readers_grants(
     kept = Agent.objects.get(pk=shared.pk)
     assert kept.write_memory_store_id == world["store_b"].pk and world["store_b"].pk in kept.knowledge_config[
         "memory_store_ids"]
+
+
+def test_an_entity_another_team_named_first_shows_a_narrowed_key_only_its_own_view(world: dict[str, Any],
+                                                                                    project: Any,
+                                                                                    settings: Any) -> None:
+    """Team a's memories name "Hieronymus Bellweather, also known as H. B." first (merged with
+    "Bellweather", "H. B." recorded as an alias); later team b's key writes "Bellweather called about
+    the invoice", and its search hit hands it the entity's id. Team b then sees the entity by its own
+    spelling, without team a's name and alias, dated by its own mention; ``q=`` on team a's alias or
+    name finds nothing for it. Team a and a key without grants see the entity as it is."""
+    from datetime import UTC, datetime
+
+    from memory_engine.models import Entity, EntityEdge
+    from memory_engine.services.entities import entities_extract_memories
+
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "ENTITY_RESOLUTION_SIMILARITY": 0}
+    theirs = [memory_write(store=world["store_a"], content=text, principal="test", mechanism="api").memory
+              for text in ("Hieronymus Bellweather, also known as H. B., chairs the audit board.",
+                           "Bellweather approved the audit budget.")]
+    entities_extract_memories(memory_ids=[memory.pk for memory in theirs])
+    full = Entity.objects.get(project=project, key="hieronymus bellweather")
+    short = Entity.objects.get(project=project, key="bellweather")
+    merged = world["all"].post(f"/api/v1/entities/{full.pk}/merge", {"entity_ids": [short.pk]}, format="json")
+    assert merged.status_code == 200 and merged.json()["aliases"] == ["bellweather"], merged.json()
+    earlier = datetime(2024, 1, 2, tzinfo=UTC)  # team a's mentions were recorded long before team b's
+    Entity.objects.filter(pk=full.pk).update(aliases=["bellweather", "h. b"], created_at=earlier, updated_at=earlier)
+    EntityEdge.objects.filter(entity=full).update(created_at=earlier)
+
+    written = world["b"].post("/api/v1/memories", {"memory_store_id": world["store_b"].pk,
+                                                   "content": "Bellweather called about the invoice."}, format="json")
+    assert written.status_code == 201, written.json()
+    entities_extract_memories(memory_ids=[written.json()["id"]])
+    found = world["b"].post("/api/v1/knowledge/search", {"query": "Bellweather invoice",
+                                                         "memory_store_ids": [world["store_b"].pk]}, format="json")
+    assert found.status_code == 200, found.json()
+    hit = next(hit for hit in found.json()["results"] if hit["id"] == written.json()["id"])
+    assert full.pk in hit["entity_ids"]
+
+    detail = world["b"].get(f"/api/v1/entities/{full.pk}")
+    assert detail.status_code == 200, detail.json()
+    body = detail.json()
+    assert (body["name"], body["key"], body["aliases"]) == ("Bellweather", "bellweather", [])
+    assert datetime.fromisoformat(body["created_at"]) > earlier and datetime.fromisoformat(body["updated_at"]) > earlier
+    assert [memory["id"] for memory in body["memories"]] == [written.json()["id"]]
+    text = detail.content.decode().lower()
+    assert "hieronymus" not in text and "h. b" not in text and "2024-01-02" not in text
+    for q in ("H. B.", "Hieronymus", "hieronymus bellweather"):
+        listed = world["b"].get("/api/v1/entities", {"q": q})
+        assert listed.status_code == 200 and listed.json()["count"] == 0, (q, listed.json())
+    listed = world["b"].get("/api/v1/entities", {"q": "bellweather"}).json()
+    assert [(row["id"], row["name"], row["aliases"]) for row in listed["results"]] == [(full.pk, "Bellweather", [])]
+
+    # team a (whose text spells both) and a key without grants see the entity as it is
+    for who in ("a", "all"):
+        seen = world[who].get(f"/api/v1/entities/{full.pk}").json()
+        assert (seen["name"], seen["key"], seen["aliases"]) == ("Hieronymus Bellweather", "hieronymus bellweather",
+                                                                ["bellweather", "h. b"]), (who, seen)
+        assert datetime.fromisoformat(seen["created_at"]) == earlier
+        assert [row["id"] for row in world[who].get("/api/v1/entities", {"q": "H. B."}).json()["results"]] == [full.pk]
