@@ -705,6 +705,54 @@ def test_entities_after_erasure_door(m: Matrix) -> None:
     assert not wrong, f"entities after erasure:\n{_report(wrong)}"
 
 
+# --------------------------------------------------------------------------- an entity another team named first
+
+
+def test_entity_view_door(m: Matrix) -> None:
+    """An entity the caller's own memory names by an alias (``Quillonvar``): each team world's
+    person, named first (and only) by that world's memory. Its detail shows the entity's stored
+    name and the earlier first mention, and ``GET /entities?q=`` finds it by that name, only to a
+    principal that reaches the world's memory; one narrowed to the other team sees its own view
+    (its own spelling, dated by its own mention, not found by the other team's name)."""
+    from django.utils import timezone
+    from django.utils.dateparse import parse_datetime
+
+    from memory_engine.models import Entity, EntityEdge
+    from memory_engine.services.entities import entities_extract_memories
+    from memory_engine.services.memories import memory_write
+
+    detail = next(op for op in OPERATIONS if op.op_id == "v1_entities_retrieve")
+    listing = next(op for op in OPERATIONS if op.op_id == "v1_entities_list")
+    param = re.findall(r"{(\w+)}", detail.path)[0]
+    wrong = []
+    for principal in PRINCIPALS:
+        who = WHO[principal]
+        store = MemoryStore.objects.get(pk=m.world(who, "own").first("store"))
+        for obj in ("own", "team"):
+            person = Entity.objects.get(pk=m.world(who, obj).ids["entity"][0])
+            with rolled_back(), override_settings(MEMORY_ENGINE={**_engine_settings(),
+                                                                 "ENTITY_RESOLUTION_SIMILARITY": 0}):
+                Entity.objects.filter(pk=person.pk).update(aliases=[*person.aliases, "quillonvar"])
+                before = timezone.now()
+                mine = memory_write(store=store, content="Quillonvar called about the invoice.", principal="test",
+                                    mechanism="api").memory
+                entities_extract_memories(memory_ids=[mine.pk])
+                assert EntityEdge.objects.filter(entity=person, memory=mine).exists()
+                shown = call(detail, m.keys[principal], {param: person.pk})
+                found = call(listing, m.keys[principal], {}, query={"q": person.name})
+            if shown.status != 200 or found.status != 200:
+                got = f"HTTP {shown.status}/{found.status}"
+            else:
+                body = shown.body
+                stored = [body["name"] == person.name, parse_datetime(body["created_at"]) < before,
+                          person.pk in found.text]
+                got = "stored" if all(stored) else "own view" if not any(stored) else f"partly {stored}"
+            want = "stored" if reaches(TAGGED, who, obj) else "own view"
+            if got != want:
+                wrong.append((principal, obj, want, got, shown.text[:160]))
+    assert not wrong, f"an entity another team named first:\n{_report(wrong)}"
+
+
 # --------------------------------------------------------------------------- what a distiller's runs name
 
 
