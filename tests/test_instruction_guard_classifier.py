@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from memory_engine.instruction_guard import BARS, first_verdict, judge, judge_many
-from memory_engine.instruction_guard.classifier import DEFAULT_ENCODER, ENCODERS, EXEMPLARS, head_path
+from memory_engine.instruction_guard.classifier import DEFAULT_ENCODER, ENCODERS, EXEMPLARS, SCREEN_MODEL, head_path
 from memory_engine.instruction_guard.normal import canonical, normalise, payloads, skeleton, words
 from memory_engine.instruction_guard.rules import cues
 from memory_engine.models import Memory, MemoryAssertion
@@ -234,6 +234,9 @@ def test_the_shipped_head_was_fitted_on_the_shipped_exemplars() -> None:
     the exemplars (the guard would otherwise fit one in-process at every start)."""
     stored = json.loads(head_path(ENCODERS[DEFAULT_ENCODER].name).read_text(encoding="utf-8"))
     assert stored["exemplars_sha256"] == hashlib.sha256(EXEMPLARS.read_bytes()).hexdigest()
+    # the screen's head too (``--encoder minilm``): a stale one turns the screen off
+    screen = json.loads(head_path(SCREEN_MODEL).read_text(encoding="utf-8"))
+    assert screen["exemplars_sha256"] == stored["exemplars_sha256"], "rebuild it with --encoder minilm"
     exemplar_texts = {json.loads(line)["text"] for line in EXEMPLARS.read_text(encoding="utf-8").splitlines()}
     for name in ("dev.jsonl", "heldout.jsonl"):
         measured = {json.loads(line)["text"] for line in (GUARD_DATA / name).read_text(encoding="utf-8").splitlines()}
