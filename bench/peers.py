@@ -92,6 +92,7 @@ class Engine:
         self.key = key
         self.stores = stores
         self.turns: dict[str, set[str]] = defaultdict(set)  # memory id -> the turns it stands for
+        self.refused: list[str] = []  # texts the instruction guard's write gate refused (a store is institutional)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         request = urllib.request.Request(f"http://127.0.0.1:{PORT}/api/v1/{path}", data=json.dumps(body).encode(),
@@ -102,10 +103,16 @@ class Engine:
                 result: dict[str, Any] = json.loads(response.read())
                 return result
         except urllib.error.HTTPError as exc:
-            raise SystemExit(f"POST {path}: {exc.code} {exc.read()[:500]!r}") from None
+            answer = exc.read()
+            if exc.code == 400 and b'"INSTRUCTION_REJECTED"' in answer:
+                return {"code": "INSTRUCTION_REJECTED"}
+            raise SystemExit(f"POST {path}: {exc.code} {answer[:500]!r}") from None
 
     def write(self, group: str, text: str, turn: str | None) -> None:
         body = self._post("memories", {"memory_store_id": self.stores[group], "content": text})
+        if body.get("code") == "INSTRUCTION_REJECTED":  # counted and reported; its turn is lost to recall
+            self.refused.append(text)
+            return
         if turn is not None:  # a skip stands for its duplicate's turns too; a supersede inherits them
             self.turns[body["id"]].add(turn)
             if body.get("superseded_memory_id"):
@@ -170,6 +177,7 @@ def run(system: Any, writes: list[tuple[str, str, str | None]],
         "search_ms": ms(searches), "questions": len(questions),
         "recall@10": round(sum(recalls) / len(recalls), 4),
         "write_s": round(sum(latencies) / 1000, 1), "search_s": round(sum(searches) / 1000, 1),
+        "refused": list(getattr(system, "refused", [])),
     }
 
 
@@ -256,6 +264,9 @@ def main() -> None:
           f"{r['write_last_1k_ms']['p50']} / {r['write_last_1k_ms']['p95']}",
           f"{r['search_ms']['p50']} / {r['search_ms']['p95']}", f"{r['recall@10']:.3f}"] for r in rows],
     )
+    for r in rows:
+        for text in r["refused"]:
+            print(f"{r['system']} refused (INSTRUCTION_REJECTED): {text[:160]}")
     write_results("peers", {"versions": versions, "writes": len(writes), "questions": len(questions),
                             "load_average": os.getloadavg(), "rows": rows})
 
