@@ -5,7 +5,8 @@
 * :func:`expand_ligatures`: the typographic ligatures PDF fonts set (ﬁ, ﬂ, ﬀ...) as their letters;
 * :func:`validate_messages`: the OpenAI chat format accepted wherever messages come in;
 * :func:`content_text`: the text of one message's ``content`` (a string or text parts);
-* :func:`text_preview`: the head of a long body, as recall shows it (docs/memory.md).
+* :func:`text_preview`: the head of a long body, as recall shows it (docs/memory.md);
+* :func:`redact_url`: a URL without credentials or query string, for messages, logs and pages.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from __future__ import annotations
 import re
 import unicodedata
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from memory_engine.exceptions import ValidationFailed
 
-__all__ = ["contains_nul", "content_text", "expand_ligatures", "text_preview", "validate_messages"]
+__all__ = ["contains_nul", "content_text", "expand_ligatures", "redact_url", "text_preview", "validate_messages"]
 
 # Unicode's Latin ligatures (U+FB00-U+FB06: ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ), presentation forms of the letters
 # they join and nothing else. pypdf gives them as a PDF font's ToUnicode map names them (LaTeX
@@ -95,3 +97,15 @@ def text_preview(text: str, limit_bytes: int) -> tuple[str, bool]:
     if cut > len(head) // 2:
         head = head[:cut]
     return head.rstrip(), True
+
+
+def redact_url(url: str) -> str:
+    """The URL without credentials or query string, for messages and logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid url>"
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))

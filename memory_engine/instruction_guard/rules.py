@@ -417,7 +417,9 @@ def _exfiltration(normal: str, words: str) -> bool:
 
 # --------------------------------------------------------------------------- reports quoting attacks
 
-_QUOTE_PAIRS = ("''", '""', "\u201c\u201d", "\u2018\u2019", "\u201e\u201c", "\u201e\u201d", "\u00ab\u00bb", "``")
+_QUOTE_PAIRS: tuple[tuple[str, str], ...] = tuple(
+    (pair[0], pair[1]) for pair in ("''", '""', "\u201c\u201d", "\u2018\u2019", "\u201e\u201c", "\u201e\u201d",
+                                    "\u00ab\u00bb", "``"))
 _QUOTED = re.compile("|".join(
     rf"(?<!\w){re.escape(a)}\s?(?=\S)(?:[^{re.escape(a + b)}\n]|(?<=\w)['\u2019](?=\w)){{4,300}}(?<=\S)\s?{re.escape(b)}(?!\w)"
     for a, b in _QUOTE_PAIRS))

@@ -8,6 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from memory_engine.ids import PublicIdField
+from memory_engine.text import redact_url
 
 from .tenancy import TenantProjectField
 
@@ -38,9 +39,7 @@ class WebhookSubscription(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
-        from memory_engine.providers.http import redact_url  # the query string may hold a token
-
-        return f"{redact_url(self.url)} ({self.project})"
+        return f"{redact_url(self.url)} ({self.project})"  # the query string may hold a token
 
 
 class DeliveryStatus(models.TextChoices):

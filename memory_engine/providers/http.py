@@ -17,13 +17,13 @@ import ssl
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpcore
 import httpx
 
 from memory_engine.conf import engine_settings
 from memory_engine.guards import allowed_addresses
+from memory_engine.text import redact_url
 
 logger = logging.getLogger("memory_engine.providers")
 
@@ -42,18 +42,6 @@ class ProviderHTTPError(Exception):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         self.status = status
         super().__init__(message)
-
-
-def redact_url(url: str) -> str:
-    """The URL without credentials or query string, for messages and logs."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<invalid url>"
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 class RedactURLFilter(logging.Filter):
