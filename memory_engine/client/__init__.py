@@ -201,6 +201,8 @@ class SearchResult:
     evidence: str
     degraded: list[str] = field(default_factory=list)
     lexical_backend: str | None = None
+    #: candidates the instruction guard kept out (they read as instructions to an AI)
+    withheld: int = 0
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SearchResult:
