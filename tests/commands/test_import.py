@@ -101,7 +101,16 @@ def test_a_missing_store_or_file_is_an_error(tmp_path: Path, project: Any) -> No
         call_command("memory_engine_import", str(tmp_path / "missing.jsonl"), "--store", store.pk)
 
 
-def test_the_summary_counts_each_action_by_its_decision_reasons(project: Any) -> None:
+@pytest.fixture
+def real_embedder(settings: Any) -> None:
+    """The default embedder, named (the decisions below hang on its cosines): an earlier test of the
+    process may have left another one configured."""
+    from tests.conftest import use_embedder
+
+    use_embedder(settings, "onnx", MODEL="all-MiniLM-L6-v2", DIMENSIONS=384)
+
+
+def test_the_summary_counts_each_action_by_its_decision_reasons(project: Any, real_embedder: None) -> None:
     store = MemoryStoreFactory(project=project, name="accounts")
     out, status = run(CRM_NOTES, "--store", store.pk, "--batch-size", 5)
     assert status == 1  # line 11 is blank
