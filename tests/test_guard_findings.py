@@ -138,15 +138,20 @@ def bumped(monkeypatch: pytest.MonkeyPatch) -> str:
     return new
 
 
+def write_judged_earlier(store: Any, text: str, **kwargs: Any) -> Memory:
+    """A write whose findings an earlier version of the guard stored."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(guard, "version", lambda: "before0000000000")
+        return write(store, text, **kwargs)
+
+
 def test_a_new_guard_version_is_judged_again_by_the_sweep(project: Any, bumped: str) -> None:
     from memory_engine.services.guard_sweep import guard_counts
     from memory_engine.tasks import guard_sweep_task
 
     store = MemoryStoreFactory(project=project, tier=Tier.USER, subject_external_id="user-1")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(guard, "version", lambda: "before0000000000")
-        written = [write(store, fact, tags={"topic": "operations"}) for fact in FACTS[:3]]
-        planted = write(store, PLANTED)
+    written = [write_judged_earlier(store, fact, tags={"topic": "operations"}) for fact in FACTS[:3]]
+    planted = write_judged_earlier(store, PLANTED)
     assert guard_counts(store_ids=[store.pk])["memory_contents"] == {"rows": 4, "current": 0}
     guard_sweep_task([store.pk])  # what the schedule and the admin action queue
     assert guard_counts(store_ids=[store.pk]) == {"memory_contents": {"rows": 4, "current": 4},
@@ -165,9 +170,7 @@ def test_the_sweep_command_reports_progress_and_counts(project: Any, bumped: str
     from django.core.management import call_command
 
     store = MemoryStoreFactory(project=project)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(guard, "version", lambda: "before0000000000")
-        write(store, FACTS[3])
+    write_judged_earlier(store, FACTS[3])
     out = StringIO()
     call_command("memory_engine_guard_sweep", "--status", stdout=out)
     assert "memory_contents: 0 of 1 judged by guard bumped0000000000" in out.getvalue()
@@ -182,9 +185,7 @@ def test_the_admin_shows_and_starts_the_sweep(project: Any, bumped: str) -> None
     from django.test import Client
 
     store = MemoryStoreFactory(project=project)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(guard, "version", lambda: "before0000000000")
-        write(store, FACTS[4])
+    write_judged_earlier(store, FACTS[4])
     admin = Client()
     admin.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
     page = admin.get(f"/admin/memory_engine/memorystore/{store.pk}/change/").content.decode()
