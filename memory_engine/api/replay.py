@@ -13,26 +13,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_engine import strict
-from memory_engine.exceptions import StagedGenerationForbidden, StagedGenerationNotFound, TransformConfigNotFound
-from memory_engine.models import ApiKey, ReplayRun, TransformConfig
+from memory_engine.exceptions import StagedGenerationNotFound, TransformConfigNotFound
+from memory_engine.models import ReplayRun, TransformConfig
+from memory_engine.policy import GENERATION_PERMISSION, require_generation_access
 from memory_engine.services.documents.replay import generation_demote, generation_promote, transform_config_create
 
 from .exceptions import ERRORS
 from .scoping import ProjectScopedMixin
-
-#: What promote and demote need of a staff session (besides is_staff): changing replay runs.
-GENERATION_PERMISSION = "memory_engine.change_replayrun"
-
-
-def require_generation_access(request: Any, permission: str | None = None) -> None:
-    """Staged generations are operator tools: API keys (tenants, no admin scope exists) and
-    sessions without staff are refused with STAGED_GENERATION_FORBIDDEN (403); ``permission``
-    is the model permission a staff session also needs (superusers have every one)."""
-    user = getattr(request, "user", None)
-    if isinstance(request.auth, ApiKey) or user is None or not (user.is_staff or user.is_superuser):
-        raise StagedGenerationForbidden()
-    if permission is not None and not user.has_perm(permission):
-        raise StagedGenerationForbidden(details={"missing": [permission]})
 
 
 class TransformConfigSerializer(strict.ModelSerializer):
@@ -122,7 +109,7 @@ class ReplayRunViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retriev
 
     def _switch(self, request: Request, switch: Any) -> Response:
         run = self.get_object()  # another project's id: 404 first, like every id
-        require_generation_access(request, GENERATION_PERMISSION)
+        require_generation_access(self.caller, GENERATION_PERMISSION)
         run = switch(run=run, by=self.principal)
         return Response(ReplayRunSerializer(run).data, status=status.HTTP_200_OK)
 

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from memory_engine import strict
 from memory_engine.exceptions import AgentNotFound, ValidationFailed
 from memory_engine.models import Agent, EntityKind, Lineage, Provenance
-from memory_engine.policy import SEARCH, get_visible_or_404, reach
+from memory_engine.policy import SEARCH, get_visible_or_404, reach, require_generation_access
 from memory_engine.selectors.search import (
     DOCUMENT,
     EVIDENCE_GRADES,
@@ -27,7 +27,6 @@ from memory_engine.selectors.search import (
 
 from .exceptions import ERRORS, ErrorSerializer
 from .fields import TagFilterField
-from .replay import require_generation_access
 from .scoping import ProjectScopedMixin
 
 #: A staff session searching reads memories and documents (the admin playground asks the same).
@@ -219,7 +218,7 @@ class KnowledgeSearchView(ProjectScopedMixin, APIView):
         args = search_arguments(serializer.validated_data)
         agent_id, subject = args.pop("agent_id", None), args.pop("subject", None)
         if args.get("generation") is not None:
-            require_generation_access(request)
+            require_generation_access(self.caller)
         if agent_id:
             agent = get_visible_or_404(self.caller, Agent.objects.filter(project=self.project), agent_id,
                                        error=AgentNotFound, field="agent_id")

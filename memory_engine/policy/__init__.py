@@ -7,7 +7,8 @@ this package, and none keeps its own copy:
 
 * :mod:`.principals`: who acts (:class:`Principal`: an API key, a staff user, a superuser, the system);
 * :mod:`.decisions`: which rows a principal sees for an action (:func:`visible`, a filter inside
-  the SQL) and whether it may act on one object (:func:`allows`, :func:`require`);
+  the SQL), whether it may act on one object (:func:`allows`, :func:`require`), and who may use
+  staged generations (:func:`require_generation_access`);
 * :mod:`.legal_hold`: the one legal-hold check every delete and redaction path calls, and who
   may release a hold;
 * :mod:`.tagging`: the grant tags a new document or store gets (owner, ``share``).
@@ -18,6 +19,7 @@ The grammar of grant lists (actions, patterns) is :mod:`memory_engine.grants`.
 from memory_engine.grants import ACTIONS, ADD, FORGET, HOLD, PURGE, SEARCH, Grants, owner_tag, share_tag
 
 from .decisions import (
+    GENERATION_PERMISSION,
     HOLD_PERMISSION,
     TAG_FILTERS,
     allows,
@@ -28,6 +30,7 @@ from .decisions import (
     reach,
     receipts_visible,
     require,
+    require_generation_access,
     require_unrestricted,
     sees,
     tag_filter,
@@ -50,6 +53,7 @@ __all__ = [
     "ACTIONS",
     "ADD",
     "FORGET",
+    "GENERATION_PERMISSION",
     "HOLD",
     "HOLD_PERMISSION",
     "PURGE",
@@ -74,6 +78,7 @@ __all__ = [
     "receipts_visible",
     "releases_hold",
     "require",
+    "require_generation_access",
     "require_hold_release",
     "require_unrestricted",
     "sees",

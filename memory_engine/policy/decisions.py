@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from django.db.models import Exists, F, Func, Model, OuterRef, Q, QuerySet
 
-from memory_engine.exceptions import GrantRequired, NotFound
+from memory_engine.exceptions import GrantRequired, NotFound, StagedGenerationForbidden
 from memory_engine.grants import HOLD, SEARCH
 from memory_engine.models import (
     Agent,
@@ -51,15 +51,19 @@ from memory_engine.models.memories import Tier
 
 from .principals import Principal, PrincipalKind
 
-__all__ = ["HOLD_PERMISSION", "allows", "get_visible_or_404", "lookup_action", "may_purge_project", "object_tags",
-           "reach", "receipts_visible", "require", "require_unrestricted", "sees", "tag_filter", "unrestricted_only",
-           "visible"]
+__all__ = ["GENERATION_PERMISSION", "HOLD_PERMISSION", "allows", "get_visible_or_404", "lookup_action",
+           "may_purge_project", "object_tags", "reach", "receipts_visible", "require", "require_generation_access",
+           "require_unrestricted", "sees", "tag_filter", "unrestricted_only", "visible"]
 
 M = TypeVar("M", bound=Model)
 
 #: The Django permission a staff user needs to release a legal hold (besides a ``hold`` grant
 #: when the user has grants).
 HOLD_PERMISSION = "memory_engine.release_legal_hold"
+
+#: What promoting or demoting a staged generation needs of a staff user besides staff: changing
+#: replay runs.
+GENERATION_PERMISSION = "memory_engine.change_replayrun"
 
 
 def _own_store(agent_ref: str, tags: list[str]) -> Exists:
@@ -247,6 +251,20 @@ def require_unrestricted(principal: Principal, action: str = SEARCH) -> None:
     (403 GRANT_REQUIRED, ``details.scope: "project"``)."""
     if principal.restricted:
         raise GrantRequired(details={"action": action, "scope": "project"})
+
+
+def require_generation_access(principal: Principal, permission: str | None = None) -> None:
+    """Staged generations (generation search, promote, demote) are operator tools: an API key (a
+    tenant; no admin scope exists) and a user without staff are refused with
+    STAGED_GENERATION_FORBIDDEN (403); ``permission`` is the model permission a staff user also
+    needs (``details.missing``; superusers and the system have every one)."""
+    if principal.kind == PrincipalKind.KEY:
+        raise StagedGenerationForbidden()
+    user = principal.user
+    if principal.kind == PrincipalKind.USER and not (user is not None and (user.is_staff or user.is_superuser)):
+        raise StagedGenerationForbidden()
+    if permission is not None and not principal.has_perm(permission):
+        raise StagedGenerationForbidden(details={"missing": [permission]})
 
 
 def unrestricted_only(principal: Principal, queryset: QuerySet[M]) -> QuerySet[M]:
