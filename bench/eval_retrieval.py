@@ -267,7 +267,7 @@ def load_scifact_chunked(project_name: str, docs: list[dict[str, Any]], provider
 
 
 def eval_scifact(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> dict[str, Any]:
-    from memory_engine.selectors.search import knowledge_search
+    from memory_engine.selectors.search import SearchRequest, knowledge_search
 
     root = args.data / "scifact"
     qrels = read_qrels(Path(args.qrels))
@@ -314,8 +314,8 @@ def eval_scifact(args: argparse.Namespace, provider: CachedEmbeddingProvider) ->
         metrics: dict[str, list[float]] = defaultdict(list)
         started = time.time()
         for qid in query_ids:
-            hits = knowledge_search(project=project, query=queries[qid], limit=100, channels=channels,
-                                    generation=generation).results
+            hits = knowledge_search(SearchRequest(project=project, query=queries[qid], limit=100, channels=channels,
+                                                  generation=generation)).results
             ranked = documents_of(hits)
             rel = qrels[qid]
             metrics["ndcg@10"].append(ndcg_at(ranked, rel, 10))
@@ -323,7 +323,8 @@ def eval_scifact(args: argparse.Namespace, provider: CachedEmbeddingProvider) ->
             metrics["recall@100"].append(recall_at(ranked, rel, 100))
             metrics["mrr@10"].append(mrr_at(ranked, rel, 10))
             if mode == "hybrid":  # the default configuration: limit 10, so per-channel depth 10
-                answer = knowledge_search(project=project, query=queries[qid], limit=10, generation=generation)
+                answer = knowledge_search(SearchRequest(project=project, query=queries[qid], limit=10,
+                                                        generation=generation))
                 top10 = documents_of(answer.results)
                 metrics["ndcg@10 (limit=10)"].append(ndcg_at(top10, rel, 10))
                 metrics["recall@10 (limit=10)"].append(recall_at(top10, rel, 10))
@@ -397,7 +398,7 @@ def load_locomo(conversations: list[dict[str, Any]], provider: CachedEmbeddingPr
 
 
 def eval_locomo(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> dict[str, Any]:
-    from memory_engine.selectors.search import knowledge_search
+    from memory_engine.selectors.search import SearchRequest, knowledge_search
 
     conversations = json.loads(args.locomo.read_text())
     loaded = load_locomo(conversations, provider)
@@ -415,9 +416,9 @@ def eval_locomo(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> 
     for mode, channels in selected_modes(args):
         by_cat: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for sample_id, question, category, evidence in questions:
-            answer = knowledge_search(project=loaded["project"], query=question,
-                                      memory_store_ids=[loaded["stores"][sample_id].pk], limit=10,
-                                      channels=channels)
+            answer = knowledge_search(SearchRequest(project=loaded["project"], query=question,
+                                                    memory_store_ids=[loaded["stores"][sample_id].pk], limit=10,
+                                                    channels=channels))
             hits = answer.results
             ranked: list[str] = []
             for hit in hits:  # a memory may stand for several identical turns

@@ -92,7 +92,7 @@ def main() -> None:
 
     from memory_engine.models import Chunk, Document, Memory, MemoryContent, MemoryStore, Project
     from memory_engine.providers.embeddings import require_embedding_provider
-    from memory_engine.selectors.search import knowledge_search
+    from memory_engine.selectors.search import SearchRequest, knowledge_search
     from memory_engine.services.embedding_models import (
         embedding_model_build,
         embedding_model_register,
@@ -141,7 +141,7 @@ def main() -> None:
                 current = phase[0]
                 began = time.perf_counter()
                 try:
-                    hits = knowledge_search(project=project, query=query, limit=10, **scope).results
+                    hits = knowledge_search(SearchRequest(project=project, query=query, limit=10, **scope)).results
                     outcome = "ok" if hits else "empty"
                 except Exception as exc:  # noqa: BLE001  (counted: the figure is how many)
                     outcome = f"failed: {type(exc).__name__}: {exc}"[:200]

@@ -111,7 +111,7 @@ def measure_writes_and_searches(args: argparse.Namespace, tables: tuple[str, ...
     from write import sentences
 
     from memory_engine.models import MemoryStore, Project
-    from memory_engine.selectors.search import knowledge_search
+    from memory_engine.selectors.search import SearchRequest, knowledge_search
     from memory_engine.services.memories import memory_write
     from memory_engine.services.stores import project_delete
 
@@ -144,7 +144,8 @@ def measure_writes_and_searches(args: argparse.Namespace, tables: tuple[str, ...
         took = []
         for text in texts[: args.searches]:
             started = time.perf_counter()
-            knowledge_search(project=project, query=text[:60], memory_store_ids=[store.pk], channels=channels)
+            knowledge_search(SearchRequest(project=project, query=text[:60], memory_store_ids=[store.pk],
+                                           channels=channels))
             took.append(time.perf_counter() - started)
         searches[name] = summary_ms(took)
         rows.append([f"search, {name}", searches[name]["p50_ms"], searches[name]["p95_ms"]])

@@ -123,14 +123,14 @@ def collect(qs: list[dict[str, Any]], loaded: dict[str, Any]) -> list[dict[str, 
     features of each (memory_engine.relevance.answer_features: the code the search runs)."""
     from memory_engine.knowledge_config import search_kwargs
     from memory_engine.relevance import answer_features
-    from memory_engine.selectors.search import knowledge_search
+    from memory_engine.selectors.search import SearchRequest, knowledge_search
 
     records = []
     started = time.time()
     for n, q in enumerate(qs):
         where = scope(q, loaded)
         kwargs = {**search_kwargs(where["config"]), "limit": DEPTH}
-        hits = knowledge_search(project=where["project"], query=q["text"], **kwargs).results
+        hits = knowledge_search(SearchRequest(project=where["project"], query=q["text"], **kwargs)).results
         features = answer_features(hits)
         relevant = set(q["relevant"])
         rows = []
@@ -289,13 +289,14 @@ def measure(qs: list[dict[str, Any]], loaded: dict[str, Any]) -> dict[str, dict[
     from memory_engine.injection import inject_knowledge
     from memory_engine.knowledge_config import search_kwargs
     from memory_engine.policy import SYSTEM
-    from memory_engine.selectors.search import knowledge_search
+    from memory_engine.selectors.search import SearchRequest, knowledge_search
 
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     started = time.time()
     for n, q in enumerate(qs):
         where = scope(q, loaded)
-        searched = knowledge_search(project=where["project"], query=q["text"], **search_kwargs(where["config"]))
+        searched = knowledge_search(SearchRequest(project=where["project"], query=q["text"],
+                                                  **search_kwargs(where["config"])))
         _, injected = inject_knowledge([{"role": "user", "content": q["text"]}], project=where["project"],
                                        config=where["config"], caller=SYSTEM)
         relevant = set(q["relevant"])

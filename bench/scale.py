@@ -128,10 +128,10 @@ def search_latency(project: Any, store_ids: list[str], queries: list[str]) -> di
     (:func:`turn_findings`): a read judges nothing, cold or warm."""
     from memory_engine import instruction_guard
     from memory_engine.instruction_guard import classifier
-    from memory_engine.selectors.search import knowledge_search
+    from memory_engine.selectors.search import SearchRequest, knowledge_search
 
     def timed() -> list[float]:
-        return [knowledge_search(project=project, query=query, memory_store_ids=store_ids, limit=10)
+        return [knowledge_search(SearchRequest(project=project, query=query, memory_store_ids=store_ids, limit=10))
                 .timings["search_ms"] for query in queries]
 
     classifier.clear_cache()

@@ -249,7 +249,7 @@ def shapes(project: Any, stores: list[Any]) -> dict[str, dict[str, Any]]:
 
 
 def as_search_kwargs(body: dict[str, Any]) -> dict[str, Any]:
-    """A request body as knowledge_search's keyword arguments (agent_id + subject: an Actor)."""
+    """A request body as SearchRequest fields (agent_id + subject: an Actor)."""
     from memory_engine.models import Agent
     from memory_engine.selectors.search import Actor
 
@@ -263,7 +263,7 @@ def as_search_kwargs(body: dict[str, Any]) -> dict[str, Any]:
 def server_side(project: Any, stores: list[Any], queries: list[str], concurrency: int) -> dict[str, Any]:
     from django.db import connections
 
-    from memory_engine.selectors.search import knowledge_search
+    from memory_engine.selectors.search import SearchRequest, knowledge_search
 
     out = {}
     for shape, body in shapes(project, stores).items():
@@ -273,7 +273,7 @@ def server_side(project: Any, stores: list[Any], queries: list[str], concurrency
 
         def run(query: str, kwargs: dict[str, Any] = kwargs, lock: threading.Lock = lock,
                 timings: list[float] = timings) -> None:
-            result = knowledge_search(project=project, query=query, limit=10, **kwargs)
+            result = knowledge_search(SearchRequest(project=project, query=query, limit=10, **kwargs))
             with lock:
                 timings.append(result.timings["search_ms"])
 
@@ -370,7 +370,7 @@ def stage_latency(project: Any, stores: list[Any], queries: list[str]) -> dict[s
     from django.conf import settings
     from django.test.utils import override_settings
 
-    from memory_engine.selectors.search import knowledge_search
+    from memory_engine.selectors.search import SearchRequest, knowledge_search
 
     base = dict(getattr(settings, "MEMORY_ENGINE", None) or {})
     out: dict[str, Any] = {"links": load_links(project)}
@@ -386,7 +386,7 @@ def stage_latency(project: Any, stores: list[Any], queries: list[str]) -> dict[s
                 with override_settings(MEMORY_ENGINE=overrides):
                     rows: list[dict[str, float]] = []
                     for i, q in enumerate(queries[:5] + queries):
-                        result = knowledge_search(project=project, query=q, limit=10, **kwargs)
+                        result = knowledge_search(SearchRequest(project=project, query=q, limit=10, **kwargs))
                         assert "rerank_unavailable" not in result.degraded, result.degraded
                         if i >= 5:  # the first five warm up
                             rows.append(result.timings)

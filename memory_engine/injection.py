@@ -37,7 +37,7 @@ from memory_engine.knowledge_config import (
 )
 from memory_engine.models import Agent, Memory, Project
 from memory_engine.policy import SEARCH, Principal, reach
-from memory_engine.selectors.search import Actor, SearchHit, SearchResult, knowledge_search
+from memory_engine.selectors.search import Actor, SearchHit, SearchRequest, SearchResult, knowledge_search
 from memory_engine.text import content_text, validate_messages
 
 __all__ = [
@@ -180,7 +180,7 @@ def prepend_knowledge(messages: list[dict[str, Any]], message: dict[str, str] | 
 
 
 def model_search_kwargs(config: dict[str, Any]) -> dict[str, Any]:
-    """knowledge_search keyword arguments for what goes to a model (push injection, the
+    """SearchRequest fields for what goes to a model (push injection, the
     search_knowledge tool): the config's (:func:`search_kwargs`), with its ``min_relevance`` or
     else SEARCH_MIN_RELEVANCE, so only relevant hits come back, up to ``limit``."""
     kwargs = search_kwargs(config)
@@ -223,6 +223,7 @@ def inject_knowledge(
     if not query:
         return list(messages), SearchResult(results=[])
     actor = Actor(agent=agent, subject=subject) if agent is not None else None
-    result = knowledge_search(project=project, query=query, guard_path="context", facet=facet, actor=actor,
-                              access_tags=reach(caller, SEARCH), **model_search_kwargs(merged))
+    result = knowledge_search(SearchRequest(project=project, query=query, guard_path="context", facet=facet,
+                                            actor=actor, access_tags=reach(caller, SEARCH),
+                                            **model_search_kwargs(merged)))
     return prepend_knowledge(messages, knowledge_message(result.results, result.evidence)), result

@@ -42,31 +42,33 @@ def normalize_knowledge_config(config: Any, *, field: str = "knowledge_config") 
     if unknown:
         raise KnowledgeConfigInvalid(f"`{field}` has unknown keys: {', '.join(unknown)}.",
                                      details={"unknown_keys": unknown})
-    out: dict[str, Any] = {}
-    for key in ARRAY_KEYS:
-        if config.get(key) is not None:
-            value = config[key]
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise KnowledgeConfigInvalid(f"`{field}.{key}` must be a list of strings.", details={"key": key})
-            out[key] = _unique(value)
-    if config.get("tags") is not None:
-        if not isinstance(config["tags"], dict):
+    given = {key: value for key, value in config.items() if value is not None}
+    out: dict[str, Any] = {key: _array(field, key, given[key]) for key in ARRAY_KEYS if key in given}
+    if "tags" in given:
+        if not isinstance(given["tags"], dict):
             raise KnowledgeConfigInvalid(f"`{field}.tags` must be a JSON object.",
                                          details={"key": "tags"})
-        out["tags"] = dict(config["tags"])
-    for key in SCALAR_KEYS:
-        if config.get(key) is not None:
-            value = config[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise KnowledgeConfigInvalid(f"`{field}.{key}` must be a number.",
-                                             details={"key": key})
-            if key == "min_relevance" and not 0 <= value <= 1:
-                raise KnowledgeConfigInvalid(f"`{field}.min_relevance` must be a number from 0 to 1.",
-                                             details={"key": key})
-            out[key] = value
-    if config.get("write_memory_store_id") is not None:
-        out["write_memory_store_id"] = config["write_memory_store_id"]
+        out["tags"] = dict(given["tags"])
+    out.update({key: _scalar(field, key, given[key]) for key in SCALAR_KEYS if key in given})
+    if "write_memory_store_id" in given:
+        out["write_memory_store_id"] = given["write_memory_store_id"]
     return out
+
+
+def _array(field: str, key: str, value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise KnowledgeConfigInvalid(f"`{field}.{key}` must be a list of strings.", details={"key": key})
+    return _unique(value)
+
+
+def _scalar(field: str, key: str, value: Any) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise KnowledgeConfigInvalid(f"`{field}.{key}` must be a number.",
+                                     details={"key": key})
+    if key == "min_relevance" and not 0 <= value <= 1:
+        raise KnowledgeConfigInvalid(f"`{field}.min_relevance` must be a number from 0 to 1.",
+                                     details={"key": key})
+    return value
 
 
 def merge_knowledge_config(base: dict[str, Any] | None, override: dict[str, Any] | None) -> dict[str, Any]:
@@ -83,7 +85,7 @@ def merge_knowledge_config(base: dict[str, Any] | None, override: dict[str, Any]
 
 
 def search_kwargs(config: dict[str, Any]) -> dict[str, Any]:
-    """knowledge_config -> knowledge_search keyword arguments (min_score is a raw cosine floor;
+    """knowledge_config -> SearchRequest fields (min_score is a raw cosine floor;
     min_relevance, when set, the relevance threshold: injection supplies the deployment's otherwise)."""
     kwargs: dict[str, Any] = {key: config[key] for key in (*ARRAY_KEYS, "tags") if config.get(key)}
     if config.get("min_score") is not None:

@@ -15,7 +15,7 @@ from memory_engine.injection import render_knowledge_block
 from memory_engine.instruction_guard import CLASSIFIED, Finding
 from memory_engine.models import Chunk, Memory, MemoryContent
 from memory_engine.models.memories import Tier
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from memory_engine.services.memories import memory_write
 from tests.factories import MemoryStoreFactory
 from tests.pdfs import build_pdf, prose
@@ -57,7 +57,8 @@ def test_a_user_tier_instruction_is_stored_and_never_read(project: Any) -> None:
     kept = write(store, FACTS[1])
     planted = write(store, PLANTED)
     assert Finding.stored(MemoryContent.objects.get(pk=planted.content_id).guard).verdict("read").blocked
-    result = knowledge_search(project=project, query="customer list refunds", memory_store_ids=[store.pk])
+    result = knowledge_search(SearchRequest(project=project, query="customer list refunds",
+                                            memory_store_ids=[store.pk]))
     assert planted.pk not in {hit.id for hit in result.results}
     assert kept.pk in {hit.id for hit in result.results}
     assert result.withheld == 1
@@ -78,7 +79,8 @@ def test_a_search_and_an_agent_context_call_no_classifier_on_judged_rows(client:
     guard._assessed.clear()  # a process meeting these texts for the first time
     guard.classifier.clear_cache()
     before = classified()
-    result = knowledge_search(project=project, query="when does the office move", memory_store_ids=[store.pk])
+    result = knowledge_search(SearchRequest(project=project, query="when does the office move",
+                                            memory_store_ids=[store.pk]))
     assert result.results and classified() == before
     response = client.post("/api/v1/knowledge/search",
                            {"query": "payroll closing date", "memory_store_ids": [store.pk]}, format="json")
@@ -90,7 +92,7 @@ def test_a_text_changed_behind_the_funnel_is_judged_again_on_read(project: Any) 
     store = MemoryStoreFactory(project=project, tier=Tier.USER, subject_external_id="user-1")
     memory = write(store, FACTS[2])
     MemoryContent.objects.filter(pk=memory.content_id).update(text=PLANTED)  # its finding was of the old text
-    result = knowledge_search(project=project, query="customer list", memory_store_ids=[store.pk])
+    result = knowledge_search(SearchRequest(project=project, query="customer list", memory_store_ids=[store.pk]))
     assert memory.pk not in {hit.id for hit in result.results} and result.withheld == 1
 
 
@@ -100,7 +102,7 @@ def test_a_finding_of_another_guard_version_is_not_trusted(project: Any) -> None
     stale = {**MemoryContent.objects.get(pk=memory.content_id).guard, "version": "0000000000000000", "hit": None,
              "plain": 0.0}
     MemoryContent.objects.filter(pk=memory.content_id).update(guard=stale)
-    result = knowledge_search(project=project, query="customer list", memory_store_ids=[store.pk])
+    result = knowledge_search(SearchRequest(project=project, query="customer list", memory_store_ids=[store.pk]))
     assert memory.pk not in {hit.id for hit in result.results}
 
 
@@ -119,8 +121,8 @@ def test_an_instruction_planted_in_a_document_never_reaches_knowledge(client: An
     assert response.status_code == 202, response.json()
     chunks = list(Chunk.objects.filter(document_id=response.json()["id"]))
     assert chunks and all(Finding.stored(chunk.guard) is not None for chunk in chunks)
-    result = knowledge_search(project=project, query="admin password cooling units maintenance window",
-                              document_ids=[response.json()["id"]])
+    result = knowledge_search(SearchRequest(project=project, query="admin password cooling units maintenance window",
+                                            document_ids=[response.json()["id"]]))
     block = render_knowledge_block(result.results)
     assert "hunter2" not in block and "disregard" not in block
     assert result.withheld >= 1
@@ -160,7 +162,8 @@ def test_a_new_guard_version_is_judged_again_by_the_sweep(project: Any, bumped: 
                                                   "memories": {"rows": 4, "current": 4}}
     assert MemoryContent.objects.get(pk=planted.content_id).guard["version"] == bumped
     before = classified()
-    result = knowledge_search(project=project, query="customer list staging database", memory_store_ids=[store.pk])
+    result = knowledge_search(SearchRequest(project=project, query="customer list staging database",
+                                            memory_store_ids=[store.pk]))
     assert classified() == before and result.withheld == 1
     assert {hit.id for hit in result.results} <= {memory.pk for memory in written}
 
@@ -238,7 +241,8 @@ def test_an_ingestion_rule_may_trust_its_documents(client: Any, project: Any, dj
     document_id = uploaded.json()["id"]
     assert IngestionRule.objects.get(pk=response.json()["id"]).guard_policy == "trust"
     assert {chunk.guard["by"] for chunk in Chunk.objects.filter(document_id=document_id)} == {"trusted"}
-    result = knowledge_search(project=project, query="phishing drill attack text", document_ids=[document_id])
+    result = knowledge_search(SearchRequest(project=project, query="phishing drill attack text",
+                                            document_ids=[document_id]))
     assert result.withheld == 0 and any("Phishing drill" in hit.text for hit in result.results)
     refused = client.post("/api/v1/ingestion-rules", {
         "content_type_glob": "text/*", "converter_type": "callable",

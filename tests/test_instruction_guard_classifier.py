@@ -20,7 +20,7 @@ from memory_engine.instruction_guard.normal import canonical, normalise, payload
 from memory_engine.instruction_guard.rules import cues
 from memory_engine.models import Memory, MemoryAssertion
 from memory_engine.models.memories import Mechanism
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from memory_engine.services.memories import memory_write
 from tests.factories import AgentFactory
 
@@ -99,7 +99,8 @@ def test_review_cases_are_dropped_on_read(client: Any, project: Any, store: Any,
                                           hashing_embedder: None) -> None:
     planted = {legacy(store, text).pk for text in REVIEW.values()}
     clean = legacy(store, "Refund policy: refunds over 500 euros need a team lead.")
-    listed = [hit.id for hit in knowledge_search(project=project, memory_store_ids=[store.pk], limit=50).results]
+    listed = [hit.id for hit in knowledge_search(SearchRequest(project=project, memory_store_ids=[store.pk],
+                                                               limit=50)).results]
     assert listed == [clean.pk]
     agent = AgentFactory(project=project, knowledge_config={"memory_store_ids": [store.pk], "limit": 20})
     response = client.post(f"/api/v1/agents/{agent.pk}/context",
@@ -117,7 +118,7 @@ def test_lookalikes_are_stored_and_read(client: Any, project: Any, store: Any, h
     for text in LOOKALIKES:
         response = client.post("/api/v1/memories", {"memory_store_id": store.pk, "content": text}, format="json")
         assert response.status_code == 201, (text, response.json())
-    listed = knowledge_search(project=project, memory_store_ids=[store.pk], limit=50).results
+    listed = knowledge_search(SearchRequest(project=project, memory_store_ids=[store.pk], limit=50)).results
     assert len(listed) == len(LOOKALIKES)
 
 

@@ -37,7 +37,7 @@ from memory_engine.models import (
 from memory_engine.models.documents import DocumentStatus
 from memory_engine.models.memories import Mechanism, Outcome
 from memory_engine.redaction import converter_target
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from memory_engine.services.documents import chunking_label, resolve_chunking
 from memory_engine.services.ingestion_rules import glob_specificity, rule_for_content_type
 from memory_engine.services.rules import memory_rule_dry_run
@@ -173,7 +173,7 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
         try:
-            result = knowledge_search(
+            result = knowledge_search(SearchRequest(
                 project=data["project"], query=data["query"] or None,
                 memory_store_ids=[s.pk for s in data["stores"]] or None,
                 document_paths=[p.strip() for p in data["document_paths"].splitlines() if p.strip()] or None,
@@ -181,7 +181,7 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
                 recency_half_life_days=data["recency_half_life_days"] or 0, limit=data["limit"] or 10,
                 channels=tuple(data["channels"]) or ("vector", "lexical"),
                 access_tags=admin_access_tags(request),
-            )
+            ))
         except MemoryEngineError as exc:
             context["error"] = f"{exc.code}: {exc.message}"
         else:

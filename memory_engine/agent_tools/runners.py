@@ -29,7 +29,7 @@ from memory_engine.models import Agent, Generation, Memory, MemoryAssertion, Mem
 from memory_engine.models.memories import Mechanism, SourceType, Tier
 from memory_engine.policy import ADD, FORGET, SEARCH, Principal, access_tags_write, reach, require, sees, visible
 from memory_engine.selectors.memories import agent_visible_memories, drop_instruction_memories, in_facet, open_memory
-from memory_engine.selectors.search import Actor, knowledge_search
+from memory_engine.selectors.search import Actor, SearchRequest, knowledge_search
 from memory_engine.services.memories import MemoryFields, WriteResult, check_keywords, memory_write
 from memory_engine.services.memory_lifecycle import memory_forget
 from memory_engine.services.stores import subject_store_get_or_create
@@ -57,8 +57,9 @@ def run_search_knowledge(agent: Agent, arguments: dict[str, Any], *, caller: Pri
         kwargs["limit"] = limit
     if facet is None:
         facet = arguments.get("facet")
-    result = knowledge_search(project=agent.project, query=arguments["query"], guard_path="tools", facet=facet,
-                              actor=Actor(agent=agent, subject=subject), access_tags=reach(caller, SEARCH), **kwargs)
+    result = knowledge_search(SearchRequest(
+        project=agent.project, query=arguments["query"], guard_path="tools", facet=facet,
+        actor=Actor(agent=agent, subject=subject), access_tags=reach(caller, SEARCH), **kwargs))
     return render_knowledge_block(result.results, result.evidence) or NO_KNOWLEDGE_NOTE, result
 
 

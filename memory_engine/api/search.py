@@ -21,6 +21,7 @@ from memory_engine.selectors.search import (
     MEMORY,
     Actor,
     Degraded,
+    SearchRequest,
     SearchResult,
     knowledge_search,
 )
@@ -189,8 +190,8 @@ def search_response(result: SearchResult) -> Response:
 
 
 def search_arguments(data: dict[str, Any]) -> dict[str, Any]:
-    """The validated request as knowledge_search's keyword arguments: unset knobs and an
-    empty query are left to the function's defaults."""
+    """The validated request as SearchRequest's fields (and ``agent_id``, ``subject``): unset knobs
+    and an empty query are left to its defaults."""
     args = {key: value for key, value in data.items() if value is not None}
     if args.get("query") == "":
         args.pop("query")
@@ -223,5 +224,5 @@ class KnowledgeSearchView(ProjectScopedMixin, APIView):
             agent = get_visible_or_404(self.caller, Agent.objects.filter(project=self.project), agent_id,
                                        error=AgentNotFound, field="agent_id")
             args["actor"] = Actor(agent=agent, subject=subject)
-        result = knowledge_search(project=self.project, access_tags=reach(self.caller, SEARCH), **args)
+        result = knowledge_search(SearchRequest(project=self.project, access_tags=reach(self.caller, SEARCH), **args))
         return search_response(result)

@@ -20,7 +20,7 @@ from memory_engine.checks import _database_errors
 from memory_engine.exceptions import EmbeddingDimensionsTooLarge, EmbeddingModelNotActive, EmbeddingModelState
 from memory_engine.models import Chunk, EmbeddingModel, MemoryAssertion, MemoryContent
 from memory_engine.providers.embeddings import get_embedding_provider, reset_embedding_provider
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from memory_engine.services.documents.replay import transform_config_create
 from memory_engine.services.embedding_models import (
     active_model,
@@ -110,10 +110,10 @@ def test_switch_to_another_dimension_with_searches_running(models: Any) -> None:
         try:
             while not stop.is_set():
                 try:
-                    memories = knowledge_search(project=project, query="deploy window", limit=5,
-                                                memory_store_ids=[store.pk]).results
-                    chunks = knowledge_search(project=project, query="restart worker", limit=5,
-                                              document_ids=[document.pk]).results
+                    memories = knowledge_search(SearchRequest(project=project, query="deploy window", limit=5,
+                                                              memory_store_ids=[store.pk])).results
+                    chunks = knowledge_search(SearchRequest(project=project, query="restart worker", limit=5,
+                                                            document_ids=[document.pk])).results
                     outcomes.append("ok" if memories and chunks else f"empty:{len(memories)},{len(chunks)}")
                 except Exception as exc:  # noqa: BLE001  (the test counts every failure)
                     outcomes.append(f"failed:{type(exc).__name__}: {exc}")
@@ -144,8 +144,8 @@ def test_switch_to_another_dimension_with_searches_running(models: Any) -> None:
         assert set(rows.values_list("embedding_model", flat=True)) == {"test-hashing-256"}
         assert not rows.filter(embedding__isnull=True).exists()
     assert get_embedding_provider().model_name == "test-hashing-256"
-    hits = knowledge_search(project=project, query="canary ships on Fridays", limit=3,
-                            memory_store_ids=[store.pk]).results
+    hits = knowledge_search(SearchRequest(project=project, query="canary ships on Fridays", limit=3,
+                                          memory_store_ids=[store.pk])).results
     assert "canary" in hits[0].text
     # Writes after the switch embed with the new model.
     write(store, "A fact after the switch.")
@@ -176,8 +176,8 @@ def test_a_search_that_meets_the_swap_is_not_kept_waiting(models: Any, monkeypat
 
     def searching() -> None:
         try:
-            searched.append(knowledge_search(project=project, query="release train", limit=5,
-                                             memory_store_ids=[store.pk]).results[0].text)
+            searched.append(knowledge_search(SearchRequest(project=project, query="release train", limit=5,
+                                                           memory_store_ids=[store.pk])).results[0].text)
         finally:
             connections.close_all()
 
@@ -254,7 +254,7 @@ def test_a_halfvec_model_serves_search(models: Any) -> None:
     embedding_model_build(model=wide)
     embedding_model_switch(model=wide)
     assert column("memory_engine_chunk") == ("halfvec", 2500)
-    result = knowledge_search(project=project, query="restart worker 3", limit=3)
+    result = knowledge_search(SearchRequest(project=project, query="restart worker 3", limit=3))
     assert result.results and "degraded" not in str(result.degraded)
 
 
@@ -349,8 +349,9 @@ def test_the_same_model_moves_between_storages(models: Any, name: str, storage: 
     fresh = memory_write(store=store, content="The staging cluster is rebuilt every Sunday night.", principal="t")
     assert fresh.action == "created"
     assert MemoryContent.objects.get(pk=fresh.memory.content_id).embedding is not None
-    hits = knowledge_search(project=project, query="restart worker 3", limit=3).results
-    assert hits and "degraded" not in str(knowledge_search(project=project, query="deploy window").degraded)
+    hits = knowledge_search(SearchRequest(project=project, query="restart worker 3", limit=3)).results
+    assert hits and "degraded" not in str(knowledge_search(SearchRequest(project=project,
+                                                                         query="deploy window")).degraded)
 
 
 def test_a_storage_setting_that_the_columns_do_not_hold_is_flagged(models: Any) -> None:
@@ -387,7 +388,8 @@ def test_documents_ingested_in_either_storage_land_and_are_found(models: Any, mo
                                     path="/lanterns.txt", enqueue=False)
     ingested = document_ingest(document_id=document.pk)
     assert ingested is not None and ingested.status == "ready" and ingested.unembedded_chunks == 0
-    hits = knowledge_search(project=project, query="quartermaster lanterns", channels=("vector",)).results
+    hits = knowledge_search(SearchRequest(project=project, query="quartermaster lanterns",
+                                          channels=("vector",))).results
     assert len(hits) == 10 and (hits[0].document_id, hits[0].ranks["vector"]) == (document.pk, 1)
 
     vector = np.random.default_rng(3).standard_normal(384).astype(np.float32)

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from memory_engine.models import Chunk, Document
 from memory_engine.providers.embeddings import EmbeddingError
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from memory_engine.services.documents import (
     Upload,
     document_create,
@@ -54,7 +54,8 @@ def test_small_documents_share_embedder_calls(project, calls):
     assert all(d.status == "ready" and d.unembedded_chunks == 0 and d.total_chunks == 1 for d in ingested)
     for word, document in zip(WORDS, documents, strict=True):
         for channel in ("vector", "lexical"):
-            hits = knowledge_search(project=project, query=f"the {word}", channels=(channel,), limit=20).results
+            hits = knowledge_search(SearchRequest(project=project, query=f"the {word}", channels=(channel,),
+                                                  limit=20)).results
             assert document.pk in {hit.document_id for hit in hits}, (word, channel)
 
 

@@ -10,7 +10,7 @@ from django_q.models import Task
 
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.models import Document, DocumentVersion, RawCapture
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from memory_engine.services.documents import (
     Lineage,
     NewDocument,
@@ -142,7 +142,8 @@ def test_queued_ingestion_makes_them_ready_in_grouped_tasks(project, engine, com
     # each group's new chunks are then read into the entity graph, a task per group
     assert [size for size in sizes if size[0] != "documents_ingest_task"] == [("entities_documents_task", 4),
                                                                               ("entities_documents_task", 2)]
-    hits = knowledge_search(project=project, query="the cinnabar", channels=("lexical",), limit=5).results
+    hits = knowledge_search(SearchRequest(project=project, query="the cinnabar", channels=("lexical",),
+                                          limit=5)).results
     assert created[2].pk in {hit.document_id for hit in hits}
 
 

@@ -10,7 +10,7 @@ from django.db import DataError, connection, transaction
 
 from memory_engine.db import insert_rows
 from memory_engine.models import Chunk, Document
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from memory_engine.services.documents import document_create_text, document_ingest_many
 from tests.conftest import use_embedder
 
@@ -68,5 +68,6 @@ def test_ingested_chunks_are_found_by_both_channels(project: Any, settings: Any)
         chunk = Chunk.objects.get(document=document)
         assert chunk.embedding is not None and chunk.embedding_model == "all-MiniLM-L6-v2"
         for channel in ("vector", "lexical"):
-            hits = knowledge_search(project=project, query=f"{word} lighthouse", channels=(channel,)).results
+            hits = knowledge_search(SearchRequest(project=project, query=f"{word} lighthouse",
+                                                  channels=(channel,))).results
             assert document.pk in {hit.document_id for hit in hits}, (word, channel)

@@ -269,24 +269,25 @@ def test_a_failed_embedding_batch_is_stored_without_vectors(client, engine, sett
 
 
 def test_failing_embedder_still_makes_the_document_lexically_searchable(client, project, failing_embedder):
-    from memory_engine.selectors.search import knowledge_search
+    from memory_engine.selectors.search import SearchRequest, knowledge_search
 
     body = upload(client, pdf_file("four-pages.pdf"), wait="true").json()
     assert body["status"] == "ready"
     assert body["unembedded_chunks"] == body["total_chunks"] >= 4
-    hits = knowledge_search(project=project, query="hello", document_ids=[body["id"]], channels=("lexical",)).results
+    hits = knowledge_search(SearchRequest(project=project, query="hello", document_ids=[body["id"]],
+                                          channels=("lexical",))).results
     assert hits and {h.document_id for h in hits} == {body["id"]}
 
 
 def test_a_pdf_set_with_ligatures_is_found_by_its_words(client, project, extractor):
-    from memory_engine.selectors.search import knowledge_search
+    from memory_engine.selectors.search import SearchRequest, knowledge_search
 
     body = upload(client, pdf_file("ligatures.pdf"), wait="true").json()
     assert body["status"] == "ready", body["error"]
     assert [chunk.text for chunk in Chunk.objects.filter(document_id=body["id"])] == [LIGATURE_TEXT]
     # A query copied from the PDF, ligatures and all, reads as its letters too.
     for query in ("fluid workflow", "\ufb02uid work\ufb02ow", "office filing"):
-        hits = knowledge_search(project=project, query=query, channels=("lexical",)).results
+        hits = knowledge_search(SearchRequest(project=project, query=query, channels=("lexical",))).results
         assert [hit.document_id for hit in hits] == [body["id"]], query
 
 

@@ -21,7 +21,7 @@ from memory_engine.models import (
     MemoryStore,
     RawCapture,
 )
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from memory_engine.services.keys import api_key_create
 from memory_engine.services.retention import document_retention_sweep
 from tests.conftest import api_client, wait_for
@@ -54,7 +54,7 @@ def write(client, store_id, content, **extra):
 
 
 def search_ids(project, query, **kwargs):
-    return {hit.id for hit in knowledge_search(project=project, query=query, **kwargs).results}
+    return {hit.id for hit in knowledge_search(SearchRequest(project=project, query=query, **kwargs)).results}
 
 
 class TestDocuments:
@@ -230,12 +230,13 @@ class TestSubjectErasure:
             assert len(ids) == counts[table], table
         assert len(receipt["sha256"]) == 64 and receipt["principal"]
         # every read path is empty
-        hits = knowledge_search(project=project, query="Vexmoor Larkspur invoices lease",
-                                memory_store_ids=[store]).results
+        hits = knowledge_search(SearchRequest(project=project, query="Vexmoor Larkspur invoices lease",
+                                              memory_store_ids=[store])).results
         erased = {i for ids in receipt["ids"].values() for i in ids}
         assert hits == [] or not ({h.id for h in hits} & erased)
         assert not any("Vexmoor" in h.text or "Larkspur" in h.text for h in
-                       knowledge_search(project=project, query="Vexmoor Larkspur lease", limit=50).results)
+                       knowledge_search(SearchRequest(project=project, query="Vexmoor Larkspur lease",
+                                                      limit=50)).results)
         listed = client.get("/api/v1/memories", {"include_invalidated": "true"}).json()["results"]
         assert [m["id"] for m in listed] == [other["id"] if "id" in other else other["memory"]["id"]]
         for memory_id in receipt["ids"]["memory"]:

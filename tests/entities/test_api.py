@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from memory_engine.exceptions import ValidationFailed
 from memory_engine.models import Entity, EntityEdge
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from memory_engine.services.documents import document_create_text, document_ingest
 from memory_engine.services.entities import entities_extract_documents, entities_extract_memories
 from memory_engine.services.memories import memory_write
@@ -172,7 +172,7 @@ def test_search_kinds_refuses_another_kind(client: Any, project: Any, graph: dic
     body = refused.json()
     assert body["code"] == "VALIDATION_ERROR" and "kinds" in body["details"]["fields"]
     with pytest.raises(ValidationFailed) as raised:  # the Python service checks the same
-        knowledge_search(project=project, query="Lisbon", kinds=["planet"])
+        knowledge_search(SearchRequest(project=project, query="Lisbon", kinds=["planet"]))
     assert raised.value.details == {"field": "kinds"}
 
 

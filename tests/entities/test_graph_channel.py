@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from memory_engine.services.entities import entities_extract_memories
 from memory_engine.services.memories import memory_write
 from tests.access.helpers import tag
@@ -31,7 +31,8 @@ def facts(project: Any) -> dict[str, Any]:
 
 def search(project: Any, store: Any, settings: Any, **knobs: Any) -> list[Any]:
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, **knobs}
-    return knowledge_search(project=project, query=QUESTION, memory_store_ids=[store.pk], limit=3).results
+    return knowledge_search(SearchRequest(project=project, query=QUESTION, memory_store_ids=[store.pk],
+                                          limit=3)).results
 
 
 def test_off_by_default_and_no_graph_rank(project: Any, facts: dict[str, Any], settings: Any) -> None:
@@ -57,8 +58,9 @@ def test_the_graph_channel_keeps_to_the_scope(project: Any, facts: dict[str, Any
     hidden = memory_write(store=other, content="Dora leads the Porto office on Thursday.", principal="test").memory
     entities_extract_memories()
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "SEARCH_GRAPH_WEIGHT": 1.0, "SEARCH_GRAPH_HOPS": 1}
-    hits = knowledge_search(project=project, query=QUESTION, memory_store_ids=[facts["store"].pk], limit=10,
-                            access_tags=["team:a"]).results
+    hits = knowledge_search(SearchRequest(project=project, query=QUESTION, memory_store_ids=[facts["store"].pk],
+                                          limit=10,
+                                          access_tags=["team:a"])).results
     assert hidden.pk not in {hit.id for hit in hits}
 
 
@@ -66,11 +68,13 @@ def test_the_graph_channel_keeps_to_the_entity_kinds(project: Any, facts: dict[s
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "SEARCH_GRAPH_WEIGHT": 1.0}
     query = "What happens at the Porto office?"
     ids = facts["ids"]
-    every = knowledge_search(project=project, query=query, memory_store_ids=[facts["store"].pk], limit=10).results
+    every = knowledge_search(SearchRequest(project=project, query=query, memory_store_ids=[facts["store"].pk],
+                                           limit=10)).results
     assert {hit.id for hit in every if "graph" in hit.ranks} == {
         ids["The Porto office tests its generator every Thursday."], ids["Ana leads the Porto office."]}
-    people = knowledge_search(project=project, query=query, memory_store_ids=[facts["store"].pk], limit=10,
-                              kinds=["person"]).results
+    people = knowledge_search(SearchRequest(project=project, query=query, memory_store_ids=[facts["store"].pk],
+                                            limit=10,
+                                            kinds=["person"])).results
     # the generator's memory names Porto but no person: no channel ranks it
     assert {hit.id for hit in people if "graph" in hit.ranks} == {ids["Ana leads the Porto office."]}
     assert {hit.id for hit in people} <= {ids[text] for text in FACTS if text.split()[0] in ("Ana", "Bruno", "Carla")}

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from memory_engine.services.memories import memory_write
 from memory_engine.services.memory_lifecycle import memory_sweep
 from tests.conftest import wait_for
@@ -40,7 +40,7 @@ def test_expired_memory_is_not_listed_opened_read_or_searched_before_the_sweep(c
         response = client.get(url)
         assert response.status_code == 404 and response.json() == unknown
     assert client.delete(f"/api/v1/memories/{gone.pk}").status_code == 404
-    hits = knowledge_search(project=project, query="parking garage", memory_store_ids=[store.pk]).results
+    hits = knowledge_search(SearchRequest(project=project, query="parking garage", memory_store_ids=[store.pk])).results
     assert [h.id for h in hits] == [kept.pk]
 
     counts = memory_sweep()

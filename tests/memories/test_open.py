@@ -7,7 +7,7 @@ import pytest
 
 from memory_engine.injection import render_knowledge_block
 from memory_engine.models import Memory, MemoryContent
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from memory_engine.services.memories import memory_write
 from memory_engine.services.memory_lifecycle import memory_forget
 from memory_engine.text import text_preview
@@ -51,7 +51,8 @@ def test_a_10kb_memory_is_previewed_in_recall_and_opened_whole(client, project):
     store = MemoryStoreFactory(project=project)
     body = long_text()
     memory = write(store, body)
-    hit = knowledge_search(project=project, query="ferry timetable", memory_store_ids=[store.pk]).results[0]
+    hit = knowledge_search(SearchRequest(project=project, query="ferry timetable",
+                                         memory_store_ids=[store.pk])).results[0]
     assert hit.id == memory.pk and hit.has_full_body
     assert len(hit.content_preview.encode()) <= 8192 and body.startswith(hit.content_preview)
     block = render_knowledge_block([hit])
@@ -70,7 +71,7 @@ def test_a_10kb_memory_is_previewed_in_recall_and_opened_whole(client, project):
 def test_a_short_memory_has_no_full_body_flag(project):
     store = MemoryStoreFactory(project=project)
     write(store, "The ferry leaves at nine.")
-    hit = knowledge_search(project=project, query="ferry", memory_store_ids=[store.pk]).results[0]
+    hit = knowledge_search(SearchRequest(project=project, query="ferry", memory_store_ids=[store.pk])).results[0]
     assert hit.has_full_body is False and hit.content_preview == hit.text
     assert "open memory" not in render_knowledge_block([hit])
 

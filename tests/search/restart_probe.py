@@ -28,7 +28,7 @@ def main(phase: str) -> None:
     from django.core.management import call_command
 
     from memory_engine.models import MemoryStore, Project
-    from memory_engine.selectors.search import knowledge_search
+    from memory_engine.selectors.search import SearchRequest, knowledge_search
     from tests.search.helpers import make_document, write
 
     if phase == "setup":
@@ -45,8 +45,8 @@ def main(phase: str) -> None:
     answers = {}
     for query in QUERIES:
         for channels in (("lexical",), ("vector", "lexical")):
-            result = knowledge_search(project=project, query=query, memory_store_ids=[store.pk],
-                                      document_paths=["/"], limit=10, channels=channels)
+            result = knowledge_search(SearchRequest(project=project, query=query, memory_store_ids=[store.pk],
+                                                    document_paths=["/"], limit=10, channels=channels))
             answers[f"{'+'.join(channels)}:{query}"] = [[h.id, round(h.score, 9)] for h in result.results]
     print(json.dumps(answers))
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from memory_engine.models import Document, EvidenceLink, Memory
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from memory_engine.selectors.search.boosts import BOOST_MAX, BOOST_MIN, apply_boosts, corroboration_boost
 from memory_engine.services.keys import api_key_create
 from memory_engine.services.links import evidence_link_create
@@ -93,8 +93,9 @@ def evidence(project: Any, store: Any) -> dict[str, Any]:
 
 
 def search_scores(project: Any, store: Any) -> dict[str, float]:
-    return scores(knowledge_search(project=project, query="when does the office open", memory_store_ids=[store.pk],
-                                   document_paths=["/hours/"]))
+    return scores(knowledge_search(SearchRequest(project=project, query="when does the office open",
+                                                 memory_store_ids=[store.pk],
+                                                 document_paths=["/hours/"])))
 
 
 @pytest.mark.usefixtures("lexical_backend")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from memory_engine.services.memories import memory_write
 from tests.factories import MemoryStoreFactory
 
@@ -37,23 +37,23 @@ def found(result) -> set[str]:
 
 def test_tags_with_store_ids_narrow_the_memories_to_those_stores(project, deploy_notes):
     first, _, rows = deploy_notes
-    tagged = knowledge_search(project=project, query="deploys", tags=TEAM_A)
+    tagged = knowledge_search(SearchRequest(project=project, query="deploys", tags=TEAM_A))
     assert found(tagged) == {rows["first-a"].pk, rows["second-a"].pk, "/a/deploy.txt", "/c/deploy.txt"}
-    stored = knowledge_search(project=project, query="deploys", memory_store_ids=[first.pk])
+    stored = knowledge_search(SearchRequest(project=project, query="deploys", memory_store_ids=[first.pk]))
     assert found(stored) == {rows["first-a"].pk, rows["first-b"].pk}
-    both = knowledge_search(project=project, query="deploys", memory_store_ids=[first.pk], tags=TEAM_A)
+    both = knowledge_search(SearchRequest(project=project, query="deploys", memory_store_ids=[first.pk], tags=TEAM_A))
     # memories: the named store's tagged ones only; documents: the tagged ones (no path named)
     assert found(both) == {rows["first-a"].pk, "/a/deploy.txt", "/c/deploy.txt"}
 
 
 def test_tags_with_document_paths_narrow_the_documents_to_those_prefixes(project, deploy_notes):
     _, _, rows = deploy_notes
-    by_path = knowledge_search(project=project, query="deploy", document_paths=["/a/", "/b/"])
+    by_path = knowledge_search(SearchRequest(project=project, query="deploy", document_paths=["/a/", "/b/"]))
     assert found(by_path) == {"/a/deploy.txt", "/b/deploy.txt"}
-    both = knowledge_search(project=project, query="deploy", document_paths=["/a/", "/b/"], tags=TEAM_A)
+    both = knowledge_search(SearchRequest(project=project, query="deploy", document_paths=["/a/", "/b/"], tags=TEAM_A))
     # documents: under the prefixes and tagged; memories: every store's tagged ones
     assert found(both) == {"/a/deploy.txt", rows["first-a"].pk, rows["second-a"].pk}
-    by_id = knowledge_search(project=project, query="deploy", document_ids=[rows["/b/"].pk], tags=TEAM_A)
+    by_id = knowledge_search(SearchRequest(project=project, query="deploy", document_ids=[rows["/b/"].pk], tags=TEAM_A))
     assert {hit.document_path for hit in by_id.results if hit.source == "document"} == set()
 
 
@@ -65,11 +65,12 @@ def test_superseded_memories_never_appear(project, store):
     assert new.action == "superseded" and new.memory.tags == {"kind": "profile"}
     # "Paris" matches the retired text on both channels; it must still not come back
     for query in ("Paris", "The user lives in Paris.", "where does the user live"):
-        ids = [hit.id for hit in knowledge_search(project=project, query=query,
-                                                  memory_store_ids=[store.pk]).results]
+        ids = [hit.id for hit in knowledge_search(SearchRequest(project=project, query=query,
+                                                                memory_store_ids=[store.pk])).results]
         assert ids == [new.memory.pk], query
-    tagged = knowledge_search(project=project, query="Paris", tags={"kind": "profile"})
+    tagged = knowledge_search(SearchRequest(project=project, query="Paris", tags={"kind": "profile"}))
     assert [hit.id for hit in tagged.results] == [new.memory.pk]
-    assert [hit.id for hit in knowledge_search(project=project, memory_store_ids=[store.pk]).results] == [
+    assert [hit.id for hit in knowledge_search(SearchRequest(project=project,
+                                                             memory_store_ids=[store.pk])).results] == [
         new.memory.pk]
     assert old.memory.pk != new.memory.pk

@@ -20,7 +20,7 @@ from memory_engine.lexical import (
     lexical_status,
     version_tuple,
 )
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 
 from .helpers import make_document
 
@@ -53,7 +53,7 @@ def test_config_mismatch_is_an_error_naming_the_rebuild_command(settings, projec
     assert "text search config simple" in out.getvalue()
     assert lexical_messages() == []
     # 'simple' keeps stop words: "of" alone now finds the row ('english' drops it).
-    hits = knowledge_search(project=project, query="of", channels=("lexical",))
+    hits = knowledge_search(SearchRequest(project=project, query="of", channels=("lexical",)))
     assert [h.text for h in hits.results] == ["The cats of Rome."]
 
 
@@ -80,7 +80,7 @@ def test_stale_index_is_no_warning_and_is_rebuilt_before_the_next_search(project
         pytest.skip("pg_textsearch >= 1.3 keeps its statistics: nothing is ever stale")
     assert lexical_status().stale
     assert lexical_messages() == []
-    hits = knowledge_search(project=project, query="volcanoes", channels=("lexical",))
+    hits = knowledge_search(SearchRequest(project=project, query="volcanoes", channels=("lexical",)))
     assert [h.text for h in hits.results] == ["Volcanoes erupt."]
     assert lexical_status().stale == []
     assert lexical_messages() == []
@@ -177,10 +177,11 @@ def test_migration_on_a_server_that_refuses_pg_textsearch_builds_the_fallback():
         assert "memory_engine.W010" in checked.stderr
         assert "tsvector fallback" in checked.stderr
         searched = manage("shell", "-c", (
-            "from memory_engine.models import Project; from memory_engine.selectors.search import knowledge_search;"
+            "from memory_engine.models import Project;"
+            "from memory_engine.selectors.search import SearchRequest, knowledge_search;"
             "from tests.search.helpers import make_document; p = Project.objects.create(name='managed');"
             "make_document(p, '/v.txt', ['Volcanoes erupt.', 'Rivers flow.']);"
-            "r = knowledge_search(project=p, query='volcano', channels=('lexical',));"
+            "r = knowledge_search(SearchRequest(project=p, query='volcano', channels=('lexical',)));"
             "print(r.lexical_backend, [h.text for h in r.results])"))
         assert searched.returncode == 0, searched.stderr[-3000:]
         assert searched.stdout.strip().splitlines()[-1] == "tsvector ['Volcanoes erupt.']"

@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from tests.factories import MemoryStoreFactory
 from tests.plans import analyze_memory_tables, explain_analyze, fill, rows_removed_by_join_filters
 
@@ -35,8 +35,8 @@ def test_a_new_store_is_searched_in_linear_time(project, settings, channels, sco
     fill(fresh, 150, "new", "Quarry invoices are signed by the site manager, memo")
 
     with CaptureQueriesContext(connection) as ctx:
-        hits = knowledge_search(project=project, query="who signs the quarry invoices?",
-                                memory_store_ids=[fresh.pk], channels=channels, limit=10)
+        hits = knowledge_search(SearchRequest(project=project, query="who signs the quarry invoices?",
+                                              memory_store_ids=[fresh.pk], channels=channels, limit=10))
     assert len(hits.results) == 10
     assert {h.memory_store_id for h in hits.results} == {fresh.pk}
     if "lexical" in channels:  # every row matches: the lexical list alone fills the limit

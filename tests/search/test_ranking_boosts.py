@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from memory_engine.models import Chunk, Document, DocumentVersion, Memory
 from memory_engine.ranking_knobs import RankingKnobs
-from memory_engine.selectors.search import SearchHit, knowledge_search
+from memory_engine.selectors.search import SearchHit, SearchRequest, knowledge_search
 from memory_engine.selectors.search.boosts import (
     BOOST_MAX,
     BOOST_MIN,
@@ -134,12 +134,12 @@ def test_authority_comes_from_the_version_and_the_memory_confidence(project, sto
     make_document(project, "/a/legacy.txt", ["Vacation days: employees get 25 paid days per year."])
     memory = write(store, "Employees get 25 days of paid vacation every year.", confidence=0.4)
     query = dict(project=project, query="paid vacation days", memory_store_ids=[store.pk], document_paths=["/a/"])
-    off = knowledge_search(**query)
+    off = knowledge_search(SearchRequest(**query))
     authority = {h.document_path or h.id: h.authority for h in off.results}
     assert authority == {"/a/handbook.txt": 1.0, "/a/summary.txt": 0.0, "/a/legacy.txt": pytest.approx(0.7),
                          memory.pk: pytest.approx(0.4)}
     engine(settings, SEARCH_AUTHORITY_WEIGHT=0.2)
-    on = knowledge_search(**query)
+    on = knowledge_search(SearchRequest(**query))
     before, after = scores(off), scores(on)
     for key, value in authority.items():
         assert after[key] == pytest.approx(before[key] * (1 + 0.2 * value))
@@ -154,9 +154,9 @@ def test_recency_boost_decays_events_not_states(project, store, settings):
     make_document(project, "/guide/lisbon.txt", ["The Lisbon office is open on weekdays."])
     query = dict(project=project, query="Lisbon office", memory_store_ids=[store.pk],
                  document_paths=["/news/", "/guide/"])
-    before = scores(knowledge_search(**query))
+    before = scores(knowledge_search(SearchRequest(**query)))
     engine(settings, SEARCH_BOOSTS=True, SEARCH_BOOST_HALF_LIFE_DAYS=30.0)
-    after = scores(knowledge_search(**query))
+    after = scores(knowledge_search(SearchRequest(**query)))
     two_half_lives = BOOST_MIN + (BOOST_MAX - BOOST_MIN) * 0.25
     assert after[event.pk] == pytest.approx(before[event.pk] * two_half_lives, rel=1e-3)
     assert after["/news/lisbon.txt"] == pytest.approx(before["/news/lisbon.txt"] * two_half_lives, rel=1e-3)

@@ -9,7 +9,7 @@ import pytest
 
 from memory_engine.injection import WEAK_EVIDENCE_NOTE, inject_knowledge
 from memory_engine.policy import SYSTEM
-from memory_engine.selectors.search import Degraded, SearchHit, knowledge_search
+from memory_engine.selectors.search import Degraded, SearchHit, SearchRequest, knowledge_search
 from memory_engine.selectors.search.stages import mmr
 from tests.conftest import api_client
 from tests.factories import AgentFactory, make_key
@@ -33,16 +33,16 @@ def strong_bar(settings: Any, value: float) -> None:
 
 
 def test_evidence_none_without_hits(project, store):
-    result = knowledge_search(project=project, query="paid vacation", memory_store_ids=[store.pk])
+    result = knowledge_search(SearchRequest(project=project, query="paid vacation", memory_store_ids=[store.pk]))
     assert result.results == [] and result.evidence == "none"
 
 
 def test_evidence_strong_needs_the_first_relevant_hit_above_the_bar(project, settings):
     make_document(project, "/handbook/leave.txt", LEAVE)
     strong_bar(settings, 0.01)
-    assert knowledge_search(project=project, query="paid vacation days").evidence == "strong"
+    assert knowledge_search(SearchRequest(project=project, query="paid vacation days")).evidence == "strong"
     strong_bar(settings, 1.0)  # the same hits, the first relevant one now under the bar
-    result = knowledge_search(project=project, query="paid vacation days")
+    result = knowledge_search(SearchRequest(project=project, query="paid vacation days"))
     assert result.results and result.results[0].relevant
     assert result.evidence == "weak"
 
@@ -52,11 +52,11 @@ def test_evidence_is_never_strong_from_the_vector_channel_alone(project, setting
     make_document(project, "/misc/filler.txt", FILLER)  # more chunks than the limit: the channel ranks
     # No word in common with the passages: the vector channel finds them, the lexical one does not;
     # without lexical evidence the built-in model's relevance stays under 0.7, below the strong bar.
-    result = knowledge_search(project=project, query="holiday allowance for staff")
+    result = knowledge_search(SearchRequest(project=project, query="holiday allowance for staff"))
     assert result.results and all(h.lexical_score is None for h in result.results)
     assert {h.text for h in result.results[:len(LEAVE)]} == set(LEAVE)
     assert result.evidence == "weak"
-    only_vector = knowledge_search(project=project, query="paid vacation days", channels=("vector",))
+    only_vector = knowledge_search(SearchRequest(project=project, query="paid vacation days", channels=("vector",)))
     assert {h.text for h in only_vector.results[:len(LEAVE)]} == set(LEAVE) and only_vector.evidence == "weak"
 
 
@@ -94,14 +94,15 @@ def test_dedupe_keeps_the_best_chunk_of_each_document_and_honours_limit(project,
     leave = make_document(project, "/handbook/leave.txt", LEAVE)
     make_document(project, "/handbook/office.txt", OFFICE)
     make_document(project, "/handbook/expenses.txt", EXPENSES)
-    plain = knowledge_search(project=project, query="paid vacation days per year", limit=10)
+    plain = knowledge_search(SearchRequest(project=project, query="paid vacation days per year", limit=10))
     assert [h.document_id for h in plain.results].count(leave.pk) == 3
-    deduped = knowledge_search(project=project, query="paid vacation days per year", limit=10,
-                               dedupe_documents=True)
+    deduped = knowledge_search(SearchRequest(project=project, query="paid vacation days per year", limit=10,
+                                             dedupe_documents=True))
     ids = [h.document_id for h in deduped.results]
     assert len(ids) == len(set(ids)) == 3
     assert deduped.results[0].id == plain.results[0].id  # the document's best chunk stands for it
-    assert len(knowledge_search(project=project, query="paid vacation", limit=2, dedupe_documents=True).results) == 2
+    assert len(knowledge_search(SearchRequest(project=project, query="paid vacation", limit=2,
+                                              dedupe_documents=True)).results) == 2
     body = client.post("/api/v1/knowledge/search", {"query": "paid vacation days", "dedupe_documents": True},
                        format="json").json()
     assert len({h["document_id"] for h in body["results"]}) == len(body["results"]) == 3
@@ -112,12 +113,12 @@ def test_dedupe_setting_is_the_default_and_memories_are_kept(project, store, set
     write(store, "The user takes paid vacation in August.")
     write(store, "The user's paid vacation is 25 days.")
     settings.MEMORY_ENGINE = {**(getattr(settings, "MEMORY_ENGINE", None) or {}), "SEARCH_DEDUPE_DOCUMENTS": True}
-    result = knowledge_search(project=project, query="paid vacation", memory_store_ids=[store.pk],
-                              document_paths=["/handbook/"])
+    result = knowledge_search(SearchRequest(project=project, query="paid vacation", memory_store_ids=[store.pk],
+                                            document_paths=["/handbook/"]))
     assert [h.source for h in result.results].count("document") == 1
     assert [h.source for h in result.results].count("memory") == 2
-    both = knowledge_search(project=project, query="paid vacation", document_paths=["/handbook/"],
-                            dedupe_documents=False)
+    both = knowledge_search(SearchRequest(project=project, query="paid vacation", document_paths=["/handbook/"],
+                                          dedupe_documents=False))
     assert len(both.results) == 3
 
 
@@ -133,8 +134,8 @@ def test_mmr_keeps_items_without_a_vector(project):
     make_document(project, "/handbook/leave.txt", LEAVE)
     make_document(project, "/handbook/unembedded.txt", ["Paid vacation requests go to your manager."],
                   embed=False)
-    plain = knowledge_search(project=project, query="paid vacation", limit=10)
-    diverse = knowledge_search(project=project, query="paid vacation", limit=10, mmr=True)
+    plain = knowledge_search(SearchRequest(project=project, query="paid vacation", limit=10))
+    diverse = knowledge_search(SearchRequest(project=project, query="paid vacation", limit=10, mmr=True))
     assert {h.id for h in diverse.results} == {h.id for h in plain.results}
     assert any(h.document_path == "/handbook/unembedded.txt" for h in diverse.results)
 
@@ -159,7 +160,7 @@ def test_zero_query_vector_is_dense_unavailable(project, store, settings):
     from tests.conftest import use_embedder
 
     use_embedder(settings, "tests.search.test_ranking_stages.ZeroEmbeddingProvider", MODEL="all-MiniLM-L6-v2")
-    result = knowledge_search(project=project, query="oat milk", memory_store_ids=[store.pk])
+    result = knowledge_search(SearchRequest(project=project, query="oat milk", memory_store_ids=[store.pk]))
     assert result.degraded == [Degraded.DENSE_UNAVAILABLE, Degraded.LEXICAL_ONLY]
     assert [h.text for h in result.results] == ["The user drinks oat milk."]
 

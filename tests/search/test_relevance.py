@@ -13,7 +13,7 @@ from memory_engine.agent_tools import run_search_knowledge
 from memory_engine.injection import NO_KNOWLEDGE_NOTE, WEAK_EVIDENCE_NOTE, inject_knowledge
 from memory_engine.policy import SYSTEM
 from memory_engine.relevance import BUILTIN_MODEL, answer_features, calibrated_for_embedder, relevance_model
-from memory_engine.selectors.search import SearchHit, knowledge_search
+from memory_engine.selectors.search import SearchHit, SearchRequest, knowledge_search
 from memory_engine.selectors.search.stages import grade_evidence, judge_relevance
 from tests.factories import AgentFactory, make_key
 
@@ -161,7 +161,7 @@ def test_min_relevance_out_of_range(client: Any, store: Any, bad: Any) -> None:
 
 
 def test_a_read_without_a_query_judges_nothing(project: Any, store: Any, facts: dict[str, str]) -> None:
-    result = knowledge_search(project=project, memory_store_ids=[store.pk], min_relevance=0.9)
+    result = knowledge_search(SearchRequest(project=project, memory_store_ids=[store.pk], min_relevance=0.9))
     assert len(result.results) == 5 and all(h.relevance is None and h.relevant for h in result.results)
     assert result.evidence == "weak"
 
@@ -170,7 +170,7 @@ def test_a_read_without_a_query_judges_nothing(project: Any, store: Any, facts: 
 
 
 def test_an_exact_top_hit_is_strong(project: Any, store: Any, facts: dict[str, str], agent: Any) -> None:
-    result = knowledge_search(project=project, query=FACTS[1], memory_store_ids=[store.pk])
+    result = knowledge_search(SearchRequest(project=project, query=FACTS[1], memory_store_ids=[store.pk]))
     top = result.results[0]
     assert top.id == facts[FACTS[1]] and top.ranks == {"vector": 1, "lexical": 1}
     assert top.relevance is not None and top.relevance >= 0.94 and result.evidence == "strong"
@@ -181,7 +181,7 @@ def test_an_exact_top_hit_is_strong(project: Any, store: Any, facts: dict[str, s
 
 def test_the_strong_bar_is_a_setting(settings: Any, project: Any, store: Any, facts: dict[str, str]) -> None:
     change(settings, EVIDENCE_STRONG_RELEVANCE=1.0)
-    result = knowledge_search(project=project, query=FACTS[1], memory_store_ids=[store.pk])
+    result = knowledge_search(SearchRequest(project=project, query=FACTS[1], memory_store_ids=[store.pk]))
     assert result.results[0].relevant and result.evidence == "weak"
 
 

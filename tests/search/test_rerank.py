@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from tests.httpserver import LocalServer
 
 from .helpers import make_document
@@ -58,7 +58,7 @@ def reranker(settings: Any) -> Iterator[Reverser]:
 
 def test_rerank_orders_the_fused_top(project, settings, reranker):
     make_document(project, "/handbook/leave.txt", LEAVE)
-    result = knowledge_search(project=project, query="paid vacation days", limit=10)
+    result = knowledge_search(SearchRequest(project=project, query="paid vacation days", limit=10))
     fused = reranker.seen[-1]
     assert len(fused) == 3  # TOP_N passages go in
     assert [h.text for h in result.results[:3]] == fused[::-1]
@@ -69,7 +69,7 @@ def test_rerank_orders_the_fused_top(project, settings, reranker):
 def test_rerank_failure_keeps_the_fused_order(project, settings, reranker, mode, client):
     make_document(project, "/handbook/leave.txt", LEAVE)
     reranker.mode = mode
-    result = knowledge_search(project=project, query="paid vacation days", limit=10)
+    result = knowledge_search(SearchRequest(project=project, query="paid vacation days", limit=10))
     assert not reranker.answered.is_set()  # the timeout, not the server, ended the call: it still holds it
     assert result.degraded == ["rerank_unavailable"]
     assert [h.text for h in result.results[:3]] == reranker.seen[-1]
@@ -88,6 +88,6 @@ def test_a_deployment_relevance_model_may_weigh_the_rerank_score(project, settin
     make_document(project, "/handbook/leave.txt", LEAVE)
     settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "RELEVANCE_MODEL": {
         "VERSION": "rerank-only", "GATE": {"intercept": 50}, "WEIGHTS": {"intercept": -15, "rerank": 10}}}
-    result = knowledge_search(project=project, query="paid vacation days", limit=10, min_relevance=0.5)
+    result = knowledge_search(SearchRequest(project=project, query="paid vacation days", limit=10, min_relevance=0.5))
     assert [h.text for h in result.results] == [reranker.seen[-1][-1]]
     assert result.results[0].rerank_score == 2.0

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from memory_engine.db import vector_literal
 from memory_engine.lexical import BM25, TSVECTOR
 from memory_engine.models import MemoryContent
-from memory_engine.selectors.search import knowledge_search
+from memory_engine.selectors.search import SearchRequest, knowledge_search
 from tests.factories import MemoryStoreFactory
 
 from .helpers import make_document, write
@@ -83,14 +83,15 @@ def test_filtered_hnsw_returns_every_row_that_exists(project, many_stores):
     with connection.cursor() as cursor:
         force_index_paths(cursor)  # until the test's transaction ends: the search takes the HNSW path
     with CaptureQueriesContext(connection) as ctx:
-        knowledge_search(project=project, query="alpha bravo charlie", memory_store_ids=[store.pk], limit=20)
+        knowledge_search(SearchRequest(project=project, query="alpha bravo charlie", memory_store_ids=[store.pk],
+                                       limit=20))
     main_queries = [q["sql"] for q in ctx.captured_queries if q["sql"].lstrip().startswith("WITH")]
     assert len(main_queries) == 1, "one statement: the iterative scan needs no retry"
     assert "me_content_embedding_hnsw" in _plan(main_queries[0])
     assert any("hnsw.iterative_scan" in q["sql"] for q in ctx.captured_queries)
     for limit in (5, 20, 25, 50):
-        hits = knowledge_search(project=project, query="alpha bravo charlie", memory_store_ids=[store.pk],
-                                limit=limit)
+        hits = knowledge_search(SearchRequest(project=project, query="alpha bravo charlie", memory_store_ids=[store.pk],
+                                              limit=limit))
         vector_hits = [h for h in hits.results if h.ranks["vector"] is not None]
         assert len(vector_hits) == min(limit, 25)
         assert {h.memory_store_id for h in hits.results} == {store.pk}
@@ -98,7 +99,7 @@ def test_filtered_hnsw_returns_every_row_that_exists(project, many_stores):
 
 def test_several_stores_at_once(project, many_stores):
     ids = [s.pk for s in many_stores[:3]]
-    hits = knowledge_search(project=project, query="delta echo", memory_store_ids=ids, limit=50)
+    hits = knowledge_search(SearchRequest(project=project, query="delta echo", memory_store_ids=ids, limit=50))
     assert len([h for h in hits.results if h.ranks["vector"]]) == 50
     assert {h.memory_store_id for h in hits.results} <= set(ids)
 
@@ -110,8 +111,8 @@ def test_selective_scope_fills_the_lexical_limit(project, many_stores):
     with connection.cursor() as cursor:
         force_index_paths(cursor)
     for limit in (10, 25, 40):
-        hits = knowledge_search(project=project, query="fact", memory_store_ids=[store.pk], limit=limit,
-                                channels=("lexical",))
+        hits = knowledge_search(SearchRequest(project=project, query="fact", memory_store_ids=[store.pk], limit=limit,
+                                              channels=("lexical",)))
         assert len(hits.results) == min(limit, 25)
         assert {h.memory_store_id for h in hits.results} == {store.pk}
 
@@ -123,11 +124,11 @@ def test_selective_document_scope_fills_the_lexical_limit(project, hashing_embed
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memory_engine_chunk")
         force_index_paths(cursor)
-    hits = knowledge_search(project=project, query="shared word", document_ids=[docs[17].pk], limit=10,
-                            channels=("lexical",))
+    hits = knowledge_search(SearchRequest(project=project, query="shared word", document_ids=[docs[17].pk], limit=10,
+                                          channels=("lexical",)))
     assert len(hits.results) == 10 and {h.document_id for h in hits.results} == {docs[17].pk}
-    hits = knowledge_search(project=project, query="shared word", document_paths=["/d/2"], limit=30,
-                            channels=("lexical",))
+    hits = knowledge_search(SearchRequest(project=project, query="shared word", document_paths=["/d/2"], limit=30,
+                                          channels=("lexical",)))
     assert len(hits.results) == 30
     assert {h.document_path for h in hits.results} <= {"/d/2.txt"} | {f"/d/{i}.txt" for i in range(20, 30)}
 
@@ -137,8 +138,9 @@ def test_explain_uses_hnsw_and_the_lexical_indexes(project, many_stores, lexical
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memory_engine_chunk")
     with CaptureQueriesContext(connection) as ctx:
-        knowledge_search(project=project, query="alpha bravo", memory_store_ids=[s.pk for s in many_stores],
-                         document_paths=["/"], limit=10)
+        knowledge_search(SearchRequest(project=project, query="alpha bravo",
+                                       memory_store_ids=[s.pk for s in many_stores],
+                                       document_paths=["/"], limit=10))
     plan = _plan(_main_query(ctx.captured_queries))
     content_index, chunk_index = LEXICAL_INDEXES[lexical_backend]
     assert "me_content_embedding_hnsw" in plan, plan
@@ -152,7 +154,7 @@ def test_explain_chunks_use_hnsw_when_the_scope_is_large(project, hashing_embedd
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memory_engine_chunk")
     with CaptureQueriesContext(connection) as ctx:
-        hits = knowledge_search(project=project, query="alpha bravo", limit=10)
+        hits = knowledge_search(SearchRequest(project=project, query="alpha bravo", limit=10))
     assert len(hits.results) == 10
     plan = _plan(_main_query(ctx.captured_queries))
     assert "me_chunk_embedding_hnsw" in plan, plan

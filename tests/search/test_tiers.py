@@ -17,7 +17,7 @@ from memory_engine.conf import engine_settings
 from memory_engine.exceptions import FacetInvalid, SubjectInvalid
 from memory_engine.models import Agent, Memory, MemoryStore
 from memory_engine.policy import SYSTEM
-from memory_engine.selectors.search import USER_FOR_AGENT, Actor, knowledge_search
+from memory_engine.selectors.search import USER_FOR_AGENT, Actor, SearchRequest, knowledge_search
 from memory_engine.services.agents import agent_create
 from memory_engine.services.stores import subject_store_get_or_create
 from tests.factories import MemoryStoreFactory
@@ -58,8 +58,8 @@ def twin(memory: Memory, **fields: Any) -> Memory:
 
 def recall(project: Any, agent: Agent, query: str, subject: str | None = "alice", **kwargs: Any) -> list[Any]:
     kwargs.setdefault("memory_store_ids", agent.knowledge_config.get("memory_store_ids"))
-    return knowledge_search(project=project, query=query, actor=Actor(agent=agent, subject=subject),
-                            **kwargs).results
+    return knowledge_search(SearchRequest(project=project, query=query, actor=Actor(agent=agent, subject=subject),
+                                          **kwargs)).results
 
 
 def rrf(hit: Any, k: float) -> float:
@@ -89,7 +89,7 @@ def test_a_subject_never_sees_another_subjects_memories(project, store, agent):
         assert bobs.pk not in {h.id for h in hits}
     assert bobs.pk in {h.id for h in recall(project, agent, "what is the customer's dog called", subject="bob")}
     # Without an actor (an operator's search) the store is searched as named.
-    plain = knowledge_search(project=project, query="dog", memory_store_ids=[bobs.store_id]).results
+    plain = knowledge_search(SearchRequest(project=project, query="dog", memory_store_ids=[bobs.store_id])).results
     assert [h.id for h in plain] == [bobs.pk]
 
 
@@ -137,8 +137,9 @@ def test_precedence_puts_the_user_tier_first_and_keeps_order_within_a_tier(proje
     assert ids.index(user.pk) < ids.index(institutional.pk)
     assert ids.index(user.pk) < ids.index(weaker.pk)
     assert [h.id for h in hits if h.tier == "user"] == [
-        h.id for h in knowledge_search(project=project, query="what does the customer drink in the morning",
-                                       memory_store_ids=[user.store_id], rrf_k=60).results]
+        h.id for h in knowledge_search(SearchRequest(project=project,
+                                                     query="what does the customer drink in the morning",
+                                                     memory_store_ids=[user.store_id], rrf_k=60)).results]
 
 
 def test_a_stores_half_life_overrides_its_tiers(project, store, agent, client):
@@ -162,8 +163,9 @@ def test_a_stores_half_life_overrides_its_tiers(project, store, agent, client):
 def test_the_request_half_life_applies_where_no_tier_or_store_one_does(project, store):
     fresh = write(store, TEA)
     old = twin(fresh, created_at=timezone.now() - timedelta(days=5))
-    hits = {h.id: h for h in knowledge_search(project=project, query="green tea", memory_store_ids=[store.pk],
-                                              recency_half_life_days=5).results}
+    hits = {h.id: h for h in knowledge_search(SearchRequest(project=project, query="green tea",
+                                                            memory_store_ids=[store.pk],
+                                                            recency_half_life_days=5)).results}
     k = engine_settings.SEARCH_RRF_K
     assert hits[old.pk].score == pytest.approx(rrf(hits[old.pk], k) * 0.5, rel=1e-3)
 
@@ -181,7 +183,8 @@ def test_a_facet_sees_its_own_and_cross_cutting_memories_in_every_tier(project, 
     everything = {h.id for h in recall(project, agent, query, limit=20)}
     assert everything == {m.pk for m in rows.values()}
     # The ordered read (no query) filters the same way.
-    listed = knowledge_search(project=project, memory_store_ids=[store.pk], facet="shipping", limit=20).results
+    listed = knowledge_search(SearchRequest(project=project, memory_store_ids=[store.pk], facet="shipping",
+                                            limit=20)).results
     assert {h.id for h in listed} == {rows[("inst", "shipping")].pk, rows[("inst", None)].pk}
     with pytest.raises(FacetInvalid):
         recall(project, agent, query, facet="no spaces allowed")
@@ -192,8 +195,9 @@ def test_expired_memories_are_never_recalled(project, store, agent):
     later = set_fields(write(store, "The customer drinks green tea every evening."),
                        expires_at=timezone.now() + timedelta(days=1))
     for results in (recall(project, agent, "green tea"),
-                    knowledge_search(project=project, query="green tea", memory_store_ids=[store.pk]).results,
-                    knowledge_search(project=project, memory_store_ids=[store.pk]).results):
+                    knowledge_search(SearchRequest(project=project, query="green tea",
+                                                   memory_store_ids=[store.pk])).results,
+                    knowledge_search(SearchRequest(project=project, memory_store_ids=[store.pk])).results):
         ids = {h.id for h in results}
         assert gone.pk not in ids and later.pk in ids
 

@@ -1,7 +1,7 @@
 """The one search function: a query becomes one ranked, cited result list.
 
-``knowledge_search`` serves ``POST /api/v1/knowledge/search``, agent push-injection and
-the ``search_knowledge`` tool alike (DESIGN.md, *Read side*):
+``knowledge_search(SearchRequest(project=…, query=…, …))`` serves ``POST /api/v1/knowledge/search``,
+agent push-injection, the ``search_knowledge`` tool and the admin playground alike (DESIGN.md, *Read side*):
 
 1. Sources from filters (``scope``): documents when document_ids / document_paths / tags are
    given, or when nothing scopes the search to memories (a bare query searches the project's
@@ -41,13 +41,15 @@ one by one): rerank (RERANK),
 one chunk per document (SEARCH_DEDUPE_DOCUMENTS), MMR (SEARCH_MMR), the cut, and the
 evidence grade (none | weak | strong, EVIDENCE_LEXICAL_FLOOR).
 
-Modules: ``service`` (``knowledge_search``: what runs, what degrades), ``validation`` and
-``scope`` (the request), ``sql`` (the statements), ``rows`` (their rows as named records),
-``fusion`` (the ranking), ``boosts`` and ``stages`` (after it), ``results`` (what the caller gets).
+Modules: ``request`` (``SearchRequest``, what a caller asks), ``service`` (``knowledge_search``: what
+runs, what degrades), ``validation`` and ``scope`` (the request checked and resolved), ``sql`` (the
+statements), ``rows`` (their rows as named records), ``fusion`` (the ranking), ``boosts`` and
+``stages`` (after it), ``results`` (what the caller gets).
 """
 
+from .request import Actor, SearchRequest
 from .results import DOCUMENT, MAX_LIMIT, MEMORY, USER_FOR_AGENT, Degraded, SearchHit, SearchResult
-from .scope import Actor, Scope, resolve_scope
+from .scope import Scope, resolve_scope
 from .service import knowledge_search
 from .sql import build_search_sql
 from .stages import EVIDENCE_GRADES
@@ -63,6 +65,7 @@ __all__ = [
     "Degraded",
     "Scope",
     "SearchHit",
+    "SearchRequest",
     "SearchResult",
     "build_search_sql",
     "knowledge_search",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from psycopg.types.json import Jsonb
 
 from memory_engine.exceptions import (
@@ -27,7 +27,6 @@ from memory_engine.exceptions import (
 )
 from memory_engine.facets import validate_facet
 from memory_engine.models import (
-    Agent,
     Document,
     EntityKind,
     Lineage,
@@ -40,17 +39,9 @@ from memory_engine.models.memories import Tier
 from memory_engine.subjects import validate_subject
 
 from ..entities import entity_ids_visible
+from .request import Actor, SearchRequest
 from .results import DOCUMENT, MEMORY
 from .validation import string_list
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who a recall is for: an agent's turn, optionally on behalf of one end user (``subject``,
-    the host's external id). Its memories with ``Memory.agent`` = this agent are user_for_agent."""
-
-    agent: Agent
-    subject: str | None = None
 
 
 @dataclass
@@ -120,72 +111,35 @@ def _missing(ids: list[str], found: set[str]) -> list[str]:
     return [i for i in ids if i not in found]
 
 
-def resolve_scope(
-    *,
-    project: Project,
-    query: str | None,
-    memory_store_ids: list[str] | None,
-    document_ids: list[str] | None,
-    document_paths: list[str] | None,
-    tags: dict[str, Any] | None,
-    facet: str | None = None,
-    actor: Actor | None = None,
-    generation: str | None = None,
-    access_tags: list[str] | None = None,
-    provenance: list[str] | None = None,
-    lineage: list[str] | None = None,
-    entity_ids: list[str] | None = None,
-    kinds: list[str] | None = None,
-) -> Scope:
-    """Which sources to search; unknown or foreign ids -> UNKNOWN_SCOPE naming them, a bad
-    facet -> FACET_INVALID, a bad subject -> SUBJECT_INVALID, a generation not of the project
-    -> STAGED_GENERATION_NOT_FOUND, one that holds no staged corpus -> STAGED_GENERATION_STATE."""
-    facet = validate_facet(facet)
-    if generation is not None:
-        _check_generation(project, generation)
+def resolve_scope(request: SearchRequest) -> Scope:
+    """Which sources to search for ``request`` (its query already cleaned); unknown or foreign ids
+    -> UNKNOWN_SCOPE naming them, a bad facet -> FACET_INVALID, a bad subject -> SUBJECT_INVALID, a
+    generation not of the project -> STAGED_GENERATION_NOT_FOUND, one that holds no staged corpus ->
+    STAGED_GENERATION_STATE."""
+    project, actor, access_tags = request.project, request.actor, request.access_tags
+    facet = validate_facet(request.facet)
+    if request.generation is not None:
+        _check_generation(project, request.generation)
     if actor is not None:
         if actor.agent.project_id != project.pk:
             raise ValueError("the actor's agent belongs to another project")
         validate_subject(actor.subject, allow_none=True)
-    store_ids = string_list("memory_store_ids", memory_store_ids)
-    doc_ids = string_list("document_ids", document_ids)
-    entities = string_list("entity_ids", entity_ids)
-    paths = string_list("document_paths", document_paths)
-    if tags is not None and not isinstance(tags, dict):
-        raise ValidationFailed("`tags` must be a JSON object.", details={"field": "tags"})
-    provenance = _choices("provenance", provenance, Provenance.values)
-    lineage = _choices("lineage", lineage, Lineage.values)
-    kinds = _choices("kinds", kinds, EntityKind.values)
-    unknown: dict[str, list[str]] = {}
+    filters = _Filters.checked(request)
     stores = MemoryStore.objects.filter(project=project)
     documents_qs = Document.objects.filter(project=project)
     if access_tags is not None:  # ids the grants do not reach answer like ids of another project
         stores = stores.filter(access_tags__overlap=access_tags)
         documents_qs = documents_qs.filter(access_tags__overlap=access_tags)
-    if store_ids:
-        found = set(stores.filter(pk__in=store_ids).values_list("pk", flat=True))
-        if missing := _missing(store_ids, found):
-            unknown["memory_store_ids"] = missing
-    if doc_ids:
-        found = set(documents_qs.filter(pk__in=doc_ids).values_list("pk", flat=True))
-        if missing := _missing(doc_ids, found):
-            unknown["document_ids"] = missing
-    if entities:  # an entity the grants do not reach (through no memory or chunk) answers like none
-        found = entity_ids_visible(project_id=project.pk, ids=entities, access_tags=access_tags)
-        if missing := _missing(entities, found):
-            unknown["entity_ids"] = missing
-    if unknown:
-        names = ", ".join(i for ids in unknown.values() for i in ids)
-        raise UnknownScope(f"Not found in your project: {names}.", details=unknown)
+    _refuse_unknown(project, filters, stores, documents_qs, access_tags)
 
-    tags = tags or None
+    store_ids, paths = filters.store_ids, filters.paths
     # tags turn both sources on, every store (in reach) and every document; so do entity_ids and
     # kinds when nothing else names a source
-    every = tags is not None or ((bool(entities) or kinds is not None) and not (store_ids or doc_ids or paths))
+    every = filters.tags is not None or (filters.names_entities and not (store_ids or filters.doc_ids or paths))
     memories = bool(store_ids) or every
     if every and not store_ids:
         store_ids = list(stores.values_list("pk", flat=True))
-    documents = bool(doc_ids) or bool(paths) or every or (query is not None and not memories)
+    documents = bool(filters.doc_ids) or bool(paths) or every or (request.query is not None and not memories)
     if actor is not None:
         store_ids = _actor_store_ids(project, actor, (store_ids or []) if memories else [])
         memories = True
@@ -193,18 +147,74 @@ def resolve_scope(
         project_id=project.pk,
         store_ids=store_ids if memories else None,
         search_documents=documents,
-        document_ids=doc_ids or None,
+        document_ids=filters.doc_ids or None,
         path_patterns=[_like_prefix(p) for p in paths] if paths else None,
-        tags=tags,
+        tags=filters.tags,
         facet=facet,
         actor_agent_id=actor.agent.pk if actor is not None else None,
-        generation_id=generation,
+        include_deprecated=request.include_deprecated,
+        generation_id=request.generation,
         access_tags=access_tags,
-        provenance=provenance,
-        lineage=lineage,
-        entity_ids=entities or None,
-        kinds=kinds,
+        provenance=filters.provenance,
+        lineage=filters.lineage,
+        entity_ids=filters.entity_ids or None,
+        kinds=filters.kinds,
     )
+
+
+@dataclass(frozen=True)
+class _Filters:
+    """A request's filters checked for shape: lists of distinct strings (None: not given), known
+    provenances, lineages and entity kinds (None: no filter), a tags object (None: none or empty)."""
+
+    store_ids: list[str] | None
+    doc_ids: list[str] | None
+    entity_ids: list[str] | None
+    paths: list[str] | None
+    tags: dict[str, Any] | None
+    provenance: list[str] | None
+    lineage: list[str] | None
+    kinds: list[str] | None
+
+    @classmethod
+    def checked(cls, request: SearchRequest) -> _Filters:
+        store_ids = string_list("memory_store_ids", request.memory_store_ids)
+        doc_ids = string_list("document_ids", request.document_ids)
+        entity_ids = string_list("entity_ids", request.entity_ids)
+        paths = string_list("document_paths", request.document_paths)
+        if request.tags is not None and not isinstance(request.tags, dict):
+            raise ValidationFailed("`tags` must be a JSON object.", details={"field": "tags"})
+        return cls(store_ids=store_ids, doc_ids=doc_ids, entity_ids=entity_ids, paths=paths,
+                   tags=request.tags or None,
+                   provenance=_choices("provenance", request.provenance, Provenance.values),
+                   lineage=_choices("lineage", request.lineage, Lineage.values),
+                   kinds=_choices("kinds", request.kinds, EntityKind.values))
+
+    @property
+    def names_entities(self) -> bool:
+        return bool(self.entity_ids) or self.kinds is not None
+
+
+def _refuse_unknown(project: Project, filters: _Filters, stores: QuerySet[MemoryStore],
+                    documents: QuerySet[Document], access_tags: list[str] | None) -> None:
+    """UNKNOWN_SCOPE naming every store, document and entity id the caller cannot reach (of another
+    project, beyond its grants, or none at all), without saying which."""
+    unknown: dict[str, list[str]] = {}
+    if filters.store_ids:
+        found = set(stores.filter(pk__in=filters.store_ids).values_list("pk", flat=True))
+        if missing := _missing(filters.store_ids, found):
+            unknown["memory_store_ids"] = missing
+    if filters.doc_ids:
+        found = set(documents.filter(pk__in=filters.doc_ids).values_list("pk", flat=True))
+        if missing := _missing(filters.doc_ids, found):
+            unknown["document_ids"] = missing
+    if filters.entity_ids:  # an entity the grants do not reach (through no memory or chunk) answers like none
+        found = entity_ids_visible(project_id=project.pk, ids=filters.entity_ids, access_tags=access_tags)
+        if missing := _missing(filters.entity_ids, found):
+            unknown["entity_ids"] = missing
+    if unknown:
+        names = ", ".join(i for ids in unknown.values() for i in ids)
+        raise UnknownScope(f"Not found in your project: {names}.", details=unknown)
 
 
 def _choices(field: str, values: list[str] | None, allowed: list[str]) -> list[str] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import DatabaseError, transaction
@@ -29,16 +30,17 @@ from memory_engine.providers.embeddings import (
     require_embedding_provider,
 )
 from memory_engine.providers.rerank import RerankError, get_rerank_provider, rerank_top_n
-from memory_engine.ranking_knobs import ranking_knobs
+from memory_engine.ranking_knobs import RankingKnobs, ranking_knobs
 from memory_engine.relevance import relevance_model
 from memory_engine.replicas import current_read_alias, read_connection
 
 from . import boosts, stages
 from .fusion import fuse
 from .graph import graph_entities
+from .request import SearchRequest
 from .results import DOCUMENT, MEMORY, USER_FOR_AGENT, Degraded, SearchHit, SearchResult
 from .rows import CandidateRow, DisplayRow, fetch_records
-from .scope import Actor, Scope, resolve_scope
+from .scope import Scope, resolve_scope
 from .sql import (
     HNSW_SCAN_SQL,
     build_search_sql,
@@ -58,42 +60,14 @@ MAX_EF_SEARCH = 1000
 MAX_LEXICAL_QUERY_CHARS = 4000
 
 
-def knowledge_search(
-    *,
-    project: Project,
-    query: str | None = None,
-    memory_store_ids: list[str] | None = None,
-    document_ids: list[str] | None = None,
-    document_paths: list[str] | None = None,
-    tags: dict[str, Any] | None = None,
-    min_similarity: float | None = None,
-    rrf_k: float | None = None,
-    recency_half_life_days: float = 0,
-    limit: int = 10,
-    vector_weight: float | None = None,
-    lexical_weight: float | None = None,
-    channels: tuple[str, ...] = ("vector", "lexical"),
-    guard_path: str = "search",
-    facet: str | None = None,
-    actor: Actor | None = None,
-    dedupe_documents: bool | None = None,
-    mmr: bool | None = None,
-    include_deprecated: bool = False,
-    generation: str | None = None,
-    access_tags: list[str] | None = None,
-    min_relevance: float | None = None,
-    provenance: list[str] | None = None,
-    lineage: list[str] | None = None,
-    entity_ids: list[str] | None = None,
-    kinds: list[str] | None = None,
-) -> SearchResult:
+def knowledge_search(request: SearchRequest) -> SearchResult:
     """Search the project's memories and documents; see the package docstring for the algorithm.
 
     Raises a SearchParameterInvalid subclass (400: LimitInvalid, RRFKInvalid,
     MinSimilarityInvalid, MinRelevanceInvalid, HalfLifeInvalid, WeightInvalid) for knobs out of range, UnknownScope
     (400) for ids outside the project, EmbeddingNotConfigured (503) when a query needs a vector
     and no provider is configured. A failing embedder or lexical channel degrades.
-    ``channels`` switches a channel off (the evaluation harness measures each alone).
+    ``request.channels`` switches a channel off (the evaluation harness measures each alone).
 
     ``facet`` keeps memories of that facet and the cross-cutting ones (FacetInvalid, 400).
     ``actor`` recalls for an agent's turn: the subject's user store, the agent's own store and
@@ -139,76 +113,114 @@ def knowledge_search(
     else at SEARCH_MIN_RELEVANCE. Push injection and the search_knowledge tool pass the agent's.
     """
     began = time.perf_counter()
-    validate_channels(channels)
-    dedupe_documents = None if dedupe_documents is None else boolean_option("dedupe_documents", dedupe_documents, False)
-    mmr = None if mmr is None else boolean_option("mmr", mmr, False)
-    # A generation searches with its config's knobs, live search with the settings'; the
-    # request's own values override both.
-    knobs = ranking_knobs(_generation_knobs(project, generation), dedupe_documents=dedupe_documents, mmr=mmr,
-                          rrf_k=rrf_k, vector_weight=vector_weight, lexical_weight=lexical_weight)
-    rrf_k = knobs.rrf_k
-    validate_search_knobs(limit=limit, rrf_k=rrf_k, min_similarity=min_similarity,
-                          recency_half_life_days=recency_half_life_days, vector_weight=vector_weight,
-                          lexical_weight=lexical_weight, min_relevance=min_relevance)
-    weights = {"vector": knobs.vector_weight, "lexical": knobs.lexical_weight,
-               "graph": engine_settings.SEARCH_GRAPH_WEIGHT}
-    query = clean_query(query)
-    if query is None and not (memory_store_ids or document_ids or document_paths or tags or actor or generation
-                             or entity_ids or kinds):
-        raise QueryRequired()  # nothing to search and nothing to list
-    scope = resolve_scope(project=project, query=query, memory_store_ids=memory_store_ids,
-                          document_ids=document_ids, document_paths=document_paths, tags=tags, facet=facet,
-                          actor=actor, generation=generation, access_tags=access_tags, provenance=provenance,
-                          lineage=lineage, entity_ids=entity_ids, kinds=kinds)
-    scope.include_deprecated = include_deprecated  # deprecated documents: left out unless asked for
+    request, knobs = _checked(request)
+    scope = resolve_scope(request)
     if not scope.sources:
         return SearchResult(results=[])
     withheld = [0]  # the hits the instruction guard kept out (SearchResult.withheld)
-    if query is None:  # a listing: nothing to judge (relevance None, every hit relevant)
-        hits = _with_entities(_guarded(_ordered_read(scope, limit), guard_path, withheld))
+    if request.query is None:  # a listing: nothing to judge (relevance None, every hit relevant)
+        hits = _with_entities(_guarded(_ordered_read(scope, request.limit), request.guard_path, withheld))
         return SearchResult(results=hits, evidence=_evidence(hits), withheld=withheld[0])
 
     timings: dict[str, float] = {}
     degraded: list[str] = []
-    qvec: list[float] | None = None
-    embedder: str | None = None  # the embedding model the query vector comes from
-    if "vector" in channels:
-        provider = require_embedding_provider()
-        embedder = provider.model_name
-        started = time.perf_counter()
-        try:
-            qvec = provider.embed_query(query)
-        except EmbeddingError as exc:
-            logger.warning("query embedding failed; searching lexically only: %s", exc)
-            degraded.append(Degraded.EMBED_UNAVAILABLE)
-        timings["embedding_ms"] = (time.perf_counter() - started) * 1000
-        if qvec is not None and not any(qvec):
-            qvec = None  # a zero vector has no direction: every cosine would be NaN
-            degraded.append(Degraded.DENSE_UNAVAILABLE)
-        if qvec is None and "lexical" in channels:
-            degraded.append(Degraded.LEXICAL_ONLY)
+    query = _embedded_query(request.query, request.channels, degraded, timings)
+    backend = _lexical_backend(degraded) if "lexical" in request.channels else None
+    rows, backend = _candidates_of(scope, query, request.limit, degraded, backend=backend)
+    hits = _ranked(request, knobs, rows, query, degraded, timings, withheld)
+    # Everything but the query embedding and the rerank call: scope checks, SQL, fusion, stages.
+    timings["search_ms"] = ((time.perf_counter() - began) * 1000 - timings.get("embedding_ms", 0.0)
+                            - timings.get("rerank_ms", 0.0))
+    return SearchResult(results=hits, degraded=degraded, timings=timings, lexical_backend=backend,
+                        evidence=_evidence(hits), withheld=withheld[0])
 
-    backend = _lexical_backend(degraded) if "lexical" in channels else None
+
+def _checked(request: SearchRequest) -> tuple[SearchRequest, RankingKnobs]:
+    """The request with its query cleaned and its ranking knobs as the search runs with them;
+    a knob out of range, a bad option or a request with nothing to search is refused."""
+    validate_channels(request.channels)
+    dedupe = None if request.dedupe_documents is None else boolean_option("dedupe_documents",
+                                                                          request.dedupe_documents, False)
+    mmr = None if request.mmr is None else boolean_option("mmr", request.mmr, False)
+    # A generation searches with its config's knobs, live search with the settings'; the
+    # request's own values override both.
+    knobs = ranking_knobs(_generation_knobs(request.project, request.generation), dedupe_documents=dedupe, mmr=mmr,
+                          rrf_k=request.rrf_k, vector_weight=request.vector_weight,
+                          lexical_weight=request.lexical_weight)
+    validate_search_knobs(limit=request.limit, rrf_k=knobs.rrf_k, min_similarity=request.min_similarity,
+                          recency_half_life_days=request.recency_half_life_days, vector_weight=request.vector_weight,
+                          lexical_weight=request.lexical_weight, min_relevance=request.min_relevance)
+    request = replace(request, query=clean_query(request.query))
+    if request.query is None and not request.names_a_source:
+        raise QueryRequired()  # nothing to search and nothing to list
+    return request, knobs
+
+
+@dataclass
+class _Query:
+    """The query text and its vector (None: the vector channel is off or failed), with the
+    embedding model it comes from."""
+
+    text: str
+    vector: list[float] | None = None
+    embedder: str | None = None
+
+
+def _embedded_query(text: str, channels: tuple[str, ...], degraded: list[str],
+                    timings: dict[str, float]) -> _Query:
+    """The query with its vector when the vector channel runs; a failing embedder or a zero
+    vector degrades (``degraded`` says why)."""
+    query = _Query(text)
+    if "vector" not in channels:
+        return query
+    provider = require_embedding_provider()
+    query.embedder = provider.model_name
+    started = time.perf_counter()
+    try:
+        query.vector = provider.embed_query(text)
+    except EmbeddingError as exc:
+        logger.warning("query embedding failed; searching lexically only: %s", exc)
+        degraded.append(Degraded.EMBED_UNAVAILABLE)
+    timings["embedding_ms"] = (time.perf_counter() - started) * 1000
+    if query.vector is not None and not any(query.vector):
+        query.vector = None  # a zero vector has no direction: every cosine would be NaN
+        degraded.append(Degraded.DENSE_UNAVAILABLE)
+    if query.vector is None and "lexical" in channels:
+        degraded.append(Degraded.LEXICAL_ONLY)
+    return query
+
+
+def _candidates_of(scope: Scope, query: _Query, limit: int, degraded: list[str], *,
+                   backend: str | None) -> tuple[list[CandidateRow], str | None]:
+    """:func:`_candidates`, once more with the query embedded again when the embedding model was
+    switched under this search (``query`` then holds the new vector and model)."""
     noted = list(degraded)
     try:
-        rows, backend = _candidates(scope, query, qvec, limit, degraded, backend=backend)
+        return _candidates(scope, query.text, query.vector, limit, degraded, backend=backend)
     except DatabaseError as exc:
-        if qvec is None or not any(reason in str(exc) for reason in SWITCH_ERRORS):
+        if query.vector is None or not any(reason in str(exc) for reason in SWITCH_ERRORS):
             raise
-        # The embedding model was switched after this query was embedded, or this search met the
-        # switch's locks (docs/embeddings.md): embed again with the model now active, search once more.
-        logger.info("the embedding model changed during a search; embedding the query again")
-        degraded[:] = noted
-        current = refresh_embedding_provider()
-        qvec = current.embed_query(query) if current is not None else None
-        embedder = current.model_name if current is not None else None
-        rows, backend = _candidates(scope, query, qvec, limit, degraded, backend=backend)
-    # Fused over every candidate, guarded, then cut: a dropped hit leaves room for the next one.
-    # Each stage's time goes to ``timings`` (the Server-Timing header; bench/search.py --stages).
+    # The embedding model was switched after this query was embedded, or this search met the
+    # switch's locks (docs/embeddings.md): embed again with the model now active, search once more.
+    logger.info("the embedding model changed during a search; embedding the query again")
+    degraded[:] = noted
+    current = refresh_embedding_provider()
+    query.vector = current.embed_query(query.text) if current is not None else None
+    query.embedder = current.model_name if current is not None else None
+    return _candidates(scope, query.text, query.vector, limit, degraded, backend=backend)
+
+
+def _ranked(request: SearchRequest, knobs: RankingKnobs, rows: list[CandidateRow], query: _Query,
+            degraded: list[str], timings: dict[str, float], withheld: list[int]) -> list[SearchHit]:
+    """The candidates fused over all of them, guarded, boosted, through the stages after the fusion,
+    judged and cut to ``limit``: a dropped hit leaves room for the next one. Each stage's time goes to
+    ``timings`` (the Server-Timing header; bench/search.py --stages)."""
     started = time.perf_counter()
-    hits = fuse(rows, rrf_k=rrf_k, half_life=recency_half_life_days, limit=len(rows), min_similarity=min_similarity,
-                weights=weights)
-    hits = _guarded(hits, guard_path, withheld)
+    weights = {"vector": knobs.vector_weight, "lexical": knobs.lexical_weight,
+               "graph": engine_settings.SEARCH_GRAPH_WEIGHT}
+    hits = fuse(rows, rrf_k=knobs.rrf_k, half_life=request.recency_half_life_days, limit=len(rows),
+                min_similarity=request.min_similarity, weights=weights)
+    hits = _guarded(hits, request.guard_path, withheld)
     started = _lap(timings, "fusion_ms", started)
     # The authority prior and the bounded boosts: clamped multipliers on the fused score.
     corroboration = None
@@ -220,7 +232,7 @@ def knowledge_search(
                                corroboration=corroboration)
     _lap(timings, "boosts_ms", started)
     if knobs.rerank:
-        hits = _reranked(query, hits, degraded, timings)
+        hits = _reranked(query.text, hits, degraded, timings)
     started = time.perf_counter()
     if knobs.dedupe_documents:
         hits = stages.dedupe_documents(hits)
@@ -231,16 +243,13 @@ def knowledge_search(
         _lap(timings, "mmr_ms", started)
     # Relevance over the whole answer (its features are relative to its best), then the filter
     # and the cut: the ranking is left as it is.
+    min_relevance = request.min_relevance
     threshold = engine_settings.SEARCH_MIN_RELEVANCE if min_relevance is None else min_relevance
-    stages.judge_relevance(hits, relevance_model(embedder) if qvec is not None else None, threshold=threshold)
+    stages.judge_relevance(hits, relevance_model(query.embedder) if query.vector is not None else None,
+                           threshold=threshold)
     if min_relevance is not None:
         hits = [hit for hit in hits if hit.relevant]
-    hits = _with_entities(hits[:limit])
-    # Everything but the query embedding and the rerank call: scope checks, SQL, fusion, stages.
-    timings["search_ms"] = ((time.perf_counter() - began) * 1000 - timings.get("embedding_ms", 0.0)
-                            - timings.get("rerank_ms", 0.0))
-    return SearchResult(results=hits, degraded=degraded, timings=timings, lexical_backend=backend,
-                        evidence=_evidence(hits), withheld=withheld[0])
+    return _with_entities(hits[:request.limit])
 
 
 def _with_entities(hits: list[SearchHit]) -> list[SearchHit]:
