@@ -1,11 +1,14 @@
 """The tools an agent calls, in one home: their definitions (rendered from the project's memory
-schema, in the OpenAI and Anthropic shapes), their arguments (checked strictly) and their runners.
+schema, in the OpenAI and Anthropic shapes; which tools an agent gets is decided here, for every door),
+their arguments (checked strictly) and their runners.
 The REST tool endpoints (memory_engine.api.agents) and the MCP server (memory_engine.mcp) are
 thin adapters over this package; docs/memory.md and docs/mcp.md describe the tools."""
 
 from .arguments import (
     MEMORY_FIELDS,
+    ForgetMemoryToolRequestSerializer,
     HostPinsSerializer,
+    ListMemoriesToolRequestSerializer,
     MemoryFieldsSerializer,
     OpenMemoryToolRequestSerializer,
     SearchToolRequestSerializer,
@@ -19,6 +22,7 @@ from .definitions import (
     OPEN_MEMORY,
     SEARCH_KNOWLEDGE,
     WRITE_MEMORY,
+    WRITE_TOOLS,
     agent_tool_definitions,
     agent_tool_guidance,
     search_knowledge_definition,
@@ -42,7 +46,10 @@ __all__ = [
     "OPEN_MEMORY",
     "SEARCH_KNOWLEDGE",
     "WRITE_MEMORY",
+    "WRITE_TOOLS",
+    "ForgetMemoryToolRequestSerializer",
     "HostPinsSerializer",
+    "ListMemoriesToolRequestSerializer",
     "MemoryFieldsSerializer",
     "OpenMemoryToolRequestSerializer",
     "SearchToolRequestSerializer",

@@ -16,8 +16,9 @@ from memory_engine.models.memories import MEMORY_KIND_MAX_CHARS, MEMORY_TITLE_MA
 from memory_engine.services.memories import MemoryFields
 from memory_engine.strict import JSONObjectField
 
-__all__ = ["MEMORY_FIELDS", "AboutSerializer", "HostPinsSerializer", "MemoryFieldsSerializer",
-           "OpenMemoryToolRequestSerializer", "SearchToolRequestSerializer", "WriteMemoryToolSerializer", "validated"]
+__all__ = ["MEMORY_FIELDS", "AboutSerializer", "ForgetMemoryToolRequestSerializer", "HostPinsSerializer",
+           "ListMemoriesToolRequestSerializer", "MemoryFieldsSerializer", "OpenMemoryToolRequestSerializer",
+           "SearchToolRequestSerializer", "WriteMemoryToolSerializer", "validated"]
 
 
 def validated(serializer_class: type[serializers.Serializer], arguments: Any) -> Any:
@@ -90,6 +91,17 @@ class SearchToolRequestSerializer(HostPinsSerializer):
 
 class OpenMemoryToolRequestSerializer(HostPinsSerializer):
     id = serializers.CharField(max_length=40, help_text="The memory id (mem_…) from a search result.")
+
+
+class ListMemoriesToolRequestSerializer(HostPinsSerializer):
+    limit = serializers.IntegerField(required=False, help_text="How many memories to return, 1 to 50 (default 20).")
+    kind = serializers.CharField(required=False, allow_blank=True, max_length=MEMORY_KIND_MAX_CHARS)
+    facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                  help_text="The model's facet argument (a pinned_facet wins over it).")
+
+
+class ForgetMemoryToolRequestSerializer(HostPinsSerializer):
+    id = serializers.CharField(max_length=40, help_text="The memory id (mem_…) to forget.")
 
 
 class WriteMemoryToolSerializer(MemoryFieldsSerializer, HostPinsSerializer):

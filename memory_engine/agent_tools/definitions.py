@@ -1,13 +1,16 @@
 """The tools an agent calls, as JSON-schema definitions a host hands to its LLM.
 
-``search_knowledge`` and ``open_memory`` always; ``write_memory`` when the agent has a write store.
-They are rendered from the project's memory schema (the declared kinds become ``kind``'s enum and
-are listed in the descriptions; without a schema the enum stays open). All come in the OpenAI
+Which tools an agent gets is decided here and only here (:func:`tool_definitions`), for every door:
+``GET /agents/{id}/tools`` and ``/tool-guidance`` and the MCP server's ``tools/list`` ask it.
+``search_knowledge``, ``open_memory`` and ``list_memories`` always; ``write_memory`` and
+``forget_memory`` to a caller that may write, when the writes have somewhere to go. They are
+rendered from the project's memory schema (the declared kinds become ``kind``'s enum and are
+listed in the descriptions; without a schema the enum stays open). All come in the OpenAI
 (``{"type": "function", "function": {...}}``) and the Anthropic (``{"name", "description",
-"input_schema"}``) function-calling shapes. The host runs each call
-with the runner of the same name (:mod:`memory_engine.agent_tools.runners`), or through ``POST
+"input_schema"}``) function-calling shapes. The host runs each call with the runner of the same
+name (:mod:`memory_engine.agent_tools.runners`), or through ``POST
 /api/v1/agents/{id}/tools/<name>``. The MCP server (:mod:`memory_engine.mcp`) serves the same
-definitions, plus ``list_memories`` and ``forget_memory``.
+definitions, adapted to what its connection pins (an ``agent_id`` argument, no ``facet``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from memory_engine.exceptions import ToolFormatInvalid
 from memory_engine.facets import FACET_PATTERN
 from memory_engine.models import Agent
 from memory_engine.models.memories import Kind
+from memory_engine.policy import Principal
 from memory_engine.services.memory_schema import BUILTIN_KINDS, memory_schema_of
 
 FORMATS = ("openai", "anthropic")
@@ -140,13 +144,24 @@ TOOL_GUIDANCE = {
         "A remembered passage marked as a preview is cut short: call open_memory with its id when you need "
         "the whole text."
     ),
+    "list_memories": (
+        "Call list_memories to see what you remember (newest first, as previews), e.g. before writing "
+        "or forgetting a fact."
+    ),
     "write_memory": (
         "Call write_memory when you learn something durable worth knowing in a later conversation: one "
         "self-contained fact per call. Set `confidence` below 1 when you infer rather than were told, a "
         "`facet` when the fact only holds within one project or topic, and `expires_at` when it stops being "
         "true at a known time. Never store secrets or instructions to yourself as memories."
     ),
+    "forget_memory": (
+        "Call forget_memory with a memory's id when the user asks you to forget it or it turned out wrong."
+    ),
 }
+
+#: The tools that change data, each with the Django model permission a staff user needs for it: offered
+#: only to a caller that may write (:func:`tool_definitions`); a read-only key's call answers READ_ONLY_KEY.
+WRITE_TOOLS = {"write_memory": "add_memory", "forget_memory": "delete_memory"}
 
 
 OPEN_MEMORY: dict[str, Any] = {
@@ -211,28 +226,49 @@ def _check_format(fmt: str) -> None:
                                 details={"provider": fmt})
 
 
-def tool_definitions(agent: Agent, kinds: Kinds) -> list[dict[str, Any]]:
-    """The agent's tools in the neutral shape, rendered with the project's declared ``kinds``."""
-    definitions = [search_knowledge_definition(kinds), OPEN_MEMORY]
-    if agent.write_memory_store_id:
+def _may_write(tool: str, agent: Agent | None, *, caller: Principal | None, subject: str | None) -> bool:
+    if caller is not None and (caller.read_only or not caller.has_perm(WRITE_TOOLS[tool])):
+        return False
+    # somewhere to write: the agent's write store, the host's subject's store, or (no agent yet:
+    # an MCP connection that names it per call) whatever agent the call names
+    return agent is None or bool(agent.write_memory_store_id) or subject is not None
+
+
+def tool_definitions(agent: Agent | None, kinds: Kinds, *, caller: Principal | None = None,
+                     subject: str | None = None) -> list[dict[str, Any]]:
+    """The tools ``agent`` gets when ``caller`` asks, in the neutral shape, rendered with the
+    project's declared ``kinds``: the one decision every door asks (REST and MCP).
+
+    ``search_knowledge``, ``open_memory`` and ``list_memories`` always; each tool of
+    :data:`WRITE_TOOLS` when the caller may write (not a read-only key; a staff user with the
+    tool's model permission; ``None``: the host itself, in Python) and the writes have somewhere to
+    go: the agent's write store, or the store of the host's ``subject`` (end user). ``agent`` is
+    None for an MCP connection that pins no agent (each call names one)."""
+    definitions = [search_knowledge_definition(kinds), OPEN_MEMORY, LIST_MEMORIES]
+    if _may_write("write_memory", agent, caller=caller, subject=subject):
         definitions.append(write_memory_definition(
             kinds, default_confidence=engine_settings.DEFAULT_CONFIDENCE))
+    if _may_write("forget_memory", agent, caller=caller, subject=subject):
+        definitions.append(FORGET_MEMORY)
     return definitions
 
 
-def agent_tool_definitions(agent: Agent, *, fmt: str = "openai") -> list[dict[str, Any]]:
-    """The tools this agent may use, in the requested function-calling shape."""
+def agent_tool_definitions(agent: Agent, *, fmt: str = "openai", caller: Principal | None = None,
+                           subject: str | None = None) -> list[dict[str, Any]]:
+    """The tools this agent may use when ``caller`` asks (:func:`tool_definitions`), in the
+    requested function-calling shape."""
     _check_format(fmt)
     kinds = memory_schema_of(agent.project)["kinds"]
-    return [_shape(d, fmt) for d in tool_definitions(agent, kinds)]
+    return [_shape(d, fmt) for d in tool_definitions(agent, kinds, caller=caller, subject=subject)]
 
 
-def agent_tool_guidance(agent: Agent, *, fmt: str = "openai") -> dict[str, Any]:
+def agent_tool_guidance(agent: Agent, *, fmt: str = "openai", caller: Principal | None = None,
+                        subject: str | None = None) -> dict[str, Any]:
     """What a host needs to offer the agent's tools: the project's kinds and relation types, the
     tools (as :func:`agent_tool_definitions`) and ``guidance``, text for the system prompt."""
     _check_format(fmt)
     schema = memory_schema_of(agent.project)
-    definitions = tool_definitions(agent, schema["kinds"])
+    definitions = tool_definitions(agent, schema["kinds"], caller=caller, subject=subject)
     names = [d["name"] for d in definitions]
     paragraphs = [f"You have these tools: {', '.join(names)}."]
     paragraphs += [TOOL_GUIDANCE[name] for name in names if name in TOOL_GUIDANCE]

@@ -1,6 +1,7 @@
 """Agents: CRUD, push retrieval (``/context``), tool definitions (``/tools``, and with guidance
-``/tool-guidance``) and the tools an agent calls (``/tools/search_knowledge``, ``/tools/open_memory``,
-``/tools/write_memory``)."""
+``/tool-guidance``; which tools, memory_engine.agent_tools decides) and the tools an agent calls
+(``/tools/search_knowledge``, ``/tools/open_memory``, ``/tools/list_memories``, ``/tools/write_memory``,
+``/tools/forget_memory``)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,15 @@ from rest_framework.views import APIView
 from memory_engine import strict
 from memory_engine.agent_tools import (
     FORMATS,
+    ForgetMemoryToolRequestSerializer,
+    ListMemoriesToolRequestSerializer,
     OpenMemoryToolRequestSerializer,
     SearchToolRequestSerializer,
     WriteMemoryToolSerializer,
     agent_tool_definitions,
     agent_tool_guidance,
+    run_forget_memory,
+    run_list_memories,
     run_open_memory,
     run_search_knowledge,
     run_write_memory,
@@ -34,11 +39,23 @@ from memory_engine.policy import ADD, get_visible_or_404, require, visible
 from memory_engine.selectors.agents import agent_scope_in_reach
 from memory_engine.services.agents import UNSET, agent_create, agent_delete, agent_update
 from memory_engine.strict import JSONObjectField
+from memory_engine.subjects import validate_subject
 
 from .exceptions import ERRORS, ErrorSerializer
 from .memories import WRITE_RESPONSES, MemoryFullSerializer, write_response
 from .scoping import ProjectScopedMixin
 from .search import SEARCH_PERMISSIONS, SearchResultSerializer
+
+#: The query parameters of ``/tools`` and ``/tool-guidance``.
+TOOLS_PARAMETERS = [
+    OpenApiParameter("subject", str, required=False,
+                     description="The end user the host will pin on the calls: write_memory and forget_memory are "
+                                 "offered for their store even when the agent has no write store."),
+]
+
+
+def _tools_subject(request: Request) -> str | None:
+    return validate_subject(request.query_params.get("subject") or None, allow_none=True)
 
 
 class AgentSerializer(strict.ModelSerializer):
@@ -119,6 +136,17 @@ class OpenMemoryToolResponseSerializer(strict.Serializer):
     memory = MemoryFullSerializer()
 
 
+class ListMemoriesToolResponseSerializer(strict.Serializer):
+    content = serializers.CharField(help_text="Text to hand back to the model as the tool result.")
+    memory_ids = serializers.ListField(child=serializers.CharField(), help_text="The memories listed, in order.")
+
+
+class ForgetMemoryToolResponseSerializer(strict.Serializer):
+    content = serializers.CharField(help_text="Text to hand back to the model as the tool result.")
+    memory_id = serializers.CharField()
+    assertion_id = serializers.CharField(help_text="The forget's assertion (outcome forgotten, mechanism tool).")
+
+
 @extend_schema_view(
     list=extend_schema(responses={200: AgentSerializer(many=True), **ERRORS}),
     create=extend_schema(responses={201: AgentSerializer, **ERRORS}),
@@ -186,26 +214,32 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
 
     @extend_schema(
         parameters=[OpenApiParameter("provider", str, enum=list(FORMATS), default="openai",
-                                     description="Function-calling shape (`?format=` is DRF's renderer switch).")],
+                                     description="Function-calling shape (`?format=` is DRF's renderer switch)."),
+                    *TOOLS_PARAMETERS],
         responses={200: ToolsResponseSerializer, **ERRORS}, filters=False,
     )
     @action(detail=True, methods=["get"], pagination_class=None)
     def tools(self, request: Request, pk: str | None = None) -> Response:
-        """Function-calling definitions: search_knowledge, and write_memory when a write store is set."""
+        """Function-calling definitions, as the MCP server lists them: search_knowledge, open_memory and
+        list_memories; write_memory and forget_memory when the caller may write and the agent has a
+        write store (or a ``subject`` is given)."""
         agent = self.get_object()
         fmt = request.query_params.get("provider", "openai")
-        return Response({"provider": fmt, "tools": agent_tool_definitions(agent, fmt=fmt)})
+        return Response({"provider": fmt, "tools": agent_tool_definitions(
+            agent, fmt=fmt, caller=self.caller, subject=_tools_subject(request))})
 
     @extend_schema(
         parameters=[OpenApiParameter("provider", str, enum=list(FORMATS), default="openai",
-                                     description="Function-calling shape of `tools`.")],
+                                     description="Function-calling shape of `tools`."),
+                    *TOOLS_PARAMETERS],
         responses={200: ToolGuidanceResponseSerializer, **ERRORS}, filters=False,
     )
     @action(detail=True, methods=["get"], url_path="tool-guidance", pagination_class=None)
     def tool_guidance(self, request: Request, pk: str | None = None) -> Response:
         """The agent's tools with the project's memory kinds, and guidance text for a system prompt."""
         agent = self.get_object()
-        return Response(agent_tool_guidance(agent, fmt=request.query_params.get("provider", "openai")))
+        return Response(agent_tool_guidance(agent, fmt=request.query_params.get("provider", "openai"),
+                                            caller=self.caller, subject=_tools_subject(request)))
 
     @extend_schema(request=SearchToolRequestSerializer,
                    responses={200: SearchToolResponseSerializer, **ERRORS})
@@ -238,6 +272,30 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
                                           facet=pinned, caller=self.caller)
         return Response({"content": content, "memory": MemoryFullSerializer(memory).data})
 
+    @extend_schema(request=ListMemoriesToolRequestSerializer,
+                   responses={200: ListMemoriesToolResponseSerializer, **ERRORS})
+    @action(detail=True, methods=["post"], url_path="tools/list_memories", read_only_key_allowed=True,
+            session_permissions=["view_agent", "view_memory"])
+    def list_memories(self, request: Request, pk: str | None = None) -> Response:
+        """Run a list_memories tool call: the live memories this agent may open, newest first, as
+        previews."""
+        agent = self.get_object()
+        serializer = ListMemoriesToolRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        subject, pinned = serializer.pins()
+        arguments = {k: v for k, v in serializer.validated_data.items() if k not in ("subject", "pinned_facet")}
+        content, memories = run_list_memories(agent, arguments, subject=subject, facet=pinned, caller=self.caller)
+        return Response({"content": content, "memory_ids": [memory.pk for memory in memories]})
+
+
+def _tool_agent(view: ProjectScopedMixin, agent_id: str) -> Agent:
+    """The agent a writing tool acts for: one the caller sees (the tool then checks what it may
+    write), else 404 AGENT_NOT_FOUND as for an unknown id."""
+    agent = get_visible_or_404(view.caller, Agent.objects.filter(project=view.project).select_related(
+        "write_memory_store"), agent_id, error=AgentNotFound, field="agent_id")
+    agent.project = view.project  # the agent's own (the filter above), read again by the write
+    return agent
+
 
 class WriteMemoryToolView(ProjectScopedMixin, APIView):
     """The agent's ``write_memory`` tool: one fact into the agent's write memory store, or with the
@@ -247,7 +305,24 @@ class WriteMemoryToolView(ProjectScopedMixin, APIView):
 
     @extend_schema(request=WriteMemoryToolSerializer, responses=WRITE_RESPONSES)
     def post(self, request: Request, agent_id: str) -> Response:
-        agent = get_visible_or_404(self.caller, Agent.objects.filter(project=self.project).select_related(
-            "write_memory_store"), agent_id, error=AgentNotFound, field="agent_id")
-        agent.project = self.project  # the agent's own (the filter above), read again by the write
-        return write_response(run_write_memory(agent, request.data, caller=self.caller))
+        return write_response(run_write_memory(_tool_agent(self, agent_id), request.data, caller=self.caller))
+
+
+class ForgetMemoryToolView(ProjectScopedMixin, APIView):
+    """The agent's ``forget_memory`` tool: forget a live memory of a store the agent writes to (its
+    write store, its own agent-tier store, the host's ``subject``'s store); any other id answers
+    404 like an unknown one."""
+
+    session_permissions = ["delete_memory"]
+
+    @extend_schema(request=ForgetMemoryToolRequestSerializer,
+                   responses={200: ForgetMemoryToolResponseSerializer, **ERRORS})
+    def post(self, request: Request, agent_id: str) -> Response:
+        agent = _tool_agent(self, agent_id)
+        serializer = ForgetMemoryToolRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        subject, pinned = serializer.pins()
+        memory_id = serializer.validated_data["id"]
+        content, assertion = run_forget_memory(agent, {"id": memory_id}, subject=subject, facet=pinned,
+                                               caller=self.caller)
+        return Response({"content": content, "memory_id": memory_id.strip(), "assertion_id": assertion.pk})

@@ -53,6 +53,8 @@ urlpatterns = [
     path("knowledge/search", search.KnowledgeSearchView.as_view(), name="knowledge-search"),
     path("agents/<str:agent_id>/tools/write_memory", agents.WriteMemoryToolView.as_view(),
          name="agent-tool-write-memory"),
+    path("agents/<str:agent_id>/tools/forget_memory", agents.ForgetMemoryToolView.as_view(),
+         name="agent-tool-forget-memory"),
     path("memory-stores/<str:store_id>/rules",
          rules.MemoryRuleViewSet.as_view({"get": "list", "post": "create"}), name="memory-rule-list"),
     path("memory-stores/<str:store_id>/rules/<str:pk>",

@@ -19,20 +19,16 @@ from rest_framework import exceptions as drf_exceptions
 
 from memory_engine import __version__, replicas
 from memory_engine.agent_tools import (
-    FORGET_MEMORY,
-    LIST_MEMORIES,
-    OPEN_MEMORY,
+    WRITE_TOOLS,
     SearchToolRequestSerializer,
     run_forget_memory,
     run_list_memories,
     run_open_memory,
     run_search_knowledge,
     run_write_memory,
-    search_knowledge_definition,
     validated,
-    write_memory_definition,
 )
-from memory_engine.conf import engine_settings
+from memory_engine.agent_tools import tool_definitions as agent_tools_for
 from memory_engine.exceptions import (
     AgentNotFound,
     AuthenticationFailed,
@@ -52,9 +48,6 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
 SERVER_NAME = "memory-engine"
-
-#: The tools that change data: refused (READ_ONLY_KEY) to a read-only key, and not listed for it.
-WRITE_TOOLS = frozenset({"write_memory", "forget_memory"})
 
 #: The argument every tool takes when the connection names no agent.
 AGENT_ID_PROPERTY = {"type": "string", "description": "The id of the agent you act as (agt_…)."}
@@ -107,24 +100,15 @@ def _visible_agent(caller: Principal, key: ApiKey, agent_id: Any) -> Agent:
     return get_visible_or_404(caller, agents, agent_id, error=AgentNotFound, field="agent_id")
 
 
-def _writable(connection: Connection) -> bool:
-    if connection.key.read_only:
-        return False
-    agent = connection.agent
-    return agent is None or bool(agent.write_memory_store_id) or connection.subject is not None
-
-
 def tool_definitions(connection: Connection) -> list[dict[str, Any]]:
     """The connection's tools in the neutral ``{name, description, parameters}`` shape.
 
-    Write tools only for a read-write key whose agent can write; the model's ``facet`` argument
-    is gone when the host pinned one; ``agent_id`` is a required argument when it did not pin an
-    agent."""
+    Which tools: :func:`memory_engine.agent_tools.tool_definitions` decides, for the key, the
+    pinned agent and the pinned subject, as it does for ``GET /agents/{id}/tools``. What the pins
+    change here: the model's ``facet`` argument is gone when the host pinned one; ``agent_id`` is a
+    required argument when it did not pin an agent."""
     kinds = memory_schema_of(connection.key.project)["kinds"]
-    definitions = [search_knowledge_definition(kinds), OPEN_MEMORY, LIST_MEMORIES]
-    if _writable(connection):
-        definitions += [write_memory_definition(kinds, default_confidence=engine_settings.DEFAULT_CONFIDENCE),
-                        FORGET_MEMORY]
+    definitions = agent_tools_for(connection.agent, kinds, caller=connection.caller, subject=connection.subject)
     rendered = []
     for definition in definitions:
         parameters = json.loads(json.dumps(definition["parameters"]))

@@ -131,6 +131,8 @@ DOORS: dict[str, Door] = {
     "v1_agents_tool_guidance_retrieve": Door(TAGGED, "path"),
     "v1_agents_tools_retrieve": Door(TAGGED, "path"),
     "v1_agents_tools_open_memory_create": Door(TAGGED, "path"),
+    "v1_agents_tools_list_memories_create": Door(TAGGED, "path"),
+    "v1_agents_tools_forget_memory_create": Door(TAGGED, "path", W),
     "v1_agents_tools_search_knowledge_create": Door(TAGGED, "path"),
     "v1_agents_tools_write_memory_create": Door(TAGGED, "path", W),
     "v1_capabilities_retrieve": Door(NONE, "none"),
@@ -1003,8 +1005,7 @@ def test_every_door_is_declared() -> None:
     operations = {op.op_id for op in OPERATIONS}
     assert operations - set(DOORS) - SIGNED == set(), "operations without a row in DOORS"
     assert set(DOORS) - operations == set(), "rows of DOORS that name no operation"
-    from memory_engine.agent_tools import SEARCH_KNOWLEDGE, WRITE_MEMORY
-    from memory_engine.mcp.server import FORGET_MEMORY, LIST_MEMORIES, OPEN_MEMORY
+    from memory_engine.agent_tools import FORGET_MEMORY, LIST_MEMORIES, OPEN_MEMORY, SEARCH_KNOWLEDGE, WRITE_MEMORY
 
     tools = {d["name"] for d in (SEARCH_KNOWLEDGE, WRITE_MEMORY, OPEN_MEMORY, LIST_MEMORIES, FORGET_MEMORY)}
     assert tools == set(MCP_DOORS)

@@ -109,6 +109,9 @@ BODIES: dict[str, Body] = {
     "v1_agents_tools_search_knowledge_create": Body(lambda w, tag: {"query": SEARCH_QUERY, "limit": 5}),
     # the live memory of the store the agent searches (index 0 was superseded)
     "v1_agents_tools_open_memory_create": Body(lambda w, tag: {"id": w.ids["memory"][1]}, {"id": "memory"}),
+    "v1_agents_tools_list_memories_create": Body(lambda w, tag: {"limit": 5}),
+    # a live memory of the agent's write store
+    "v1_agents_tools_forget_memory_create": Body(lambda w, tag: {"id": w.ids["memory"][1]}, {"id": "memory"}),
     "v1_agents_tools_write_memory_create": Body(
         lambda w, tag: {"content": f"Fact {tag} written by a tool.", "generation_id": w.first("generation")},
         {"generation_id": "generation"},

@@ -73,8 +73,7 @@ def test_tools_over_http(setup: Setup, live_url: str) -> None:
         ("write_memory", {"content": "x", "subject": "mallory"}),
         ("open_memory", {"id": setup.other_memory_id}),
     ])
-    # The tools are the agent's REST tool definitions (rendered from the memory schema), plus the
-    # list and forget tools.
+    # The tools are the agent's REST tool definitions (rendered from the memory schema).
     by_name = {tool.name: tool for tool in tools.tools}
     assert set(by_name) == {"search_knowledge", "write_memory", "open_memory", "list_memories", "forget_memory"}
     for definition in agent_tool_definitions(setup.agent, fmt="anthropic"):

@@ -188,7 +188,7 @@ def test_tools_render_the_declared_kinds(client, project, store, provider):
 def test_write_memory_is_offered_only_with_a_write_store(client, project):
     memory_schema_save(project=project, **SCHEMA)
     agent = AgentFactory(project=project)
-    assert list(tools(client, agent, "openai")) == ["search_knowledge", "open_memory"]
+    assert list(tools(client, agent, "openai")) == ["search_knowledge", "open_memory", "list_memories"]
 
 
 # --------------------------------------------------------------------------- tool guidance
@@ -212,15 +212,16 @@ def test_tool_guidance(client, project, store):
     assert "search_knowledge" in body["guidance"] and "write_memory" in body["guidance"]
     assert "- preference (Preference): What the user likes or dislikes." in body["guidance"]
     anthropic = client.get(f"{url}?provider=anthropic").json()
-    assert [t["name"] for t in anthropic["tools"]] == ["search_knowledge", "open_memory", "write_memory"]
+    assert [t["name"] for t in anthropic["tools"]] == ["search_knowledge", "open_memory", "list_memories",
+                                                       "write_memory", "forget_memory"]
     assert client.get(f"{url}?provider=xml").json()["code"] == "TOOL_FORMAT_INVALID"
 
 
 def test_tool_guidance_without_a_write_store_says_nothing_of_writing(client, project):
     agent = AgentFactory(project=project)
     body = client.get(f"/api/v1/agents/{agent.pk}/tool-guidance").json()
-    assert [t["function"]["name"] for t in body["tools"]] == ["search_knowledge", "open_memory"]
-    assert "write_memory" not in body["guidance"]
+    assert [t["function"]["name"] for t in body["tools"]] == ["search_knowledge", "open_memory", "list_memories"]
+    assert "write_memory" not in body["guidance"] and "forget_memory" not in body["guidance"]
     assert "open_memory" in body["guidance"]
 
 

@@ -167,13 +167,14 @@ def test_tools_definitions(client, project, store):
     agent = AgentFactory(project=project)
     body = client.get(f"/api/v1/agents/{agent.pk}/tools").json()
     assert body["provider"] == "openai"
-    assert [t["function"]["name"] for t in body["tools"]] == ["search_knowledge", "open_memory"]
+    assert [t["function"]["name"] for t in body["tools"]] == ["search_knowledge", "open_memory", "list_memories"]
     assert body["tools"][0]["type"] == "function"
     agent.write_memory_store = store
     agent.save()
     body = client.get(f"/api/v1/agents/{agent.pk}/tools?provider=anthropic").json()
-    assert [t["name"] for t in body["tools"]] == ["search_knowledge", "open_memory", "write_memory"]
-    assert body["tools"][2]["input_schema"]["required"] == ["content"]
+    assert [t["name"] for t in body["tools"]] == ["search_knowledge", "open_memory", "list_memories", "write_memory",
+                                                  "forget_memory"]
+    assert body["tools"][3]["input_schema"]["required"] == ["content"]
     assert client.get(f"/api/v1/agents/{agent.pk}/tools?provider=xml").json()["code"] == "TOOL_FORMAT_INVALID"
 
 
