@@ -9,7 +9,7 @@ memory should get when its writer claims none):
   run on it and never tuned on.
 
 Both are separate from the exemplars the embedding pass is built from
-(memory_engine/consent/exemplars.py). For each set: accuracy per category of the PII pass alone,
+(memory_engine/consent_categories/exemplars.py). For each set: accuracy per category of the PII pass alone,
 the embedding pass alone and both (what a write gets), and the over-upgrades (a memory placed in
 a more sensitive category than its label). ``--sweep`` chooses the embedding pass's settings
 from the exemplars alone (leave-one-out: each exemplar classified by centroids built without it),
@@ -43,9 +43,9 @@ def load(path: Path) -> list[dict[str, str]]:
 
 
 def evaluate(rows: list[dict[str, str]], vectors: list[Any], index: Any, min_similarity: float) -> dict[str, Any]:
-    from memory_engine.consent import SENSITIVITY, classify, rank, upgrade
-    from memory_engine.consent.classifier import embedding_finding
-    from memory_engine.consent.pii import pii_findings
+    from memory_engine.consent_categories import SENSITIVITY, classify, rank, upgrade
+    from memory_engine.consent_categories.classifier import embedding_finding
+    from memory_engine.consent_categories.pii import pii_findings
 
     modes: dict[str, list[str]] = {"pii": [], "embedding": [], "both": []}
     for row, vector in zip(rows, vectors, strict=True):
@@ -76,8 +76,8 @@ def sweep(embed: Any, model: str) -> list[list[Any]]:
     """Leave-one-out over the exemplars: each classified by the centroids of the others."""
     import numpy as np
 
-    from memory_engine.consent import ExemplarIndex, classify, rank
-    from memory_engine.consent.exemplars import EXEMPLARS
+    from memory_engine.consent_categories import ExemplarIndex, classify, rank
+    from memory_engine.consent_categories.exemplars import EXEMPLARS
 
     items = [(category, text) for category, texts in EXEMPLARS.items() for text in texts]
     vectors = np.asarray(embed([text for _, text in items]), dtype=np.float32)
@@ -103,9 +103,9 @@ def main() -> None:
     import django
 
     django.setup()
-    from memory_engine.consent import SENSITIVITY, ExemplarIndex, classify
+    from memory_engine.consent_categories import SENSITIVITY, ExemplarIndex, classify
     from memory_engine.providers.embeddings.onnx import OnnxEmbeddingProvider
-    from memory_engine.services.memories.consent import consent_min_similarity
+    from memory_engine.services.memories.consent_category import consent_min_similarity
 
     provider = OnnxEmbeddingProvider(model="all-MiniLM-L6-v2", dimensions=384)
     embed = provider.embed_documents

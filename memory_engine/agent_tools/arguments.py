@@ -9,7 +9,7 @@ from typing import Any
 from rest_framework import serializers
 
 from memory_engine import strict
-from memory_engine.consent import ConsentCategory
+from memory_engine.consent_categories import ConsentCategory
 from memory_engine.exceptions import ThresholdsNotAllowed
 from memory_engine.models import Lineage, Provenance
 from memory_engine.models.memories import MEMORY_KIND_MAX_CHARS, MEMORY_TITLE_MAX_CHARS

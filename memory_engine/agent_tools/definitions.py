@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_engine.conf import engine_settings
-from memory_engine.consent import SENSITIVITY
+from memory_engine.consent_categories import SENSITIVITY
 from memory_engine.exceptions import ToolFormatInvalid
 from memory_engine.facets import FACET_PATTERN
 from memory_engine.models import Agent

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory_engine import strict
-from memory_engine.consent import ConsentCategory
+from memory_engine.consent_categories import ConsentCategory
 from memory_engine.exceptions import GrantRequired, LegalHold
 from memory_engine.services.consent import consent_revoke
 

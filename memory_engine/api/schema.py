@@ -25,7 +25,7 @@ SCHEMA_SETTINGS: dict[str, Any] = {
                             "ReplayRunStatusEnum": "memory_engine.models.replay.ReplayRun.Status",
                             "FeedKindEnum": "memory_engine.models.feed.FeedKind",
                             "LineageEnum": "memory_engine.models.origin.Lineage",
-                            "ConsentCategoryEnum": "memory_engine.consent.ConsentCategory",
+                            "ConsentCategoryEnum": "memory_engine.consent_categories.ConsentCategory",
                             "EntityKindEnum": "memory_engine.models.entities.EntityKind",
                             "EntityRelationEnum": "memory_engine.models.entities.Relation"},
 }

@@ -9,8 +9,8 @@ from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.utils import timezone
 
-from memory_engine.consent.categories import DEFAULT as DEFAULT_CONSENT
-from memory_engine.consent.categories import ConsentCategory
+from memory_engine.consent_categories.categories import DEFAULT as DEFAULT_CONSENT
+from memory_engine.consent_categories.categories import ConsentCategory
 from memory_engine.exceptions import LedgerImmutable
 from memory_engine.ids import PublicIdField
 
@@ -222,7 +222,7 @@ class Memory(models.Model):
                                   db_default=Provenance.UNKNOWN)
     lineage = models.CharField(max_length=10, choices=Lineage.choices, default=Lineage.NATIVE,
                                db_default=Lineage.NATIVE)
-    # What the memory holds about a person (memory_engine.consent): the writer's claim, raised by the
+    # What the memory holds about a person (memory_engine.consent_categories): the writer's claim, raised by the
     # classifier, never lowered. The sensitive ones are masked on the memory map.
     consent_category = models.CharField(max_length=32, choices=ConsentCategory.choices, default=DEFAULT_CONSENT,
                                         db_default=DEFAULT_CONSENT)

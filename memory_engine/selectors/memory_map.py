@@ -3,7 +3,7 @@ memories as they are now, masked.
 
 Every serve reads the memories named by the cached points: a memory no longer live (forgotten,
 superseded, expired, erased) leaves the map at once; a point's text, title and consent category
-are today's. A point of a sensitive category (memory_engine.consent.SENSITIVE: location,
+are today's. A point of a sensitive category (memory_engine.consent_categories.SENSITIVE: location,
 identity, health) is masked whoever asks, superusers and the admin included: it keeps its place,
 its cluster and its category, and carries no id, no title and no text, so it cannot be opened.
 Cluster labels are made here from the titles and previews of the unmasked points only, so no
@@ -17,7 +17,7 @@ from collections import defaultdict
 from typing import Any
 
 from memory_engine.conf import engine_settings
-from memory_engine.consent import is_sensitive
+from memory_engine.consent_categories import is_sensitive
 from memory_engine.models import Memory, MemoryMap, MemoryMapStatus
 from memory_engine.projection import cluster_labels
 

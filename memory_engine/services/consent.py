@@ -1,5 +1,5 @@
 """Consent categories after the write (docs/memory.md, *Consent categories*); at write time the
-funnel classifies (memory_engine.services.memories.consent).
+funnel classifies (memory_engine.services.memories.consent_category).
 
 * :func:`consent_revoke`: a subject withdraws consent for categories: their memories of those
   categories are erased, with a receipt (memory_engine.services.erasure);
@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from memory_engine.consent import SENSITIVITY, classify, rank, validate_categories
+from memory_engine.consent_categories import SENSITIVITY, classify, rank, validate_categories
 from memory_engine.exceptions import ValidationFailed
 from memory_engine.models import Document, ErasureReceipt, Memory, MemoryStore, Project
 from memory_engine.models.memories import Tier
@@ -24,9 +24,9 @@ from memory_engine.providers.embeddings import EmbeddingError
 from memory_engine.subjects import validate_subject
 
 from .erasure import erase_rows
-from .memories.consent import consent_index, consent_min_similarity
+from .memories.consent_category import consent_index, consent_min_similarity
 
-logger = logging.getLogger("memory_engine.consent")
+logger = logging.getLogger("memory_engine.consent_categories")
 
 
 def validate_revoked_categories(value: Any) -> list[str]:

@@ -1,4 +1,4 @@
-"""The consent classifier alone (memory_engine.consent): the PII pass's patterns, the order of
+"""The consent classifier alone (memory_engine.consent_categories): the PII pass's patterns, the order of
 sensitivity (a pass raises a claim, nothing lowers it), the embedding pass on the real default
 embedder measured on the labelled sets, and what a verdict records (pattern names, never text)."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from memory_engine.consent import (
+from memory_engine.consent_categories import (
     SENSITIVE,
     SENSITIVITY,
     ConsentCategory,
@@ -20,9 +20,9 @@ from memory_engine.consent import (
     rank,
     upgrade,
 )
-from memory_engine.consent.exemplars import EXEMPLARS
+from memory_engine.consent_categories.exemplars import EXEMPLARS
 from memory_engine.providers.embeddings import get_embedding_provider
-from memory_engine.services.memories.consent import consent_classify, consent_min_similarity
+from memory_engine.services.memories.consent_category import consent_classify, consent_min_similarity
 from tests.conftest import finishes_within
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "consent"

@@ -8,7 +8,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from memory_engine.consent import ConsentCategory
+from memory_engine.consent_categories import ConsentCategory
 from memory_engine.models import Memory, Project
 from memory_engine.services.memories import memory_write
 from tests.factories import MemoryStoreFactory

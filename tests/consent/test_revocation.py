@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memory_engine.consent import ConsentCategory
+from memory_engine.consent_categories import ConsentCategory
 from memory_engine.models import ErasureReceipt, Memory, MemoryAssertion, MemoryContent, MemoryMap, Project
 from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import system_principal

@@ -16,7 +16,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from memory_engine.consent import ConsentCategory
+from memory_engine.consent_categories import ConsentCategory
 from memory_engine.models import Memory, MemoryAssertion
 from memory_engine.models.memories import Tier
 from memory_engine.services.memories import memory_write, memory_write_batch

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memory_engine.consent import ConsentCategory
+from memory_engine.consent_categories import ConsentCategory
 from memory_engine.models import Entity, EntityEdge, Memory, MemoryStore
 from memory_engine.policy import system_principal
 from memory_engine.services.consent import consent_revoke

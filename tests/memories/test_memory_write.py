@@ -8,7 +8,7 @@ from django.db import IntegrityError, InternalError, connection, transaction
 from memory_engine.exceptions import ContentEmpty, ContentTooLong, QuotaExceeded, ThresholdsInvalid
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryRevision
 from memory_engine.services.memories import memory_write
-from memory_engine.services.memories.consent import consent_index
+from memory_engine.services.memories.consent_category import consent_index
 from memory_engine.services.memory_lifecycle import memory_forget
 from tests import providers
 from tests.factories import MemoryStoreFactory, ProjectFactory

@@ -17,7 +17,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from memory_engine.consent import ConsentCategory
+from memory_engine.consent_categories import ConsentCategory
 from memory_engine.models import Memory, MemoryMap, MemoryStore, Project
 from memory_engine.projection import choose_k, cluster_labels, kmeans, layout_2d, pca_2d, trustworthiness
 from memory_engine.services.keys import api_key_create

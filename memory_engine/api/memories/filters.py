@@ -8,7 +8,7 @@ from typing import Any
 import django_filters
 from django.db.models import Q, QuerySet
 
-from memory_engine.consent import ConsentCategory
+from memory_engine.consent_categories import ConsentCategory
 from memory_engine.exceptions import ValidationFailed
 from memory_engine.facets import validate_facet
 from memory_engine.models import Generation, Lineage, Memory, MemoryAssertion, MemoryRule, MemoryStore, Provenance

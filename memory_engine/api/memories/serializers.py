@@ -11,7 +11,7 @@ from rest_framework.response import Response
 
 from memory_engine import strict
 from memory_engine.agent_tools import MEMORY_FIELDS, MemoryFieldsSerializer
-from memory_engine.consent import ConsentCategory
+from memory_engine.consent_categories import ConsentCategory
 from memory_engine.models import DocumentVersion, Lineage, Memory, MemoryAssertion, MemoryRevision, MemoryStore
 from memory_engine.models.retention import RetentionClass
 from memory_engine.policy import visible

@@ -29,7 +29,7 @@ again is a ``noop``, new content a new pending version whose swap makes it the a
 Modules: :mod:`.intake` (capture, create one or many, re-ingest, delete), :mod:`.chunk_settings`,
 :mod:`.pipeline` (claim -> pages -> chunks -> embeddings -> swap; :func:`document_ingest_many`
 shares embedder batches across documents), :mod:`.runs` (the run
-token's fence and the failure record), :mod:`.grants` (sealed password, signed URLs),
+token's fence and the failure record), :mod:`.tokens` (sealed password, signed URLs),
 :mod:`.callback` (pending converters), :mod:`.sweep` (recovery) and :mod:`.inline` (the
 ``wait`` rule: ingest in the request or queue). Import from the
 package: the names below are its public API.
@@ -47,7 +47,6 @@ from .chunk_settings import (
     default_chunk_strategy,
     resolve_chunking,
 )
-from .grants import CALLBACK_SALT, DOWNLOAD_SALT, document_for_download, download_grant
 from .inline import document_capture_or_enqueue, document_ingest_or_enqueue, documents_create_or_enqueue
 from .intake import (
     Capture,
@@ -69,6 +68,7 @@ from .intake import (
 from .pipeline import CONVERTER_FALLBACK_ERRORS, document_ingest, document_ingest_group, document_ingest_many
 from .runs import PERSISTENT_STATE
 from .sweep import document_sweep
+from .tokens import CALLBACK_SALT, DOWNLOAD_SALT, document_for_download, download_token
 
 __all__ = [
     "CALLBACK_SALT",
@@ -102,7 +102,7 @@ __all__ = [
     "document_reingest",
     "document_sweep",
     "documents_create_or_enqueue",
-    "download_grant",
+    "download_token",
     "normalize_path",
     "project_document_bytes",
     "resolve_chunking",

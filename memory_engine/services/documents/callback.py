@@ -22,8 +22,8 @@ from memory_engine.providers.converters import parse_answer
 from memory_engine.providers.signing import signature_matches
 from memory_engine.queue import enqueue_document_ingest_on_commit
 
-from .grants import CALLBACK_SALT, verified_grant
 from .runs import fail_ingestion
+from .tokens import CALLBACK_SALT, verified_token
 
 
 def converter_callback(*, document_id: str, token: str, body: bytes, signature: str | None) -> Document:
@@ -33,7 +33,7 @@ def converter_callback(*, document_id: str, token: str, body: bytes, signature: 
     or wrong ``X-Memory-Engine-Signature``), 410 CALLBACK_EXPIRED, 409 CALLBACK_USED.
     On success the document goes back to ``pending`` and a worker finishes it.
     """
-    grant = verified_grant(token, salt=CALLBACK_SALT, document_id=document_id, what="callback",
+    claims = verified_token(token, salt=CALLBACK_SALT, document_id=document_id, what="callback",
                             when_expired="re-ingest the document to ask the converter again",
                             invalid=CallbackSignatureInvalid, expired=CallbackExpired)
     with transaction.atomic():
@@ -42,7 +42,7 @@ def converter_callback(*, document_id: str, token: str, body: bytes, signature: 
             raise NotFound("The document of this callback no longer exists.")
         state = dict(document.converter_state or {})
         callback = dict(state.get("callback") or {})
-        if callback.get("nonce") != grant.get("n") or callback.get("used"):
+        if callback.get("nonce") != claims.get("n") or callback.get("used"):
             raise CallbackUsed("This callback URL was already used (or superseded by a newer ingestion).")
         rule = document.ingestion_rule
         if rule is not None and rule.converter_secret and not signature_matches(rule.converter_secret, body,

@@ -51,8 +51,8 @@ from memory_engine.queue import enqueue_document_ingest_on_commit, enqueue_docum
 from ..entities import entities_drop_unnamed, entities_named_by
 from ..ingestion_rules import rule_for_content_type
 from .chunk_settings import CHUNK_REQUEST_KEYS, chunk_request, resolve_chunking
-from .grants import seal_password
 from .runs import persistent_state
+from .tokens import seal_password
 
 
 def normalize_path(raw: str) -> str:

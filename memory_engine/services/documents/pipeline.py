@@ -43,8 +43,8 @@ from memory_engine.providers.embeddings import EmbeddingError, get_embedding_pro
 from memory_engine.queue import enqueue_entities_documents_on_commit
 
 from .chunk_settings import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
-from .grants import download_grant, new_callback, open_password
 from .runs import Superseded, beat, fail_ingestion, ingested_versions, owned, owned_many, persistent_state
+from .tokens import download_token, new_callback, open_password
 
 logger = logging.getLogger("memory_engine.documents")
 
@@ -474,7 +474,7 @@ def _convert(document: Document, run: str, rule: IngestionRule, data: bytes,
     # For callables that answer pending: where to POST the pages, and the header's token.
     document.converter_callback_url = callback_url  # type: ignore[attr-defined]
     document.converter_callback_token = callback_token  # type: ignore[attr-defined]
-    file_url, file_token = (download_grant(document) if rule.file_delivery == IngestionRule.FileDelivery.DOWNLOAD_URL
+    file_url, file_token = (download_token(document) if rule.file_delivery == IngestionRule.FileDelivery.DOWNLOAD_URL
                             else ("", ""))
     request = ConverterRequest(
         data=data, content_type=document.content_type, filename=document.original_filename or document.path,

@@ -40,8 +40,8 @@ from memory_engine.providers.embeddings import EmbeddingError, get_embedding_pro
 from memory_engine.ranking_knobs import validate_ranking_knobs
 
 from .chunk_settings import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, resolve_chunking
-from .grants import open_password
 from .pipeline import token_counter
+from .tokens import open_password
 
 logger = logging.getLogger("memory_engine.documents")
 

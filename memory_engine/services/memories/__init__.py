@@ -12,7 +12,7 @@ read: memory_engine.selectors.dedup.
 from __future__ import annotations
 
 from .batch import BatchOutcome, memory_write_batch
-from .consent import validate_consent_expiry_days
+from .consent_category import validate_consent_expiry_days
 from .content import content_hash, embed_best_effort, embed_many_best_effort, model_switched, normalize_text
 from .decision import Reason
 from .funnel import WriteResult, memory_write

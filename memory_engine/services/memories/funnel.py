@@ -39,7 +39,7 @@ from memory_engine.selectors.dedup import candidates_query, dedup_candidates
 
 from ..judge import get_judge
 from ..memory_schema import check_kind
-from .consent import consent_of_write, validate_claim
+from .consent_category import consent_of_write, validate_claim
 from .content import Prepared, content_hash, embed_best_effort, model_switched, prepare_vector, resolve_content
 from .decision import decide
 from .ledger import record_decision

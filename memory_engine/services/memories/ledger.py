@@ -19,7 +19,7 @@ from memory_engine.mentions.subject_keys import subject_keys
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemoryStore
 from memory_engine.models.memories import Kind, Outcome
 
-from .consent import consent_expiry_cap, consent_outcome
+from .consent_category import consent_expiry_cap, consent_outcome
 from .decision import Decision
 from .validation import About, WriteRequest, cap_expiry, resolve_expiry
 

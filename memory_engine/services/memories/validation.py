@@ -20,7 +20,7 @@ from typing import Any, TypedDict
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
-from memory_engine.consent import ConsentVerdict
+from memory_engine.consent_categories import ConsentVerdict
 from memory_engine.exceptions import (
     ConfidenceInvalid,
     ContentEmpty,

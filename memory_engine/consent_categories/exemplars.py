@@ -1,4 +1,4 @@
-"""Exemplars of each consent category for the embedding pass (memory_engine.consent.classifier).
+"""Exemplars of each consent category for the embedding pass (memory_engine.consent_categories.classifier).
 
 Short memories of the kind agents write, one idea each, in the words people use rather than
 the words the PII patterns look for: the patterns find identifiers, addresses and drug names; these

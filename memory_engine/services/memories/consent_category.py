@@ -1,7 +1,7 @@
 """A write's consent category (docs/memory.md, *Consent categories*): the funnel's step between
 the vector and the transaction.
 
-* :func:`consent_of_write`: the classifier (memory_engine.consent) once per write, on the vector
+* :func:`consent_of_write`: the classifier (memory_engine.consent_categories) once per write, on the vector
   the funnel made or the one the text's content row holds (never embedding the text again);
 * :func:`consent_classify`: the same for any text, embedding it when no vector is given;
 * :func:`consent_outcome`: the category a write leaves on its memory, raised to that of the
@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from memory_engine.conf import engine_settings, reloads_with_settings
-from memory_engine.consent import SENSITIVITY, ConsentVerdict, ExemplarIndex, IndexCache, classify, upgrade
+from memory_engine.consent_categories import SENSITIVITY, ConsentVerdict, ExemplarIndex, IndexCache, classify, upgrade
 from memory_engine.exceptions import LifetimeInvalid, ValidationFailed
 from memory_engine.models import MemoryStore
 from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider, refresh_embedding_provider
@@ -26,7 +26,7 @@ from memory_engine.providers.embeddings import EmbeddingError, get_embedding_pro
 __all__ = ["consent_classify", "consent_expiry_cap", "consent_expiry_days", "consent_index", "consent_min_similarity",
            "consent_of_write", "consent_outcome", "validate_claim", "validate_consent_expiry_days"]
 
-logger = logging.getLogger("memory_engine.consent")
+logger = logging.getLogger("memory_engine.consent_categories")
 
 _indexes = IndexCache()
 # An index is kept per embedder for the process; which one a stored vector is compared with is
@@ -67,7 +67,7 @@ def validate_claim(value: Any) -> str | None:
 def consent_classify(*, text: str, claim: str | None = None, tags: dict[str, Any] | None = None,
                      extra: Sequence[str | None] = (), vector: Sequence[float] | None = None,
                      embed: bool = True) -> ConsentVerdict:
-    """The category of a memory being written (memory_engine.consent.classify). ``vector``: the
+    """The category of a memory being written (memory_engine.consent_categories.classify). ``vector``: the
     text's vector when the caller has it; without one the text is embedded here when ``embed``
     (False: the embedder just failed for this text, so the embedding pass is skipped). Never
     raises for an embedder failure: the PII pass and the claim still decide."""

@@ -61,7 +61,7 @@ def _absolute(document: Document, view_name: str) -> str:
     return f"{base}{path}"
 
 
-def download_grant(document: Document) -> tuple[str, str]:
+def download_token(document: Document) -> tuple[str, str]:
     """``(url, token)`` serving the stored file for DOWNLOAD_URL_TTL seconds to a GET that
     sends the token in the X-Memory-Engine-Token header."""
     expires = int(time.time() + engine_settings.DOWNLOAD_URL_TTL)
@@ -71,29 +71,29 @@ def download_grant(document: Document) -> tuple[str, str]:
 
 def document_for_download(*, document_id: str, token: str) -> Document:
     """The document a download token grants, or 403/410/404."""
-    grant = verified_grant(token, salt=DOWNLOAD_SALT, document_id=document_id, what="download",
+    claims = verified_token(token, salt=DOWNLOAD_SALT, document_id=document_id, what="download",
                             when_expired="the converter must fetch the file sooner",
                             invalid=DownloadSignatureInvalid, expired=DownloadExpired)
     document = Document.objects.filter(pk=document_id).first()
-    if document is None or not document.file or document.sha256[:16] != grant.get("s"):
+    if document is None or not document.file or document.sha256[:16] != claims.get("s"):
         raise NotFound("The file of this download URL no longer exists.")
     return document
 
 
-def verified_grant(token: str, *, salt: str, document_id: str, what: str, when_expired: str,
+def verified_token(token: str, *, salt: str, document_id: str, what: str, when_expired: str,
                    invalid: type[CallbackRejected], expired: type[CallbackRejected]) -> dict[str, Any]:
     """The payload of a signed URL token; ``invalid`` (a forged token, or one for another
     document) or ``expired`` otherwise. ``what`` names the URL in the messages."""
     try:
-        grant = signing.loads(token or "", salt=salt)
+        claims = signing.loads(token or "", salt=salt)
     except signing.BadSignature:
         raise invalid(f"The {what} token is missing or invalid; send it in the X-Memory-Engine-Token "
                       "header.") from None
-    if not isinstance(grant, dict) or grant.get("d") != document_id:
+    if not isinstance(claims, dict) or claims.get("d") != document_id:
         raise invalid(f"The {what} URL belongs to another document.")
-    if grant.get("e", 0) < time.time():
+    if claims.get("e", 0) < time.time():
         raise expired(f"The {what} URL has expired; {when_expired}.")
-    return grant
+    return claims
 
 
 def new_callback(document: Document) -> tuple[dict[str, Any], str, str]:
