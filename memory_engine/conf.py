@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -147,6 +148,136 @@ class Setting:
     kind: str
     shown: str
     meaning: str
+
+
+# --- the search knobs, each declared once --------------------------------------------------------
+
+
+def _plain(bound: float) -> str:
+    return f"{bound:g}"
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One search knob, declared once: its type (bool, int or float), its range (``low`` / ``high``,
+    None: unbounded; ``low_open``: ``low`` itself is out, for a knob without ``high``), its default
+    and what it does.
+
+    ``setting`` names the ``MEMORY_ENGINE`` key whose value a search runs with when the request
+    leaves the knob unset (``default`` is then that setting's default); without one, ``default``
+    is the request's own. ``request``: a search request may set it; ``config``: a transform
+    config's ``search`` object may (memory_engine.ranking_knobs). ``unset`` says what an unset
+    request value means where the default alone does not. Derived from here: the REST request's
+    fields (memory_engine.api.search), the admin playground's (memory_engine.admin.console), the
+    search's checks (selectors.search.validation), the config's (ranking_knobs) and the settings'
+    (:meth:`coerce`, and their rows of docs/settings.md)."""
+
+    name: str
+    kind: type
+    doc: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    setting: str | None = None
+    default: Any = None
+    request: bool = True
+    config: bool = False
+    unset: str = ""
+
+    @property
+    def nullable(self) -> bool:
+        """A request may leave it unset (None): the setting's value, or no such filter, applies."""
+        return self.setting is not None or self.default is None
+
+    def fits(self, value: Any) -> bool:
+        """``value`` is of the knob's type (an int is a number too, a bool never is) and in range."""
+        if self.kind is bool:
+            return isinstance(value, bool)
+        if isinstance(value, bool) or not isinstance(value, int if self.kind is int else (int, float)):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return math.isfinite(value) and (self.high is None or value <= self.high)
+
+    @property
+    def bounds(self) -> str:
+        """The range in a few characters: ``0–1``, ``> 0``, ``≥ 0``; "" when unbounded."""
+        if self.low is not None and self.high is not None:
+            return f"{_plain(self.low)}–{_plain(self.high)}"
+        if self.low is not None:
+            return f"{'>' if self.low_open else '≥'} {_plain(self.low)}"
+        return "" if self.high is None else f"≤ {_plain(self.high)}"
+
+    @property
+    def expected(self) -> str:
+        """What a value must be, in words: ``a number > 0``, ``an integer from 1 to 100``."""
+        if self.kind is bool:
+            return "true or false"
+        noun = "an integer" if self.kind is int else "a number"
+        if self.low is not None and self.high is not None:
+            return f"{noun} from {_plain(self.low)} to {_plain(self.high)}"
+        return f"{noun} {self.bounds}".rstrip()
+
+    @property
+    def help_text(self) -> str:
+        """The knob's line in the REST schema: what it does, its range, what unset means."""
+        if self.unset:
+            unset = self.unset
+        elif self.setting is not None:
+            shown = f"{self.default}".lower() if self.kind is bool else f"{self.default}"
+            config = "a generation's config knob, else " if self.config else ""
+            unset = f"default: {config}the {self.setting} setting ({shown})"
+        else:
+            unset = f"default: {self.default}"
+        return f"{self.doc}: {self.expected}; {unset}." if self.kind is not bool else f"{self.doc}; {unset}."
+
+    def coerce(self, value: Any) -> Any:
+        """The setting's coercer: the knob's type (a numeric or boolean string too) and range."""
+        coerced = {bool: boolean, int: integer, float: number}[self.kind](value)
+        if not self.fits(coerced):
+            raise InvalidSetting(self.expected, value)
+        return coerced
+
+    def setting_row(self, meaning: str) -> Setting:
+        """The knob's setting: its default, type and range from here, ``meaning`` for docs/settings.md."""
+        assert self.setting is not None
+        kind = {bool: "bool", int: "int", float: "number"}[self.kind] + (f" ({self.bounds})" if self.bounds else "")
+        shown = f"`{self.default}`" if self.kind is bool else f"{self.default}"
+        return Setting(self.setting, self.default, self.coerce, kind, shown, meaning)
+
+
+#: The knobs of a search, by name (docs/retrieval.md); the first nine a request may set.
+SEARCH_KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
+    Knob("limit", int, "How many hits to return", low=1, high=100, default=10),
+    Knob("min_similarity", float, "Cosine floor for vector candidates (they are dropped before the fusion)",
+         low=-1, high=1, unset="unset: no floor"),
+    Knob("min_relevance", float, "Keep only hits whose relevance reaches this; the order stays the ranking's",
+         low=0, high=1, setting="SEARCH_MIN_RELEVANCE", default=0.35,
+         unset="unset: keep every hit, each marked `relevant` at the SEARCH_MIN_RELEVANCE setting"),
+    Knob("rrf_k", float, "RRF constant k", low=0, low_open=True, setting="SEARCH_RRF_K", default=5, config=True),
+    Knob("recency_half_life_days", float, "Recency half-life in days of memories whose store and tier name none "
+         "(0: no decay)", low=0, default=0),
+    Knob("vector_weight", float, "Weight of the vector channel in the fusion", low=0, high=100,
+         setting="SEARCH_VECTOR_WEIGHT", default=1.0, config=True),
+    Knob("lexical_weight", float, "Weight of the lexical channel in the fusion", low=0, high=100,
+         setting="SEARCH_LEXICAL_WEIGHT", default=1.25, config=True),
+    Knob("dedupe_documents", bool, "One best chunk per document", setting="SEARCH_DEDUPE_DOCUMENTS", default=False,
+         config=True),
+    Knob("mmr", bool, "Maximal marginal relevance over the stored vectors", setting="SEARCH_MMR", default=False,
+         config=True),
+    Knob("authority_weight", float, "The authority prior's weight", low=0, high=1,
+         setting="SEARCH_AUTHORITY_WEIGHT", default=0.0, request=False, config=True),
+    Knob("boosts", bool, "Bounded boosts: recency by class", setting="SEARCH_BOOSTS", default=False,
+         request=False, config=True),
+    Knob("corroboration_support", float, "Corroboration: each supporting link's boost", low=0, high=1,
+         setting="SEARCH_CORROBORATION_SUPPORT", default=0.0, request=False, config=True),
+    Knob("corroboration_contradict", float, "Corroboration: each contradicting link's penalty", low=0, high=1,
+         setting="SEARCH_CORROBORATION_CONTRADICT", default=0.0, request=False, config=True),
+    Knob("corroboration_cap", int, "Corroboration: most links of each kind that count", low=1, high=100,
+         setting="SEARCH_CORROBORATION_CAP", default=3, request=False, config=True),
+    Knob("rerank", bool, "The rerank provider's order of the fused top, whenever RERANK configures one",
+         default=True, request=False, config=True),
+)}
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -450,21 +581,18 @@ SETTINGS: tuple[Setting, ...] = (
     # Fusion (docs/retrieval.md, chosen with bench/eval_retrieval.py: docs/benchmarks.md):
     # each channel contributes its top max(limit, depth) candidates; score = sum of
     # weight / (SEARCH_RRF_K + rank). A request may override rrf_k and both weights.
-    Setting("SEARCH_RRF_K", 5, integer,
-            "int", "5",
-            "RRF constant k (a request's `rrf_k` overrides)"),
+    SEARCH_KNOBS["rrf_k"].setting_row(
+        "RRF constant k (a request's `rrf_k` overrides)"),
     Setting("SEARCH_VECTOR_DEPTH", 20, integer,
             "int", "20",
             "candidates the vector channel contributes (at least `limit`)"),
     Setting("SEARCH_LEXICAL_DEPTH", 20, integer,
             "int", "20",
             "candidates the lexical channel contributes (at least `limit`)"),
-    Setting("SEARCH_VECTOR_WEIGHT", 1.0, number,
-            "number", "1.0",
-            "the vector channel's RRF weight (request `vector_weight` overrides)"),
-    Setting("SEARCH_LEXICAL_WEIGHT", 1.25, number,
-            "number", "1.25",
-            "the lexical channel's RRF weight (request `lexical_weight` overrides)"),
+    SEARCH_KNOBS["vector_weight"].setting_row(
+        "the vector channel's RRF weight (request `vector_weight` overrides)"),
+    SEARCH_KNOBS["lexical_weight"].setting_row(
+        "the lexical channel's RRF weight (request `lexical_weight` overrides)"),
     # The graph channel (docs/entities.md, *The graph channel*): the memories that mention the
     # entities a query names (and their neighbours), a third ranked list in the fusion.
     Setting("SEARCH_GRAPH_WEIGHT", 0.0, number,
@@ -503,16 +631,14 @@ SETTINGS: tuple[Setting, ...] = (
     # Ranking stage two (docs/retrieval.md, *After the fusion*; measured in docs/benchmarks.md).
     # Each stage is on by default only where bench/eval_retrieval.py measured a gain.
     # One best chunk per document before the cut (request: dedupe_documents).
-    Setting("SEARCH_DEDUPE_DOCUMENTS", False, boolean,
-            "bool", "`False`",
-            "keep one best chunk per document before the cut (request `dedupe_documents` overrides); off: no "
-            "measured gain on the shared splits ([benchmarks](benchmarks.md), \"Ranking stage two\")"),
+    SEARCH_KNOBS["dedupe_documents"].setting_row(
+        "keep one best chunk per document before the cut (request `dedupe_documents` overrides); off: no "
+        "measured gain on the shared splits ([benchmarks](benchmarks.md), \"Ranking stage two\")"),
     # Maximal marginal relevance over the stored vectors of the first SEARCH_MMR_POOL hits
     # (request: mmr); lambda weighs relevance against novelty.
-    Setting("SEARCH_MMR", False, boolean,
-            "bool", "`False`",
-            "reorder the first `SEARCH_MMR_POOL` hits by maximal marginal relevance over their stored vectors "
-            "(request `mmr` overrides); hits without a vector follow, never dropped"),
+    SEARCH_KNOBS["mmr"].setting_row(
+        "reorder the first `SEARCH_MMR_POOL` hits by maximal marginal relevance over their stored vectors "
+        "(request `mmr` overrides); hits without a vector follow, never dropped"),
     Setting("SEARCH_MMR_LAMBDA", 0.7, number,
             "number", "0.7",
             "MMR: weight of relevance against novelty"),
@@ -522,46 +648,40 @@ SETTINGS: tuple[Setting, ...] = (
     # The authority prior: a hit's fused score times 1 + w × authority (a chunk's version's
     # capture fields, a memory's confidence; selectors.search.boosts), clamped to [0.7, 1.3].
     # 0: off (the shared splits have uniform authority: no measurable gain).
-    Setting("SEARCH_AUTHORITY_WEIGHT", 0.0, number,
-            "number", "0.0",
-            "authority prior: a hit's fused score × `1 + w × authority` (a chunk's version's capture fields, a "
-            "memory's confidence), clamped to [0.7, 1.3]; 0: off — no measurable gain on the shared splits, "
-            "whose authority is uniform ([retrieval](retrieval.md), *Authority and the bounded boosts*)"),
+    SEARCH_KNOBS["authority_weight"].setting_row(
+        "authority prior: a hit's fused score × `1 + w × authority` (a chunk's version's capture fields, a "
+        "memory's confidence), clamped to [0.7, 1.3]; 0: off — no measurable gain on the shared splits, "
+        "whose authority is uniform ([retrieval](retrieval.md), *Authority and the bounded boosts*)"),
     # Bounded boosts: recency by class (events decay over SEARCH_BOOST_HALF_LIFE_DAYS, states
     # and lessons do not), each and their product clamped to [0.7, 1.3].
-    Setting("SEARCH_BOOSTS", False, boolean,
-            "bool", "`False`",
-            "bounded boosts: recency by class (events decay, states do not), clamped to [0.7, 1.3] with the "
-            "other multipliers"),
+    SEARCH_KNOBS["boosts"].setting_row(
+        "bounded boosts: recency by class (events decay, states do not), clamped to [0.7, 1.3] with the "
+        "other multipliers"),
     Setting("SEARCH_BOOST_HALF_LIFE_DAYS", 30.0, number,
             "number", "30.0",
             "`SEARCH_BOOSTS`: an event's recency boost is 1.3 when new, 1.0 after this many days, towards 0.7"),
     # Corroboration: a hit supported by N live items (evidence links) times 1 + SUPPORT × min(N,
     # CAP), contradicted times 1 − CONTRADICT × min(N, CAP), inside the same clamp. 0: off (the
     # shared splits record no links: nothing to measure).
-    Setting("SEARCH_CORROBORATION_SUPPORT", 0.0, number,
-            "number", "0.0",
-            "corroboration: a hit supported by N live items (evidence links) × `1 + a × min(N, CAP)`; 0: off — "
-            "the shared splits record no links ([retrieval](retrieval.md), *Evidence links*)"),
-    Setting("SEARCH_CORROBORATION_CONTRADICT", 0.0, number,
-            "number", "0.0",
-            "corroboration: a hit contradicted by N live items × `1 − b × min(N, CAP)`; 0: off. Both inside the "
-            "[0.7, 1.3] clamp"),
-    Setting("SEARCH_CORROBORATION_CAP", 3, integer,
-            "int", "3",
-            "corroboration: at most this many links of each kind count"),
+    SEARCH_KNOBS["corroboration_support"].setting_row(
+        "corroboration: a hit supported by N live items (evidence links) × `1 + a × min(N, CAP)`; 0: off — "
+        "the shared splits record no links ([retrieval](retrieval.md), *Evidence links*)"),
+    SEARCH_KNOBS["corroboration_contradict"].setting_row(
+        "corroboration: a hit contradicted by N live items × `1 − b × min(N, CAP)`; 0: off. Both inside the "
+        "[0.7, 1.3] clamp"),
+    SEARCH_KNOBS["corroboration_cap"].setting_row(
+        "corroboration: at most this many links of each kind count"),
     # Relevance (memory_engine.relevance, docs/retrieval.md "Relevance"): each hit's relevance in
     # [0, 1] from a small model over what the search knows of it. A hit is relevant at or above
     # SEARCH_MIN_RELEVANCE (an agent's knowledge_config.min_relevance, a search's min_relevance
     # override it); push injection and the search_knowledge tool hand only relevant hits to a
     # model. Calibrated on the shared dev data (docs/benchmarks.md, "Relevance").
-    Setting("SEARCH_MIN_RELEVANCE", 0.35, probability,
-            "number (0–1)", "0.35",
-            "relevance threshold: a hit is `relevant` at or above it. Push injection and the `search_knowledge` "
-            "tool hand on only relevant hits (an agent's `knowledge_config.min_relevance` overrides; a search's "
-            "`min_relevance` filters). Chosen on the train half of the shared dev data for the built-in model "
-            "([retrieval](retrieval.md#relevance), [benchmarks](benchmarks.md#relevance)); 0 lets every hit "
-            "through"),
+    SEARCH_KNOBS["min_relevance"].setting_row(
+        "relevance threshold: a hit is `relevant` at or above it. Push injection and the `search_knowledge` "
+        "tool hand on only relevant hits (an agent's `knowledge_config.min_relevance` overrides; a search's "
+        "`min_relevance` filters). Chosen on the train half of the shared dev data for the built-in model "
+        "([retrieval](retrieval.md#relevance), [benchmarks](benchmarks.md#relevance)); 0 lets every hit "
+        "through"),
     # `evidence: strong` needs the first relevant hit at or above this relevance (else weak; none
     # when no hit is relevant).
     Setting("EVIDENCE_STRONG_RELEVANCE", 0.94, probability,

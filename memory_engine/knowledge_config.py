@@ -1,4 +1,4 @@
-"""The ``knowledge_config`` schema: an agent's retrieval scope (base layer: imports only
+"""The ``knowledge_config`` schema: an agent's retrieval scope (base layer: imports only conf and
 exceptions), shared by the agents service, push injection and the agent tools.
 
 ``{memory_store_ids, document_ids, document_paths, tags, min_score, min_relevance, limit, rrf_k,
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memory_engine.conf import SEARCH_KNOBS
 from memory_engine.exceptions import KnowledgeConfigInvalid, ValidationFailed
 
 __all__ = [
@@ -65,8 +66,8 @@ def _scalar(field: str, key: str, value: Any) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise KnowledgeConfigInvalid(f"`{field}.{key}` must be a number.",
                                      details={"key": key})
-    if key == "min_relevance" and not 0 <= value <= 1:
-        raise KnowledgeConfigInvalid(f"`{field}.min_relevance` must be a number from 0 to 1.",
+    if key == "min_relevance" and not SEARCH_KNOBS[key].fits(value):  # the relevance filter a search applies
+        raise KnowledgeConfigInvalid(f"`{field}.min_relevance` must be {SEARCH_KNOBS[key].expected}.",
                                      details={"key": key})
     return value
 

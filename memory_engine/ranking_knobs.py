@@ -1,6 +1,7 @@
 """The ranking knobs a transform config may carry (base layer: imports only conf and exceptions).
 
-A config's ``search`` object holds any of :data:`KNOB_TYPES`; :func:`validate_ranking_knobs`
+A config's ``search`` object holds any of :data:`CONFIG_KNOBS` (each declared once, with its type,
+range and setting, in memory_engine.conf.SEARCH_KNOBS); :func:`validate_ranking_knobs`
 checks it when the config is saved (TRANSFORM_CONFIG_INVALID, ``details.field`` =
 ``search.<knob>``), and :func:`ranking_knobs` gives the knobs a search runs with: the
 deployment's settings, then the config's knobs (a search with ``generation=``), then the
@@ -9,12 +10,11 @@ request's own options. Live search uses the settings only (docs/retrieval.md).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from memory_engine.conf import engine_settings
+from memory_engine.conf import SEARCH_KNOBS, Knob, engine_settings
 from memory_engine.exceptions import TransformConfigInvalid
 
 
@@ -35,21 +35,9 @@ class RankingKnobs:
     lexical_weight: float
 
 
-#: knob -> (type, lowest, highest) accepted in a config's ``search`` object.
-KNOB_TYPES: dict[str, tuple[type, float | None, float | None]] = {
-    "dedupe_documents": (bool, None, None),
-    "mmr": (bool, None, None),
-    "authority_weight": (float, 0.0, 1.0),
-    "boosts": (bool, None, None),
-    "corroboration_support": (float, 0.0, 1.0),
-    "corroboration_contradict": (float, 0.0, 1.0),
-    "corroboration_cap": (int, 1, 100),
-    "rerank": (bool, None, None),
-    "rrf_k": (float, 0.01, 1000.0),
-    "vector_weight": (float, 0.0, 100.0),
-    "lexical_weight": (float, 0.0, 100.0),
-}
-assert set(KNOB_TYPES) == {f.name for f in fields(RankingKnobs)}
+#: The knobs a config's ``search`` object may hold (memory_engine.conf.SEARCH_KNOBS declares each).
+CONFIG_KNOBS: dict[str, Knob] = {name: knob for name, knob in SEARCH_KNOBS.items() if knob.config}
+assert set(CONFIG_KNOBS) == {f.name for f in fields(RankingKnobs)}
 
 
 def validate_ranking_knobs(value: Any) -> dict[str, Any]:
@@ -60,37 +48,18 @@ def validate_ranking_knobs(value: Any) -> dict[str, Any]:
         raise TransformConfigInvalid("`search` must be a JSON object of ranking knobs.", details={"field": "search"})
     for name, knob in value.items():
         field = f"search.{name}"
-        if name not in KNOB_TYPES:
-            raise TransformConfigInvalid(f"`search` accepts only {', '.join(KNOB_TYPES)}.", details={"field": field})
-        kind, low, high = KNOB_TYPES[name]
-        if kind is bool:
-            ok = isinstance(knob, bool)
-        else:
-            number = isinstance(knob, (int, float)) and not isinstance(knob, bool)
-            ok = (number and (kind is float or isinstance(knob, int)) and math.isfinite(knob)
-                  and (low is None or knob >= low) and (high is None or knob <= high))
-        if not ok:
-            wanted = "true or false" if kind is bool else f"a {kind.__name__} in [{low}, {high}]"
-            raise TransformConfigInvalid(f"`{field}` must be {wanted}.", details={"field": field})
+        if name not in CONFIG_KNOBS:
+            raise TransformConfigInvalid(f"`search` accepts only {', '.join(CONFIG_KNOBS)}.", details={"field": field})
+        if not CONFIG_KNOBS[name].fits(knob):
+            raise TransformConfigInvalid(f"`{field}` must be {CONFIG_KNOBS[name].expected}.", details={"field": field})
     return dict(value)
 
 
 def ranking_knobs(config: Mapping[str, Any] | None = None, **request: Any) -> RankingKnobs:
     """The settings' knobs, overridden by a config's ``search`` object, then by the request's
     options that are not None."""
-    knobs: dict[str, Any] = {
-        "dedupe_documents": engine_settings.SEARCH_DEDUPE_DOCUMENTS,
-        "mmr": engine_settings.SEARCH_MMR,
-        "authority_weight": engine_settings.SEARCH_AUTHORITY_WEIGHT,
-        "boosts": engine_settings.SEARCH_BOOSTS,
-        "corroboration_support": engine_settings.SEARCH_CORROBORATION_SUPPORT,
-        "corroboration_contradict": engine_settings.SEARCH_CORROBORATION_CONTRADICT,
-        "corroboration_cap": engine_settings.SEARCH_CORROBORATION_CAP,
-        "rerank": True,  # whenever RERANK configures a provider
-        "rrf_k": engine_settings.SEARCH_RRF_K,
-        "vector_weight": engine_settings.SEARCH_VECTOR_WEIGHT,
-        "lexical_weight": engine_settings.SEARCH_LEXICAL_WEIGHT,
-    }
-    knobs.update({k: v for k, v in (config or {}).items() if k in KNOB_TYPES})
+    knobs: dict[str, Any] = {name: knob.default if knob.setting is None else getattr(engine_settings, knob.setting)
+                             for name, knob in CONFIG_KNOBS.items()}
+    knobs.update({k: v for k, v in (config or {}).items() if k in CONFIG_KNOBS})
     knobs.update({k: v for k, v in request.items() if v is not None})
     return RankingKnobs(**knobs)

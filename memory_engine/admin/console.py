@@ -21,6 +21,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from memory_engine.conf import SEARCH_KNOBS
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.injection import knowledge_message
 from memory_engine.jsonobject import parse_json_object
@@ -136,6 +137,28 @@ class StoreChoiceField(forms.ModelMultipleChoiceField):
         return f"{obj.project.name} / {obj.name}"
 
 
+#: The search knobs the playground offers (blank: the search's default).
+PLAYGROUND_KNOBS = ("limit", "rrf_k", "min_similarity", "recency_half_life_days")
+
+
+def knob_form_field(name: str, **options: Any) -> forms.Field:
+    """A search knob's playground field, derived from its declaration (memory_engine.conf.SEARCH_KNOBS):
+    its type and range, checked by the form; blank is the knob's default (its setting's, if it has one)."""
+    knob = SEARCH_KNOBS[name]
+
+    def in_range(value: Any) -> None:
+        if not knob.fits(value):
+            raise forms.ValidationError(f"Enter {knob.expected}.", code="out_of_range")
+
+    bounds = {"min": None if knob.low_open else knob.low, "max": knob.high}
+    attrs = {key: f"{bound:g}" for key, bound in bounds.items() if bound is not None}
+    field = forms.IntegerField if knob.kind is int else forms.FloatField
+    blank = f"the {knob.setting} setting" if knob.setting else ("none" if knob.default is None else knob.default)
+    return field(required=False, initial=None if knob.setting else knob.default, validators=[in_range],
+                 widget=forms.NumberInput(attrs={**attrs, "step": "1" if knob.kind is int else "any"}),
+                 help_text=f"{knob.expected.capitalize()}; blank: {blank}.", **options)
+
+
 class PlaygroundForm(forms.Form):
     project = forms.ModelChoiceField(queryset=Project.objects.none())  # the visible ones: __init__
     query = forms.CharField(required=False, widget=forms.TextInput(attrs={"size": 80}))
@@ -144,11 +167,10 @@ class PlaygroundForm(forms.Form):
     document_paths = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
                                      help_text="Path prefixes, one per line (e.g. /handbook/).")
     tags = JSONObjectFormField(required=False, help_text='Exact tag match, e.g. {"kind": "preference"}.')
-    limit = forms.IntegerField(initial=10, min_value=1, max_value=100, required=False)
-    rrf_k = forms.FloatField(min_value=1, label="RRF k", required=False, help_text="Empty: the SEARCH_RRF_K setting.")
-    min_similarity = forms.FloatField(required=False, min_value=-1, max_value=1)
-    recency_half_life_days = forms.FloatField(initial=0, min_value=0, label="Recency half-life (days)",
-                                              required=False)
+    limit = knob_form_field("limit")
+    rrf_k = knob_form_field("rrf_k", label="RRF k")
+    min_similarity = knob_form_field("min_similarity")
+    recency_half_life_days = knob_form_field("recency_half_life_days", label="Recency half-life (days)")
     channels = forms.MultipleChoiceField(choices=[("vector", "vector"), ("lexical", "lexical")], required=False,
                                          initial=["vector", "lexical"], widget=forms.CheckboxSelectMultiple)
 
@@ -177,8 +199,7 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
                 project=data["project"], query=data["query"] or None,
                 memory_store_ids=[s.pk for s in data["stores"]] or None,
                 document_paths=[p.strip() for p in data["document_paths"].splitlines() if p.strip()] or None,
-                tags=data["tags"], min_similarity=data["min_similarity"], rrf_k=data["rrf_k"],
-                recency_half_life_days=data["recency_half_life_days"] or 0, limit=data["limit"] or 10,
+                tags=data["tags"], **{name: data[name] for name in PLAYGROUND_KNOBS if data[name] is not None},
                 channels=tuple(data["channels"]) or ("vector", "lexical"),
                 access_tags=admin_access_tags(request),
             ))

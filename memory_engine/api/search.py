@@ -11,13 +11,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory_engine import strict
+from memory_engine.conf import SEARCH_KNOBS, Knob
 from memory_engine.exceptions import AgentNotFound, ValidationFailed
 from memory_engine.models import Agent, EntityKind, Lineage, Provenance
 from memory_engine.policy import SEARCH, get_visible_or_404, reach, require_generation_access
 from memory_engine.selectors.search import (
     DOCUMENT,
     EVIDENCE_GRADES,
-    MAX_LIMIT,
     MEMORY,
     Actor,
     Degraded,
@@ -34,6 +34,38 @@ from .scoping import ProjectScopedMixin
 SEARCH_PERMISSIONS = ["view_memory", "view_document"]
 
 
+class _KnobRange:
+    """A knob's range shown in the schema, not checked by the field: the search checks it and
+    answers each knob with its own code (LIMIT_INVALID, RRF_K_INVALID…), not VALIDATION_ERROR."""
+
+    min_value: Any
+    max_value: Any
+
+    def __init__(self, *, knob: Knob, **options: Any) -> None:
+        super().__init__(**options)
+        self.min_value = None if knob.low_open else knob.low  # OpenAPI 3.0 has no bare exclusive minimum
+        self.max_value = knob.high
+
+
+class IntegerKnobField(_KnobRange, serializers.IntegerField):
+    pass
+
+
+class FloatKnobField(_KnobRange, serializers.FloatField):
+    pass
+
+
+def knob_field(name: str) -> serializers.Field:
+    """A search knob's request field, derived from its declaration (memory_engine.conf.SEARCH_KNOBS):
+    its type, null where a request may leave it unset, its default, its range and its schema line."""
+    knob = SEARCH_KNOBS[name]
+    options: dict[str, Any] = {"required": False, "help_text": knob.help_text}
+    options.update({"allow_null": True, "default": None} if knob.nullable else {"default": knob.default})
+    if knob.kind is bool:
+        return serializers.BooleanField(**options)
+    return (IntegerKnobField if knob.kind is int else FloatKnobField)(knob=knob, **options)
+
+
 class KnowledgeSearchRequestSerializer(strict.Serializer):
     query = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
                                   help_text="Natural-language query. Without one the read is deterministic.")
@@ -45,22 +77,13 @@ class KnowledgeSearchRequestSerializer(strict.Serializer):
                                            max_length=1000, help_text="Path prefixes.")
     tags = TagFilterField(required=False, allow_null=True,
                            help_text="jsonb containment on the memory's, its store's or the document's tags.")
-    min_similarity = serializers.FloatField(required=False, allow_null=True,
-                                            help_text="Cosine floor for vector candidates, in [-1, 1].")
-    min_relevance = serializers.FloatField(
-        required=False, allow_null=True,
-        help_text="Keep only hits whose relevance reaches this, in [0, 1]; the order stays the ranking's "
-                  "(default: keep every hit, each marked `relevant` at the SEARCH_MIN_RELEVANCE setting).")
-    rrf_k = serializers.FloatField(required=False, allow_null=True,
-                                   help_text="RRF constant k > 0 (default: the SEARCH_RRF_K setting, 5).")
-    recency_half_life_days = serializers.FloatField(required=False, default=0)
-    limit = serializers.IntegerField(required=False, default=10, help_text=f"1 to {MAX_LIMIT}.")
-    vector_weight = serializers.FloatField(required=False, allow_null=True,
-                                           help_text="Weight of the vector channel in the fusion, 0 to 100 "
-                                                     "(default: the SEARCH_VECTOR_WEIGHT setting).")
-    lexical_weight = serializers.FloatField(required=False, allow_null=True,
-                                            help_text="Weight of the lexical channel in the fusion, 0 to 100 "
-                                                      "(default: the SEARCH_LEXICAL_WEIGHT setting).")
+    min_similarity = knob_field("min_similarity")
+    min_relevance = knob_field("min_relevance")
+    rrf_k = knob_field("rrf_k")
+    recency_half_life_days = knob_field("recency_half_life_days")
+    limit = knob_field("limit")
+    vector_weight = knob_field("vector_weight")
+    lexical_weight = knob_field("lexical_weight")
     facet = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
                                   help_text="That facet's memories and the cross-cutting ones (none: all).")
     provenance = serializers.ListField(
@@ -83,14 +106,8 @@ class KnowledgeSearchRequestSerializer(strict.Serializer):
                                      help_text="Recall as this agent: its own store joins the memory scope.")
     subject = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
                                     help_text="With agent_id: the end user's external id; their store joins.")
-    dedupe_documents = serializers.BooleanField(
-        required=False, allow_null=True, default=None,
-        help_text="One best chunk per document (default: a generation's config knob, else the "
-                  "SEARCH_DEDUPE_DOCUMENTS setting).")
-    mmr = serializers.BooleanField(
-        required=False, allow_null=True, default=None,
-        help_text="Maximal marginal relevance over the stored vectors (default: a generation's config "
-                  "knob, else the SEARCH_MMR setting).")
+    dedupe_documents = knob_field("dedupe_documents")
+    mmr = knob_field("mmr")
     include_deprecated = serializers.BooleanField(required=False, default=False,
                                                   help_text="Search deprecated documents too.")
     channels = serializers.ListField(

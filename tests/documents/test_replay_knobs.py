@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memory_engine.ranking_knobs import KNOB_TYPES, ranking_knobs
+from memory_engine.ranking_knobs import CONFIG_KNOBS, ranking_knobs
 from memory_engine.services.documents.replay import generation_promote, replay_run, transform_config_create
 
 from .test_replay import CONFIGS, admin_api, corpus, search  # noqa: F401  (fixtures)
@@ -40,7 +40,7 @@ def test_every_knob_is_accepted(client):
     knobs = {"dedupe_documents": True, "mmr": False, "authority_weight": 0.2, "boosts": True,
              "corroboration_support": 0.1, "corroboration_contradict": 0.1, "corroboration_cap": 3, "rerank": False,
              "rrf_k": 10, "vector_weight": 1.0, "lexical_weight": 0.5}
-    assert set(knobs) == set(KNOB_TYPES)
+    assert set(knobs) == set(CONFIG_KNOBS)
     response = client.post(CONFIGS, {"name": "knobs", "search": knobs}, format="json")
     assert response.status_code == 201 and response.json()["search"] == knobs
 

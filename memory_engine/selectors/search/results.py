@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from memory_engine.conf import engine_settings
+from memory_engine.conf import SEARCH_KNOBS, engine_settings
 from memory_engine.text import text_preview
 
-#: The largest ``limit`` a search accepts.
-MAX_LIMIT = 100
+#: The largest ``limit`` a search accepts (its declared range: memory_engine.conf.SEARCH_KNOBS).
+MAX_LIMIT = int(cast(float, SEARCH_KNOBS["limit"].high))
 
 #: The two sources a hit comes from (``SearchHit.source``).
 DOCUMENT = "document"

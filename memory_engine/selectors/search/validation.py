@@ -3,9 +3,9 @@ its own error class (and so its own code), a malformed list or query is a VALIDA
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from memory_engine.conf import SEARCH_KNOBS
 from memory_engine.exceptions import (
     HalfLifeInvalid,
     LimitInvalid,
@@ -18,39 +18,34 @@ from memory_engine.exceptions import (
 )
 from memory_engine.text import expand_ligatures
 
-from .results import MAX_LIMIT
-
 #: The channels a search can run; a caller may switch one off (the evaluation harness does).
 CHANNELS = ("vector", "lexical")
 
 
-def _check_number(name: str, value: Any, error: type[SearchParameterInvalid], *, low: float | None,
-                  high: float | None, integer: bool = False, low_open: bool = False) -> None:
-    """Raise ``error`` naming the knob and its bounds unless ``value`` is a finite number in range."""
-    bad = isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int))
-    if not bad and isinstance(value, float) and not math.isfinite(value):
-        bad = True
-    if not bad:
-        bad = (low is not None and (value <= low if low_open else value < low)) or (high is not None and value > high)
-    if bad:
-        bounds = {"min": low, "max": high, "exclusive_min": low_open}
+#: The error (and so the code) of each request knob out of range, in the order they are checked.
+KNOB_ERRORS: dict[str, type[SearchParameterInvalid]] = {
+    "vector_weight": WeightInvalid,
+    "lexical_weight": WeightInvalid,
+    "limit": LimitInvalid,
+    "rrf_k": RRFKInvalid,
+    "min_similarity": MinSimilarityInvalid,
+    "min_relevance": MinRelevanceInvalid,
+    "recency_half_life_days": HalfLifeInvalid,
+}
+
+
+def validate_search_knobs(**values: Any) -> None:
+    """400 with a specific code for each knob out of its declared range (memory_engine.conf.SEARCH_KNOBS);
+    None passes where a request may leave the knob unset."""
+    for name, error in KNOB_ERRORS.items():
+        if name not in values:
+            continue
+        knob, value = SEARCH_KNOBS[name], values[name]
+        if (value is None and knob.nullable) or knob.fits(value):
+            continue
+        bounds = {"min": knob.low, "max": knob.high, "exclusive_min": knob.low_open}
         shown = value if isinstance(value, (int, float, str)) else repr(value)
         raise error(f"`{name}` is out of range.", details={name: shown, **bounds})
-
-
-def validate_search_knobs(*, limit: Any, rrf_k: Any, min_similarity: Any, recency_half_life_days: Any,
-                          vector_weight: Any = None, lexical_weight: Any = None, min_relevance: Any = None) -> None:
-    """400 with a specific code for each knob out of range."""
-    for name, weight in (("vector_weight", vector_weight), ("lexical_weight", lexical_weight)):
-        if weight is not None:
-            _check_number(name, weight, WeightInvalid, low=0, high=100)
-    _check_number("limit", limit, LimitInvalid, low=1, high=MAX_LIMIT, integer=True)
-    _check_number("rrf_k", rrf_k, RRFKInvalid, low=0, high=None, low_open=True)
-    if min_similarity is not None:
-        _check_number("min_similarity", min_similarity, MinSimilarityInvalid, low=-1, high=1)
-    if min_relevance is not None:
-        _check_number("min_relevance", min_relevance, MinRelevanceInvalid, low=0, high=1)
-    _check_number("recency_half_life_days", recency_half_life_days, HalfLifeInvalid, low=0, high=None)
 
 
 def validate_channels(channels: tuple[str, ...]) -> None:
