@@ -53,7 +53,7 @@ def check_engine_settings(app_configs: Any = None, **kwargs: Any) -> list[Error 
     """E020 for each value that does not fit its type (reading it raises ImproperlyConfigured),
     W020 for each key that is no setting, e.g. a typo that would silently do nothing."""
     messages: list[Error | Warning] = [
-        Error(problem, hint="See the settings table in the README and memory_engine/conf.py.", id="memory_engine.E020")
+        Error(problem, hint="See the settings table in the README and memory_engine/conf/.", id="memory_engine.E020")
         for problem in engine_settings.invalid_settings()
     ]
     for where, closest in engine_settings.unknown_settings():
