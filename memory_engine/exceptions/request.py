@@ -1,10 +1,12 @@
-"""The request is wrong, not allowed, names nothing, or does not fit the state of the data: 4xx."""
+"""The request is wrong, in its content (400) or its form: a method or media type not taken
+(405, 406, 415), too large (413), too often or over quota (429).
+
+The caller may not or the request names nothing: :mod:`.access`; it does not fit the state of the
+data: :mod:`.conflict`."""
 
 from __future__ import annotations
 
 from .base import MemoryEngineError
-
-# --- 400: the request (or a configuration it sends) is wrong ------------------------------------
 
 
 class ValidationFailed(MemoryEngineError):
@@ -305,133 +307,6 @@ class LedgerImmutable(MemoryEngineError):
     default_message = "Memory assertions are append-only and cannot be changed or deleted."
 
 
-# --- 401 / 403: who is asking -------------------------------------------------------------------
-
-
-class AuthenticationRequired(MemoryEngineError):
-    code = "AUTHENTICATION_REQUIRED"
-    status_code = 401
-    default_message = ("No credentials were sent: send your API key as `Authorization: Bearer <key>` (a staff "
-                       "user's session works too).")
-
-
-class AuthenticationFailed(MemoryEngineError):
-    code = "AUTHENTICATION_FAILED"
-    status_code = 401
-    default_message = "Incorrect authentication credentials."
-
-
-class PermissionDenied(MemoryEngineError):
-    code = "PERMISSION_DENIED"
-    status_code = 403
-    default_message = "You do not have permission to perform this action."
-
-
-class ReadOnlyKey(PermissionDenied):
-    code = "READ_ONLY_KEY"
-    default_message = "This API key is read-only; use a read-write key to change data."
-
-
-class GrantRequired(PermissionDenied):
-    code = "GRANT_REQUIRED"
-    default_message = "Your grants do not allow this action on this object (see details.action)."
-
-
-class PrincipalInactive(PermissionDenied):
-    """A rule or a webhook subscription acts as the principal that set it up; that principal is gone."""
-
-    code = "PRINCIPAL_INACTIVE"
-    default_message = ("The key or user this rule or subscription acts as is revoked, deleted or no longer "
-                       "a staff member of the project (see details.principal); set it up again as an active one.")
-
-
-class ModelPermissionRequired(PermissionDenied):
-    code = "MODEL_PERMISSION_REQUIRED"
-    default_message = "Your user lacks the Django model permission this request needs (see details.missing)."
-
-
-class CallbackRejected(PermissionDenied):
-    """A signed converter URL (callback or file download) refused; groups the codes below."""
-
-    code = "CALLBACK_INVALID"
-    default_message = "The converter callback URL is invalid."
-
-
-class CallbackSignatureInvalid(CallbackRejected):
-    code = "CALLBACK_SIGNATURE_INVALID"
-    default_message = "The callback token or signature is missing or invalid."
-
-
-class DownloadSignatureInvalid(CallbackRejected):
-    code = "DOWNLOAD_SIGNATURE_INVALID"
-    default_message = "The download token is missing or invalid."
-
-
-class CallbackExpired(CallbackRejected):
-    code = "CALLBACK_EXPIRED"
-    status_code = 410
-    default_message = "The callback URL has expired; re-ingest the document."
-
-
-class DownloadExpired(CallbackRejected):
-    code = "DOWNLOAD_EXPIRED"
-    status_code = 410
-    default_message = "The download URL has expired."
-
-
-class CallbackUsed(CallbackRejected):
-    code = "CALLBACK_USED"
-    status_code = 409
-    default_message = "This callback URL was already used (or superseded by a newer ingestion)."
-
-
-# --- 404: no such row in the caller's project ---------------------------------------------------
-
-
-class NotFound(MemoryEngineError):
-    code = "NOT_FOUND"
-    status_code = 404
-    default_message = "Not found."
-
-
-class MemoryStoreNotFound(NotFound):
-    code = "MEMORY_STORE_NOT_FOUND"
-    default_message = "No memory store with this id exists in your project."
-
-
-class AgentNotFound(NotFound):
-    code = "AGENT_NOT_FOUND"
-    default_message = "No agent with this id exists in your project."
-
-
-class GenerationNotFound(NotFound):
-    code = "GENERATION_NOT_FOUND"
-    default_message = "No generation with this id exists in your project."
-
-
-class RuleNotFound(NotFound):
-    code = "RULE_NOT_FOUND"
-    default_message = "No rule with this id exists in your project."
-
-
-class DistillerNotFound(NotFound):
-    code = "DISTILLER_NOT_FOUND"
-    default_message = "No distiller with this id exists in your project."
-
-
-class DocumentVersionNotFound(NotFound):
-    code = "DOCUMENT_VERSION_NOT_FOUND"
-    default_message = "This document has no version with this id."
-
-
-class ProjectNotFound(NotFound):
-    code = "PROJECT_NOT_FOUND"
-    default_message = "No such project."
-
-
-# --- 405 / 406 / 409 / 413 / 415 / 429: the form of the request, or the state of the data -------
-
-
 class MethodNotAllowed(MemoryEngineError):
     code = "METHOD_NOT_ALLOWED"
     status_code = 405
@@ -442,71 +317,6 @@ class NotAcceptable(MemoryEngineError):
     code = "NOT_ACCEPTABLE"
     status_code = 406
     default_message = "Could not satisfy the request Accept header; accept JSON."
-
-
-class Conflict(MemoryEngineError):
-    code = "CONFLICT"
-    status_code = 409
-    default_message = "The request conflicts with existing data."
-
-
-class DistillerBusy(Conflict):
-    code = "DISTILLER_BUSY"
-    default_message = "Another tick of this distiller is running; its run will show what it wrote."
-
-
-class DistillerDisabled(Conflict):
-    code = "DISTILLER_DISABLED"
-    default_message = "This distiller is disabled; enable it to tick."
-
-
-class NameTaken(Conflict):
-    code = "NAME_TAKEN"
-    default_message = "This name is already taken in your project."
-
-
-class TierStoreExists(Conflict):
-    code = "TIER_STORE_EXISTS"
-    default_message = "This subject (or agent) already has its memory store."
-
-
-class PathTaken(Conflict):
-    code = "PATH_TAKEN"
-    default_message = "A document with this path already exists in your project; choose another path or re-ingest it."
-
-
-class NotInTrash(Conflict):
-    code = "NOT_IN_TRASH"
-    default_message = "This memory is not in the trash; only a forgotten agent or institutional memory can be restored."
-
-
-class TrashExpired(Conflict):
-    code = "TRASH_EXPIRED"
-    default_message = ("This memory has been in the trash longer than its store's trash_days; it can no longer be "
-                       "restored and the next sweep deletes it.")
-
-
-class LegalHold(Conflict):
-    code = "LEGAL_HOLD"
-    default_message = ("Rows under legal hold cannot be forgotten, purged or erased; an operator must change "
-                       "their retention_class first (details name them).")
-
-
-class DocumentNotForgotten(Conflict):
-    code = "DOCUMENT_NOT_FORGOTTEN"
-    default_message = ("This document still has a durable version that is not tombstoned: forget it "
-                       "(POST .../forget) before purging it.")
-
-
-class InstructionWithheld(Conflict):
-    code = "INSTRUCTION_WITHHELD"
-    default_message = ("This memory reads as instructions to an AI, so it is not returned toward a model; it stays "
-                       "stored (GET /api/v1/memories/{id} shows it to the project).")
-
-
-class GenerationAlreadyCompleted(Conflict):
-    code = "GENERATION_ALREADY_COMPLETED"
-    default_message = "This generation is already completed."
 
 
 class RequestTooLarge(MemoryEngineError):
@@ -592,56 +402,9 @@ class EmbeddingProbeFailed(ValidationFailed):
     default_message = "The embedding model did not answer the dimension probe (details.error says why)."
 
 
-class EmbeddingModelState(Conflict):
-    code = "EMBEDDING_MODEL_STATE"
-    default_message = "The embedding model is not in a state that allows this (details.state)."
-
-
-class TransformConfigNotFound(NotFound):
-    code = "TRANSFORM_CONFIG_NOT_FOUND"
-    default_message = "No transform config with this id or name in your project."
-
-
-class StagedGenerationNotFound(NotFound):
-    code = "STAGED_GENERATION_NOT_FOUND"
-    default_message = "No staged generation (replay run) with this id in your project."
-
-
-class StagedGenerationState(Conflict):
-    code = "STAGED_GENERATION_STATE"
-    default_message = "The staged generation is not in a state that allows this (see details.status)."
-
-
-class StagedGenerationForbidden(PermissionDenied):
-    code = "STAGED_GENERATION_FORBIDDEN"
-    default_message = ("Staged generations (generation search, promote, demote) are for staff sessions only; "
-                       "API keys cannot use them.")
-
-
 class LinkInvalid(ValidationFailed):
     code = "LINK_INVALID"
     default_message = "The evidence link is invalid (see details.field)."
-
-
-class LinkEndNotFound(NotFound):
-    code = "LINK_END_NOT_FOUND"
-    default_message = ("An end of the link is not a memory or document version of this project "
-                       "(both ends must be in the link's project; see details.field).")
-
-
-class LinkNotFound(NotFound):
-    code = "LINK_NOT_FOUND"
-    default_message = "No evidence link with this id in your project."
-
-
-class LinkExists(Conflict):
-    code = "LINK_EXISTS"
-    default_message = "This link (same source, target and kind) already exists (see details.id)."
-
-
-class EntityNotFound(NotFound):
-    code = "ENTITY_NOT_FOUND"
-    default_message = "No entity with this id in your project (or none you can see)."
 
 
 class EntityMergeInvalid(ValidationFailed):

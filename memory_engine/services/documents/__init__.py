@@ -26,9 +26,10 @@ again is a ``noop``, new content a new pending version whose swap makes it the a
 (the previous one ``superseded``, its chunks gone). Every capture stores its raw input once
 (``RawCapture``, append-only) in the transaction that writes the version derived from it.
 
-Modules: :mod:`.intake` (capture, create one or many, re-ingest, delete), :mod:`.chunk_settings`,
-:mod:`.pipeline` (claim -> pages -> chunks -> embeddings -> swap; :func:`document_ingest_many`
-shares embedder batches across documents), :mod:`.runs` (the run
+Modules: :mod:`.intake` (capture, create one, re-ingest, delete), :mod:`.batch` (create many),
+:mod:`.chunk_settings`, :mod:`.pipeline` (claim -> pages -> chunks -> embeddings -> swap;
+:func:`document_ingest_many` shares embedder batches across documents), :mod:`.swap` (the guard's
+findings and the swap's transaction), :mod:`.runs` (the run
 token's fence and the failure record), :mod:`.tokens` (sealed password, signed URLs),
 :mod:`.callback` (pending converters), :mod:`.sweep` (recovery) and :mod:`.inline` (the
 ``wait`` rule: ingest in the request or queue). Import from the
@@ -37,6 +38,7 @@ package: the names below are its public API.
 
 from __future__ import annotations
 
+from .batch import NewDocument, document_create_many
 from .callback import converter_callback
 from .chunk_settings import (
     CHUNK_REQUEST_KEYS,
@@ -52,12 +54,10 @@ from .intake import (
     Capture,
     CaptureStatus,
     Lineage,
-    NewDocument,
     Upload,
     document_capture,
     document_capture_text,
     document_create,
-    document_create_many,
     document_create_text,
     document_delete,
     document_reingest,

@@ -8,7 +8,8 @@ from typing import Any
 from memory_engine.conf import engine_settings
 from memory_engine.models import Document
 
-from .intake import Capture, CaptureStatus, document_create_many
+from .batch import document_create_many
+from .intake import Capture, CaptureStatus
 from .pipeline import document_ingest, document_ingest_many
 
 

@@ -1,8 +1,8 @@
-"""The ingestion pipeline, run by a django-q2 worker (see the package docstring)."""
+"""The ingestion pipeline, run by a django-q2 worker (see the package docstring): claim, pages,
+chunks, embeddings; the swap that ends a run is :mod:`.swap`."""
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
@@ -10,17 +10,15 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from django.db import InterfaceError, OperationalError, transaction
-from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from memory_engine.chunking import ChunkSpec, Page, TokenCounter, estimate_tokens, iter_chunks
 from memory_engine.conf import engine_settings
-from memory_engine.db import insert_rows
 from memory_engine.exceptions import (
     ConverterEmpty,
     ExtractionError,
@@ -35,21 +33,18 @@ from memory_engine.exceptions import (
 )
 from memory_engine.extraction import extract_pages, iter_pages
 from memory_engine.fork_safety import closes_connections
-from memory_engine.instruction_guard import findings, trusted_finding
-from memory_engine.models import Chunk, Document, DocumentVersion, IngestionRule
+from memory_engine.models import Document, IngestionRule
 from memory_engine.models.documents import ChunkStrategy, DocumentStatus
 from memory_engine.providers.converters import ConverterRequest, run_converter
 from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
-from memory_engine.queue import enqueue_entities_documents_on_commit
 
 from .chunk_settings import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
-from .runs import Superseded, beat, fail_ingestion, ingested_versions, owned, owned_many, persistent_state
+from .runs import Superseded, beat, fail_ingestion, owned, owned_many
+from .swap import Embedded, Vector, judge_chunks, swap, update_alike
+from .swap import trusted_documents as trusted_documents  # where memory_engine.services.guard_sweep imports it
 from .tokens import download_token, new_callback, open_password
 
 logger = logging.getLogger("memory_engine.documents")
-
-#: One stored vector while a run waits for its swap (a float32 row).
-Vector = np.ndarray
 
 #: Native errors after which a rule with native_extraction=first tries its converter.
 CONVERTER_FALLBACK_ERRORS = (NoTextLayer, UnsupportedContentType, PDFDamaged)
@@ -116,17 +111,17 @@ def document_ingest_many(*, document_ids: Sequence[str]) -> list[Document | None
     for start in range(0, len(document_ids), shared.batch_size):
         for document, run in claims.claim(document_ids[start:start + shared.batch_size]):
             claims.keep_alive()
-            alone: _Embedded | None = None
-            queued: _Embedded | None = None
+            alone: Embedded | None = None
+            queued: Embedded | None = None
             with _failure_recorded(document.pk, run):
                 specs = _prepare(document, run)
                 if specs is None:
                     continue  # streamed and swapped, or waiting for a pending converter
                 if shared.provider is None or len(specs) > shared.batch_size:
                     vectors, model = _embed(document.pk, run, specs)
-                    alone = _Embedded(document, run, specs, vectors, model)
+                    alone = Embedded(document, run, specs, vectors, model)
                 else:
-                    queued = _Embedded(document, run, specs, model=shared.model)
+                    queued = Embedded(document, run, specs, model=shared.model)
             if alone is not None:
                 _swap_many([alone])
             if queued is not None:
@@ -164,7 +159,7 @@ class _Claims:
                 document.status = DocumentStatus.PROCESSING
                 document.heartbeat_at = document.updated_at = now
                 document.error = None
-            _update_alike(documents, ["converter_state", "status", "attempts", "heartbeat_at", "error", "updated_at"])
+            update_alike(documents, ["converter_state", "status", "attempts", "heartbeat_at", "error", "updated_at"])
         self.groups = [*self.groups[-2:], (run, [document.pk for document in documents])]
         return [(document, run) for document in documents]
 
@@ -197,22 +192,6 @@ def _failure_recorded(document_id: str, run: str) -> Iterator[None]:
             "if it happens again.", details={"error": f"{type(exc).__name__}: {exc}"[:500]}))
 
 
-@dataclass
-class _Embedded:
-    """A claimed document and its chunks, with their vectors once embedded (the shared queue
-    fills them in)."""
-
-    document: Document
-    run: str
-    specs: list[ChunkSpec]
-    vectors: list[Vector | None] = field(default_factory=list)
-    model: str = ""
-    crash: Exception | None = None  # an embedder crash on this document alone, raised at its swap
-    #: the instruction guard's finding on each chunk (None: the classifier could not run; the chunk
-    #: is judged when read, or by the sweep)
-    guards: list[dict[str, Any] | None] = field(default_factory=list)
-
-
 class _SharedBatches:
     """The queue of chunks waiting for an embedder call, across documents (FIFO)."""
 
@@ -220,28 +199,28 @@ class _SharedBatches:
         self.provider = get_embedding_provider()
         self.model = self.provider.model_name if self.provider is not None else ""
         self.batch_size = _batch_size()
-        self.waiting: list[_Embedded] = []
+        self.waiting: list[Embedded] = []
         self.queued = 0  # chunks waiting without a vector
 
-    def add(self, item: _Embedded) -> list[_Embedded]:
+    def add(self, item: Embedded) -> list[Embedded]:
         """Queue a document's chunks; the documents whose chunks all have vectors now."""
         self.waiting.append(item)
         self.queued += len(item.specs)
-        done: list[_Embedded] = []
+        done: list[Embedded] = []
         while self.queued >= self.batch_size:
             done.extend(self._embed_next(self.batch_size))
         return done
 
-    def flush(self) -> list[_Embedded]:
+    def flush(self) -> list[Embedded]:
         """Embed what is left (one call of fewer than a batch); every queued document."""
-        done: list[_Embedded] = []
+        done: list[Embedded] = []
         while self.queued:
             done.extend(self._embed_next(self.queued))
         return done
 
-    def _embed_next(self, count: int) -> list[_Embedded]:
+    def _embed_next(self, count: int) -> list[Embedded]:
         assert self.provider is not None
-        slices: list[tuple[_Embedded, list[ChunkSpec]]] = []
+        slices: list[tuple[Embedded, list[ChunkSpec]]] = []
         wanted = count
         for item in self.waiting:
             if wanted == 0:
@@ -267,7 +246,7 @@ class _SharedBatches:
         self.waiting = self.waiting[len(done):]  # FIFO: the finished ones are the first ones
         return done
 
-    def _embed_alone(self, item: _Embedded, part: list[ChunkSpec]) -> list[Vector | None]:
+    def _embed_alone(self, item: Embedded, part: list[ChunkSpec]) -> list[Vector | None]:
         assert self.provider is not None
         try:
             embedded: list[Vector | None] = [*_compact(self.provider.embed_documents([spec.text for spec in part]))]
@@ -306,7 +285,7 @@ def _prepare(document: Document, run: str) -> list[ChunkSpec] | None:
                     raise
                 native_error = exc
         if streamed is not None:
-            _swap_many([_Embedded(document, run, *streamed)])
+            _swap_many([Embedded(document, run, *streamed)])
             return None
         skip_native = rule is not None and rule.native_extraction == IngestionRule.NativeExtraction.SKIP
         if rule is not None and (native_error is not None or skip_native):
@@ -560,37 +539,13 @@ def _embed_batches(document_id: str, run: str, batches: Iterable[tuple[list[Chun
     return specs, vectors, provider.model_name
 
 
-def _judge(items: list[_Embedded]) -> None:
-    """The instruction guard's finding on every chunk, before the swap's transaction (as the
-    embedder): a chunk that reads as instructions to an AI is stored and kept out of every read.
-    The chunks of a document whose ingestion rule trusts it are not judged."""
-    todo = [item for item in items if item.crash is None and len(item.guards) != len(item.specs)]
-    trusted = set(trusted_documents([item.document.pk for item in todo]))
-    for item in todo:
-        if item.document.pk in trusted:
-            item.guards = [trusted_finding([spec.text]) for spec in item.specs]
-    todo = [item for item in todo if item.document.pk not in trusted]
-    found = iter(findings([[spec.text] for item in todo for spec in item.specs]))
-    for item in todo:
-        item.guards = [finding.as_json() if finding.by else None for finding in (next(found) for _ in item.specs)]
-
-
-def trusted_documents(document_ids: Sequence[str]) -> list[str]:
-    """Those of ``document_ids`` whose ingestion rule trusts them (``guard_policy`` trust)."""
-    if not document_ids:
-        return []
-    return list(Document.objects.filter(pk__in=list(document_ids),
-                                        ingestion_rule__guard_policy=IngestionRule.GuardPolicy.TRUST)
-                .values_list("pk", flat=True))
-
-
-def _swap_many(items: list[_Embedded]) -> None:
+def _swap_many(items: list[Embedded]) -> None:
     """Swap embedded documents in together; when that fails, one by one, so that a document
     that cannot be swapped fails alone (recorded on it) and the others land."""
-    _judge(items)
+    judge_chunks(items)
     if len(items) > 1:
         try:
-            _swap(items)
+            swap(items)
             return
         except (OperationalError, InterfaceError):
             raise
@@ -598,81 +553,4 @@ def _swap_many(items: list[_Embedded]) -> None:
             logger.warning("shared swap failed; swapping document by document", exc_info=True)
     for item in items:
         with _failure_recorded(item.document.pk, item.run):
-            _swap([item])
-
-
-def _swap(items: list[_Embedded]) -> None:
-    """One transaction: the documents ready, their old chunks out, their new chunks in.
-
-    The documents still owned by their runs are locked first (the others were re-ingested,
-    deleted or handed back by the sweep meanwhile: superseded, left alone); the locks hold
-    until the commit, so a re-ingest or the sweep cannot interleave with the swap. A
-    document whose embedder call crashed raises that crash here.
-    """
-    for item in items:
-        if item.crash is not None:
-            raise item.crash
-    now = timezone.now()
-    with transaction.atomic():
-        locked = set(owned_many({item.document.pk: item.run for item in items}).select_for_update()
-                     .values_list("pk", flat=True))
-        for item in items:
-            if item.document.pk not in locked:
-                logger.info("ingestion run superseded", extra={"document_id": item.document.pk, "run": item.run})
-        items = [item for item in items if item.document.pk in locked]
-        if not items:
-            return
-        ids = [item.document.pk for item in items]
-        versions = ingested_versions(ids)
-        documents = []
-        for item in items:
-            document = item.document
-            document.status, document.error = DocumentStatus.READY, None
-            document.total_chunks = document.indexed_chunks = len(item.specs)
-            document.unembedded_chunks = sum(vector is None for vector in item.vectors)
-            document.ingested_at = document.heartbeat_at = document.updated_at = now
-            document.converter_state = persistent_state(document.converter_state)
-            document.entities_at = None  # the new chunks are the entity graph's to read
-            documents.append(document)
-        _update_alike(documents, ["status", "error", "total_chunks", "indexed_chunks", "unembedded_chunks",
-                                  "ingested_at", "heartbeat_at", "converter_state", "updated_at", "entities_at"])
-        enqueue_entities_documents_on_commit(ids)
-        # The live version's chunks give way to the new version's (a superseded version keeps
-        # its row and raw capture, not its chunks): search sees the old version or the new one.
-        # Staged generations' chunks (``generation`` set) are not the live version's: they stay.
-        Chunk.objects.filter(document_id__in=ids, generation__isnull=True).delete()
-        insert_rows([
-            Chunk(document_id=item.document.pk, project_id=item.document.project_id,
-                  version=versions.get(item.document.pk),
-                  chunk_index=spec.chunk_index, page=spec.page, text=spec.text, embedding=vector,
-                  embedding_model=item.model if vector is not None else "", guard=guard)
-            for item in items
-            for spec, vector, guard in zip(item.specs, item.vectors, item.guards or [None] * len(item.specs),
-                                           strict=True)
-        ])
-        activated = {version.document_id: version for version in versions.values()
-                     if version.status == DocumentVersion.Status.PENDING}
-        if activated:
-            DocumentVersion.objects.filter(document_id__in=list(activated),
-                                           status=DocumentVersion.Status.ACTIVE).update(
-                status=DocumentVersion.Status.SUPERSEDED)
-            DocumentVersion.objects.filter(pk__in=[version.pk for version in activated.values()]).update(
-                status=DocumentVersion.Status.ACTIVE, activated_at=now, error=None)
-            # Each of these documents now has exactly one active version: the one just activated.
-            Document.objects.filter(pk__in=list(activated)).update(active_version=Subquery(
-                DocumentVersion.objects.filter(document_id=OuterRef("pk"), status=DocumentVersion.Status.ACTIVE)
-                .values("pk")[:1]))
-            for item in items:
-                item.document.active_version = activated.get(item.document.pk, item.document.active_version)
-
-
-def _update_alike(documents: list[Document], fields: list[str]) -> None:
-    """Write ``fields`` of ``documents`` with one UPDATE per distinct set of values (documents of
-    one batch mostly end alike: usually one statement, at worst one per document)."""
-    alike: dict[str, tuple[dict[str, Any], list[str]]] = {}
-    for document in documents:
-        values = {name: getattr(document, name) for name in fields}
-        key = json.dumps(values, sort_keys=True, default=str)
-        alike.setdefault(key, (values, []))[1].append(document.pk)
-    for values, document_ids in alike.values():
-        Document.objects.filter(pk__in=document_ids).update(**values)
+            swap([item])
