@@ -148,7 +148,7 @@ def knob_form_field(name: str, **options: Any) -> forms.Field:
 
     def in_range(value: Any) -> None:
         if not knob.fits(value):
-            raise forms.ValidationError(f"Enter {knob.expected}.", code="out_of_range")
+            raise forms.ValidationError(f"Enter {knob.expected}.")
 
     bounds = {"min": None if knob.low_open else knob.low, "max": knob.high}
     attrs = {key: f"{bound:g}" for key, bound in bounds.items() if bound is not None}

@@ -39,7 +39,7 @@ def dimensions(value: Any) -> int:
     return dims
 
 
-#: The consent categories (memory_engine.consent.categories checks that it names the same) and the
+#: The consent categories (memory_engine.consent_categories.categories checks that it names the same) and the
 #: tiers of a store, for CONSENT_EXPIRY_DAYS.
 CONSENT_CATEGORY_NAMES = ("memory:context", "memory:preferences", "memory:history", "memory:location",
                           "memory:identity", "memory:health")
