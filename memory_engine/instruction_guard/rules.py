@@ -85,14 +85,36 @@ _META = re.compile(r" (?:instructions?|prompts?|guidelines|directives?|restricti
 _META_ADDRESSED = re.compile(r" (?:rules|guidance|policy|policies|filters?|safety|system|orders|task|training|operator"
                              r"|developer|creators?|admin|administrator|conversation|history|records|database|data) ")
 _CONTACT = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://", re.IGNORECASE)
+# Standing orders on the reader's future answers, which only a text meant for whoever answers
+# someone later gives: its answers named ("your replies", "every answer you give", "whenever
+# you are asked"), a third party it answers ("tell the user"), a standing goal ("your only
+# aim", "from now on"). People give each other standing orders too ("whenever you reply to a
+# ticket, ..."), so this is a cue beside the reader addressed, never a rule.
+_ANSWERS = r"answers?|replies|reply|responses?|outputs?|summar(?:y|ies)|messages?|recommendations?|comparisons?"
+_STANDING_ORDER = re.compile(
+    r" (?:your|all your|each of your|every one of your|any of your)(?: future| next| later| own)? (?:answers|replies|responses|outputs|summaries) "
+    rf"| (?:every|each|any|all|all of)(?: \w+){{0,2}} (?:{_ANSWERS}) (?:that )?you (?:give|write|produce|send|generate|draft|return|compose|make|provide|output|create) "
+    r"| (?:whenever|every time|each time|any time|anytime|when|if) (?:you|you re|u) (?:reply|answer|respond|are asked|get asked|re asked|summari[sz]e|write back|draft|generate|produce) "
+    r"| (?:tell|inform|remind|convince|persuade|assure|warn|ask|steer|direct) (?:the user|users|the end user|the human|whoever asks|anyone who asks|everyone who asks) "
+    r"| (?:the user|the end user) s? "
+    r"| (?:from now on|from here on|from this point|henceforth|going forward|from today on|in all future|for all future) "
+    r"| your (?:(?:only|sole|one|main|real|true|new|actual|primary|single|first|top|overriding|secret|hidden) )?(?:goal|purpose|objective|mission|aim|priority|job|task|focus) "
+    r"| (?:what|all) you (?:actually|really|truly|in fact) (?:need|have|must|are meant|are supposed|want) to do ")
+# ... and those an imperative gives without naming the reader: its answers to every question,
+# what it tells "the user".
+_ANSWER_ORDER = re.compile(
+    r"(?:^|[.!?;:\n]\s*)(?:always |never |please )?(?:answer|respond to|reply to) (?:every|each|all|any) (?:\w+ )?(?:question|query|queries|request|message|email|prompt)s?\b"
+    r"|\b(?:tell|inform|remind|assure|convince|persuade|warn) (?:the user|users|the end user|the human)\b",
+    re.IGNORECASE)
 
 
 def cues(normal: str, words: str) -> list[str]:
     """Signals too common in data to decide alone, which lower the classifier's bar: a line
     opening with a model's role (``Assistant:``, ``System:``, ``Developer:``), an
     ``### Instructions`` heading, an AI named, instructions or secrets named (rules, the system,
-    records or data only beside the reader addressed), an address to send things to; and the
-    reader addressed (second person, any lexicon language) beside one of those."""
+    records or data only beside the reader addressed), an address to send things to, a standing
+    order on the reader's future answers (beside the reader addressed); and the reader addressed
+    (second person, any lexicon language) beside one of those."""
     found = []
     if _ROLE_TURN.search(normal):
         found.append("role_prefix")
@@ -106,6 +128,8 @@ def cues(normal: str, words: str) -> list[str]:
         found.append("meta")
     if _CONTACT.search(normal):
         found.append("contact")
+    if (addressed and _STANDING_ORDER.search(words)) or _ANSWER_ORDER.search(normal):
+        found.append("standing_order")
     # The reader addressed is a cue beside another only: people write to each other in the
     # second person all the time (a chat's turns, a note to a colleague).
     if addressed and found:
