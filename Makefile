@@ -34,8 +34,9 @@ check: install
 	$(BIN)/python manage.py makemigrations --check --dry-run memory_engine
 	$(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 
+# The suite prints its time and its fifteen slowest tests (where the time goes, issue 71).
 test: install check browser pgbouncer
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=15
 
 # Headless Chromium for the operator console's browser suite (tests/admin/test_browser.py).
 # Installed with apt-get only when missing and we are root; otherwise those tests skip

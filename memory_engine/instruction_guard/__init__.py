@@ -58,8 +58,8 @@ import numpy as np
 from prometheus_client import Counter
 
 from . import classifier
-from .normal import canonical, normalise, payloads, vocabulary, words
-from .rules import cues, rule_hit
+from .normal import canonical, english_share, normalise, words
+from .segments import MAX_SEGMENTS, MIN_WORDS, SEGMENT_CHARS, plan_text
 
 __all__ = [
     "BARS",
@@ -92,12 +92,6 @@ logger = logging.getLogger("memory_engine.instruction_guard")
 #: it shows none. Reads (whatever reaches a model) hold the lower bars; the write gate's
 #: refusals are seen by a writer, and what it lets in is still judged on every read.
 BARS: dict[str, tuple[float, float]] = {"read": (0.9, 0.6), "write": (0.95, 0.8)}
-#: Sentence groups of at most this many characters are scored one by one.
-SEGMENT_CHARS = 240
-#: At most this many groups of one text are scored (the rules read all of it).
-MAX_SEGMENTS = 64
-#: A view of fewer words than this is judged by the rules alone (tag keys, one-word values).
-MIN_WORDS = 3
 #: The screen clears a sentence group alone below this score. bench/guard_screen.py: of the
 #: guard's injections (its sets and exemplars) that reach the screen, the lowest scores 0.59;
 #: below 0.3 it clears about half of STS sentences and LoCoMo turns, which skip the classifier.
@@ -253,16 +247,6 @@ def strings_digest(values: Sequence[Any]) -> str:
     return hashlib.sha256("\x1f".join(strings).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def english_share(text: str) -> float:
-    """The share of the text's Latin-letter words (longer than two letters counted as known) that
-    are English dictionary words."""
-    tokens = re.findall(r"[A-Za-z]+", text)
-    if not tokens:
-        return 0.0
-    known = vocabulary()
-    return sum(t.lower() in known and len(t) > 2 for t in tokens) / len(tokens)
-
-
 # --------------------------------------------------------------------------- assessment
 
 @dataclass(frozen=True)
@@ -277,65 +261,6 @@ class _Assessment:
     #: what scored it: "rules" (a rule, or too short to score), "screen", "classifier", or ""
     #: when the classifier should have and could not run (such a reading is never stored)
     by: str = "classifier"
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+|(?<=[。！？])")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
-
-
-def _segments(view: str) -> list[str]:
-    """The view in groups of whole sentences of at most SEGMENT_CHARS characters."""
-    groups: list[str] = []
-    current = ""
-    for sentence in (s.strip() for s in _SENTENCE_END.split(view)):
-        if not sentence:
-            continue
-        if current and len(current) + 1 + len(sentence) > SEGMENT_CHARS:
-            groups.append(current)
-            current = sentence
-        else:
-            current = f"{current} {sentence}" if current else sentence
-        while len(current) > 2 * SEGMENT_CHARS:
-            cut = current.rfind(" ", 0, SEGMENT_CHARS)
-            cut = cut if cut > 0 else SEGMENT_CHARS
-            groups.append(current[:cut])
-            current = current[cut:].strip()
-    if current:
-        groups.append(current)
-    return groups[:MAX_SEGMENTS]
-
-
-def _long_enough(view: str) -> bool:
-    return len(words(view).split()) >= MIN_WORDS or len(_CJK.findall(view)) >= 6
-
-
-def _views(text: str) -> list[tuple[str, str]]:
-    """(name, text) for the text as a reader sees it and every readable payload it hides."""
-    normal = normalise(text)
-    views = [("text", canonical(text))]
-    for encoding, decoded in payloads(normal):
-        views.append((encoding, canonical(decoded)))
-    return views
-
-
-def _plan(text: str) -> tuple[tuple[str, str, str] | None, bool, list[tuple[str, str]]]:
-    """(rule hit, a cue seen, (view name, segment) pairs to score: none once a rule decided)."""
-    normal = normalise(text)
-    hit: tuple[str, str, str] | None = None
-    found = rule_hit(normal, words(normal))
-    if found:
-        hit = (found[0], found[1], "text")
-    cued = bool(cues(normal, words(normal)))
-    to_score: list[tuple[str, str]] = []
-    for name, view in _views(text):
-        if hit is None:
-            found = rule_hit(view, words(view))
-            if found:
-                hit = (found[0], found[1], name)
-        cued = cued or bool(cues(view, words(view)))
-        if _long_enough(view):
-            to_score.extend((name, segment) for segment in _segments(view))
-    return hit, cued, [] if hit else to_score
 
 
 _assessed: OrderedDict[str, _Assessment] = OrderedDict()
@@ -422,7 +347,7 @@ def _assess_many(texts: Sequence[str], vectors: Mapping[str, Sequence[float]] | 
                 out[i] = known
     for i, text in enumerate(texts):
         if out[i] is None and text not in plans:
-            plans[text] = _plan(text)
+            plans[text] = plan_text(text)
     screenable = {text for text, (hit, cued, pairs) in plans.items() if _screenable(text, hit, cued, pairs)}
     cleared = _cleared({text: [segment for _, segment in plans[text][2]] for text in screenable}, vectors or {})
 

@@ -354,7 +354,9 @@ def _hex_texts(text: str) -> list[str]:
     return found
 
 
-def _english_share(text: str) -> float:
+def english_share(text: str) -> float:
+    """The share of the text's Latin-letter words (longer than two letters counted as known) that
+    are English dictionary words."""
     tokens = re.findall(r"[A-Za-z]+", text)
     if not tokens:
         return 0.0
@@ -370,7 +372,7 @@ def _rot13_texts(text: str) -> list[str]:
     named = _ROT13_NAMED.search(text)
     body = text[named.end():] if named else text
     turned = codecs.encode(body, "rot13")
-    if named or _english_share(turned) >= max(0.5, _english_share(body) + 0.3):
+    if named or english_share(turned) >= max(0.5, english_share(body) + 0.3):
         return [turned]
     return []
 
@@ -397,7 +399,7 @@ def _reversed_texts(text: str) -> list[str]:
     def backwards(part: str) -> bool:
         if len(re.findall(r"[A-Za-z]{2,}", part)) < 3:
             return False
-        return _english_share(part[::-1]) >= max(0.6, _english_share(part) + 0.4)
+        return english_share(part[::-1]) >= max(0.6, english_share(part) + 0.4)
 
     def backwards_run(part: str) -> str | None:
         """The longest run of the words of ``part`` that reads backwards (a reversed sentence
