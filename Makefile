@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: run test install check bench clean-db browser pgbouncer docs screenshots
+.PHONY: run test install check bench clean-db browser pgbouncer docs screenshots citus
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,13 @@ pgbouncer:
 		&& command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pgbouncer; \
 	fi
+
+# A real Citus cluster (issue 73): Citus built once from ../shared/citus (or MEMORY_ENGINE_CITUS_SOURCE) into
+# .pgdata-citus/, a coordinator and two workers started on loopback, checked and stopped; then the `citus` test
+# group (tests/citus), which `make test` runs too.
+citus: install
+	$(BIN)/python -m tests.citus.cluster
+	$(BIN)/python -m pytest tests/citus -q -p no:randomly
 
 bench: install
 	$(BIN)/python bench/write.py

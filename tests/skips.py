@@ -42,6 +42,9 @@ SKIP_GROUPS = (
                          "fails under CI=true", re.compile(re.escape(TOOL_MISSING) + " browser:")),
     SkipGroup("pgbouncer", "the write funnel behind PgBouncer in transaction mode: `make test` installs pgbouncer "
                            "as root; fails under CI=true", re.compile(re.escape(TOOL_MISSING) + " pgbouncer:")),
+    SkipGroup("citus", "the schema on a real 3-node Citus cluster: needs the Citus source tarball "
+                       "(../shared/citus/citus-14.0.1.tar.gz or MEMORY_ENGINE_CITUS_SOURCE); fails under CI=true",
+              re.compile(re.escape(TOOL_MISSING) + " citus:")),
     SkipGroup("pg_textsearch >= 1.3", "the rebuild of pg_textsearch 1.0's statistics after a restart: a server "
                                       "with 1.3 or later keeps them (the embedded server has 1.0)",
               re.compile(r"pg_textsearch >= 1\.3 keeps its statistics")),

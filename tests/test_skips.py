@@ -22,12 +22,13 @@ def skip_reason_of(tool: str, missing: str) -> str:
     (ALL_CORPUS_PDFS_NAMED, "corpus PDFs all named"),
     ("browser", "browser"),
     ("pgbouncer", "pgbouncer"),
+    ("citus", "citus"),
     ("pg_textsearch >= 1.3 keeps its statistics: nothing is ever stale", "pg_textsearch >= 1.3"),
     ("the suite runs on DATABASE_URL, not the embedded server", "DATABASE_URL"),
 ])
 def test_each_group_recognises_its_reasons(monkeypatch: pytest.MonkeyPatch, reason: str, group: str) -> None:
     monkeypatch.delenv("CI", raising=False)
-    if reason in ("browser", "pgbouncer"):
+    if reason in ("browser", "pgbouncer", "citus"):
         reason = skip_reason_of(reason, browser_missing() or "/usr/bin/chromium is missing")
     found = skip_group(reason)
     assert found is not None and found.name == group
