@@ -9,7 +9,11 @@ tried again, until Citus takes it or refuses something this script does not know
 The models and migrations are not changed: the scratch database is thrown away with the cluster.
 
 Printed: the schema's facts that matter to Citus (from the catalog, before any change), then per
-table what Citus refused and what change it needs, grouped, with counts.
+table what Citus refused and what change it needs, grouped, with counts; the foreign keys added
+back (as migrated, else composite); the triggers created again under
+``citus.enable_unsafe_triggers``; what the bm25 indexes become on the shards; and the API's first
+steps for one project on the distributed scratch schema with multi-shard statements refused (the
+statement Citus refused, or what a trigger did on a shard).
 
     python bench/citus_inventory.py            # needs ../shared/citus (or MEMORY_ENGINE_CITUS_SOURCE)
 """
@@ -349,6 +353,167 @@ def print_foreign_keys(restored: list[tuple[str, str, str, str]]) -> None:
         print(f"  {table}.{fk}\n      as migrated: {as_is}\n      composite:   {composite}")
 
 
+def probe_api(cluster: CitusCluster) -> list[tuple[str, str]]:
+    """The API's first steps for one project on the distributed scratch schema, through Django's
+    test client with ``citus.multi_task_query_log_level = 'error'`` on the connection (a statement
+    that reaches several shards fails): each step's status, or the error that stopped it with the
+    statement Citus refused. The key lookup is tried alone, then the requests authenticate with the
+    key row read by project (past the lookup, to reach what comes after it)."""
+    os.environ.update(
+        DATABASE_URL=(f"postgres://postgres@127.0.0.1:{cluster.coordinator.port}/{DATABASE}"
+                      "?options=-c%20citus.multi_task_query_log_level%3Derror"),
+        DB_POOL_MAX_SIZE="0", DJANGO_SETTINGS_MODULE="example_project.settings",
+        MEMORY_ENGINE_EMBEDDING_PROVIDER="tests.providers.HashingEmbeddingProvider")
+    import logging
+
+    import django
+
+    django.setup()
+    logging.disable(logging.CRITICAL)  # the API logs each database error with its traceback
+    from django.db import connection
+    from rest_framework.test import APIClient
+
+    from memory_engine.api.authentication import ApiKeyPrincipal
+    from memory_engine.models import ApiKey
+    from memory_engine.services.keys import api_key_authenticate
+    from tests.factories import ProjectFactory, make_key
+
+    client = APIClient()
+    state: dict[str, Any] = {}
+    results: list[tuple[str, str]] = []
+    last_sql: list[str] = []
+
+    def remember(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        try:
+            return execute(sql, params, many, context)
+        except Exception:
+            text = " ".join(sql.split())
+            last_sql[:] = [("… " if " FROM " in text else "") + text[text.find(" FROM ") + 1:][:360]]
+            raise
+
+    def step(label: str, action: Any) -> None:
+        last_sql.clear()
+        try:
+            with connection.execute_wrapper(remember):
+                outcome = action()
+        except Exception as exc:  # noqa: BLE001 (each refusal is the finding)
+            cause = exc
+            while cause.__cause__ is not None:
+                cause = cause.__cause__
+            outcome = f"{type(cause).__name__}: {citus_error(cause)}"
+        if last_sql:
+            outcome = f"{outcome}\n        refused statement: {last_sql[0]}"
+        if "on at least one active node" in str(outcome):
+            outcome = f"{outcome}\n        the worker's log: {worker_error()}"
+        results.append((label, str(outcome)))
+
+    def worker_error() -> str:
+        """The last ERROR a worker logged, with its CONTEXT line (what failed on the shard)."""
+        lines = []
+        for worker in cluster.workers:
+            log = (cluster.root / f"{worker.name}.log").read_text(errors="replace").splitlines()
+            lines += [" | ".join(line.split(" ", 3)[-1] for line in log[index:index + 2])
+                      for index, line in enumerate(log) if " ERROR: " in line]
+        return lines[-1][:400] if lines else "(nothing logged)"
+
+    def project() -> str:
+        state["project"] = ProjectFactory()
+        state["raw"] = make_key(state["project"])
+        return "created"
+
+    def authenticate() -> str:
+        return f"key of {api_key_authenticate(state['raw']).project_id}"
+
+    def force() -> str:
+        key = ApiKey.objects.get(project=state["project"], prefix=state["raw"].split("_")[1])
+        client.force_authenticate(user=ApiKeyPrincipal(key), token=key)
+        return "the key row read by (project_id, prefix)"
+
+    def request(method: str, path: Any, body: Any = None) -> Any:
+        def action() -> int:
+            target = path() if callable(path) else path
+            data = body() if callable(body) else body
+            response = getattr(client, method)(target, data, format="json") if data else getattr(client, method)(target)
+            if method == "post" and path == "/api/v1/memory-stores" and response.status_code == 201:
+                state["store"] = response.json()["id"]
+            return response.status_code
+        return action
+
+    def store() -> str:
+        from tests.factories import MemoryStoreFactory
+
+        state["store"] = MemoryStoreFactory(project=state["project"]).id
+        return "created"
+
+    def sql(statement: str, params: list[Any]) -> Any:
+        with connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            return cursor.fetchone() if cursor.description else cursor.rowcount
+
+    def assertion() -> str:
+        from django.db import transaction
+
+        with transaction.atomic():
+            sql("INSERT INTO memory_engine_memoryassertion (id, project_id, store_id, content, outcome, "
+                "decision_reason, details, principal, mechanism, created_at) VALUES "
+                "('probe-assertion', %s, %s, 'probe', 'declared', '', '{}', 'probe', 'api', now())",
+                [state["project"].id, state.get("store")])
+        feed = sql("SELECT count(*) FROM memory_engine_feedentry WHERE project_id = %s AND object_id = %s",
+                   [state["project"].id, "probe-assertion"])
+        return f"committed; feed entries for it: {feed[0]}"
+
+    def memory_map() -> Any:
+        return sql("INSERT INTO memory_engine_memorymap (store_id, status, points, clusters, method, live_memories, "
+                   "error) VALUES (%s, 'pending', '[]', '[]', '{}', 0, '')", [state.get("store")])
+
+    def erase_propagated() -> Any:
+        from django.db import transaction
+
+        with transaction.atomic():
+            sql("SET LOCAL citus.propagate_set_commands = 'local'", [])
+            sql("SET LOCAL memory_engine.ledger_erasure = 'on'", [])
+            return sql("""UPDATE memory_engine_memoryassertion SET content = '[erased]', details = '{"erased": true}'
+                          WHERE project_id = %s AND id = 'probe-assertion'""", [state["project"].id])
+
+    def erase() -> Any:
+        from django.db import transaction
+
+        # the row to erase, written with the feed trigger off (the step above shows that trigger fails)
+        sql("SET citus.enable_unsafe_triggers = on", [])
+        sql("ALTER TABLE memory_engine_memoryassertion DISABLE TRIGGER memory_engine_feed_assertion", [])
+        sql("INSERT INTO memory_engine_memoryassertion (id, project_id, store_id, content, outcome, decision_reason, "
+            "details, principal, mechanism, created_at) VALUES ('probe-assertion', %s, %s, 'probe', 'declared', '', "
+            "'{}', 'probe', 'api', now())", [state["project"].id, state.get("store")])
+        sql("ALTER TABLE memory_engine_memoryassertion ENABLE TRIGGER memory_engine_feed_assertion", [])
+        sql("RESET citus.enable_unsafe_triggers", [])
+        with transaction.atomic():
+            sql("SET LOCAL memory_engine.ledger_erasure = 'on'", [])
+            return sql("""UPDATE memory_engine_memoryassertion SET content = '[erased]', details = '{"erased": true}'
+                          WHERE project_id = %s AND id = 'probe-assertion'""", [state["project"].id])
+
+    memory = lambda: {"memory_store_id": state.get("store"), "content": "The deploy runs on Fridays after the freeze."}  # noqa: E731
+    step("create a project and an API key (ORM)", project)
+    step("api_key_authenticate(raw key): the key looked up by its prefix", authenticate)
+    step("(authenticate with the key row read by project)", force)
+    step("POST /api/v1/memory-stores", request("post", "/api/v1/memory-stores", {"name": "facts"}))
+    if "store" not in state:
+        step("(the store created by the ORM instead)", store)
+    step("POST /api/v1/memories", request("post", "/api/v1/memories", memory))
+    step("POST /api/v1/memories (the same again: dedup)", request("post", "/api/v1/memories", memory))
+    step("GET /api/v1/memories?memory_store_id=…",
+         request("get", lambda: f"/api/v1/memories?memory_store_id={state.get('store')}"))
+    step("POST /api/v1/knowledge/search",
+         request("post", "/api/v1/knowledge/search",
+                 lambda: {"query": "when does the deploy run", "memory_store_ids": [state.get("store")]}))
+    step("GET /api/v1/feed", request("get", "/api/v1/feed"))
+    step("an assertion inserted with its project (its feed trigger, at commit)", assertion)
+    step("a memory map row inserted without project_id (its fill_project trigger)", memory_map)
+    step("the assertion erased under SET LOCAL memory_engine.ledger_erasure = 'on' (its ledger guard)", erase)
+    step("the same with SET LOCAL citus.propagate_set_commands = 'local' first (rows updated)", erase_propagated)
+    connection.close()
+    return results
+
+
 def main() -> int:
     started = time.monotonic()
     with running_cluster() as cluster:
@@ -384,6 +549,9 @@ def main() -> int:
             print("\n== bm25 on the shards")
             for line in bm25_on_shards(cursor, cluster, tables):
                 print(f"  {line}")
+        print("\n== the API on the distributed schema, one project, multi-shard statements refused")
+        for label, outcome in probe_api(cluster):
+            print(f"  {label}: {outcome}")
     return 0
 
 
