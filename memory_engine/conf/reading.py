@@ -25,17 +25,17 @@ READ_SETTINGS: tuple[Setting, ...] = (
             "`auto`: pg_textsearch BM25 where its indexes exist, else the tsvector fallback; `tsvector`: always "
             "the fallback"),
     # tsvector fallback: rows matching any query term, the top KNOWLEDGE_BM25_CANDIDATES by
-    # ts_rank_cd re-scored by Okapi BM25 (IDF from the index's ANALYZE statistics); terms in
+    # ts_rank_cd re-scored by Okapi BM25 (the project's own statistics); terms in
     # more than KNOWLEDGE_BM25_MAX_DF of the rows do not select candidates.
     Setting("KNOWLEDGE_BM25_CANDIDATES", 200, integer,
             "int", "200",
             "tsvector fallback: rows re-scored by BM25"),
     Setting("KNOWLEDGE_BM25_K1", 1.2, number,
             "number", "1.2",
-            "tsvector fallback: term-frequency saturation"),
+            "BM25 term-frequency saturation (both lexical backends)"),
     Setting("KNOWLEDGE_BM25_B", 0.75, number,
             "number", "0.75",
-            "tsvector fallback: length normalisation"),
+            "BM25 length normalisation (both lexical backends)"),
     Setting("KNOWLEDGE_BM25_MAX_DF", 0.1, number,
             "number", "0.1",
             "tsvector fallback: terms in more than this share of rows do not select candidates"),

@@ -6,6 +6,7 @@ from .documents import Chunk, Document, DocumentVersion, IngestionRule, RawCaptu
 from .embedding_models import EmbeddingModel
 from .entities import Entity, EntityEdge, EntityKind, Relation
 from .feed import FeedEntry, FeedKind
+from .lexical import LexicalPart, LexicalStatistics, LexicalTerm
 from .links import EvidenceLink
 from .memories import (
     Memory,
@@ -57,6 +58,9 @@ __all__ = [
     "Provenance",
     "RawCapture",
     "EvidenceLink",
+    "LexicalPart",
+    "LexicalStatistics",
+    "LexicalTerm",
     "Relation",
     "ReplayRun",
     "StaffGrants",

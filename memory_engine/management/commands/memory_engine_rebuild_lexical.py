@@ -3,7 +3,8 @@
 Default: build the lexical indexes of memory contents and chunks again with the current
 KNOWLEDGE_TEXT_SEARCH_CONFIG (the fix for system check memory_engine.E010), as pg_textsearch
 ``bm25`` indexes when the server offers the extension, else tsvector GIN indexes (the fix
-for W010 once pg_textsearch is installed and preloaded).
+for W010 once pg_textsearch is installed and preloaded). The per-project statistics the
+channel scores with (memory_engine.lexical_statistics) are counted again with the same config.
 
 --stale: only rebuild bm25 indexes that pg_textsearch < 1.3 lost at the last server
 restart; the search function does the same before its first search.
@@ -18,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, transaction
 
 from memory_engine.lexical import BM25, TSVECTOR, build_lexical_indexes, ensure_lexical_fresh, lexical_status
+from memory_engine.lexical_statistics import install_lexical_statistics
 
 
 class Command(BaseCommand):
@@ -42,6 +44,7 @@ class Command(BaseCommand):
             backend = None if options["backend"] == "auto" else options["backend"]
             with transaction.atomic():
                 built = build_lexical_indexes(backend=backend)
+                install_lexical_statistics()
         except (DatabaseError, ValueError) as exc:
             raise CommandError(f"Could not rebuild the lexical indexes: {exc}") from exc
         status = lexical_status()

@@ -43,6 +43,7 @@ from .rows import CandidateRow, DisplayRow, fetch_records
 from .scope import Scope, resolve_scope
 from .sql import (
     HNSW_SCAN_SQL,
+    LEXICAL_POOL_FACTOR,
     build_search_sql,
     hit_entities_sql,
     ordered_read_sql,
@@ -384,6 +385,7 @@ def _candidates(scope: Scope, query: str, qvec: list[float] | None, limit: int, 
         "bm25_max_df": engine_settings.KNOWLEDGE_BM25_MAX_DF,
         "vec_k": vec_k,
         "lex_k": max(limit, engine_settings.SEARCH_LEXICAL_DEPTH),
+        "lex_pool": LEXICAL_POOL_FACTOR * max(limit, engine_settings.SEARCH_LEXICAL_DEPTH),
         "graph_k": max(limit, engine_settings.SEARCH_GRAPH_DEPTH),
     }
     config = engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG

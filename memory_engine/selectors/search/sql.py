@@ -24,6 +24,7 @@ from memory_engine.models import (
     MemoryContent,
     MemoryStore,
 )
+from memory_engine.models.lexical import LexicalPart, LexicalStatistics, LexicalTerm
 from memory_engine.models.memories import LIVE_MEMORY_SQL, Tier
 
 from .boosts import EVENT_KINDS, version_authority_sql
@@ -38,10 +39,14 @@ CHUNK = Chunk._meta.db_table
 DOC = Document._meta.db_table
 VERSION = DocumentVersion._meta.db_table
 EDGE = EntityEdge._meta.db_table
+LEXICAL_STATISTICS = LexicalStatistics._meta.db_table
+LEXICAL_TERM = LexicalTerm._meta.db_table
 ENTITY = Entity._meta.db_table
 #: source -> its lexical index names (memory_engine.lexical builds them).
 BM25_INDEX = {MEMORY: INDEXES[CONTENT][0], DOCUMENT: INDEXES[CHUNK][0]}
 GIN_INDEX = {MEMORY: INDEXES[CONTENT][1], DOCUMENT: INDEXES[CHUNK][1]}
+#: The bm25 index's candidates a source's lexical channel scores: this many times its depth.
+LEXICAL_POOL_FACTOR = 2
 #: The CTE name prefix of each source's candidate lists.
 SHORT = {MEMORY: "m", DOCUMENT: "c"}
 
@@ -126,14 +131,18 @@ def _bm25_score(source: str, scope: Scope) -> str:
     return f"(x.text <@> to_bm25query(%(qtext)s, '{index}'))"
 
 
+def _query_terms_cte(config: str) -> str:
+    """The query's terms (``qterms``): its lexemes in the config (stop words dropped)."""
+    return (f"qterms AS (SELECT DISTINCT l AS term FROM unnest(tsvector_to_array("
+            f"{tsvector_expression(config, '%(qtext)s')})) AS l)")
+
+
 def _fallback_term_ctes(config: str) -> list[str]:
-    """tsvector fallback: query terms (the config drops stop words), their document
-    frequencies from the GIN indexes' ANALYZE statistics, and the OR-query that selects
-    candidates (terms in more than KNOWLEDGE_BM25_MAX_DF of the rows are left out of it:
-    they would select most of a large table; BM25 still scores them)."""
-    tsv = tsvector_expression(config, "%(qtext)s")
+    """tsvector fallback: the query terms' shares of rows from the GIN indexes' ANALYZE
+    statistics, and the OR-query that selects candidates (terms in more than
+    KNOWLEDGE_BM25_MAX_DF of the rows are left out of it: they would select most of a large
+    table; BM25 still scores them, with the project's own figures)."""
     return [
-        f"qterms AS (SELECT DISTINCT l AS term FROM unnest(tsvector_to_array({tsv})) AS l)",
         f"""lex_stats AS (
         SELECT s.tablename::text AS tab, u.e, u.f FROM pg_stats s,
             unnest(s.most_common_elems::text::text[],
@@ -202,40 +211,72 @@ def _lexical_ctes(source: str, scope: Scope, *, with_vector: bool, backend: str,
                   exact: bool) -> list[str]:
     """The lexical top-k of one source (``{short}_lex``: id, lex, dist); higher lex is better.
 
-    bm25: pg_textsearch's index scan in score order, the scope filtered inside the same
-    query, so LIMIT is met whenever enough rows match; a small scope of memories (``exact``)
-    is scored row by row instead, each score computed once (``OFFSET 0``, as for the
-    vector channel). tsvector: rows matching any term, the top KNOWLEDGE_BM25_CANDIDATES by
-    ts_rank_cd re-scored with Okapi BM25.
+    Candidates (``{short}_pre``: id, tsvector, dist). bm25: pg_textsearch's index scan in score
+    order, the scope filtered inside the same query, the top LEXICAL_POOL_FACTOR x lex_k; a
+    small scope of memories (``exact``) is read whole instead (``OFFSET 0``: each row
+    tokenized once). tsvector: rows matching any term, the top KNOWLEDGE_BM25_CANDIDATES by
+    ts_rank_cd. Either way the candidates are scored by Okapi BM25 with the statistics of the
+    searched project only (memory_engine.lexical_statistics), so no other project's rows move
+    a score or a rank.
     """
     short = SHORT[source]
     exact = exact and source == MEMORY
     dist = "x.embedding <=> %(qvec)s::vector" if with_vector else "NULL::float8"
+    tsv = tsvector_expression(config, "x.text")
     if backend == BM25:
         score = _bm25_score(source, scope)
         if exact:
             pk, body = _source_body(source, scope, None, exact)
-            return [f"{short}_lex AS (SELECT id, lex, dist FROM (SELECT {pk} AS id, -{score} AS lex, "
-                    f"{dist} AS dist {body} OFFSET 0) e WHERE lex > 0 ORDER BY lex DESC, id LIMIT %(lex_k)s)"]
-        pk, body = _source_body(source, scope, f"{score} < 0", exact)
-        return [f"{short}_lex AS (SELECT {pk} AS id, -{score} AS lex, {dist} AS dist {body} "
-                f"ORDER BY {score} LIMIT %(lex_k)s)"]
-    tsv = tsvector_expression(config, "x.text")
-    pk, body = _source_body(source, scope, f"{tsv} @@ (SELECT q FROM tsq)", exact)
+            pre = f"SELECT {pk} AS id, {tsv} AS v, {dist} AS dist {body} OFFSET 0"
+        else:
+            pk, body = _source_body(source, scope, f"{score} < 0", exact)
+            pre = (f"SELECT id, {tsvector_expression(config, 'o.text')} AS v, dist FROM ("
+                   f"SELECT {pk} AS id, x.text AS text, {dist} AS dist {body} "
+                   f"ORDER BY {score} LIMIT %(lex_pool)s) o")
+    else:
+        pk, body = _source_body(source, scope, f"{tsv} @@ (SELECT q FROM tsq)", exact)
+        pre = (f"SELECT {pk} AS id, {tsv} AS v, {dist} AS dist {body} "
+               f"ORDER BY ts_rank_cd({tsv}, (SELECT q FROM tsq), 1) DESC, {pk} LIMIT %(bm25_candidates)s")
+    return [f"{short}_pre AS ({pre})", *_bm25_ctes(short, _lexical_part(source, scope))]
+
+
+def _lexical_part(source: str, scope: Scope) -> str:
+    """The statistics a source's rows are scored with (memory_engine.models.lexical.LexicalPart)."""
+    if source == MEMORY:
+        return LexicalPart.CONTENT.value
+    return LexicalPart.CHUNK.value if scope.generation_id is None else LexicalPart.STAGED.value
+
+
+def _bm25_ctes(short: str, part: str) -> list[str]:
+    """Okapi BM25 of ``{short}_pre``'s rows with the project's figures (``{short}_w``: N, the
+    average length, the query's terms and their IDFs as two arrays in one row); the top lex_k
+    (``{short}_lex``). A row's terms are matched against the array, joined to nothing: the
+    plan stays one pass over the candidates."""
+    tf = "coalesce(array_length(u.positions, 1), 1)"
+    idf = "w.idfs[array_position(w.terms, u.lexeme)]"
+    df = "least(t.df, st.n)"
     return [
-        f"{short}_pre AS (SELECT {pk} AS id, {tsv} AS v, {dist} AS dist {body} "
-        f"ORDER BY ts_rank_cd({tsv}, (SELECT q FROM tsq), 1) DESC, {pk} LIMIT %(bm25_candidates)s)",
-        f"""{short}_idf AS (
-        SELECT t.term, ln(1 + (1 - coalesce(st.f, fl.f)) / coalesce(st.f, fl.f)) AS idf
-        FROM qterms t
-        CROSS JOIN (SELECT coalesce(min(f), 0.001) / 2 AS f FROM lex_stats WHERE tab = '{GIN_INDEX[source]}') fl
-        LEFT JOIN lex_stats st ON st.tab = '{GIN_INDEX[source]}' AND st.e = t.term)""",
+        f"""{short}_w AS (
+        SELECT st.n, st.avgdl, array_agg(t.term ORDER BY t.term) AS terms,
+               array_agg(ln(1 + (st.n - {df} + 0.5) / ({df} + 0.5)) ORDER BY t.term) AS idfs
+        FROM (SELECT greatest(coalesce(sum(documents), 0), 1)::float8 AS n,
+                     greatest(coalesce(sum(tokens)::float8 / nullif(sum(documents), 0), 1), 1) AS avgdl
+              FROM {LEXICAL_STATISTICS} WHERE project_id = %(project)s AND part = '{part}') st
+        CROSS JOIN (SELECT q.term, coalesce((SELECT lt.documents FROM {LEXICAL_TERM} lt
+                                             WHERE lt.project_id = %(project)s AND lt.part = '{part}'
+                                               AND lt.term = q.term), 0) AS df
+                    FROM qterms q) t
+        GROUP BY st.n, st.avgdl)""",
         f"""{short}_lex AS (
-        SELECT p.id, sum(i.idf * (array_length(u.positions, 1) * (%(bm25_k1)s + 1))
-                   / (array_length(u.positions, 1) + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * length(p.v)
-                      / (SELECT greatest(avg(length(v)), 1) FROM {short}_pre)))) AS lex,
+        SELECT p.id, sum({idf} * {tf} * (%(bm25_k1)s + 1)
+                   / ({tf} + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * p.len / w.avgdl))) AS lex,
                min(p.dist) AS dist
-        FROM {short}_pre p CROSS JOIN LATERAL unnest(p.v) u JOIN {short}_idf i ON i.term = u.lexeme
+        FROM {short}_w w
+        CROSS JOIN LATERAL (
+            SELECT q.id, q.v, q.dist,
+                   (SELECT sum(coalesce(array_length(l.positions, 1), 1)) FROM unnest(q.v) l) AS len
+            FROM {short}_pre q WHERE tsvector_to_array(q.v) && w.terms) p
+        CROSS JOIN LATERAL (SELECT * FROM unnest(p.v) l WHERE l.lexeme = ANY(w.terms) OFFSET 0) u
         GROUP BY p.id ORDER BY lex DESC, p.id LIMIT %(lex_k)s)""",
     ]
 
@@ -270,6 +311,8 @@ def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: 
     ctes: list[str] = []
     vec_parts: list[str] = []
     lex_parts: list[str] = []
+    if lexical:
+        ctes.append(_query_terms_cte(config))
     if lexical == TSVECTOR:
         ctes.extend(_fallback_term_ctes(config))
     for source in scope.sources:
