@@ -52,4 +52,5 @@ def access_tags_write(*, obj: Document | MemoryStore, owner: str | None, share: 
     tags = list(dict.fromkeys(tags))
     if tags != obj.access_tags:
         obj.access_tags = tags
-        type(obj).objects.filter(pk=obj.pk).update(access_tags=tags)
+        # by its project too: one node's statement on a distributed PostgreSQL (docs/scaling.md)
+        type(obj).objects.filter(project_id=obj.project_id, pk=obj.pk).update(access_tags=tags)
