@@ -1,0 +1,157 @@
+"""The API's per-project flows on the distributed scratch schema (tests/citus/schema.py), run in a
+process of their own: Django set up against the cluster's coordinator (``example_project``
+settings, ``DATABASE_URL``) with ``citus.multi_task_query_log_level = 'error'`` on the connection,
+so a statement that reaches more than one shard fails.
+
+    python -m tests.citus.api_flows postgres://postgres@127.0.0.1:PORT/DATABASE
+
+prints one JSON object per step: its label, the HTTP status or what it returned (``outcome``), and
+when it failed, the error with the statement Citus refused (``error``, ``statement``). Used by
+tests/citus/test_single_shard.py and bench/citus_inventory.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+#: The connection option that makes every multi-shard statement an error.
+SINGLE_SHARD_OPTION = "options=-c%20citus.multi_task_query_log_level%3Derror"
+TEXT = "The deploy runs on Fridays after the freeze."
+
+
+def environment(database_url: str) -> dict[str, str]:
+    """The environment of a process whose Django talks to ``database_url`` with multi-shard
+    statements refused, with the offline test embedder."""
+    separator = "&" if "?" in database_url else "?"
+    return dict(os.environ, DATABASE_URL=f"{database_url}{separator}{SINGLE_SHARD_OPTION}", DB_POOL_MAX_SIZE="0",
+                DJANGO_SETTINGS_MODULE="example_project.settings",
+                MEMORY_ENGINE_EMBEDDING_PROVIDER="tests.providers.HashingEmbeddingProvider")
+
+
+def error_text(exc: BaseException) -> str:
+    """The innermost cause's class and PostgreSQL's primary message (and detail)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    diag = getattr(exc, "diag", None)
+    message = getattr(diag, "message_primary", None) or (str(exc).splitlines() or [""])[0]
+    detail = getattr(diag, "message_detail", None)
+    return f"{type(exc).__name__}: {message}" + (f" ({detail})" if detail else "")
+
+
+class Steps:
+    """Runs labelled steps on Django's connection, each recording its outcome, or the first
+    statement that failed in it (a later one may be Django rendering the error)."""
+
+    def __init__(self) -> None:
+        from django.db import connection
+
+        self.connection = connection
+        self.results: list[dict[str, Any]] = []
+        self._failed: list[str] = []
+
+    def _remember(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        try:
+            return execute(sql, params, many, context)
+        except Exception:
+            if not self._failed:
+                self._failed.append(" ".join(sql.split()))
+            raise
+
+    def run(self, label: str, action: Callable[[], Any]) -> Any:
+        self._failed.clear()
+        result: dict[str, Any] = {"step": label}
+        outcome = None
+        try:
+            with self.connection.execute_wrapper(self._remember):
+                outcome = action()
+            result["outcome"] = outcome
+        except Exception as exc:  # noqa: BLE001 (the failure is the finding)
+            result["error"] = error_text(exc)
+        if self._failed:
+            result["statement"] = self._failed[0]
+        self.results.append(result)
+        return outcome
+
+
+def run_flows() -> list[dict[str, Any]]:
+    """A project and its key (the ORM), then through the API with that key: a store, a memory
+    written twice (the second a duplicate), the store's memories listed, a search of the store
+    (the lexical channel on the tsvector fallback)."""
+    import logging
+
+    import django
+
+    django.setup()
+    logging.disable(logging.CRITICAL)  # the API logs each database error with its traceback
+    from django.conf import settings
+    from django.test import override_settings
+
+    # pg_textsearch's bm25 query names its index, which each shard renames (docs/scaling.md): the
+    # tsvector fallback until the lexical channel has a path on Citus
+    override_settings(MEMORY_ENGINE={**settings.MEMORY_ENGINE, "KNOWLEDGE_LEXICAL_BACKEND": "tsvector"}).enable()
+    from rest_framework.test import APIClient
+
+    from memory_engine.services.keys import api_key_authenticate
+    from tests.factories import ProjectFactory, make_key
+
+    steps = Steps()
+    client = APIClient()
+    state: dict[str, Any] = {}
+
+    def project() -> str:
+        state["project"] = ProjectFactory()
+        state["raw"] = make_key(state["project"])
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {state['raw']}")
+        return "created"
+
+    def authenticate() -> bool:
+        return api_key_authenticate(state["raw"]).project_id == state["project"].id
+
+    def call(method: str, path: str, body: Any = None) -> Callable[[], Any]:
+        def action() -> Any:
+            target = path.format(**state)
+            data = json.loads(json.dumps(body).replace("{store}", str(state.get("store")))) if body else None
+            response = getattr(client, method)(target, data, format="json")
+            answer = response.json() if response.get("Content-Type", "").startswith("application/json") else {}
+            if path == "/api/v1/memory-stores" and response.status_code == 201:
+                state["store"] = answer["id"]
+            return {"status": response.status_code, "answer": answer}
+        return action
+
+    def sql(statement: str) -> Any:
+        with steps.connection.cursor() as cursor:
+            cursor.execute(statement)
+            return cursor.fetchone()[0]
+
+    steps.run("SHOW citus.multi_task_query_log_level", lambda: sql("SHOW citus.multi_task_query_log_level"))
+    steps.run("every project's memories counted (a multi-shard statement)",
+              lambda: sql("SELECT count(*) FROM memory_engine_memory"))
+    steps.run("create a project and an API key (ORM)", project)
+    steps.run("api_key_authenticate: the key looked up by its prefix", authenticate)
+    steps.run("POST /api/v1/memory-stores", call("post", "/api/v1/memory-stores", {"name": "facts"}))
+    memory = {"memory_store_id": "{store}", "content": TEXT}
+    steps.run("POST /api/v1/memories", call("post", "/api/v1/memories", memory))
+    steps.run("POST /api/v1/memories (the same text again: dedup)", call("post", "/api/v1/memories", memory))
+    steps.run("GET /api/v1/memories?memory_store_id=…", call("get", "/api/v1/memories?memory_store_id={store}"))
+    search = {"query": "when does the deploy run", "memory_store_ids": ["{store}"]}
+    steps.run("POST /api/v1/knowledge/search", call("post", "/api/v1/knowledge/search", search))
+    steps.connection.close()
+    return steps.results
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    os.environ.update(environment(argv[1]))
+    for result in run_flows():
+        print(json.dumps(result, default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
