@@ -2,8 +2,16 @@
 as migrated, made reference and distributed tables the way bench/citus_inventory.py does
 (tests/citus/schema.py), and the API run against it by Django in a process of its own with
 ``citus.multi_task_query_log_level = 'error'`` (tests/citus/api_flows.py): the key looked up by its
-prefix (a reference table), a store created, a memory written and written again (dedup), the
-store's memories listed, and a search of the store all pass.
+prefix (a reference table) passes.
+
+Not single-shard yet, and so not asserted here: a store's read-back with its count of live
+memories (a join and a ``GROUP BY`` on the store's id, which a ``(project_id, id)`` key refuses),
+the write funnel's content lookup and dedup candidates, the memory listing and the search
+statement. Filtering every table they read by
+``project_id`` made them single-shard on the cluster, but on one PostgreSQL it changed the
+planner's choices at scale (a store of 10,000 memories among 130,000: a lexical search went from
+17 ms to 500 ms, the planner estimating the store and project filters as independent), so it was
+taken back until it is measured with bench/scale.py.
 
 Not yet covered, and left out here: the triggers that write another distributed table (the
 change feed's and the lexical statistics', schema.NESTED_TRIGGERS: Citus refuses them at commit),
@@ -70,30 +78,3 @@ def test_the_flows_run_with_multi_shard_statements_refused(flows: dict[str, dict
 def test_the_key_is_looked_up_by_its_prefix(flows: dict[str, dict[str, Any]]) -> None:
     step(flows, "create a project and an API key (ORM)")
     assert step(flows, "api_key_authenticate: the key looked up by its prefix") is True
-
-
-def test_a_store_is_created(flows: dict[str, dict[str, Any]]) -> None:
-    created = step(flows, "POST /api/v1/memory-stores")
-    assert created["status"] == 201, created
-
-
-def test_a_memory_is_written_then_deduplicated(flows: dict[str, dict[str, Any]]) -> None:
-    first = step(flows, "POST /api/v1/memories")
-    again = step(flows, "POST /api/v1/memories (the same text again: dedup)")
-    assert first["status"] == 201, first
-    assert again["status"] in (200, 201), again
-    assert again["answer"]["id"] == first["answer"]["id"], again
-
-
-def test_the_stores_memories_are_listed(flows: dict[str, dict[str, Any]]) -> None:
-    listed = step(flows, "GET /api/v1/memories?memory_store_id=…")
-    assert listed["status"] == 200, listed
-    first = step(flows, "POST /api/v1/memories")
-    assert [row["id"] for row in listed["answer"]["results"]] == [first["answer"]["id"]]
-
-
-def test_the_store_is_searched(flows: dict[str, dict[str, Any]]) -> None:
-    found = step(flows, "POST /api/v1/knowledge/search")
-    assert found["status"] == 200, found
-    first = step(flows, "POST /api/v1/memories")
-    assert first["answer"]["id"] in [hit["id"] for hit in found["answer"]["results"]], found

@@ -36,7 +36,7 @@ def test_every_statement_selects_the_fields_of_its_record(project, store, lexica
     document = make_document(project, "/a/guide.txt", ["Volcanoes erupt lava."], tags={"team": "a"})
     memory = write(store, "The user climbed a volcano.", tags={"team": "a"})
     params = {"qvec": vector_literal([0.1] * embedding_dimensions()), "qtext": "volcano", "bm25_candidates": 10,
-              "bm25_k1": 1.2, "bm25_b": 0.75, "bm25_max_df": 0.1, "vec_k": 10, "lex_k": 10, "lex_pool": 20}
+              "bm25_k1": 1.2, "bm25_b": 0.75, "bm25_max_df": 0.1, "vec_k": 10, "lex_k": 10}
     config = engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG
     with connection.cursor() as cursor:
         # As knowledge_search does: an HNSW scan keeps going past index entries of rows other

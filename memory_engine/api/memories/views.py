@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Q, QuerySet
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -50,14 +49,9 @@ from .serializers import (
 
 
 def stores_with_counts(project: Project) -> QuerySet[MemoryStore]:
-    """The project's stores, each annotated with ``valid_memories``: its live memories, counted
-    by a subquery on the store and its project. Not a join and a GROUP BY: on a distributed
-    PostgreSQL (docs/scaling.md) a join on the store alone reaches every node, and a table whose
-    primary key is ``(project_id, id)`` cannot be grouped by its ``id``."""
-    live = (Memory.objects.filter(live_memory_q(), project=project, store_id=OuterRef("pk"))
-            .order_by().values("store_id").annotate(count=Count("pk")).values("count"))
+    """The project's stores, each annotated with ``valid_memories``: its live memories."""
     return MemoryStore.objects.filter(project=project).annotate(
-        valid_memories=Coalesce(Subquery(live), 0))
+        valid_memories=Count("memories", filter=live_memory_q("memories__")))
 
 
 @extend_schema_view(
@@ -159,10 +153,7 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
     def get_queryset(self) -> QuerySet[Memory]:
         # An expired memory is gone for every route, before the sweep deletes it.
         return (
-            # each table by the project (the memory's, its store's, its content's): one node's
-            # statement on a distributed PostgreSQL (docs/scaling.md)
-            visible(self.caller, Memory.objects.filter(project=self.project, store__project=self.project,
-                                                       content__project=self.project), self.detail_action)
+            visible(self.caller, Memory.objects.filter(store__project=self.project), self.detail_action)
             .filter(unexpired_memory_q())
             .select_related("content", "store").order_by("created_at", "id")
         )

@@ -43,7 +43,6 @@ from .rows import CandidateRow, DisplayRow, fetch_records
 from .scope import Scope, resolve_scope
 from .sql import (
     HNSW_SCAN_SQL,
-    LEXICAL_POOL_FACTOR,
     build_search_sql,
     hit_entities_sql,
     ordered_read_sql,
@@ -120,8 +119,7 @@ def knowledge_search(request: SearchRequest) -> SearchResult:
         return SearchResult(results=[])
     withheld = [0]  # the hits the instruction guard kept out (SearchResult.withheld)
     if request.query is None:  # a listing: nothing to judge (relevance None, every hit relevant)
-        hits = _with_entities(_guarded(_ordered_read(scope, request.limit), request.guard_path, scope.project_id,
-                                       withheld), scope.project_id)
+        hits = _with_entities(_guarded(_ordered_read(scope, request.limit), request.guard_path, withheld))
         return SearchResult(results=hits, evidence=_evidence(hits), withheld=withheld[0])
 
     timings: dict[str, float] = {}
@@ -222,8 +220,7 @@ def _ranked(request: SearchRequest, knobs: RankingKnobs, rows: list[CandidateRow
                "graph": engine_settings.SEARCH_GRAPH_WEIGHT}
     hits = fuse(rows, rrf_k=knobs.rrf_k, half_life=request.recency_half_life_days, limit=len(rows),
                 min_similarity=request.min_similarity, weights=weights)
-    project_id = request.project.pk
-    hits = _guarded(hits, request.guard_path, project_id, withheld)
+    hits = _guarded(hits, request.guard_path, withheld)
     started = _lap(timings, "fusion_ms", started)
     # The authority prior and the bounded boosts: clamped multipliers on the fused score.
     corroboration = None
@@ -242,8 +239,7 @@ def _ranked(request: SearchRequest, knobs: RankingKnobs, rows: list[CandidateRow
         started = _lap(timings, "dedupe_ms", started)
     if knobs.mmr:
         pool = engine_settings.SEARCH_MMR_POOL
-        hits = stages.mmr(hits, _stored_vectors(hits[:pool], project_id), lambda_=engine_settings.SEARCH_MMR_LAMBDA,
-                          pool=pool)
+        hits = stages.mmr(hits, _stored_vectors(hits[:pool]), lambda_=engine_settings.SEARCH_MMR_LAMBDA, pool=pool)
         _lap(timings, "mmr_ms", started)
     # Relevance over the whole answer (its features are relative to its best), then the filter
     # and the cut: the ranking is left as it is.
@@ -253,20 +249,17 @@ def _ranked(request: SearchRequest, knobs: RankingKnobs, rows: list[CandidateRow
                            threshold=threshold)
     if min_relevance is not None:
         hits = [hit for hit in hits if hit.relevant]
-    return _with_entities(hits[:request.limit], project_id)
+    return _with_entities(hits[:request.limit])
 
 
-# The statements after the ranking read the hits by id and by the project: redundant on one
-# PostgreSQL, on a distributed one that routes them to one node (docs/scaling.md).
-def _with_entities(hits: list[SearchHit], project_id: Any) -> list[SearchHit]:
+def _with_entities(hits: list[SearchHit]) -> list[SearchHit]:
     """Each hit's ``entity_ids``: the entities its memory or chunk mentions (valid edges; one
     statement for the answer). The caller sees each of them, through the hit itself."""
     ids = {source: [h.id for h in hits if h.source == source] for source in (MEMORY, DOCUMENT)}
     if not any(ids.values()):
         return hits
     with read_connection().cursor() as cursor:
-        cursor.execute(hit_entities_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT],
-                                            "project": project_id})
+        cursor.execute(hit_entities_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT]})
         found = {(source, id_): entities for source, id_, entities in cursor.fetchall()}
     for hit in hits:
         hit.entity_ids = found.get((hit.source, hit.id), [])
@@ -310,18 +303,17 @@ def _reranked(query: str, hits: list[SearchHit], degraded: list[str], timings: d
         timings["rerank_ms"] = (time.perf_counter() - started) * 1000
 
 
-def _stored_vectors(hits: list[SearchHit], project_id: Any) -> dict[tuple[str, str], list[float]]:
+def _stored_vectors(hits: list[SearchHit]) -> dict[tuple[str, str], list[float]]:
     """(source, id) -> stored vector of the hits that have one (MMR's similarities)."""
     ids = {source: [h.id for h in hits if h.source == source] for source in (MEMORY, DOCUMENT)}
     if not any(ids.values()):
         return {}
     with read_connection().cursor() as cursor:
-        cursor.execute(stored_vectors_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT],
-                                              "project": project_id})
+        cursor.execute(stored_vectors_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT]})
         return {(source, id_): json.loads(vector) for source, id_, vector in cursor.fetchall()}
 
 
-def _guarded(hits: list[SearchHit], path: str, project_id: Any, withheld: list[int] | None = None) -> list[SearchHit]:
+def _guarded(hits: list[SearchHit], path: str, withheld: list[int] | None = None) -> list[SearchHit]:
     """The hits without memories and chunks that read as instructions (they stay stored), judged on
     the findings stored with them at write or ingestion (one statement reads them); a hit without
     a finding of the guard's current version is judged now (memory_engine.instruction_guard). A
@@ -329,7 +321,7 @@ def _guarded(hits: list[SearchHit], path: str, project_id: Any, withheld: list[i
     and, with ``withheld``, added to its one number."""
     if not hits:
         return hits
-    stored = _stored_findings(hits, project_id)
+    stored = _stored_findings(hits)
     kept = drop_instructions(hits, path=path, stored=lambda hit: stored.get((hit.source, hit.id), [(None, ())]),
                              fields=lambda hit: (
         (hit.id, _store_tier(hit.tier), (hit.text, hit.title, hit.tags)) if hit.source == MEMORY
@@ -339,15 +331,13 @@ def _guarded(hits: list[SearchHit], path: str, project_id: Any, withheld: list[i
     return kept
 
 
-def _stored_findings(hits: list[SearchHit],
-                     project_id: Any) -> dict[tuple[str, str], list[tuple[Any, tuple[Any, ...]]]]:
+def _stored_findings(hits: list[SearchHit]) -> dict[tuple[str, str], list[tuple[Any, tuple[Any, ...]]]]:
     """(source, id) -> the guard findings stored with a hit and what each covers: its content
     row's (the text) and its memory's (title, tags, metadata), or its chunk's."""
     ids = {source: [h.id for h in hits if h.source == source] for source in (MEMORY, DOCUMENT)}
     text = {(h.source, h.id): h.text for h in hits}
     with read_connection().cursor() as cursor:
-        cursor.execute(stored_findings_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT],
-                                               "project": project_id})
+        cursor.execute(stored_findings_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT]})
         rows = cursor.fetchall()
     return {(source, id_): [(_json(guard), (text[(source, id_)],))] + (
         [(_json(own), (title, _json(tags), _json(metadata)))] if source == MEMORY else [])
@@ -394,7 +384,6 @@ def _candidates(scope: Scope, query: str, qvec: list[float] | None, limit: int, 
         "bm25_max_df": engine_settings.KNOWLEDGE_BM25_MAX_DF,
         "vec_k": vec_k,
         "lex_k": max(limit, engine_settings.SEARCH_LEXICAL_DEPTH),
-        "lex_pool": LEXICAL_POOL_FACTOR * max(limit, engine_settings.SEARCH_LEXICAL_DEPTH),
         "graph_k": max(limit, engine_settings.SEARCH_GRAPH_DEPTH),
     }
     config = engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG
