@@ -32,6 +32,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from memory_engine.conf import engine_settings
+from memory_engine.lexical import valid_config_name
 
 STATISTICS_TABLE = "memory_engine_lexicalstatistics"
 TERM_TABLE = "memory_engine_lexicalterm"
@@ -123,8 +124,6 @@ def _triggers(table: str) -> list[str]:
 
 def install_lexical_statistics(*, config: str | None = None, using: str = DEFAULT_DB_ALIAS) -> None:
     """(Re)create the functions and triggers with ``config`` and count every row afresh."""
-    from memory_engine.lexical import valid_config_name
-
     config = valid_config_name(config or engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG)
     with connections[using].cursor() as cursor:
         cursor.execute(_apply_function(config))
