@@ -238,11 +238,13 @@ def candidates_query(store: MemoryStore, *, content_id: str | None = None, diges
         if subjects:
             # The memories about one of the write's subjects: among many similar records of one
             # kind, the nearest by cosine are usually other subjects' (the GIN index on live
-            # memories' subjects finds these whatever their rank).
+            # memories' subjects finds these whatever their rank). ``+ 0`` keeps the planner off
+            # the HNSW index, where other stores' nearer rows could use up the scan before it
+            # reaches them (the update would then retire nothing).
             branches.append(f"""(SELECT 'subject' AS role, 1 - (c.embedding <=> {query}) AS cosine, {columns}
                 FROM {joined} WHERE m.store_id = %(store)s AND {facet_sql} AND {LIVE_MEMORY_SQL}
                 AND m.subjects && %(subjects)s::text[] AND c.embedding IS NOT NULL
-                ORDER BY c.embedding <=> {query} LIMIT %(limit)s)""")
+                ORDER BY (c.embedding <=> {query}) + 0 LIMIT %(limit)s)""")
     if not branches:
         return None
     statement = "\nUNION ALL\n".join(branches)

@@ -109,3 +109,24 @@ def test_the_api_answers_the_subjects(client: Any, store: Any) -> None:
                                                  "content": "SKU-B417 is priced at $24.99."}, format="json")
     assert response.status_code == 201, response.content
     assert response.json()["subjects"] == ["id:sku-b417"]
+
+
+def test_the_subjects_records_are_never_read_through_the_hnsw_index(store: Any) -> None:
+    """The memories about the write's subject are found whatever other stores hold: read through
+    the HNSW index they could be crowded out by other stores' nearer rows (a large table's index,
+    rolled-back and retired rows included, can hold more of them than one scan visits), and the
+    update would then retire nothing. However cheap the planner finds the index (sorting disabled
+    here, as it can look in a large analysed table), the statement does not use it."""
+    from django.db import connection
+
+    from tests.plans import statements_with
+
+    held = write(store, "Northwind Traders' support contract renews on 1 March 2027.").memory
+    with statements_with("'subject'") as captured:
+        result = write(store, "Northwind Traders' support contract renews on 1 June 2027.")
+    assert result.replaced is not None and result.replaced.pk == held.pk
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute("EXPLAIN " + captured[0][0], captured[0][1])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "me_content_embedding_hnsw" not in plan, plan
