@@ -2,6 +2,9 @@
 #   make run    start the engine with embedded defaults (PostgreSQL, embedder, worker, demo data)
 #   make test   install what the tests need and run the whole suite
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# Processes the suite runs in (pytest-xdist; each gets its own embedded PostgreSQL, example_project/database.py);
+# 0 runs it in this process.
+PYTEST_WORKERS ?= 2
 VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
@@ -36,7 +39,12 @@ check: install
 
 # The suite prints its time and its fifteen slowest tests (where the time goes, issue 71).
 test: install check browser pgbouncer
+ifeq ($(filter-out 0,$(PYTEST_WORKERS)),)
 	$(BIN)/python -m pytest --durations=15
+else
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not serial" --durations=15
+	$(BIN)/python -m pytest -m serial
+endif
 
 # Headless Chromium for the operator console's browser suite (tests/admin/test_browser.py).
 # Installed with apt-get only when missing and we are root; otherwise those tests skip
@@ -85,4 +93,4 @@ bench: install
 
 # Stop nothing, delete the embedded database (the demo is recreated by the next `make run`).
 clean-db:
-	rm -rf .pgdata .demo-credentials.json
+	rm -rf .pgdata .pgdata-gw* .demo-credentials.json

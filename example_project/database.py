@@ -16,6 +16,7 @@ connection per thread, kept CONN_MAX_AGE seconds (default 60).
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
@@ -43,12 +44,29 @@ def database_from_url(url: str) -> dict[str, Any]:
     }
 
 
+def embedded_data_dir(base_dir: Path) -> Path:
+    """The embedded server's data directory: MEMORY_ENGINE_PGDATA, else ``.pgdata/``.
+
+    The test suite runs in several processes (pytest-xdist, ``make test``): worker ``gw0`` keeps
+    that server, each other worker ``gwN`` gets one of its own beside it (``.pgdata-gwN/``), which
+    the servers and workers its tests start inherit through MEMORY_ENGINE_PGDATA. The feed's
+    horizon is the oldest transaction open anywhere on the server (docs/feed.md), and every test
+    runs inside one: sharing a server, one worker's tests would hold back the other's feed."""
+    data_dir = Path(os.environ.get("MEMORY_ENGINE_PGDATA", base_dir / ".pgdata"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    # xdist imported: the suite's worker itself, not a process one of its tests started
+    if worker not in ("", "gw0") and "xdist" in sys.modules:
+        data_dir = data_dir.with_name(f"{data_dir.name}-{worker}")
+        os.environ["MEMORY_ENGINE_PGDATA"] = str(data_dir)
+    return data_dir
+
+
 def default_database(base_dir: Path) -> dict[str, Any]:
     url = os.environ.get("DATABASE_URL")
     if url:
         config = database_from_url(url)
     else:
-        config = embedded_database(Path(os.environ.get("MEMORY_ENGINE_PGDATA", base_dir / ".pgdata")))
+        config = embedded_database(embedded_data_dir(base_dir))
     if os.environ.get("MEMORY_ENGINE_DB_NAME"):
         # Lets a worker started by the test suite use the suite's test database.
         config["NAME"] = os.environ["MEMORY_ENGINE_DB_NAME"]

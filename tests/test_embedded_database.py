@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,3 +44,23 @@ def test_the_settings_stop_before_starting_a_server(tmp_path):
     assert proc.returncode == 1
     assert "make clean-db" in proc.stderr
     assert not (data / "postmaster.pid").exists()
+
+
+def test_each_worker_of_a_parallel_suite_gets_a_server_of_its_own(tmp_path, monkeypatch):
+    """`make test` runs two pytest-xdist workers: gw0 keeps the suite's data directory, gw1 gets
+    one beside it, and the processes gw1's tests start (xdist not imported there) inherit gw1's
+    without deriving another from it."""
+    from example_project.database import embedded_data_dir
+
+    monkeypatch.setenv("MEMORY_ENGINE_PGDATA", str(tmp_path / "pgdata"))
+    monkeypatch.setitem(sys.modules, "xdist", sys.modules.get("xdist") or type(sys)("xdist"))
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    assert embedded_data_dir(tmp_path) == tmp_path / "pgdata"
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    assert embedded_data_dir(tmp_path) == tmp_path / "pgdata-gw1"
+    assert os.environ["MEMORY_ENGINE_PGDATA"] == str(tmp_path / "pgdata-gw1")  # what its subprocesses read
+    monkeypatch.delitem(sys.modules, "xdist")
+    assert embedded_data_dir(tmp_path) == tmp_path / "pgdata-gw1"  # such a subprocess
+    monkeypatch.delenv("PYTEST_XDIST_WORKER")
+    monkeypatch.delenv("MEMORY_ENGINE_PGDATA")
+    assert embedded_data_dir(tmp_path) == tmp_path / ".pgdata"  # one process, no setting
