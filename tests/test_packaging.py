@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # subprocesses with their own limits
 
 #: Local state a checkout accumulates; the copy a wheel is built from leaves it out.
-LOCAL_STATE = shutil.ignore_patterns(".git", ".venv", ".pgdata", "build", "dist", "*.egg-info", "media",
+LOCAL_STATE = shutil.ignore_patterns(".git", ".venv", ".pgdata", ".pgdata-*", "build", "dist", "*.egg-info", "media",
                                      "__pycache__", ".pytest_cache", "staticfiles", "test-artifacts", "results")
 
 
