@@ -42,8 +42,8 @@ test: install check browser pgbouncer
 ifeq ($(filter-out 0,$(PYTEST_WORKERS)),)
 	$(BIN)/python -m pytest --durations=15
 else
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not serial" --durations=15
 	$(BIN)/python -m pytest -m serial
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not serial" --durations=15
 endif
 
 # Headless Chromium for the operator console's browser suite (tests/admin/test_browser.py).

@@ -163,8 +163,8 @@ def test_the_readme_installs_from_a_clone_with_extras_that_exist() -> None:
     assert named and named <= extras, (named, extras)
 
 
-# Alone, after the parallel part of `make test`: beside another worker its runserver did not exit
-# within 120 s of Ctrl-C in 2 of 2 runs (it passes beside `make run`'s and the startup tests).
+# Alone, before the parallel part of `make test`: beside another worker, and once right after
+# the parallel part, its runserver did not exit within 120 s of Ctrl-C; alone it always has.
 @pytest.mark.serial
 @pytest.mark.skipif(shutil.which("curl") is None, reason="the README's walkthrough uses curl")
 def test_a_startproject_host_configured_from_the_readme(workdir: Path) -> None:
