@@ -2,9 +2,9 @@
 #   make run    start the engine with embedded defaults (PostgreSQL, embedder, worker, demo data)
 #   make test   install what the tests need and run the whole suite
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
-# Processes the suite runs in (pytest-xdist; each gets its own embedded PostgreSQL, example_project/database.py);
-# 0 runs it in this process.
-PYTEST_WORKERS ?= 2
+# Processes the suite runs in: 0 runs it in this process; `make test PYTEST_WORKERS=2` in two
+# (pytest-xdist; each worker gets its own embedded PostgreSQL, example_project/database.py).
+PYTEST_WORKERS ?= 0
 VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed

@@ -163,8 +163,8 @@ def test_the_readme_installs_from_a_clone_with_extras_that_exist() -> None:
     assert named and named <= extras, (named, extras)
 
 
-# Alone, before the parallel part of `make test`: beside another worker, and once right after
-# the parallel part, its runserver did not exit within 120 s of Ctrl-C; alone it always has.
+# Alone, before the parallel part of `make test PYTEST_WORKERS=2`: beside another worker, and once
+# alone in a fresh clone, its runserver did not exit within 120 s of Ctrl-C (cause not found).
 @pytest.mark.serial
 @pytest.mark.skipif(shutil.which("curl") is None, reason="the README's walkthrough uses curl")
 def test_a_startproject_host_configured_from_the_readme(workdir: Path) -> None:
