@@ -8,6 +8,7 @@ The wheel goes into a new virtualenv; its dependencies come from this environmen
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -199,7 +200,8 @@ def test_a_startproject_host_configured_from_the_readme(workdir: Path) -> None:
     port = free_port()
     log = workdir / "runserver.log"
     server = subprocess.Popen(["python", "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
-                              cwd=workdir / "host", env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                              cwd=workdir / "host", env={**env, "PYTHONFAULTHANDLER": "1"}, stdout=log.open("w"),
+                              stderr=subprocess.STDOUT,
                               start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -237,10 +239,13 @@ def test_a_startproject_host_configured_from_the_readme(workdir: Path) -> None:
                 # bounded by the stop's own bounds (fast, then immediate shutdown, then a kill)
                 server.wait(timeout=120)
             except subprocess.TimeoutExpired:
+                server.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack to the log
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    server.wait(timeout=5)
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait()
                 raise AssertionError(
-                    f"runserver did not exit within 120 s of SIGINT:\n{log.read_text()[-3000:]}") from None
+                    f"runserver did not exit within 120 s of SIGINT:\n{log.read_text()[-6000:]}") from None
     # the last process using the embedded PostgreSQL stopped it, and its exit waited for the
     # postmaster to exit (a zombie for the moment its new parent takes to reap it counts as exited)
     assert not (pid and still_running_after(pid, timeout=10)), "the embedded PostgreSQL outlived its last user"
