@@ -49,10 +49,10 @@ def embedded_data_dir(base_dir: Path) -> Path:
 
     The test suite can run in several processes (pytest-xdist, ``make test PYTEST_WORKERS=2``):
     worker ``gw0`` keeps that server, each other worker ``gwN`` gets one of its own beside it
-    (``.pgdata-gwN/``), which
-    the servers and workers its tests start inherit through MEMORY_ENGINE_PGDATA. The feed's
-    horizon is the oldest transaction open anywhere on the server (docs/feed.md), and every test
-    runs inside one: sharing a server, one worker's tests would hold back the other's feed."""
+    (``.pgdata-gwN/``), which the servers and workers its tests start inherit through
+    MEMORY_ENGINE_PGDATA. The feed's horizon is the oldest transaction open anywhere on the server
+    (docs/feed.md), and every test runs inside one: sharing a server, one worker's tests would
+    hold back the other's feed."""
     data_dir = Path(os.environ.get("MEMORY_ENGINE_PGDATA", base_dir / ".pgdata"))
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     # xdist imported: the suite's worker itself, not a process one of its tests started
