@@ -48,6 +48,13 @@ def _outbound_allow(settings: Any) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A shell without job control starts a background command (`make test &`, `nohup …&`) with
+    # SIGINT and SIGQUIT ignored, and every process it starts inherits that: a test's runserver or
+    # `make run` would then never see the Ctrl-C the test sends. A handler, unlike "ignored", is
+    # reset to the default in every child.
+    for signum, handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGQUIT, signal.SIG_DFL)):
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, handler)
     if CORPUS is not None and not (CORPUS / "pdfs").is_dir():
         raise pytest.UsageError(f"{CORPUS_ENV}={CORPUS} has no pdfs/ directory; "
                                 "point it at the shared data directory or unset it")

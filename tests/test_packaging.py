@@ -166,6 +166,16 @@ def test_the_readme_installs_from_a_clone_with_extras_that_exist() -> None:
 
 # Alone, before the parallel part of `make test PYTEST_WORKERS=2`: beside another worker, and once
 # alone in a fresh clone, its runserver did not exit within 120 s of Ctrl-C (cause not found).
+def test_the_processes_a_test_starts_take_ctrl_c() -> None:
+    """The walkthrough's runserver (below) and `make run` (tests/test_make_run.py) are stopped
+    with SIGINT, as Ctrl-C stops them. A suite started in the background by a shell without job
+    control (`make test &`) has SIGINT ignored, and its children would inherit that and never
+    stop: tests/conftest.py gives the suite's process its handler back."""
+    code = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert child.stdout.strip() == "True"
+
+
 @pytest.mark.serial
 @pytest.mark.skipif(shutil.which("curl") is None, reason="the README's walkthrough uses curl")
 def test_a_startproject_host_configured_from_the_readme(workdir: Path) -> None:
@@ -242,7 +252,8 @@ def test_a_startproject_host_configured_from_the_readme(workdir: Path) -> None:
                 server.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack to the log
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     server.wait(timeout=5)
-                os.killpg(server.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # the abort ended the whole group
+                    os.killpg(server.pid, signal.SIGKILL)
                 server.wait()
                 raise AssertionError(
                     f"runserver did not exit within 120 s of SIGINT:\n{log.read_text()[-6000:]}") from None
