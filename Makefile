@@ -2,9 +2,10 @@
 #   make run    start the engine with embedded defaults (PostgreSQL, embedder, worker, demo data)
 #   make test   install what the tests need and run the whole suite
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
-# Processes the suite runs in: 0 runs it in this process; `make test PYTEST_WORKERS=2` in two
-# (pytest-xdist; each worker gets its own embedded PostgreSQL, example_project/database.py).
-PYTEST_WORKERS ?= 0
+# Processes the suite runs in: two (pytest-xdist; each worker gets its own embedded PostgreSQL,
+# example_project/database.py); `make test PYTEST_WORKERS=0` runs it in this process, as does a
+# DATABASE_URL (one server for both workers holds back the feed's tests).
+PYTEST_WORKERS ?= $(if $(DATABASE_URL),0,2)
 VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
@@ -42,8 +43,7 @@ test: install check browser pgbouncer
 ifeq ($(filter-out 0,$(PYTEST_WORKERS)),)
 	$(BIN)/python -m pytest --durations=15
 else
-	$(BIN)/python -m pytest -m serial
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not serial" --durations=15
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 endif
 
 # Headless Chromium for the operator console's browser suite (tests/admin/test_browser.py).

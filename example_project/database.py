@@ -47,7 +47,7 @@ def database_from_url(url: str) -> dict[str, Any]:
 def embedded_data_dir(base_dir: Path) -> Path:
     """The embedded server's data directory: MEMORY_ENGINE_PGDATA, else ``.pgdata/``.
 
-    The test suite can run in several processes (pytest-xdist, ``make test PYTEST_WORKERS=2``):
+    The test suite can run in several processes (pytest-xdist: ``make test`` runs two):
     worker ``gw0`` keeps that server, each other worker ``gwN`` gets one of its own beside it
     (``.pgdata-gwN/``), which the servers and workers its tests start inherit through
     MEMORY_ENGINE_PGDATA. The feed's horizon is the oldest transaction open anywhere on the server

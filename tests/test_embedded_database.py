@@ -47,7 +47,7 @@ def test_the_settings_stop_before_starting_a_server(tmp_path):
 
 
 def test_each_worker_of_a_parallel_suite_gets_a_server_of_its_own(tmp_path, monkeypatch):
-    """`make test PYTEST_WORKERS=2` runs two pytest-xdist workers: gw0 keeps the suite's data directory, gw1 gets
+    """`make test` runs two pytest-xdist workers: gw0 keeps the suite's data directory, gw1 gets
     one beside it, and the processes gw1's tests start (xdist not imported there) inherit gw1's
     without deriving another from it."""
     from example_project.database import embedded_data_dir

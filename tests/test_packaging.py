@@ -164,8 +164,6 @@ def test_the_readme_installs_from_a_clone_with_extras_that_exist() -> None:
     assert named and named <= extras, (named, extras)
 
 
-# Alone, before the parallel part of `make test PYTEST_WORKERS=2`: beside another worker, and once
-# alone in a fresh clone, its runserver did not exit within 120 s of Ctrl-C (cause not found).
 def test_the_processes_a_test_starts_take_ctrl_c() -> None:
     """The walkthrough's runserver (below) and `make run` (tests/test_make_run.py) are stopped
     with SIGINT, as Ctrl-C stops them. A suite started in the background by a shell without job
@@ -176,7 +174,6 @@ def test_the_processes_a_test_starts_take_ctrl_c() -> None:
     assert child.stdout.strip() == "True"
 
 
-@pytest.mark.serial
 @pytest.mark.skipif(shutil.which("curl") is None, reason="the README's walkthrough uses curl")
 def test_a_startproject_host_configured_from_the_readme(workdir: Path) -> None:
     snippets = host_snippets()
