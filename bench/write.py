@@ -11,11 +11,6 @@ between today's funnel and ``memory_write`` as it was at git REF (its module, an
 ``memory_engine.db`` helpers it uses, loaded beside today's), on the same store in the same
 run; each version gets half of ``--writes``.
 
-With ``--atomic`` they alternate the same way between today's funnel and today's funnel with its
-transaction in Django's ``atomic()`` (``memory_engine.db.statement_transaction`` not carrying
-``BEGIN`` and ``COMMIT`` with the statements: two round trips more per write), what the funnel
-does inside a caller's ``atomic()`` block or with server-side binding.
-
 The store is filled with real texts and their vectors (embedded once by the default model and
 cached under bench/results/cache), or with ``--fill random`` synthetic rows (random vectors,
 generated in SQL, HNSW's hardest case); the measured writes are real sentences embedded by the
@@ -24,7 +19,6 @@ scan, the lookup's vector outside the HNSW graph and inside it (as a write's sho
 
     python bench/write.py [--data DIR] [--memories 100000] [--writes 300] [--statements] [--recall]
     python bench/write.py --baseline REF --writes 800   # paired with the funnel as it was at git REF
-    python bench/write.py --atomic --writes 800   # paired with today's funnel in Django's atomic()
     python bench/write.py --build-grid   # the content index's m / ef_construction, on their own
 """
 
@@ -612,22 +606,6 @@ def baseline_funnel(ref: str) -> Any:
     return funnel.memory_write
 
 
-def atomic_funnel(memory_write: Any) -> Any:
-    """``memory_write`` with its transaction in Django's ``atomic()``: ``BEGIN`` and ``COMMIT``
-    each in a round trip of their own instead of carried with the statements."""
-    import memory_engine.db
-
-    def write(**kwargs: Any) -> Any:
-        carries = memory_engine.db._carries_transaction
-        memory_engine.db._carries_transaction = lambda: False
-        try:
-            return memory_write(**kwargs)
-        finally:
-            memory_engine.db._carries_transaction = carries
-
-    return write
-
-
 def pick(names: list[str], i: int) -> str:
     """The version that makes write ``i`` of a paired run: blocks of ten in the order A B B A, so
     that neither version always goes first; the only one when there is one."""
@@ -787,9 +765,6 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="REF",
                         help="alternate the writes, in blocks of ten, with the funnel as it was at git REF "
                              "(a paired run: each version gets half of --writes)")
-    parser.add_argument("--atomic", action="store_true",
-                        help="alternate the writes, in blocks of ten, with today's funnel in Django's atomic() "
-                             "(BEGIN and COMMIT in round trips of their own; a paired run)")
     parser.add_argument("--tiers", type=int, metavar="N", default=0,
                         help="only the paired tier comparison: N conversation turns (LoCoMo, past the first 3,000), "
                              "each written into an institutional store and a user-tier store in alternating order, "
@@ -798,8 +773,6 @@ def main() -> None:
                         help="open the connection with OPTIONS['server_side_binding'] on, as a host may "
                              "(psycopg binds the parameters on the server: one statement per round trip)")
     args = parse_args(parser)
-    if args.atomic and args.baseline:
-        parser.error("--atomic and --baseline each pair today's funnel with one other: choose one")
     if args.storage != "vector" and args.build_grid:
         parser.error("--build-grid builds vector_cosine_ops indexes: add --storage vector")
     setup_django("bench_write")
@@ -864,8 +837,6 @@ def main() -> None:
         if args.baseline:
             funnels[args.baseline] = baseline_funnel(args.baseline)
             funnels[args.baseline](store=store, content="warm-up sentence for the baseline", principal="bench")
-        if args.atomic:
-            funnels["atomic()"] = atomic_funnel(memory_write)
         paired = {name: Paired() for name in funnels}
         new_log = StatementLog()
         with connection.cursor() as cursor:
@@ -949,9 +920,8 @@ def main() -> None:
             ["API write over HTTP", api["p50_ms"], api["p95_ms"], api["p99_ms"], api["mean_ms"]],
         ],
     )
-    if len(paired) > 1:
-        other = f"the funnel at {args.baseline}" if args.baseline else "today's funnel in atomic()"
-        print(f"\npaired with {other} (blocks of ten, ABBA; p50 / p95 / mean ms)")
+    if args.baseline:
+        print(f"\npaired with the funnel at {args.baseline} (blocks of ten, ABBA; p50 / p95 / mean ms)")
         print_table(["funnel", "writes", "own time", "embedder p50", "own / embedder p50", "hash hit p50 / p95",
                      "actions"], [row.table_row(name) for name, row in paired.items()])
     print("\nfunnel own time of the new texts by action (today's funnel; p50 / p95 / mean ms)")
@@ -1011,7 +981,7 @@ def main() -> None:
         "funnel_own_time": f, "embedder": e, "service_total": t, "hash_hit": hits,
         "hash_hit_writes_per_second": round(hash_hit_rate, 1), "api_write": api,
         "funnel_over_total": round(ratio, 4), "shortlist_recall": recall, "setup_seconds": round(fill_seconds, 1),
-        "paired": {name: row.as_dict() for name, row in paired.items()} if len(paired) > 1 else None,
+        "paired": {name: row.as_dict() for name, row in paired.items()} if args.baseline else None,
         "wal_per_write": {"new_text": wal_new, "restatement": wal_hit},
         "cpu_during_new_writes": cpu_new, "checkpoint_buffers_during_new_writes": checkpointed,
         "slowest_new_writes": tail, "targets": targets,

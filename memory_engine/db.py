@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import logging
@@ -15,18 +14,16 @@ from typing import Any
 
 import numpy as np
 import psycopg
-from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.models.expressions import DatabaseDefault
-from django.db.transaction import TransactionManagementError
 from psycopg.adapt import Dumper
-from psycopg.pq import ExecStatus, Format, TransactionStatus
+from psycopg.pq import ExecStatus, Format
 
 from memory_engine.conf import engine_settings, reloads_with_settings
 
 __all__ = ["IN_LIST_MAX", "advisory_xact_lock", "allow_ledger_erasure", "in_batches", "in_order", "insert_rows",
            "insert_sql", "joins_statements", "lock_project_documents", "lost_prepared_statement", "one_round_trip",
-           "prepared", "prepares_statements", "result_columns", "stop_preparing",
-           "statement_transaction", "update_sql", "vector_literal"]
+           "prepared", "prepares_statements", "result_columns", "stop_preparing", "update_sql", "vector_literal"]
 
 logger = logging.getLogger(__name__)
 
@@ -302,8 +299,8 @@ def prepared(sql: str, params: Mapping[str, Any], *,
     """``sql`` (named parameters) as an ``EXECUTE`` of a statement prepared on the connection,
     and what prepares it: its ``PREPARE`` the first time (after a ``DEALLOCATE`` of the least
     recently used past PREPARED_MAX), else nothing. For :func:`in_order`, the preparing
-    statements go first in the query, before any ``BEGIN``: a PREPARE is not undone by a
-    rollback, and is counted as prepared once it is sent (when it fails, the caller sees
+    statements go first in the query: a PREPARE is not undone by a rollback (not even one of a
+    statement after it in the same query), and is counted as prepared once it is sent (when it fails, the caller sees
     lost_prepared_statement). A prepared statement is planned once for all its executions
     (PostgreSQL's ``plan_cache_mode`` ``auto``: after five custom plans, a generic one when it
     costs no more), where a statement sent as text is planned each time (docs/write-funnel.md,
@@ -400,155 +397,3 @@ def one_round_trip(writes: Sequence[tuple[str, Params]], *, saved: Sequence[mode
             pass
     for obj in saved:
         obj._state.adding, obj._state.db = False, connection.alias
-
-
-class StatementTransaction:
-    """A transaction begun by its first statements and committed by its last
-    (:func:`statement_transaction`): ``opening`` and ``closing`` add the ``BEGIN`` and the
-    ``COMMIT`` to the statements sent together there (:func:`in_order`), where Django's
-    ``atomic()`` sends each in a round trip of its own. Inside an ``atomic()`` block they add a
-    ``SAVEPOINT`` and its ``RELEASE`` instead (``savepoint``: its name), and where neither can be
-    carried they give the statements back unchanged."""
-
-    def __init__(self, *, carried: bool, savepoint: str | None = None) -> None:
-        #: whether BEGIN and COMMIT (or the savepoint) go with the statements (else atomic() sends them)
-        self.carried = carried
-        self.savepoint = savepoint
-        self.begun = False
-        self.closed = False
-
-    def opening(self, statements: Sequence[tuple[str, Params]], *,
-                preparing: Sequence[tuple[str, Params]] = ()) -> list[tuple[str, Params]]:
-        """``statements``, after a ``BEGIN`` (or ``SAVEPOINT``) when they are the transaction's
-        first. ``preparing`` (prepared()'s PREPARE and DEALLOCATE) go before the ``BEGIN``, which
-        would not undo them, and after the ``SAVEPOINT``, which must exist to roll a failed one
-        back to."""
-        if not self.carried or self.begun:
-            return [*preparing, *statements]
-        self.begun = True
-        if self.savepoint is None:
-            return [*preparing, ("BEGIN", _no_params(statements)), *statements]
-        return [(f"SAVEPOINT {self.savepoint}", _no_params(statements)), *preparing, *statements]
-
-    def closing(self, statements: Sequence[tuple[str, Params]]) -> list[tuple[str, Params]]:
-        """``statements`` (the transaction's last), then ``COMMIT`` (or ``RELEASE SAVEPOINT``)."""
-        if not self.carried:
-            return list(statements)
-        opened = self.opening(statements)
-        self.closed = True
-        end = "COMMIT" if self.savepoint is None else f"RELEASE SAVEPOINT {self.savepoint}"
-        return [*opened, (end, _no_params(opened))]
-
-
-def _no_params(statements: Sequence[tuple[str, Params]]) -> Params:
-    # in_order takes all named or all positional parameters
-    return {} if statements and isinstance(statements[0][1], Mapping) else []
-
-
-def _carries_transaction() -> bool:
-    """Whether a transaction can be begun and committed by statements sent with others: outside
-    any atomic block, in autocommit mode, with client-side binding (joins_statements) and the
-    server's default transaction characteristics (no isolation level, read-only or deferrable
-    option, which psycopg would add to its own BEGIN)."""
-    if connection.in_atomic_block or not connection.get_autocommit() or not joins_statements():
-        return False
-    options = connection.settings_dict.get("OPTIONS", {})
-    return not any(options.get(name) is not None for name in ("isolation_level", "read_only", "deferrable"))
-
-
-@contextlib.contextmanager
-def statement_transaction() -> Iterator[StatementTransaction]:
-    """A transaction for a few round trips of statements sent together, as ``atomic()`` gives
-    one, without the two round trips of its own ``BEGIN`` and ``COMMIT``: the first statements
-    sent through :meth:`StatementTransaction.opening` begin it, the last through
-    :meth:`StatementTransaction.closing` commit it. On an exception it is rolled back, as is
-    whatever an error left open; on a normal exit what is still open is committed. Other queries
-    in the block (the ORM's too) run inside it, so nothing in the block may start an ``atomic()``
-    of its own or rely on ``transaction.on_commit``.
-
-    Inside an ``atomic()`` block (a batch of writes) it is a savepoint carried the same way: the
-    ``SAVEPOINT`` goes with the first statements, its ``RELEASE`` with the last, and an exception
-    rolls back to it, so one write's failure leaves the others of the block as they were. Where
-    neither can be carried (see _carries_transaction), this is ``atomic()``."""
-    if connection.in_atomic_block and joins_statements() and not connection.needs_rollback:
-        with _carried_savepoint() as within:
-            yield within
-        return
-    if not _carries_transaction():
-        with transaction.atomic():
-            yield StatementTransaction(carried=False)
-        return
-    try:
-        yield StatementTransaction(carried=True)
-    except BaseException:
-        _end_open_transaction(commit=False)
-        raise
-    _end_open_transaction(commit=True)
-
-
-_savepoints = iter(range(1, 2**62))
-
-
-@contextlib.contextmanager
-def _carried_savepoint() -> Iterator[StatementTransaction]:
-    """statement_transaction inside an atomic() block: a savepoint sent with the statements."""
-    within = StatementTransaction(carried=True, savepoint=f"me_sp_{next(_savepoints)}")
-    try:
-        yield within
-    except BaseException:
-        if within.begun:
-            _savepoint_rollback(within, raising=False)
-        raise
-    if not within.begun:
-        return
-    status = connection.connection.info.transaction_status
-    if status == TransactionStatus.INERROR:
-        # a statement failed and the block caught its error: nothing of it is kept
-        _savepoint_rollback(within, raising=True)
-        raise TransactionManagementError("A statement failed inside statement_transaction(); it was rolled back.")
-    if not within.closed:
-        with connection.cursor() as cursor:
-            cursor.execute(f"RELEASE SAVEPOINT {within.savepoint}")
-
-
-def _savepoint_rollback(within: StatementTransaction, *, raising: bool) -> None:
-    """Undo what the block wrote since its savepoint, unless its RELEASE went through (the
-    statements after it did not fail: the writes are the enclosing transaction's now)."""
-    raw = connection.connection
-    if raw is None:
-        return
-    if within.closed and raw.info.transaction_status != TransactionStatus.INERROR:
-        return
-    try:
-        with connection.wrap_database_errors:
-            raw.execute(f"ROLLBACK TO SAVEPOINT {within.savepoint}")
-            raw.execute(f"RELEASE SAVEPOINT {within.savepoint}")
-    except Exception:
-        # the savepoint is gone with the connection or the enclosing transaction: the
-        # enclosing atomic() block answers for that
-        connection.needs_rollback = True
-        if raising:
-            raise
-
-
-def _end_open_transaction(*, commit: bool) -> None:
-    """Commit (``commit``) or roll back what the server still holds open on the connection."""
-    raw = connection.connection
-    status = TransactionStatus.IDLE if raw is None else raw.info.transaction_status
-    if status == TransactionStatus.IDLE:
-        return
-    if commit and status == TransactionStatus.INTRANS:
-        with connection.wrap_database_errors:
-            raw.commit()
-        return
-    try:
-        with connection.wrap_database_errors:
-            raw.rollback()
-    except Exception:
-        if commit:
-            raise
-        # on the way out of an exception, the connection gone with the transaction: that one is raised
-        return
-    if commit:
-        # a statement failed and the block caught its error: nothing of it was committed
-        raise TransactionManagementError("A statement failed inside statement_transaction(); it was rolled back.")

@@ -1,25 +1,20 @@
 """insert_sql and one_round_trip: a write's rows in one round trip, the rows Django's ``create``
-writes, in order, all or none; statement_transaction: a transaction begun and committed by the
-statements sent in its first and last round trips."""
+writes, in order, all or none."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
 
 import pytest
 from django.db import DataError, OperationalError, connection, transaction
-from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
-from psycopg.pq import TransactionStatus
 
 from memory_engine import db
-from memory_engine.db import in_order, insert_sql, one_round_trip, result_columns, statement_transaction, update_sql
+from memory_engine.db import in_order, insert_sql, one_round_trip, result_columns, update_sql
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent
 from memory_engine.services.memories import content_hash, memory_write
 from tests.factories import MemoryStoreFactory
-from tests.plans import analyze_memory_tables, explain_analyze, fill, queries_sent, rows_read, statements_with
+from tests.plans import analyze_memory_tables, explain_analyze, fill, rows_read, statements_with
 
 pytestmark = pytest.mark.django_db
 
@@ -201,111 +196,3 @@ def test_with_server_side_binding_result_columns_are_those_the_description_names
         for sql, names in STATEMENTS_AND_COLUMNS:
             cursor.execute(sql, [])
             assert result_columns(cursor) == description_names(cursor) == names, sql
-
-
-def inserts(store, *texts):
-    """The INSERTs of content rows of ``store`` holding ``texts``, for statements sent together."""
-    return [insert_sql(MemoryContent(store=store, text=text, content_hash=content_hash(text))) for text in texts]
-
-
-def stored_texts(store):
-    return set(MemoryContent.objects.filter(store=store).values_list("text", flat=True))
-
-
-def idle():
-    return connection.connection.info.transaction_status == TransactionStatus.IDLE
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_statement_transaction_begins_and_commits_with_its_statements(project):
-    """Outside any atomic() block the BEGIN goes with the first statements and the COMMIT with
-    the last: two round trips where atomic() takes four. What the first wrote is not seen by
-    another connection before the last commits it."""
-    store = MemoryStoreFactory(project=project)
-    seen_meanwhile = []
-
-    def look_elsewhere():
-        try:
-            seen_meanwhile.append(stored_texts(store))
-        finally:
-            connection.close()
-
-    with queries_sent() as sent, statement_transaction() as within:
-        one_round_trip(within.opening(inserts(store, "first")))
-        thread = threading.Thread(target=look_elsewhere)
-        thread.start()
-        thread.join()
-        one_round_trip(within.closing(inserts(store, "second")))
-    assert within.carried and len(sent) == 2, sent
-    assert sent[0].startswith("BEGIN;\nINSERT INTO") and sent[1].endswith(";\nCOMMIT")
-    assert seen_meanwhile == [set()]
-    assert stored_texts(store) == {"first", "second"} and idle()
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_statement_transaction_rolls_back_on_an_error(project):
-    store = MemoryStoreFactory(project=project)
-    with pytest.raises(ZeroDivisionError), statement_transaction() as within:
-        one_round_trip(within.opening(inserts(store, "first")))
-        1 / 0  # noqa: B018
-    assert idle() and stored_texts(store) == set()
-    # a failing last statement: the COMMIT after it is not run
-    too_long = MemoryContent(store=store, text="x", content_hash="h" * 65)
-    with pytest.raises(DataError), statement_transaction() as within:
-        one_round_trip(within.opening(inserts(store, "first")))
-        one_round_trip(within.closing([*inserts(store, "second"), insert_sql(too_long)]))
-    assert idle() and stored_texts(store) == set()
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_statement_transaction_commits_what_its_last_statements_left_open(project):
-    store = MemoryStoreFactory(project=project)
-    with statement_transaction() as within:
-        one_round_trip(within.opening(inserts(store, "first")))
-    assert idle() and stored_texts(store) == {"first"}
-    # nothing commits a failed statement whose error the block caught
-    too_long = MemoryContent(store=store, text="x", content_hash="h" * 65)
-    with pytest.raises(TransactionManagementError), statement_transaction() as within:
-        one_round_trip(within.opening(inserts(store, "second")))
-        with contextlib.suppress(DataError):
-            one_round_trip([insert_sql(too_long)])
-    assert idle() and stored_texts(store) == {"first"}
-
-
-def test_inside_atomic_a_statement_transaction_is_a_savepoint_sent_with_its_statements(store):
-    """Inside atomic() (a batch of writes) the SAVEPOINT goes with the first statements and its
-    RELEASE with the last; an error rolls back to it and the enclosing transaction goes on."""
-    with transaction.atomic():
-        one_round_trip(inserts(store, "kept"))
-        with queries_sent() as sent, pytest.raises(ZeroDivisionError), statement_transaction() as within:
-            one_round_trip(within.opening(inserts(store, "first")))
-            1 / 0  # noqa: B018
-        assert within.savepoint and sent[0].startswith(f"SAVEPOINT {within.savepoint};\nINSERT INTO")
-        assert stored_texts(store) == {"kept"}
-        with queries_sent() as sent, statement_transaction() as within:
-            one_round_trip(within.opening(inserts(store, "first")))
-            one_round_trip(within.closing(inserts(store, "second")))
-        assert len(sent) == 2 and sent[1].endswith(f";\nRELEASE SAVEPOINT {within.savepoint}"), sent
-        assert stored_texts(store) == {"kept", "first", "second"}
-        # a failing last statement: the RELEASE after it is not run, the savepoint is rolled back to
-        too_long = MemoryContent(store=store, text="x", content_hash="h" * 65)
-        with pytest.raises(DataError), statement_transaction() as within:
-            one_round_trip(within.opening(inserts(store, "third")))
-            one_round_trip(within.closing([*inserts(store, "fourth"), insert_sql(too_long)]))
-        assert stored_texts(store) == {"kept", "first", "second"}
-        # a failed statement whose error the block caught: nothing of the block is kept
-        with pytest.raises(TransactionManagementError), statement_transaction() as within:
-            one_round_trip(within.opening(inserts(store, "fifth")))
-            with contextlib.suppress(DataError):
-                one_round_trip([insert_sql(too_long)])
-        assert stored_texts(store) == {"kept", "first", "second"}
-
-
-@pytest.mark.django_db(transaction=True)
-def test_with_server_side_binding_a_statement_transaction_is_atomic(server_side_binding, project):
-    store = MemoryStoreFactory(project=project)
-    with queries_sent() as sent, statement_transaction() as within:
-        one_round_trip(within.opening(inserts(store, "first")))
-        one_round_trip(within.closing(inserts(store, "second")))
-    assert not within.carried and sent == ["BEGIN", "<extended>", "<extended>", "COMMIT"]
-    assert stored_texts(store) == {"first", "second"}

@@ -116,7 +116,7 @@ def test_a_lost_prepared_statement_costs_the_write_nothing(store, caplog, lost):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_lost_statement_outside_a_transaction_leaves_the_connection_ready(project):
-    """The write's own transaction (BEGIN with its first statements) is rolled back and run
+    """The write's own transaction (atomic()) is rolled back and run
     again; nothing of the failed attempt stays."""
     store = MemoryStoreFactory(project=project)
     write(store, "The office plants are watered on Mondays")

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from django.db import DataError, connection
 
-from memory_engine.db import Params, StatementTransaction, in_order, prepared, result_columns, vector_literal
+from memory_engine.db import Params, in_order, prepared, result_columns, vector_literal
 from memory_engine.ids import new_id
 from memory_engine.models import MemoryContent, MemoryStore
 from memory_engine.providers.embeddings import EmbeddingError, get_embedding_provider
@@ -158,7 +158,7 @@ WHERE store_id = %(store)s AND content_hash = %(hash)s AND NOT EXISTS (SELECT 1 
 
 def resolve_content(store: MemoryStore, text: str, digest: str, vector: list[float] | None, *,
                     guard: dict[str, Any] | None = None, lock_first: bool = False,
-                    candidates: CandidatesQuery | None = None, within: StatementTransaction | None = None,
+                    candidates: CandidatesQuery | None = None,
                     prepare: bool = False) -> ResolvedContent:
     """Find or make the content row in one statement, filling its vector if it had none.
 
@@ -166,8 +166,7 @@ def resolve_content(store: MemoryStore, text: str, digest: str, vector: list[flo
     finding is missing or older). ``lock_first``: take the store lock for the write first
     (locks.LOCK_FOR_WRITE_SQL), so the upsert runs once the lock is held; otherwise the caller
     holds it already. ``candidates``: a candidates_query statement naming the row by its hash, run
-    after the upsert. ``within``: the transaction these statements open (its BEGIN goes with
-    them). ``prepare``: run the upsert and the candidates statement as statements prepared on the
+    after the upsert. ``prepare``: run the upsert and the candidates statement as statements prepared on the
     connection (memory_engine.db.prepared; the caller runs its transaction again when one was
     lost). All in one round trip where the connection allows it (memory_engine.db.in_order).
     """
@@ -191,12 +190,13 @@ def resolve_content(store: MemoryStore, text: str, digest: str, vector: list[flo
             statements.append(execute)
         else:
             statements.append((candidates.sql, candidates.params))
-    statements = within.opening(statements, preparing=preparing) if within is not None else preparing + statements
+    # a PREPARE is not undone by a rollback: counted as prepared once sent (db.prepared)
+    statements = preparing + statements
     with connection.cursor() as cursor:
         results = []
         for _ in in_order(cursor, statements):
             names = result_columns(cursor)
-            if names is not None:  # the statements that return rows (not a BEGIN)
+            if names is not None:  # the statements that return rows (not a PREPARE)
                 results.append((names, cursor.fetchall()))
     row = results[1 if lock_first else 0][1][0]
     found = read_candidates(*results[-1]) if candidates is not None else None

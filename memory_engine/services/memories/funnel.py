@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Unpack
 
-from django.db import DatabaseError, DataError
+from django.db import DatabaseError, DataError, transaction
 from django.utils import timezone
 
-from memory_engine.db import lost_prepared_statement, one_round_trip, statement_transaction, stop_preparing
+from memory_engine.db import lost_prepared_statement, one_round_trip, stop_preparing
 from memory_engine.exceptions import AboutRequired, InstructionRejected
 from memory_engine.facets import validate_facet
 from memory_engine.instruction_guard import Finding, findings
@@ -291,12 +291,10 @@ def _record(store: MemoryStore, request: WriteRequest, vector: list[float] | Non
     sharing = sharing_keys(request.subjects) if primary(request.subjects) else []
     query = candidates_query(store, digest=digest, facet=facet, about=about, subjects=sharing,
                              neighbours=vector is not None or stored is True, new_content=stored is None)
-    # BEGIN goes with the first statements, COMMIT with the last (inside a caller's atomic()
-    # block: a savepoint, as atomic() makes one)
-    with statement_transaction() as within:
+    with transaction.atomic():  # inside a caller's atomic() block (a batch): a savepoint
         content_row, has_vector, inserted, found = resolve_content(store, request.text, digest, vector,
                                                                    guard=request.guard, lock_first=True,
-                                                                   candidates=query, within=within, prepare=True)
+                                                                   candidates=query, prepare=True)
         now = timezone.now()  # once the store lock is held: the store's writes get it in their order
         if query is None or found is None or not query.covers(new_content=inserted, neighbours=has_vector):
             # nothing was sent (no branch could match before the upsert), or another write of the
@@ -313,7 +311,7 @@ def _record(store: MemoryStore, request: WriteRequest, vector: list[float] | Non
         # assertion: one round trip.
         recorded = record_decision(store, request, decision, content_row=content_row, neighbours=neighbours,
                                    notes=notes, now=now)
-        one_round_trip(within.closing(recorded.writes), saved=recorded.inserted)
+        one_round_trip(recorded.writes, saved=recorded.inserted)
     return WriteResult(
         action=str(decision.action), memory=recorded.memory, assertion=recorded.assertion,
         similarity=decision.similarity, decision_reason=decision.reason, changed_details=decision.changes,
