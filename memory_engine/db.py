@@ -6,8 +6,8 @@ Beside Django's ORM and ``atomic()``, two ways of sending statements that the wr
 where Django sends one each (server-side binding, one each, costs 1.1–1.5×:
 ``bench/write.py --server-side-binding``), and :func:`prepared` plans them once per connection
 (own time 9.15 against 9.79 ms p50: ``bench/write.py --baseline``). The write's transaction is
-``atomic()``: carrying its ``BEGIN`` and ``COMMIT`` with the statements saved nothing
-measurable and was removed.
+Django's ``atomic()``: carrying its ``BEGIN`` and ``COMMIT`` with the statements saves nothing
+measurable.
 """
 
 from __future__ import annotations
@@ -310,8 +310,8 @@ def prepared(sql: str, params: Mapping[str, Any], *,
     and what prepares it: its ``PREPARE`` the first time (after a ``DEALLOCATE`` of the least
     recently used past PREPARED_MAX), else nothing. For :func:`in_order`, the preparing
     statements go first in the query: a PREPARE is not undone by a rollback (not even one of a
-    statement after it in the same query), and is counted as prepared once it is sent (when it fails, the caller sees
-    lost_prepared_statement). A prepared statement is planned once for all its executions
+    statement after it in the same query), and is counted as prepared once it is sent (when it
+    fails, the caller sees lost_prepared_statement). A prepared statement is planned once for all its executions
     (PostgreSQL's ``plan_cache_mode`` ``auto``: after five custom plans, a generic one when it
     costs no more), where a statement sent as text is planned each time (docs/write-funnel.md,
     "Prepared statements").

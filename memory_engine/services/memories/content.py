@@ -166,9 +166,9 @@ def resolve_content(store: MemoryStore, text: str, digest: str, vector: list[flo
     finding is missing or older). ``lock_first``: take the store lock for the write first
     (locks.LOCK_FOR_WRITE_SQL), so the upsert runs once the lock is held; otherwise the caller
     holds it already. ``candidates``: a candidates_query statement naming the row by its hash, run
-    after the upsert. ``prepare``: run the upsert and the candidates statement as statements prepared on the
-    connection (memory_engine.db.prepared; the caller runs its transaction again when one was
-    lost). All in one round trip where the connection allows it (memory_engine.db.in_order).
+    after the upsert. ``prepare``: run the upsert and the candidates statement as statements
+    prepared on the connection (memory_engine.db.prepared; the caller runs its transaction again
+    when one was lost). All in one round trip where the connection allows it (memory_engine.db.in_order).
     """
     provider = get_embedding_provider()
     model_name = provider.model_name if (provider and vector is not None) else ""
