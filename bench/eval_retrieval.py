@@ -47,6 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 CACHE = RESULTS / "cache"
 DB_NAME = "bench_eval"
+#: A LoCoMo store's description once every turn of its conversation is written.
+LOADED = "every turn written"
 MODES = {"lexical": ("lexical",), "vector": ("vector",), "hybrid": ("vector", "lexical")}
 
 sys.path.insert(0, str(ROOT))
@@ -349,10 +351,21 @@ def evidence_of(qa: dict[str, Any]) -> set[str]:
     return {e.strip() for item in qa.get("evidence", []) for e in item.replace(",", ";").split(";") if e.strip()}
 
 
+#: A LoCoMo file's conversations in two halves, in file order: the ranking's defaults are tuned on
+#: the first only; the second is the check on conversations they were not tuned on.
+SPLITS = ("tuned", "held-out")
+
+
+def locomo_split(conversations: list[dict[str, Any]]) -> dict[str, str]:
+    """sample_id -> ``tuned`` (the first half of the file) or ``held-out`` (the rest)."""
+    half = (len(conversations) + 1) // 2
+    return {conv["sample_id"]: SPLITS[0] if i < half else SPLITS[1] for i, conv in enumerate(conversations)}
+
+
 def load_locomo(conversations: list[dict[str, Any]], provider: CachedEmbeddingProvider) -> dict[str, Any]:
     """One store per conversation, every turn a memory through the funnel."""
+    from memory_engine.exceptions import InstructionRejected
     from memory_engine.models import Memory, MemoryStore, Project
-    from memory_engine.models.memories import SourceType
     from memory_engine.services.memories import memory_write
 
     project, _ = Project.objects.get_or_create(name="eval-locomo")
@@ -366,27 +379,35 @@ def load_locomo(conversations: list[dict[str, Any]], provider: CachedEmbeddingPr
                 turns.append((turn, c.get(f"{key}_date_time", "")))
         turns_by_conv[conv["sample_id"]] = turns
     provider.prefill([turn_text(t) for turns in turns_by_conv.values() for t, _ in turns])
-    stores, memory_turns = {}, defaultdict(set)
+    stores, memory_turns, refused = {}, defaultdict(set), []
     started = time.time()
     for sample_id, turns in turns_by_conv.items():
-        store, created = MemoryStore.objects.get_or_create(project=project, name=f"locomo-{sample_id}")
+        store, _ = MemoryStore.objects.get_or_create(project=project, name=f"locomo-{sample_id}")
         stores[sample_id] = store
-        if not created and Memory.objects.filter(store=store).count():
+        if store.description == LOADED:
             for memory in Memory.objects.filter(store=store):
                 for turn_id in memory.metadata.get("turn_ids", [memory.metadata.get("turn_id")]):
                     memory_turns[memory.pk].add(turn_id)
             continue
+        Memory.objects.filter(store=store).delete()  # a load that stopped half way starts again
         for turn, date in turns:
-            result = memory_write(
-                store=store, content=turn_text(turn), principal="eval", source_type=SourceType.CONVERSATION,
-                metadata={"conversation": sample_id, "turn_id": turn["dia_id"], "session_date": date},
-                duplicate_threshold=1.0, supersede_threshold=1.0,
-            )
+            try:
+                result = memory_write(
+                    store=store, content=turn_text(turn), principal="eval", conversation_id=sample_id,
+                    metadata={"conversation": sample_id, "turn_id": turn["dia_id"], "session_date": date},
+                    duplicate_threshold=1.0, supersede_threshold=1.0,
+                )
+            except InstructionRejected:  # the guard refuses a turn as a user's write would be refused
+                refused.append(turn["dia_id"])
+                continue
             memory_turns[result.memory.pk].add(turn["dia_id"])
             if result.action == "skipped":  # the same words said twice: one memory, both turn ids
                 memory = result.memory
                 memory.metadata["turn_ids"] = sorted(memory_turns[memory.pk])
                 Memory.objects.filter(pk=memory.pk).update(metadata=memory.metadata)
+        MemoryStore.objects.filter(pk=store.pk).update(description=LOADED)
+    if refused:
+        print(f"  locomo: the instruction guard refused {len(refused)} turn(s): {', '.join(refused)}", flush=True)
     # The entity graph reads every turn (a worker does it after each write; here inline, once).
     from memory_engine.services.entities import entities_extract_memories
 
@@ -403,6 +424,7 @@ def eval_locomo(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> 
     conversations = json.loads(args.locomo.read_text())
     loaded = load_locomo(conversations, provider)
     questions = []
+    split = locomo_split(conversations)
     for conv in conversations:
         for qa in conv["qa"]:
             if qa.get("category") in (1, 2, 3, 4):
@@ -411,7 +433,8 @@ def eval_locomo(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> 
                     questions.append((conv["sample_id"], qa["question"], int(qa["category"]), evidence))
     questions = questions[: args.limit_queries or None]
     provider.prefill([q for _, q, _, _ in questions])
-    out: dict[str, Any] = {"questions": len(questions)}
+    out: dict[str, Any] = {"questions": len(questions),
+                           "split": {name: sorted(c for c, s in split.items() if s == name) for name in SPLITS}}
     samples: list[dict[str, Any]] = []
     for mode, channels in selected_modes(args):
         by_cat: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -423,7 +446,7 @@ def eval_locomo(args: argparse.Namespace, provider: CachedEmbeddingProvider) -> 
             ranked: list[str] = []
             for hit in hits:  # a memory may stand for several identical turns
                 ranked.extend(sorted(loaded["memory_turns"].get(hit.id, ())) or [hit.id])
-            for bucket in (str(category), "all"):
+            for bucket in (str(category), "all", split[sample_id]):
                 by_cat[bucket]["recall@5"].append(recall_at(ranked[:5], evidence, 5))
                 by_cat[bucket]["recall@10"].append(recall_at(ranked, evidence, len(ranked)))
                 by_cat[bucket]["mrr@10"].append(mrr_at(ranked, evidence, len(ranked)))
@@ -565,7 +588,8 @@ def print_tables(label: str, report: dict[str, Any]) -> None:
     loc = report.get("locomo")
     if loc:
         print(f"\nLoCoMo [{label}] ({loc['questions']} questions, categories 1-4)")
-        names = {"1": "multi-hop", "2": "temporal", "3": "open-dom", "4": "single-hop", "all": "all"}
+        names = {"1": "multi-hop", "2": "temporal", "3": "open-dom", "4": "single-hop", "all": "all",
+                 "tuned": "tuned half", "held-out": "held-out"}
         print(f"  {'mode':8} {'category':11} {'n':>5} {'R@5':>7} {'R@10':>7} {'MRR':>7}")
         for mode in (m for m in MODES if m in loc):
             for cat, m in loc[mode].items():

@@ -109,7 +109,9 @@ class Engine:
             raise SystemExit(f"POST {path}: {exc.code} {answer[:500]!r}") from None
 
     def write(self, group: str, text: str, turn: str | None) -> None:
-        body = self._post("memories", {"memory_store_id": self.stores[group], "content": text})
+        # A conversation's turns are written as turns of it (`conversation_id`), as a chat app does.
+        body = self._post("memories", {"memory_store_id": self.stores[group], "content": text,
+                                       **({"conversation_id": group} if turn is not None else {})})
         if body.get("code") == "INSTRUCTION_REJECTED":  # counted and reported; its turn is lost to recall
             self.refused.append(text)
             return

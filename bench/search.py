@@ -300,8 +300,9 @@ def server_side(project: Any, stores: list[Any], queries: list[str], concurrency
 
 # --------------------------------------------------------------------------- ranking stages
 
-#: Each stage's time in knowledge_search's timings (fusion includes the instruction guard).
-STAGE_TIMINGS = ["fusion_ms", "corroboration_ms", "boosts_ms", "rerank_ms", "dedupe_ms", "mmr_ms"]
+#: Each stage's time in knowledge_search's timings.
+STAGE_TIMINGS = ["fusion_ms", "context_ms", "guard_ms", "corroboration_ms", "boosts_ms", "rerank_ms", "dedupe_ms",
+                 "mmr_ms"]
 
 
 def load_links(project: Any, share: float = 1 / 3, seed: int = 7) -> int:

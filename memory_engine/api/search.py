@@ -130,6 +130,11 @@ class SearchRanksSerializer(strict.Serializer):
     graph = serializers.IntegerField(required=False,
                                      help_text="The graph channel's rank, present when it ranked the hit "
                                                "(SEARCH_GRAPH_WEIGHT > 0, docs/entities.md).")
+    # A declared field leaves the class (DRF's metaclass collects it), so DRF's own ``context``
+    # stays; the stubs see the class attribute.
+    context = serializers.IntegerField(required=False,  # type: ignore[assignment]
+                                       help_text="For a conversation turn next to a top hit: the best rank among "
+                                                 "the hits it neighbours (SEARCH_CONTEXT_TURNS, docs/retrieval.md).")
 
 
 class SearchHitSerializer(strict.Serializer):

@@ -70,6 +70,18 @@ READ_SETTINGS: tuple[Setting, ...] = (
     Setting("SEARCH_GRAPH_NEIGHBOURS", 5, integer,
             "int", "5",
             "graph channel: most neighbour entities one hop adds"),
+    # Neighbouring turns (docs/retrieval.md, *Neighbouring turns*): what answers a question said in
+    # a conversation is often the turn after (or before) the one that matches it best.
+    Setting("SEARCH_CONTEXT_TURNS", 2, integer,
+            "int", "2",
+            "turns before and after each of the top `limit` hits written as conversation turns (a write "
+            "with `conversation_id`), of the same conversation, that gain a share of its score; 0: off"),
+    Setting("SEARCH_CONTEXT_WEIGHT", 0.35, number,
+            "number", "0.35",
+            "the share of a top hit's fused score each of its neighbouring turns gains"),
+    Setting("SEARCH_CONTEXT_GAP_MINUTES", 60, number,
+            "number", "60",
+            "a neighbouring turn was written at most this many minutes before or after the hit"),
     # Vector channel: HNSW with pgvector 0.8 iterative index scans, so a filtered scan keeps
     # going until `limit` rows pass the scope (up to HNSW_MAX_SCAN_TUPLES visited tuples).
     Setting("HNSW_EF_SEARCH", 100, integer,

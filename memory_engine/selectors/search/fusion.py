@@ -3,7 +3,8 @@
 Each channel ranks memories and chunks together on its own value (cosine distance, lexical
 score); ``min_similarity`` drops vector candidates before the ranking (no refill). A hit scores
 ``weight / (rrf_k + rank)`` summed over the channels that found it; a memory's score is then
-multiplied by its tier's weight (:func:`tier_weight`), a chunk's stays as it is.
+multiplied by its tier's weight (:func:`tier_weight`), a chunk's stays as it is. Then
+(:func:`with_context`) the conversation turns next to the top hits gain a share of their score.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from memory_engine.conf import engine_settings
 from memory_engine.models.memories import Tier
 
 from .results import MEMORY, USER_FOR_AGENT, SearchHit
-from .rows import CandidateRow
+from .rows import CandidateRow, ContextRow
 
 Ranks = dict[tuple[str, str], int]
 
@@ -75,5 +76,31 @@ def fuse(rows: list[CandidateRow], *, rrf_k: float, half_life: float, limit: int
             ranks["graph"] = grank
         hits.append(row.hit(score=score, similarity_score=row.similarity, ranks=ranks,
                             lexical_score=row.lex if lrank is not None else None, authority=row.authority))
-    hits.sort(key=lambda h: (-h.score, h.ranks["vector"] or UNRANKED, h.ranks["lexical"] or UNRANKED, h.id))
+    hits.sort(key=_order)
     return hits[:limit]
+
+
+def with_context(hits: list[SearchHit], rows: list[ContextRow], *, weight: float, pool: int) -> list[SearchHit]:
+    """``hits`` with the neighbouring turns of the top ``pool`` memory hits, ranked again: each turn
+    gains ``weight`` times the fused score of every top hit it neighbours (``rows``: the turns and
+    whom they neighbour), a turn no channel ranked enters with that gain alone. A turn's
+    ``ranks["context"]`` is the best rank among the hits it neighbours."""
+    top = {hit.id: (rank, hit.score) for rank, hit in enumerate(hits[:pool], 1) if hit.source == MEMORY}
+    found = {(hit.source, hit.id): hit for hit in hits}
+    for row in rows:
+        lent = [top[origin] for origin in row.origins if origin in top]
+        if not lent or weight <= 0:
+            continue
+        hit = found.get(row.key)
+        if hit is None:
+            hit = found[row.key] = row.hit(similarity_score=row.similarity, authority=row.authority)
+            hits.append(hit)
+        hit.score += weight * sum(score for _, score in lent)
+        hit.ranks["context"] = min(rank for rank, _ in lent)
+    hits.sort(key=_order)
+    return hits
+
+
+def _order(hit: SearchHit) -> tuple[float, int, int, str]:
+    """By fused score, ties broken by each channel's rank, then id."""
+    return (-hit.score, hit.ranks["vector"] or UNRANKED, hit.ranks["lexical"] or UNRANKED, hit.id)

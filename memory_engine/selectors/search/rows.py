@@ -86,6 +86,8 @@ class CandidateRow(DisplayRow):
     #: When an event hit happened (an event-kind memory's created_at, a chunk's version's
     #: occurred_at); None for a state, which the recency boost leaves alone.
     event_at: datetime | None
+    #: Whether it is a memory written as a conversation turn (its neighbouring turns may join it).
+    turn: bool
 
     @property
     def key(self) -> tuple[str, str]:
@@ -97,6 +99,14 @@ class CandidateRow(DisplayRow):
         if self.dist is None or math.isnan(self.dist):
             return None
         return 1.0 - self.dist
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextRow(CandidateRow):
+    """A conversation turn next to top hits (memory_engine.selectors.search.sql.context_sql)."""
+
+    #: The ids of the memories it neighbours.
+    origins: list[str]
 
 
 Record = TypeVar("Record", bound=DisplayRow)

@@ -35,15 +35,16 @@ from memory_engine.relevance import relevance_model
 from memory_engine.replicas import current_read_alias, read_connection
 
 from . import boosts, stages
-from .fusion import fuse
+from .fusion import fuse, with_context
 from .graph import graph_entities
 from .request import SearchRequest
 from .results import DOCUMENT, MEMORY, USER_FOR_AGENT, Degraded, SearchHit, SearchResult
-from .rows import CandidateRow, DisplayRow, fetch_records
+from .rows import CandidateRow, ContextRow, DisplayRow, fetch_records
 from .scope import Scope, resolve_scope
 from .sql import (
     HNSW_SCAN_SQL,
     build_search_sql,
+    context_sql,
     hit_entities_sql,
     ordered_read_sql,
     scope_sizes_sql,
@@ -127,7 +128,7 @@ def knowledge_search(request: SearchRequest) -> SearchResult:
     query = _embedded_query(request.query, request.channels, degraded, timings)
     backend = _lexical_backend(degraded) if "lexical" in request.channels else None
     rows, backend = _candidates_of(scope, query, request.limit, degraded, backend=backend)
-    hits = _ranked(request, knobs, rows, query, degraded, timings, withheld)
+    hits = _ranked(request, knobs, scope, rows, query, degraded, timings, withheld)
     # Everything but the query embedding and the rerank call: scope checks, SQL, fusion, stages.
     timings["search_ms"] = ((time.perf_counter() - began) * 1000 - timings.get("embedding_ms", 0.0)
                             - timings.get("rerank_ms", 0.0))
@@ -210,7 +211,7 @@ def _candidates_of(scope: Scope, query: _Query, limit: int, degraded: list[str],
     return _candidates(scope, query.text, query.vector, limit, degraded, backend=backend)
 
 
-def _ranked(request: SearchRequest, knobs: RankingKnobs, rows: list[CandidateRow], query: _Query,
+def _ranked(request: SearchRequest, knobs: RankingKnobs, scope: Scope, rows: list[CandidateRow], query: _Query,
             degraded: list[str], timings: dict[str, float], withheld: list[int]) -> list[SearchHit]:
     """The candidates fused over all of them, guarded, boosted, through the stages after the fusion,
     judged and cut to ``limit``: a dropped hit leaves room for the next one. Each stage's time goes to
@@ -220,8 +221,11 @@ def _ranked(request: SearchRequest, knobs: RankingKnobs, rows: list[CandidateRow
                "graph": engine_settings.SEARCH_GRAPH_WEIGHT}
     hits = fuse(rows, rrf_k=knobs.rrf_k, half_life=request.recency_half_life_days, limit=len(rows),
                 min_similarity=request.min_similarity, weights=weights)
-    hits = _guarded(hits, request.guard_path, withheld)
     started = _lap(timings, "fusion_ms", started)
+    hits = _with_context(scope, hits, {row.id for row in rows if row.turn}, query, request.limit)
+    started = _lap(timings, "context_ms", started)
+    hits = _guarded(hits, request.guard_path, withheld)
+    started = _lap(timings, "guard_ms", started)
     # The authority prior and the bounded boosts: clamped multipliers on the fused score.
     corroboration = None
     if boosts.corroboration_on(knobs):
@@ -250,6 +254,24 @@ def _ranked(request: SearchRequest, knobs: RankingKnobs, rows: list[CandidateRow
     if min_relevance is not None:
         hits = [hit for hit in hits if hit.relevant]
     return _with_entities(hits[:request.limit])
+
+
+def _with_context(scope: Scope, hits: list[SearchHit], turn_ids: set[str], query: _Query,
+                  limit: int) -> list[SearchHit]:
+    """The fused hits with the neighbouring turns of the top ``limit`` hits that are conversation
+    turns (``turn_ids``): SEARCH_CONTEXT_TURNS before and after each, in the scope, read by one
+    more statement when there is such a hit; fusion.with_context scores them."""
+    turns, weight = engine_settings.SEARCH_CONTEXT_TURNS, engine_settings.SEARCH_CONTEXT_WEIGHT
+    origins = [hit.id for hit in hits[:limit] if hit.source == MEMORY and hit.id in turn_ids]
+    if turns <= 0 or weight <= 0 or not origins:
+        return hits
+    params = {**scope.params(), "context_of": origins, "context_turns": turns,
+              "context_gap": float(engine_settings.SEARCH_CONTEXT_GAP_MINUTES) * 60.0,
+              "qvec": vector_literal(query.vector) if query.vector is not None else None}
+    with read_connection().cursor() as cursor:
+        cursor.execute(context_sql(scope, vector=query.vector is not None), params)
+        rows = fetch_records(cursor, ContextRow)
+    return with_context(hits, rows, weight=weight, pool=limit)
 
 
 def _with_entities(hits: list[SearchHit]) -> list[SearchHit]:

@@ -25,7 +25,7 @@ from memory_engine.models import (
     MemoryStore,
 )
 from memory_engine.models.lexical import LexicalPart, LexicalStatistics, LexicalTerm
-from memory_engine.models.memories import LIVE_MEMORY_SQL, Tier
+from memory_engine.models.memories import LIVE_MEMORY_SQL, SourceType, Tier
 
 from .boosts import EVENT_KINDS, version_authority_sql
 from .results import DOCUMENT, MEMORY, USER_FOR_AGENT
@@ -331,9 +331,15 @@ def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: 
     ctes.append(f"""cand AS (
         SELECT src, id, min(dist) AS dist, bool_or(v) AS v, max(lex) AS lex, max(g) AS g
         FROM ({' UNION ALL '.join(parts)}) u GROUP BY src, id)""")
-    return "WITH " + ",\n".join(ctes) + f"""
+    return "WITH " + ",\n".join(ctes) + _candidate_select()
+
+
+def _candidate_select(extra: str = "") -> str:
+    """The columns of ``CandidateRow`` (and ``extra``) for each row of the CTE ``cand`` (src, id,
+    dist, v, lex, g): its display fields joined by key."""
+    return f"""
     SELECT cand.src AS source, cand.id AS id, cand.dist AS dist, cand.v AS from_vector, cand.lex AS lex,
-           cand.g AS graph,
+           cand.g AS graph,{extra} coalesce(mm.source_type = '{SourceType.CONVERSATION.value}', false) AS turn,
            coalesce(mc.text, ch.text) AS text, coalesce(mm.tags, d.tags) AS tags,
            d.id AS document_id, d.path AS document_path, d.title AS document_title,
            ch.page AS page, ch.chunk_index AS chunk_index,
@@ -352,6 +358,37 @@ def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: 
     LEFT JOIN {CHUNK} ch ON cand.src = '{DOCUMENT}' AND ch.id = cand.id
     LEFT JOIN {DOC} d ON d.id = ch.document_id
     LEFT JOIN {VERSION} dv ON dv.id = ch.version_id"""
+
+
+def context_sql(scope: Scope, *, vector: bool) -> str:
+    """The neighbouring turns of the memories ``%(context_of)s``: for each of them written as a
+    conversation turn, up to ``%(context_turns)s`` live memories of the scope just before it and
+    as many just after it in its store (by created_at, then id), written as turns of the same
+    conversation (the same ``conversation_id``, or none) within ``%(context_gap)s`` seconds of it.
+    The columns are ``ContextRow``'s: a ``CandidateRow`` of the turn (its own cosine distance; no
+    channel ranked it) and the ``origins`` it neighbours."""
+    conversation = SourceType.CONVERSATION.value
+
+    def near(before: bool) -> str:
+        side, order, within = ("<", "DESC", ">= o.created_at -") if before else (">", "", "<= o.created_at +")
+        return f"""(SELECT m.id FROM {MEM} m JOIN {STORE} s ON s.id = m.store_id
+            WHERE m.store_id = o.store_id AND m.source_type = '{conversation}'
+              AND m.metadata->'conversation_id' IS NOT DISTINCT FROM o.metadata->'conversation_id'
+              AND (m.created_at, m.id) {side} (o.created_at, o.id)
+              AND m.created_at {within} make_interval(secs => %(context_gap)s)
+              AND {memory_where(scope)}
+            ORDER BY m.created_at {order}, m.id {order} LIMIT %(context_turns)s)"""
+
+    dist = "min(x.embedding <=> %(qvec)s::vector)" if vector else "NULL::float8"
+    return f"""WITH near AS (
+        SELECT o.id AS origin, n.id AS id FROM {MEM} o
+        CROSS JOIN LATERAL ({near(True)} UNION ALL {near(False)}) n
+        WHERE o.id = ANY(%(context_of)s) AND o.source_type = '{conversation}'),
+    cand AS (
+        SELECT '{MEMORY}'::text AS src, n.id AS id, {dist} AS dist, false AS v, NULL::float8 AS lex,
+               NULL::float8 AS g, array_agg(DISTINCT n.origin ORDER BY n.origin) AS origins
+        FROM near n JOIN {MEM} m ON m.id = n.id JOIN {CONTENT} x ON x.id = m.content_id GROUP BY n.id)
+    """ + _candidate_select(" cand.origins AS origins,")
 
 
 def scope_sizes_sql(scope: Scope) -> str | None:
