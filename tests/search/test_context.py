@@ -5,13 +5,18 @@ close in time."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from memory_engine.models import Memory, MemoryStore, Project
+from memory_engine.models.memories import SourceType
 from memory_engine.selectors.search import SearchRequest, knowledge_search
+from tests.plans import analyze_memory_tables, explain_analyze, fill, rows_read
 
 from .helpers import write
 
@@ -99,3 +104,25 @@ def test_the_api_names_a_neighbours_rank(client, store):
     assert results[texts.index(TURNS[1])]["ranks"]["context"] == 1
     # Both are top hits here (the vector channel finds the second), and each neighbours the other.
     assert results[texts.index(TURNS[0])]["ranks"]["context"] == 2
+
+
+@pytest.mark.usefixtures("lexical_backend", "hashing_embedder")
+def test_the_turns_around_a_hit_are_read_by_index_in_a_long_conversation(project, store):
+    """A conversation of 3,000 turns: the statement that reads a hit's neighbours reads a few
+    memory rows around it (the store's index by time), not the whole conversation."""
+    fill(store, 3000, "turn", "Ana: more about the weekend", vectors=False)
+    with connection.cursor() as cursor:  # 3,000 turns, one second apart, all before the hit
+        cursor.execute("UPDATE memory_engine_memory SET source_type = 'conversation', "
+                       "created_at = now() - interval '1 hour' + substr(id, 9)::int * interval '1 second' "
+                       "WHERE store_id = %s", [store.pk])
+    for text in TURNS[:2]:  # turns without a conversation_id, like the filled ones
+        write(store, text, source_type=SourceType.CONVERSATION)
+    analyze_memory_tables()
+
+    with CaptureQueriesContext(connection) as ctx:
+        found = answer(project, store)
+    assert [text for text, _ in found][:2] == TURNS[:2]
+    context = [q["sql"] for q in ctx.captured_queries if "near AS" in q["sql"]]
+    assert len(context) == 1
+    plan = explain_analyze(context[0])
+    assert rows_read(plan, "memory_engine_memory") < 200, json.dumps(plan, indent=1)[:4000]
