@@ -9,7 +9,7 @@ agent's own store and 10 users' stores; 2/3 chunks).
         --extra-backends ""                          # each ranking stage's latency at 300k rows
 
 Data is synthetic but shaped like the real thing: every row takes the text of a real
-LoCoMo turn (memories) or SciFact abstract cut to 1,000 characters (chunks) and a vector
+LoCoMo turn (memories, written as conversation turns) or SciFact abstract cut to 1,000 characters (chunks) and a vector
 near that text's real embedding (cosine ~0.9), loaded with COPY into a database of its
 own (``bench_search``), HNSW indexes rebuilt after each load. Queries are real LoCoMo
 questions and SciFact claims embedded with the real model.
@@ -29,9 +29,9 @@ table at the end. Results go to bench/results/search-<time>.json.
 
 ``--stages`` (``--stages-only``: without the concurrency runs) times each ranking stage at the
 last size, concurrency 1, on the ``everything`` and ``one_store`` shapes: the search with every
-stage off, then with every stage on (dedupe, MMR, authority 0.3, recency boosts, corroboration
-over evidence links loaded for a third of the memories, rerank of the top 50 on a local fake
-TEI server), each stage's own time read from knowledge_search's timings.
+stage off, then with every stage on (neighbouring turns, dedupe, MMR, authority 0.3, recency
+boosts, corroboration over evidence links loaded for a third of the memories, rerank of the top
+50 on a local fake TEI server), each stage's own time read from knowledge_search's timings.
 
 ``--base-sample N`` takes only the first N LoCoMo turns and SciFact abstracts as base material
 (embedding them here when bench/eval_retrieval.py has not cached the corpus): a quick check.
@@ -153,7 +153,8 @@ def load_rows(project: Any, stores: list[Any], material: dict[str, Any], n_memor
             cid = new_id("mc")
             digest = hashlib.sha256(f"{text}#{seed}#{i}".encode()).hexdigest()
             contents.append((cid, store.pk, digest, text, vec_text(vectors[i]), model, now))
-            memories.append((new_id("mem"), store.pk, cid, "{}", "{}", "manual", now, "fact", "", "", 0.7, 1,
+            # conversation turns, as LoCoMo's are: the neighbouring-turns stage runs on them
+            memories.append((new_id("mem"), store.pk, cid, "{}", "{}", "conversation", now, "fact", "", "", 0.7, 1,
                              "durable"))
         with cursor.copy("COPY memory_engine_memorycontent (id, store_id, content_hash, text, embedding, "
                          "embedding_model, created_at) FROM STDIN") as copy:
@@ -383,7 +384,7 @@ def stage_latency(project: Any, stores: list[Any], queries: list[str]) -> dict[s
                      "RERANK": {"PROVIDER": "tei", "OPTIONS": {"BASE_URL": url}, "TOP_N": 50, "TIMEOUT": 5}}
         for shape in ("everything", "one_store"):
             kwargs = as_search_kwargs(shapes(project, stores)[shape])
-            for variant, overrides in (("off", base), ("on", stages_on)):
+            for variant, overrides in (("off", {**base, "SEARCH_CONTEXT_TURNS": 0}), ("on", stages_on)):
                 with override_settings(MEMORY_ENGINE=overrides):
                     rows: list[dict[str, float]] = []
                     for i, q in enumerate(queries[:5] + queries):

@@ -7,6 +7,9 @@ from typing import Any
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.db import models
+from django.db.models import Value
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memory_engine.consent_categories.categories import DEFAULT as DEFAULT_CONSENT
@@ -246,6 +249,13 @@ class Memory(models.Model):
                 condition=models.Q(invalidated_at__isnull=True),
             ),
             models.Index(fields=["content"], name="me_memory_content"),
+            # A conversation's live turns in order: search reads the turns next to a hit by this
+            # index, a few rows whatever else the store holds (docs/retrieval.md, *Neighbouring turns*).
+            models.Index(
+                "store", Coalesce(KeyTextTransform("conversation_id", "metadata"), Value("")), "created_at", "id",
+                name="me_memory_turns",
+                condition=models.Q(source_type=SourceType.CONVERSATION, invalidated_at__isnull=True),
+            ),
             models.Index(
                 fields=["store", "about_kind", "about_key"],
                 name="me_memory_about",

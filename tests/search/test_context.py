@@ -108,13 +108,13 @@ def test_the_api_names_a_neighbours_rank(client, store):
 
 @pytest.mark.usefixtures("lexical_backend", "hashing_embedder")
 def test_the_turns_around_a_hit_are_read_by_index_in_a_long_conversation(project, store):
-    """A conversation of 3,000 turns: the statement that reads a hit's neighbours reads a few
-    memory rows around it (the store's index by time), not the whole conversation."""
+    """A conversation of 3,000 turns loaded at one instant: the statement that reads a hit's
+    neighbours reads a few memory rows around it (the store's index by time, then id), not the
+    whole conversation."""
     fill(store, 3000, "turn", "Ana: more about the weekend", vectors=False)
-    with connection.cursor() as cursor:  # 3,000 turns, one second apart, all before the hit
+    with connection.cursor() as cursor:  # 3,000 turns before the hit, loaded at one instant
         cursor.execute("UPDATE memory_engine_memory SET source_type = 'conversation', "
-                       "created_at = now() - interval '1 hour' + substr(id, 9)::int * interval '1 second' "
-                       "WHERE store_id = %s", [store.pk])
+                       "created_at = now() - interval '1 minute' WHERE store_id = %s", [store.pk])
     for text in TURNS[:2]:  # turns without a conversation_id, like the filled ones
         write(store, text, source_type=SourceType.CONVERSATION)
     analyze_memory_tables()

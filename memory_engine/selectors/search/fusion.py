@@ -9,7 +9,7 @@ multiplied by its tier's weight (:func:`tier_weight`), a chunk's stays as it is.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
@@ -80,15 +80,19 @@ def fuse(rows: list[CandidateRow], *, rrf_k: float, half_life: float, limit: int
     return hits[:limit]
 
 
-def with_context(hits: list[SearchHit], rows: list[ContextRow], *, weight: float, pool: int) -> list[SearchHit]:
+def with_context(hits: list[SearchHit], rows: list[ContextRow], *, weight: float, pool: int,
+                 gap: timedelta) -> list[SearchHit]:
     """``hits`` with the neighbouring turns of the top ``pool`` memory hits, ranked again: each turn
     gains ``weight`` times the fused score of every top hit it neighbours (``rows``: the turns and
-    whom they neighbour), a turn no channel ranked enters with that gain alone. A turn's
-    ``ranks["context"]`` is the best rank among the hits it neighbours."""
-    top = {hit.id: (rank, hit.score) for rank, hit in enumerate(hits[:pool], 1) if hit.source == MEMORY}
+    whom they neighbour) that was written at most ``gap`` before or after it; a turn no channel
+    ranked enters with that gain alone. A turn's ``ranks["context"]`` is the best rank among the
+    hits it gained from."""
+    top = {hit.id: (rank, hit) for rank, hit in enumerate(hits[:pool], 1) if hit.source == MEMORY}
+    gains = {hit.id: hit.score for _, hit in top.values()}  # before any turn gains
     found = {(hit.source, hit.id): hit for hit in hits}
     for row in rows:
-        lent = [top[origin] for origin in row.origins if origin in top]
+        lent = [(rank, gains[origin]) for origin in row.origins if origin in top
+                for rank, hit in [top[origin]] if _close(hit.created_at, row.created_at, gap)]
         if not lent or weight <= 0:
             continue
         hit = found.get(row.key)
@@ -99,6 +103,10 @@ def with_context(hits: list[SearchHit], rows: list[ContextRow], *, weight: float
         hit.ranks["context"] = min(rank for rank, _ in lent)
     hits.sort(key=_order)
     return hits
+
+
+def _close(one: datetime | None, other: datetime | None, gap: timedelta) -> bool:
+    return one is not None and other is not None and abs(one - other) <= gap
 
 
 def _order(hit: SearchHit) -> tuple[float, int, int, str]:

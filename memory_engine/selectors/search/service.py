@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 from django.db import DatabaseError, transaction
@@ -266,12 +267,12 @@ def _with_context(scope: Scope, hits: list[SearchHit], turn_ids: set[str], query
     if turns <= 0 or weight <= 0 or not origins:
         return hits
     params = {**scope.params(), "context_of": origins, "context_turns": turns,
-              "context_gap": float(engine_settings.SEARCH_CONTEXT_GAP_MINUTES) * 60.0,
               "qvec": vector_literal(query.vector) if query.vector is not None else None}
     with read_connection().cursor() as cursor:
         cursor.execute(context_sql(scope, vector=query.vector is not None), params)
         rows = fetch_records(cursor, ContextRow)
-    return with_context(hits, rows, weight=weight, pool=limit)
+    return with_context(hits, rows, weight=weight, pool=limit,
+                        gap=timedelta(minutes=float(engine_settings.SEARCH_CONTEXT_GAP_MINUTES)))
 
 
 def _with_entities(hits: list[SearchHit]) -> list[SearchHit]:

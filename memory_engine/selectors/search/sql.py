@@ -334,12 +334,12 @@ def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: 
     return "WITH " + ",\n".join(ctes) + _candidate_select()
 
 
-def _candidate_select(extra: str = "") -> str:
-    """The columns of ``CandidateRow`` (and ``extra``) for each row of the CTE ``cand`` (src, id,
-    dist, v, lex, g): its display fields joined by key."""
+def _candidate_select() -> str:
+    """The columns of ``CandidateRow`` for each row of the CTE ``cand`` (src, id, dist, v, lex,
+    g): its display fields joined by key."""
     return f"""
     SELECT cand.src AS source, cand.id AS id, cand.dist AS dist, cand.v AS from_vector, cand.lex AS lex,
-           cand.g AS graph,{extra} coalesce(mm.source_type = '{SourceType.CONVERSATION.value}', false) AS turn,
+           cand.g AS graph, coalesce(mm.source_type = '{SourceType.CONVERSATION.value}', false) AS turn,
            coalesce(mc.text, ch.text) AS text, coalesce(mm.tags, d.tags) AS tags,
            d.id AS document_id, d.path AS document_path, d.title AS document_title,
            ch.page AS page, ch.chunk_index AS chunk_index,
@@ -363,32 +363,45 @@ def _candidate_select(extra: str = "") -> str:
 def context_sql(scope: Scope, *, vector: bool) -> str:
     """The neighbouring turns of the memories ``%(context_of)s``: for each of them written as a
     conversation turn, up to ``%(context_turns)s`` live memories of the scope just before it and
-    as many just after it in its store (by created_at, then id), written as turns of the same
-    conversation (the same ``conversation_id``, or none) within ``%(context_gap)s`` seconds of it.
-    The columns are ``ContextRow``'s: a ``CandidateRow`` of the turn (its own cosine distance; no
-    channel ranked it) and the ``origins`` it neighbours."""
+    as many just after it among the turns of its conversation (its store and ``conversation_id``,
+    or turns without one; by created_at, then id), read by the ``me_memory_turns`` index. The
+    columns are ``ContextRow``'s: a ``CandidateRow`` of the turn (its own cosine distance; no
+    channel ranked it) and the ``origins`` it neighbours; how far apart in time is the caller's
+    to judge."""
     conversation = SourceType.CONVERSATION.value
+    thread = "coalesce({}.metadata->>'conversation_id', '')"
 
+    # The index's columns, equal or in order: the scan reads the rows it returns. The scope's
+    # store filter is on the hit's store (its neighbours' is the same).
     def near(before: bool) -> str:
-        side, order, within = ("<", "DESC", ">= o.created_at -") if before else (">", "", "<= o.created_at +")
+        side, order = ("<", "DESC") if before else (">", "")
         return f"""(SELECT m.id FROM {MEM} m JOIN {STORE} s ON s.id = m.store_id
             WHERE m.store_id = o.store_id AND m.source_type = '{conversation}'
-              AND m.metadata->'conversation_id' IS NOT DISTINCT FROM o.metadata->'conversation_id'
+              AND {thread.format("m")} = {thread.format("o")}
               AND (m.created_at, m.id) {side} (o.created_at, o.id)
-              AND m.created_at {within} make_interval(secs => %(context_gap)s)
-              AND {memory_where(scope)}
-            ORDER BY m.created_at {order}, m.id {order} LIMIT %(context_turns)s)"""
+              AND {memory_where(scope, stores="o.store_id")}
+            ORDER BY m.store_id {order}, {thread.format("m")} {order}, m.created_at {order}, m.id {order}
+            LIMIT %(context_turns)s)"""
 
-    dist = "min(x.embedding <=> %(qvec)s::vector)" if vector else "NULL::float8"
+    dist = "x.embedding <=> %(qvec)s::vector" if vector else "NULL::float8"
+    events = ", ".join(f"'{kind}'" for kind in EVENT_KINDS)
+    # A memory's columns only (no chunk, document or version to join): planned in a third of the time.
     return f"""WITH near AS (
         SELECT o.id AS origin, n.id AS id FROM {MEM} o
         CROSS JOIN LATERAL ({near(True)} UNION ALL {near(False)}) n
-        WHERE o.id = ANY(%(context_of)s) AND o.source_type = '{conversation}'),
-    cand AS (
-        SELECT '{MEMORY}'::text AS src, n.id AS id, {dist} AS dist, false AS v, NULL::float8 AS lex,
-               NULL::float8 AS g, array_agg(DISTINCT n.origin ORDER BY n.origin) AS origins
-        FROM near n JOIN {MEM} m ON m.id = n.id JOIN {CONTENT} x ON x.id = m.content_id GROUP BY n.id)
-    """ + _candidate_select(" cand.origins AS origins,")
+        WHERE o.id = ANY(%(context_of)s) AND o.source_type = '{conversation}')
+    SELECT '{MEMORY}'::text AS source, m.id AS id, {dist} AS dist, false AS from_vector, NULL::float8 AS lex,
+           NULL::float8 AS graph, n.origins AS origins, true AS turn, x.text AS text, m.tags AS tags,
+           NULL::varchar AS document_id, NULL::varchar AS document_path, NULL::varchar AS document_title,
+           NULL::int AS page, NULL::int AS chunk_index, s.id AS memory_store_id, s.name AS memory_store_name,
+           m.created_at AS created_at, {tier_sql("m", "s")} AS tier, m.title AS title,
+           s.recency_half_life_days AS store_half_life, m.provenance AS provenance, m.lineage AS lineage,
+           least(1.0, greatest(0.0, m.confidence))::float8 AS authority,
+           CASE WHEN m.kind = ANY(ARRAY[{events}]) THEN m.created_at END AS event_at
+    FROM (SELECT id, array_agg(DISTINCT origin ORDER BY origin) AS origins FROM near GROUP BY id) n
+    JOIN {MEM} m ON m.id = n.id
+    JOIN {CONTENT} x ON x.id = m.content_id
+    JOIN {STORE} s ON s.id = m.store_id"""
 
 
 def scope_sizes_sql(scope: Scope) -> str | None:
