@@ -146,11 +146,13 @@ class WriteResult:
 @dataclass(frozen=True)
 class SearchRanks:
     """A hit's rank in each channel (1 = first); None when the channel did not find it (``graph``:
-    the graph channel, when it ranked the hit; docs/entities.md)."""
+    the graph channel, when it ranked the hit; docs/entities.md). ``context``: for a conversation
+    turn next to top hits, the best rank among them (docs/retrieval.md, *Neighbouring turns*)."""
 
     vector: int | None = None
     lexical: int | None = None
     graph: int | None = None
+    context: int | None = None
 
 
 @dataclass(frozen=True)
