@@ -31,9 +31,10 @@ from psycopg.pq import ExecStatus, Format
 
 from memory_engine.conf import engine_settings, reloads_with_settings
 
-__all__ = ["IN_LIST_MAX", "advisory_xact_lock", "allow_ledger_erasure", "in_batches", "in_order", "insert_rows",
-           "insert_sql", "joins_statements", "lock_project_documents", "lost_prepared_statement", "one_round_trip",
-           "prepared", "prepares_statements", "result_columns", "stop_preparing", "update_sql", "vector_literal"]
+__all__ = ["IN_LIST_MAX", "SubqueryCount", "advisory_xact_lock", "allow_ledger_erasure", "in_batches", "in_order",
+           "insert_rows", "insert_sql", "joins_statements", "lock_project_documents", "lost_prepared_statement",
+           "one_round_trip", "prepared", "prepares_statements", "result_columns", "stop_preparing", "update_sql",
+           "vector_literal"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,23 @@ def vector_literal(vector: Sequence[float]) -> str:
 @functools.cache
 def _literal_format(dimensions: int) -> str:
     return "[" + ",".join(["%.7g"] * dimensions) + "]"
+
+
+class SubqueryCount(models.Subquery):
+    """The number of rows of a correlated queryset, e.g. a store's live memories:
+    ``SubqueryCount(Memory.objects.live().filter(store=OuterRef("pk"), project=project))`` (the
+    project named as a value, as the outer query names it, so that Citus routes both to the
+    project's shard).
+
+    A ``Count`` over a join groups by the outer row's key, which Django writes as its ``id``
+    alone; PostgreSQL accepts that only while ``id`` is the whole primary key, and a tenant
+    table's key is ``(id, project_id)`` (migration 0030). A subquery groups nothing."""
+
+    template = "(SELECT count(*) FROM (%(subquery)s) counted)"
+    output_field = models.BigIntegerField()
+
+    def __init__(self, queryset: models.QuerySet[Any], **extra: Any) -> None:
+        super().__init__(queryset.order_by().values("pk"), **extra)
 
 
 def advisory_xact_lock(key: str) -> None:

@@ -9,11 +9,11 @@ import re
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 
 from memory_engine.models import Memory, MemoryRule
 from memory_engine.services.memories import memory_write
-from tests.factories import AgentFactory, MemoryStoreFactory
+from tests.factories import AgentFactory, MemoryStoreFactory, ProjectFactory
 
 pytestmark = pytest.mark.django_db
 SCALING = Path(__file__).resolve().parents[1] / "docs" / "scaling.md"
@@ -67,3 +67,77 @@ def test_a_row_written_without_its_project_gets_its_parents(project) -> None:
         assert cursor.fetchall() == [(project.pk,)]
         cursor.execute("SELECT project_id FROM memory_engine_memoryrule WHERE id = %s", [rule.pk])
         assert cursor.fetchone()[0] == project.pk
+
+
+#: Tenant tables whose keys need not carry project_id: the API keys are a reference table on Citus
+#: (a key is looked up by its prefix before its project is known).
+REFERENCE_TENANT_TABLES = {"memory_engine_apikey"}
+
+
+def tenant_tables() -> set[str]:
+    return {t for t, nullable in engine_tables().items() if nullable is not None} - REFERENCE_TENANT_TABLES
+
+
+def keys_and_foreign_keys() -> list[tuple[str, str, str, list[str], str | None, list[str]]]:
+    """(table, constraint, kind p/u/f/unique index, columns, referenced table, referenced columns) of every
+    memory_engine table's primary keys, unique constraints and indexes, and foreign keys."""
+    with connection.cursor() as cursor:
+        cursor.execute("""
+            SELECT c.conrelid::regclass::text, c.conname, c.contype::text,
+                   array(SELECT attname FROM pg_attribute WHERE attrelid = c.conrelid AND attnum = ANY(c.conkey)),
+                   nullif(c.confrelid, 0)::regclass::text,
+                   array(SELECT attname FROM pg_attribute WHERE attrelid = c.confrelid AND attnum = ANY(c.confkey))
+            FROM pg_constraint c
+            WHERE c.contype IN ('p', 'u', 'f') AND c.conrelid::regclass::text LIKE 'memory\\_engine\\_%'
+            UNION ALL
+            SELECT i.indrelid::regclass::text, i.indexrelid::regclass::text, 'unique index',
+                   array(SELECT attname FROM pg_attribute WHERE attrelid = i.indrelid AND attnum = ANY(i.indkey)),
+                   NULL, '{}'
+            FROM pg_index i WHERE i.indisunique AND i.indrelid::regclass::text LIKE 'memory\\_engine\\_%'
+              AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)""")
+        return cursor.fetchall()
+
+
+def test_every_key_of_a_tenant_table_carries_project_id() -> None:
+    """Citus requires the distribution column in every primary key and unique constraint of a
+    distributed table (migration 0030); one PostgreSQL holds the same keys."""
+    tenants = tenant_tables()
+    assert len(tenants) == 33
+    keys = [row for row in keys_and_foreign_keys() if row[2] != "f" and row[0] in tenants]
+    assert {table for table, _name, kind, *_ in keys if kind == "p"} == tenants
+    without = sorted(f"{table}: {name} {columns}" for table, name, _kind, columns, *_ in keys
+                     if "project_id" not in columns)
+    assert without == [], "keys of tenant tables without project_id"
+
+
+def test_every_foreign_key_between_tenant_tables_is_composite() -> None:
+    """``(store_id, project_id)`` references ``memorystore (id, project_id)``, and so on: 44 of them."""
+    tenants = tenant_tables()
+    between = [row for row in keys_and_foreign_keys() if row[2] == "f" and row[0] in tenants and row[4] in tenants]
+    assert len(between) == 44
+    single = sorted(f"{table}.{columns} -> {target}{target_columns}"
+                    for table, _name, _kind, columns, target, target_columns in between
+                    if "project_id" not in columns or "project_id" not in target_columns)
+    assert single == []
+
+
+def test_a_row_whose_parent_is_another_projects_is_refused(project) -> None:
+    """The composite foreign keys make the database itself keep a project's rows together."""
+    other = ProjectFactory()
+    store = MemoryStoreFactory(project=project)
+    with pytest.raises(IntegrityError, match="memory_engine_memoryrule_store_id_fk"), transaction.atomic():
+        MemoryRule.objects.create(store=store, project=other, handler_type="builtin")
+        connection.check_constraints()  # the keys are checked at commit (deferred): check them now
+    MemoryRule.objects.create(store=store, handler_type="builtin")
+    connection.check_constraints()
+
+
+def test_a_row_is_still_found_by_its_id_through_the_primary_key(project) -> None:
+    """The key is ``(id, project_id)``: a lookup by id alone, as Django makes, reads its index."""
+    memory = memory_write(store=MemoryStoreFactory(project=project), content="The depot opens at six.",
+                          principal="test").memory
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # a tiny table: ask which index serves the lookup
+        cursor.execute("EXPLAIN SELECT * FROM memory_engine_memory WHERE id = %s", [memory.pk])
+        plan = "\n".join(line for (line,) in cursor.fetchall())
+    assert "memory_engine_memory_pkey" in plan, plan

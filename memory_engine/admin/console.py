@@ -16,12 +16,13 @@ from typing import Any, cast
 
 from django import forms
 from django.contrib import admin
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
 from memory_engine.conf import SEARCH_KNOBS
+from memory_engine.db import SubqueryCount
 from memory_engine.exceptions import MemoryEngineError
 from memory_engine.injection import knowledge_message
 from memory_engine.jsonobject import parse_json_object
@@ -30,6 +31,7 @@ from memory_engine.models import (
     Document,
     Generation,
     IngestionRule,
+    Memory,
     MemoryAssertion,
     MemoryRule,
     MemoryStore,
@@ -66,11 +68,11 @@ def project_overview(project: Any, *, now: Any = None, access_tags: list[str] | 
     since = (now or timezone.now()) - timedelta(hours=24)
     granted = Q() if access_tags is None else Q(access_tags__overlap=access_tags)
     granted_stores = MemoryStore.objects.filter(granted, project=project)
+    memories = Memory.objects.filter(store=OuterRef("pk"), project=project)
     stores = granted_stores.annotate(
-        valid=Count("memories", filter=Q(memories__invalidated_at__isnull=True)),
-        invalidated=Count("memories", filter=Q(memories__invalidated_at__isnull=False)),
-        unembedded=Count("memories", filter=Q(memories__invalidated_at__isnull=True,
-                                                memories__content__embedding__isnull=True)),
+        valid=SubqueryCount(memories.filter(invalidated_at__isnull=True)),
+        invalidated=SubqueryCount(memories.filter(invalidated_at__isnull=False)),
+        unembedded=SubqueryCount(memories.filter(invalidated_at__isnull=True, content__embedding__isnull=True)),
     ).order_by("name")
     recent = MemoryAssertion.objects.filter(store__in=granted_stores, created_at__gte=since)
     by_outcome = dict(recent.values_list("outcome").annotate(n=Count("id")).values_list("outcome", "n"))

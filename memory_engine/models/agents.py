@@ -19,7 +19,7 @@ class Agent(models.Model):
     knowledge_config = models.JSONField(default=dict, blank=True)
     write_memory_store = models.ForeignKey(
         "memory_engine.MemoryStore", null=True, blank=True, on_delete=models.SET_NULL,
-        related_name="writing_agents",
+        related_name="writing_agents", db_constraint=False,
     )
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -44,19 +44,19 @@ class Generation(models.Model):
 
     id = PublicIdField(prefix="gen")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="generations")
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="generations")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="generations", db_constraint=False)
     input_messages = models.JSONField(default=list, blank=True)
     output = models.TextField(blank=True, default="")
     status = models.CharField(
         max_length=20, choices=GenerationStatus.choices, default=GenerationStatus.RUNNING
     )
     initiator = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="initiated"
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="initiated", db_constraint=False,
     )
     started_by_rule = models.ForeignKey(
         "memory_engine.MemoryRule", null=True, blank=True, on_delete=models.SET_NULL,
         related_name="handler_generations",
-        help_text="Set when a rule handler made this generation; such generations fire no rules.",
+        help_text="Set when a rule handler made this generation; such generations fire no rules.", db_constraint=False,
     )
     extraction = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)

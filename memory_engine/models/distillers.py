@@ -16,7 +16,7 @@ class Distiller(models.Model):
     id = PublicIdField(prefix="dst")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="distillers")
     store = models.ForeignKey("memory_engine.MemoryStore", on_delete=models.CASCADE, related_name="distillers",
-                              help_text="Where its claims are written.")
+                              help_text="Where its claims are written.", db_constraint=False)
     document_paths = models.JSONField(default=list, blank=True, help_text="Path prefixes; empty: every document.")
     tags = models.JSONField(default=dict, blank=True, help_text="Only documents whose tags contain these.")
     prompt = models.TextField(blank=True, default="", help_text="Empty: the built-in prompt.")
@@ -48,8 +48,10 @@ class DistillerVersion(models.Model):
         FAILED = "failed"
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
-    distiller = models.ForeignKey(Distiller, on_delete=models.CASCADE, related_name="versions")
-    version = models.ForeignKey("memory_engine.DocumentVersion", on_delete=models.CASCADE, related_name="+")
+    distiller = models.ForeignKey(Distiller, on_delete=models.CASCADE, related_name="versions", db_constraint=False)
+    version = models.ForeignKey(
+        "memory_engine.DocumentVersion", on_delete=models.CASCADE, related_name="+", db_constraint=False,
+    )
     status = models.CharField(max_length=10, choices=Status.choices)
     counts = models.JSONField(default=dict, blank=True)
     error = models.JSONField(null=True, blank=True)
@@ -57,7 +59,9 @@ class DistillerVersion(models.Model):
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["distiller", "version"], name="me_distiller_version_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["distiller", "version", "project"], name="me_distiller_version_unique"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.distiller_id}: {self.version_id} {self.status}"
@@ -68,7 +72,7 @@ class DistillerRun(models.Model):
 
     id = PublicIdField(prefix="dsr")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
-    distiller = models.ForeignKey(Distiller, on_delete=models.CASCADE, related_name="runs")
+    distiller = models.ForeignKey(Distiller, on_delete=models.CASCADE, related_name="runs", db_constraint=False)
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
     counts = models.JSONField(default=dict, blank=True)

@@ -126,7 +126,7 @@ class Document(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     ingested_at = models.DateTimeField(null=True, blank=True)
     ingestion_rule = models.ForeignKey(
-        IngestionRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="documents"
+        IngestionRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="documents", db_constraint=False,
     )
     converter_state = models.JSONField(
         default=dict, blank=True, help_text="Pending-converter bookkeeping (callback nonce, expiry)."
@@ -136,7 +136,7 @@ class Document(models.Model):
     external_ref = models.CharField(max_length=500, null=True, blank=True)  # noqa: DJ001  (NULL: no identity)
     last_seen_at = models.DateTimeField(null=True, blank=True)
     active_version = models.ForeignKey("DocumentVersion", null=True, blank=True, on_delete=models.SET_NULL,
-                                       related_name="+")
+                                       related_name="+", db_constraint=False)
     # Retention (docs/retention.md): deprecated documents are kept but not searched by default;
     # a forgotten one is a tombstone (no chunks, no raw bytes, no file) that keeps its versions'
     # metadata and the reason.
@@ -173,7 +173,7 @@ class RawCapture(models.Model):
 
     id = PublicIdField(prefix="raw")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="raw_captures")
-    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="raw_captures")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="raw_captures", db_constraint=False)
     payload_sha256 = models.CharField(max_length=64)
     content_sha256 = models.CharField(max_length=64)
     data = models.BinaryField()
@@ -184,7 +184,8 @@ class RawCapture(models.Model):
     class Meta:
         ordering = ["created_at"]
         constraints = [
-            models.UniqueConstraint(fields=["document", "payload_sha256"], name="me_raw_capture_payload_unique")
+            models.UniqueConstraint(fields=["document", "payload_sha256", "project"],
+                                    name="me_raw_capture_payload_unique")
         ]
 
     def __str__(self) -> str:
@@ -215,7 +216,7 @@ class DocumentVersion(models.Model):
         ADAPTER = "adapter"
 
     id = PublicIdField(prefix="dv")
-    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="versions")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="versions", db_constraint=False)
     project = TenantProjectField()
     tenant_parent = "document"
     number = models.PositiveIntegerField()
@@ -233,14 +234,14 @@ class DocumentVersion(models.Model):
     captured_by_kind = models.CharField(max_length=10, choices=CapturedByKind.choices,
                                         default=CapturedByKind.SYSTEM)
     derived_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
-                                     related_name="derivations")
+                                     related_name="derivations", db_constraint=False)
     # Erasing a raw capture erases what was derived from it.
     raw_capture = models.ForeignKey(RawCapture, null=True, blank=True, on_delete=models.CASCADE,
-                                    related_name="versions")
+                                    related_name="versions", db_constraint=False)
     error = models.JSONField(null=True, blank=True)
     # The staged generation (replay run) that derived this version; NULL for a capture's own.
     generation = models.ForeignKey("ReplayRun", null=True, blank=True, on_delete=models.CASCADE,
-                                   related_name="versions")
+                                   related_name="versions", db_constraint=False)
     created_at = models.DateTimeField(default=timezone.now)
     activated_at = models.DateTimeField(null=True, blank=True)
     # ephemeral: tombstoned by the retention sweep DOCUMENT_EPHEMERAL_TTL_SECONDS after capture;
@@ -252,8 +253,8 @@ class DocumentVersion(models.Model):
     class Meta:
         ordering = ["document", "-number"]
         constraints = [
-            models.UniqueConstraint(fields=["document", "number"], name="me_document_version_number_unique"),
-            models.UniqueConstraint(fields=["document"], condition=models.Q(status="active"),
+            models.UniqueConstraint(fields=["document", "number", "project"], name="me_document_version_number_unique"),
+            models.UniqueConstraint(fields=["document", "project"], condition=models.Q(status="active"),
                                     name="me_document_one_active_version"),
         ]
 
@@ -265,23 +266,24 @@ class Chunk(EmbeddedText):
     """A searchable piece of a document, with its page when the source was paged."""
 
     id = PublicIdField(prefix="chk")
-    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks", db_constraint=False)
     project = TenantProjectField()
     tenant_parent = "document"
     # The version the chunk was cut from (NULL only for rows older than versions).
     version = models.ForeignKey("DocumentVersion", null=True, blank=True, on_delete=models.CASCADE,
-                                related_name="chunks")
+                                related_name="chunks", db_constraint=False)
     # NULL: live (what search sees). A replay run: staged by it, or (after its promote) the
     # live chunks it replaced, kept for a demote. Live search filters on ``generation IS NULL``.
     generation = models.ForeignKey("ReplayRun", null=True, blank=True, on_delete=models.CASCADE,
-                                   related_name="chunks")
+                                   related_name="chunks", db_constraint=False)
     chunk_index = models.PositiveIntegerField()
     page = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["document", "chunk_index"]
         constraints = [
-            models.UniqueConstraint(fields=["document", "chunk_index"], condition=models.Q(generation__isnull=True),
+            models.UniqueConstraint(fields=["document", "chunk_index", "project"],
+                                    condition=models.Q(generation__isnull=True),
                                     name="me_chunk_index_unique"),
         ]
         indexes = search_indexes("chunk")

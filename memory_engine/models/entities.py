@@ -93,11 +93,17 @@ class EntityEdge(models.Model):
 
     id = PublicIdField(prefix="edg")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
-    entity = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="edges")
+    entity = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="edges", db_constraint=False)
     relation = models.CharField(max_length=20, choices=Relation.choices)
-    memory = models.ForeignKey(Memory, null=True, blank=True, on_delete=models.CASCADE, related_name="entity_edges")
-    chunk = models.ForeignKey(Chunk, null=True, blank=True, on_delete=models.CASCADE, related_name="entity_edges")
-    other = models.ForeignKey(Entity, null=True, blank=True, on_delete=models.CASCADE, related_name="edges_in")
+    memory = models.ForeignKey(
+        Memory, null=True, blank=True, on_delete=models.CASCADE, related_name="entity_edges", db_constraint=False,
+    )
+    chunk = models.ForeignKey(
+        Chunk, null=True, blank=True, on_delete=models.CASCADE, related_name="entity_edges", db_constraint=False,
+    )
+    other = models.ForeignKey(
+        Entity, null=True, blank=True, on_delete=models.CASCADE, related_name="edges_in", db_constraint=False,
+    )
     #: ``about``: what of the entity the memory states, and the value it states
     attribute = models.CharField(max_length=200, blank=True, default="")
     value = models.CharField(max_length=500, blank=True, default="")
@@ -114,7 +120,8 @@ class EntityEdge(models.Model):
                 condition=(models.Q(memory__isnull=True) | models.Q(chunk__isnull=True))
                 & (models.Q(memory__isnull=False) | models.Q(chunk__isnull=False) | models.Q(other__isnull=False)),
                 name="me_edge_one_end"),
-            models.UniqueConstraint(fields=["entity", "relation", "memory", "chunk", "other"], nulls_distinct=False,
+            models.UniqueConstraint(fields=["entity", "relation", "memory", "chunk", "other", "project"],
+                                    nulls_distinct=False,
                                     name="me_edge_unique"),
         ]
         indexes = [

@@ -30,13 +30,13 @@ class EvidenceLink(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="evidence_links")
     kind = models.CharField(max_length=20, choices=Kind.choices)
     source_memory = models.ForeignKey(Memory, null=True, blank=True, on_delete=models.CASCADE,
-                                      related_name="links_out")
+                                      related_name="links_out", db_constraint=False)
     source_version = models.ForeignKey(DocumentVersion, null=True, blank=True, on_delete=models.CASCADE,
-                                       related_name="links_out")
+                                       related_name="links_out", db_constraint=False)
     target_memory = models.ForeignKey(Memory, null=True, blank=True, on_delete=models.CASCADE,
-                                      related_name="links_in")
+                                      related_name="links_in", db_constraint=False)
     target_version = models.ForeignKey(DocumentVersion, null=True, blank=True, on_delete=models.CASCADE,
-                                       related_name="links_in")
+                                       related_name="links_in", db_constraint=False)
     created_by = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -50,7 +50,7 @@ class EvidenceLink(models.Model):
                 condition=models.Q(target_memory__isnull=True) ^ models.Q(target_version__isnull=True),
                 name="me_link_one_target"),
             models.UniqueConstraint(
-                fields=["kind", "source_memory", "source_version", "target_memory", "target_version"],
+                fields=["kind", "source_memory", "source_version", "target_memory", "target_version", "project"],
                 nulls_distinct=False, name="me_link_unique"),
         ]
 

@@ -54,7 +54,7 @@ class MemoryStore(models.Model):
     subject_external_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     agent = models.ForeignKey(
         "memory_engine.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="own_stores",
-        help_text="agent tier: the agent whose own memory this is.",
+        help_text="agent tier: the agent whose own memory this is.", db_constraint=False,
     )
     ttl_default = models.PositiveIntegerField(
         null=True, blank=True, help_text="Seconds a memory lives when its writer sets no expires_at (empty: forever)."
@@ -84,7 +84,7 @@ class MemoryStore(models.Model):
                 condition=models.Q(tier="user", subject_external_id__isnull=False),
             ),
             models.UniqueConstraint(
-                fields=["agent"], name="me_store_one_per_agent", condition=models.Q(tier="agent"),
+                fields=["agent", "project"], name="me_store_one_per_agent", condition=models.Q(tier="agent"),
             ),
         ]
         indexes = [GinIndex(fields=["access_tags"], name="me_store_access_tags")]
@@ -100,7 +100,9 @@ class MemoryContent(EmbeddedText):
     # No index of its own: the unique (store, content_hash) index serves lookups by store. With a
     # second index on the store alone, the planner picked it for a lookup by (store, hash) when its
     # statistics had not seen the store yet, and read every content row of the store.
-    store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="contents", db_index=False)
+    store = models.ForeignKey(
+        MemoryStore, on_delete=models.CASCADE, related_name="contents", db_index=False, db_constraint=False,
+    )
     project = TenantProjectField()
     tenant_parent = "store"
     content_hash = models.CharField(max_length=64)
@@ -108,7 +110,7 @@ class MemoryContent(EmbeddedText):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["store", "content_hash"], name="me_content_unique_per_store")
+            models.UniqueConstraint(fields=["store", "content_hash", "project"], name="me_content_unique_per_store")
         ]
         indexes = [*search_indexes("content")]
 
@@ -175,10 +177,10 @@ class Memory(models.Model):
     (until expiry or the trash purge deletes them; the ledger keeps their ids)."""
 
     id = PublicIdField(prefix="mem")
-    store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="memories")
+    store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="memories", db_constraint=False)
     project = TenantProjectField()
     tenant_parent = "store"
-    content = models.ForeignKey(MemoryContent, on_delete=models.RESTRICT, related_name="memories")
+    content = models.ForeignKey(MemoryContent, on_delete=models.RESTRICT, related_name="memories", db_constraint=False)
     tags = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     source_type = models.CharField(max_length=20, choices=SourceType.choices, default=SourceType.MANUAL)
@@ -202,7 +204,7 @@ class Memory(models.Model):
     facet = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
     agent = models.ForeignKey(
         "memory_engine.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="memories",
-        help_text="The agent that wrote it or for which it was written (user_for_agent recall).",
+        help_text="The agent that wrote it or for which it was written (user_for_agent recall).", db_constraint=False,
     )
     evidence_count = models.PositiveIntegerField(default=1)
     reinforced_at = models.DateTimeField(null=True, blank=True)
@@ -213,7 +215,7 @@ class Memory(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     invalidated_at = models.DateTimeField(null=True, blank=True)
     superseded_by = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes", db_constraint=False,
     )
     # ephemeral: gets an expires_at (MEMORY_EPHEMERAL_TTL_SECONDS) when written without one;
     # legal_hold: forget and erasure refuse it, the sweep keeps it (docs/retention.md)
@@ -283,10 +285,10 @@ class MemoryRevision(models.Model):
     """A memory's earlier wording, kept when a reinforcing write restated it differently."""
 
     id = PublicIdField(prefix="mrev")
-    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="revisions")
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="revisions", db_constraint=False)
     project = TenantProjectField()
     tenant_parent = "memory"
-    content = models.ForeignKey(MemoryContent, on_delete=models.RESTRICT, related_name="revisions")
+    content = models.ForeignKey(MemoryContent, on_delete=models.RESTRICT, related_name="revisions", db_constraint=False)
     created_at = models.DateTimeField(default=timezone.now, help_text="When this wording was replaced.")
 
     class Meta:
@@ -346,7 +348,7 @@ class MemoryAssertion(models.Model):
     """
 
     id = PublicIdField(prefix="asr")
-    store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="assertions")
+    store = models.ForeignKey(MemoryStore, on_delete=models.CASCADE, related_name="assertions", db_constraint=False)
     project = TenantProjectField()
     tenant_parent = "store"
     # No database constraint: a memory deleted by expiry, the trash purge or a user-tier
@@ -397,15 +399,15 @@ class MemoryDerivation(models.Model):
     whose every version is superseded or forgotten is retired with them (services.distillers)."""
 
     project = models.ForeignKey("memory_engine.Project", on_delete=models.CASCADE, related_name="+")
-    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="derivations")
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="derivations", db_constraint=False)
     version = models.ForeignKey("memory_engine.DocumentVersion", on_delete=models.CASCADE,
-                                related_name="derived_memories")
+                                related_name="derived_memories", db_constraint=False)
     distiller = models.ForeignKey("memory_engine.Distiller", null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="+")
+                                  related_name="+", db_constraint=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["memory", "version"], name="me_derivation_unique")]
+        constraints = [models.UniqueConstraint(fields=["memory", "version", "project"], name="me_derivation_unique")]
         indexes = [models.Index(fields=["version"], name="me_derivation_version")]
 
     def __str__(self) -> str:

@@ -20,7 +20,9 @@ class MemoryMap(models.Model):
     text, the title and the consent category are read from the memories at each serve, so a
     forgotten memory leaves the map at once and a point is masked by its category of now."""
 
-    store = models.OneToOneField(MemoryStore, on_delete=models.CASCADE, primary_key=True, related_name="memory_map")
+    store = models.OneToOneField(
+        MemoryStore, on_delete=models.CASCADE, primary_key=True, related_name="memory_map", db_constraint=False,
+    )
     project = TenantProjectField()
     tenant_parent = "store"
     status = models.CharField(max_length=10, choices=MemoryMapStatus.choices, default=MemoryMapStatus.PENDING)

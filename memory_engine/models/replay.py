@@ -59,7 +59,7 @@ class ReplayRun(models.Model):
 
     id = PublicIdField(prefix="rep")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="replay_runs")
-    config = models.ForeignKey(TransformConfig, on_delete=models.CASCADE, related_name="runs")
+    config = models.ForeignKey(TransformConfig, on_delete=models.CASCADE, related_name="runs", db_constraint=False)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING, db_index=True)
     since = models.DateTimeField(null=True, blank=True)
     until = models.DateTimeField(null=True, blank=True)

@@ -22,7 +22,9 @@ class MemoryRule(models.Model):
         HTTP = "http"
 
     id = PublicIdField(prefix="mr")
-    store = models.ForeignKey("memory_engine.MemoryStore", on_delete=models.CASCADE, related_name="rules")
+    store = models.ForeignKey(
+        "memory_engine.MemoryStore", on_delete=models.CASCADE, related_name="rules", db_constraint=False,
+    )
     project = TenantProjectField()
     tenant_parent = "store"
     on = models.CharField(max_length=40, choices=On.choices, default=On.GENERATION_COMPLETED)
@@ -52,14 +54,14 @@ class MemoryRule(models.Model):
 class MemoryRuleAgent(models.Model):
     """A source agent of a rule (its own table, so the row carries its project: docs/scaling.md)."""
 
-    memoryrule = models.ForeignKey(MemoryRule, on_delete=models.CASCADE)
-    agent = models.ForeignKey("memory_engine.Agent", on_delete=models.CASCADE)
+    memoryrule = models.ForeignKey(MemoryRule, on_delete=models.CASCADE, db_constraint=False)
+    agent = models.ForeignKey("memory_engine.Agent", on_delete=models.CASCADE, db_constraint=False)
     project = TenantProjectField()
     tenant_parent = "memoryrule"
 
     class Meta:
         db_table = "memory_engine_memoryrule_source_agents"
-        unique_together = [("memoryrule", "agent")]  # as the table was made (an implicit many-to-many)
+        unique_together = [("memoryrule", "agent", "project")]
 
     def __str__(self) -> str:
         return f"{self.memoryrule_id} <- {self.agent_id}"

@@ -52,7 +52,9 @@ class WebhookDelivery(models.Model):
     after a failure, when the batch is tried again."""
 
     id = PublicIdField(prefix="whd")
-    subscription = models.ForeignKey(WebhookSubscription, on_delete=models.CASCADE, related_name="deliveries")
+    subscription = models.ForeignKey(
+        WebhookSubscription, on_delete=models.CASCADE, related_name="deliveries", db_constraint=False,
+    )
     project = TenantProjectField()
     tenant_parent = "subscription"
     status = models.CharField(max_length=20, choices=DeliveryStatus.choices)

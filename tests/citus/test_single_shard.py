@@ -4,10 +4,11 @@ as migrated, made reference and distributed tables the way bench/citus_inventory
 ``citus.multi_task_query_log_level = 'error'`` (tests/citus/api_flows.py): the key looked up by its
 prefix (a reference table) passes.
 
-Not single-shard yet, and so not asserted here: a store's read-back with its count of live
-memories (a join and a ``GROUP BY`` on the store's id, which a ``(project_id, id)`` key refuses),
-the write funnel's content lookup and dedup candidates, the memory listing and the search
-statement. Filtering every table they read by
+The schema is distributed with its keys and foreign keys as migrated (migration 0030: every key
+carries ``project_id``); a store is created and read back with its count of live memories.
+
+Not single-shard yet, and so not asserted here: the write funnel's content lookup and dedup
+candidates, the memory listing and the search statement. Filtering every table they read by
 ``project_id`` made them single-shard on the cluster, but on one PostgreSQL it changed the
 planner's choices at scale (a store of 10,000 memories among 130,000: a lexical search went from
 17 ms to 500 ms, the planner estimating the store and project filters as independent), so it was
@@ -63,6 +64,18 @@ def test_the_memory_tables_are_distributed(distributed: Distribution, table: str
     assert distributed.placed[table] == "distributed", distributed.tables[table].refusals
 
 
+def test_every_tenant_table_is_distributed_with_its_keys_as_migrated(distributed: Distribution) -> None:
+    """Migration 0030: Citus takes every key and foreign key as migrated; what it still refuses
+    is the triggers (created again with ``citus.enable_unsafe_triggers``)."""
+    assert len(distributed.distributed) == 33
+    for table in distributed.distributed:
+        assert distributed.placed[table] == "distributed", table
+        refused = [message for message, _change in distributed.tables[table].refusals if "has triggers" not in message]
+        assert refused == [], table
+    assert distributed.tables["memory_engine_memory"].keys_without_project() == []
+    assert [row for row in distributed.restored if row[2] != "accepted"] == []
+
+
 def step(flows: dict[str, dict[str, Any]], label: str) -> Any:
     found = flows[label]
     assert "error" not in found, f"{found['error']}\n  refused statement: {found.get('statement')}"
@@ -78,3 +91,11 @@ def test_the_flows_run_with_multi_shard_statements_refused(flows: dict[str, dict
 def test_the_key_is_looked_up_by_its_prefix(flows: dict[str, dict[str, Any]]) -> None:
     step(flows, "create a project and an API key (ORM)")
     assert step(flows, "api_key_authenticate: the key looked up by its prefix") is True
+
+
+def test_a_store_is_created_and_read_back_with_its_count(flows: dict[str, dict[str, Any]]) -> None:
+    """The read-back counts the store's live memories by a subquery correlated on the project
+    (memory_engine.db.SubqueryCount), not a ``GROUP BY`` on the store's id."""
+    created = step(flows, "POST /api/v1/memory-stores")
+    assert created["status"] == 201, created
+    assert created["answer"]["valid_memories"] == 0

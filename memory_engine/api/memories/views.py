@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import OuterRef, Q, QuerySet
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -15,10 +15,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory_engine.conf import engine_settings
+from memory_engine.db import SubqueryCount
 from memory_engine.exceptions import BatchTooLarge, NotFound
 from memory_engine.facets import validate_facet
 from memory_engine.models import Memory, MemoryAssertion, MemoryRevision, MemoryStore, Project
-from memory_engine.models.memories import Mechanism, Tier, live_memory_q, unexpired_memory_q
+from memory_engine.models.memories import Mechanism, Tier, unexpired_memory_q
 from memory_engine.policy import ADD, FORGET, PURGE, access_tags_write, require, share_resolve, visible
 from memory_engine.selectors.memories import drop_instruction_memories, in_facet, open_memory
 from memory_engine.services.memories import memory_write, memory_write_batch
@@ -51,7 +52,7 @@ from .serializers import (
 def stores_with_counts(project: Project) -> QuerySet[MemoryStore]:
     """The project's stores, each annotated with ``valid_memories``: its live memories."""
     return MemoryStore.objects.filter(project=project).annotate(
-        valid_memories=Count("memories", filter=live_memory_q("memories__")))
+        valid_memories=SubqueryCount(Memory.objects.live().filter(store=OuterRef("pk"), project=project)))
 
 
 @extend_schema_view(

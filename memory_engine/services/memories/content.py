@@ -141,7 +141,7 @@ CONTENT_UPSERT_SQL = f"""WITH upsert AS (
         (id, store_id, project_id, content_hash, text, embedding, embedding_model, guard, created_at)
     VALUES (%(id)s, %(store)s, %(project)s, %(hash)s, %(text)s, %(vector)s::vector, %(model)s, %(guard)s::jsonb,
             now())
-    ON CONFLICT (store_id, content_hash) DO UPDATE SET
+    ON CONFLICT (store_id, content_hash, project_id) DO UPDATE SET
         embedding = coalesce(memory_engine_memorycontent.embedding, EXCLUDED.embedding),
         embedding_model = CASE WHEN memory_engine_memorycontent.embedding IS NULL THEN EXCLUDED.embedding_model
                                ELSE memory_engine_memorycontent.embedding_model END,
