@@ -105,16 +105,16 @@ def _primary_keys(columns: str) -> list[str]:
             f"ADD CONSTRAINT {table}_pkey PRIMARY KEY ({columns.format(key=key)})" for table, key in PRIMARY_KEYS]
 
 
-COMPOSITE_KEYS = [
+COMPOSITE_KEYS = (
     *_primary_keys("{key}, project_id"),
     *(f"ALTER TABLE {table} ADD CONSTRAINT {table}_{column}_fk FOREIGN KEY ({column}, project_id) "
       f"REFERENCES {target} ({key}, project_id) DEFERRABLE INITIALLY DEFERRED"
       for table, column, target, key in FOREIGN_KEYS),
-]
-SINGLE_KEYS = [
+)
+SINGLE_KEYS = (
     *(f"ALTER TABLE {table} DROP CONSTRAINT {table}_{column}_fk" for table, column, _target, _key in FOREIGN_KEYS),
     *_primary_keys("{key}"),
-]
+)
 
 
 class Migration(migrations.Migration):
