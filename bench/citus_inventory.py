@@ -240,12 +240,12 @@ def probe_api(cluster: CitusCluster) -> list[tuple[str, str]]:
     def erase() -> Any:
         from django.db import transaction
 
-        # the row to erase, written with the feed trigger off (the step above shows that trigger fails)
+        # the row to erase (the step above wrote it, unless its feed trigger failed), written with that trigger off
         sql("SET citus.enable_unsafe_triggers = on", [])
         sql("ALTER TABLE memory_engine_memoryassertion DISABLE TRIGGER memory_engine_feed_assertion", [])
         sql("INSERT INTO memory_engine_memoryassertion (id, project_id, store_id, content, outcome, decision_reason, "
             "details, principal, mechanism, created_at) VALUES ('probe-assertion', %s, %s, 'probe', 'declared', '', "
-            "'{}', 'probe', 'api', now())", [state["project"].id, state.get("store")])
+            "'{}', 'probe', 'api', now()) ON CONFLICT DO NOTHING", [state["project"].id, state.get("store")])
         sql("ALTER TABLE memory_engine_memoryassertion ENABLE TRIGGER memory_engine_feed_assertion", [])
         sql("RESET citus.enable_unsafe_triggers", [])
         with transaction.atomic():

@@ -122,10 +122,35 @@ def run_flows() -> list[dict[str, Any]]:
             return {"status": response.status_code, "answer": answer}
         return action
 
-    def sql(statement: str) -> Any:
+    def sql(statement: str, params: Any = None) -> Any:
         with steps.connection.cursor() as cursor:
-            cursor.execute(statement)
-            return cursor.fetchone()[0]
+            cursor.execute(statement, params)
+            return cursor.fetchone()[0] if cursor.description else cursor.rowcount
+
+    def feed_entries() -> Any:
+        """A memory, its content and its assertion written by SQL with their project; the feed
+        triggers run at commit, on the worker that holds the project's shards: the entries (kind,
+        object, principal) in feed order."""
+        from django.db import transaction
+
+        project, store = state["project"].id, state["store"]
+        with transaction.atomic():
+            sql("INSERT INTO memory_engine_memorycontent (id, project_id, store_id, content_hash, text, "
+                "embedding_model, created_at) VALUES ('mc_flow', %s, %s, 'flow', %s, '', now())",
+                [project, store, TEXT])
+            sql("INSERT INTO memory_engine_memory (id, project_id, store_id, content_id, tags, metadata, source_type, "
+                "confidence, evidence_count, kind, summary, title, retention_class, created_at) VALUES "
+                "('mem_flow', %s, %s, 'mc_flow', '{}', '{}', 'manual', 1, 1, 'fact', '', '', 'standard', now())",
+                [project, store])
+            sql("INSERT INTO memory_engine_memoryassertion (id, project_id, store_id, memory_id, content, outcome, "
+                "decision_reason, details, principal, mechanism, created_at) VALUES "
+                "('ma_flow', %s, %s, 'mem_flow', %s, 'created', '', '{}', 'flows', 'api', now())",
+                [project, store, TEXT])
+        with steps.connection.cursor() as cursor:
+            cursor.execute("SELECT kind, object_id, principal FROM memory_engine_feedentry "
+                           "WHERE project_id = %s AND object_id IN ('mem_flow', 'ma_flow') ORDER BY txid, seq",
+                           [project])
+            return [list(row) for row in cursor.fetchall()]
 
     steps.run("SHOW citus.multi_task_query_log_level", lambda: sql("SHOW citus.multi_task_query_log_level"))
     steps.run("every project's memories counted (a multi-shard statement)",
@@ -139,6 +164,7 @@ def run_flows() -> list[dict[str, Any]]:
     steps.run("GET /api/v1/memories?memory_store_id=…", call("get", "/api/v1/memories?memory_store_id={store}"))
     search = {"query": "when does the deploy run", "memory_store_ids": ["{store}"]}
     steps.run("POST /api/v1/knowledge/search", call("post", "/api/v1/knowledge/search", search))
+    steps.run("a memory written by SQL, its feed entries written by the triggers at commit", feed_entries)
     steps.connection.close()
     return steps.results
 

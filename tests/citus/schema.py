@@ -44,6 +44,9 @@ MAX_ATTEMPTS = 8
 #: inside one, which Citus refuses (at the latest at commit: "cannot execute a distributed query
 #: from a query on a shard"); they have to become local work before the engine runs on Citus.
 NESTED_TRIGGERS = re.compile(r"^(memory_engine_feed_|me_lexical_statistics_)")
+#: Of those, the ones that still do: the lexical statistics' (the change feed's read only their own
+#: project's rows since migration 0031, which Citus runs on the shard's node).
+LEXICAL_TRIGGERS = re.compile(r"^me_lexical_statistics_")
 
 
 @dataclass
