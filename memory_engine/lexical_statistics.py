@@ -57,6 +57,7 @@ RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     vectors tsvector[] := ARRAY(SELECT to_tsvector('{config}'::regconfig, coalesce(t, ''))
                                 FROM unnest(texts) WITH ORDINALITY AS u(t, i) ORDER BY i);
+    gone record;
 BEGIN
     IF sign > 0 THEN
         INSERT INTO {STATISTICS_TABLE} AS s (project_id, part, documents, tokens)
@@ -69,15 +70,20 @@ BEGIN
         FROM {rows.replace(' WHERE', ' CROSS JOIN LATERAL unnest(r.v) l WHERE')} GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
         ON CONFLICT (project_id, part, term) DO UPDATE SET documents = s.documents + EXCLUDED.documents;
     ELSE
-        UPDATE {STATISTICS_TABLE} s SET documents = s.documents - d.documents, tokens = s.tokens - d.tokens
-        FROM (SELECT project_id, part, count(*) AS documents, coalesce(sum({length}), 0) AS tokens
-              FROM {rows} GROUP BY project_id, part ORDER BY project_id, part) d
-        WHERE s.project_id = d.project_id AND s.part = d.part;
-        UPDATE {TERM_TABLE} s SET documents = s.documents - d.documents
-        FROM (SELECT r.project_id, r.part, l.lexeme AS term, count(*) AS documents
-              FROM {rows.replace(' WHERE', ' CROSS JOIN LATERAL unnest(r.v) l WHERE')}
-              GROUP BY 1, 2, 3 ORDER BY 1, 2, 3) d
-        WHERE s.project_id = d.project_id AND s.part = d.part AND s.term = d.term;
+        -- one UPDATE per project and part, then per term, each naming its row's whole key: on a
+        -- Citus cluster each is a statement on the project's own shard, which a trigger on a
+        -- shard may run (an UPDATE joined to these rows is planned as a distributed one, refused there)
+        FOR gone IN SELECT project_id, part, count(*) AS documents, coalesce(sum({length}), 0) AS tokens
+                    FROM {rows} GROUP BY project_id, part ORDER BY project_id, part LOOP
+            UPDATE {STATISTICS_TABLE} s SET documents = s.documents - gone.documents, tokens = s.tokens - gone.tokens
+            WHERE s.project_id = gone.project_id AND s.part = gone.part;
+        END LOOP;
+        FOR gone IN SELECT r.project_id, r.part, l.lexeme AS term, count(*) AS documents
+                    FROM {rows.replace(' WHERE', ' CROSS JOIN LATERAL unnest(r.v) l WHERE')}
+                    GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 LOOP
+            UPDATE {TERM_TABLE} s SET documents = s.documents - gone.documents
+            WHERE s.project_id = gone.project_id AND s.part = gone.part AND s.term = gone.term;
+        END LOOP;
     END IF;
 END $$"""
 
@@ -132,6 +138,13 @@ def install_lexical_statistics(*, config: str | None = None, using: str = DEFAUL
             for statement in _triggers(table):
                 cursor.execute(statement)
         recount(cursor, config)
+
+
+def replace_apply_function(*, config: str | None = None, using: str = DEFAULT_DB_ALIAS) -> None:
+    """The function the triggers call, made again (its figures are unchanged: nothing is counted)."""
+    config = valid_config_name(config or engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG)
+    with connections[using].cursor() as cursor:
+        cursor.execute(_apply_function(config))
 
 
 def recount(cursor: Any, config: str) -> None:

@@ -127,6 +127,15 @@ def run_flows() -> list[dict[str, Any]]:
             cursor.execute(statement, params)
             return cursor.fetchone()[0] if cursor.description else cursor.rowcount
 
+    def uncount(counted: str) -> Any:
+        from django.db import transaction
+
+        project = state["project"].id
+        with transaction.atomic():
+            sql("DELETE FROM memory_engine_memory WHERE project_id = %s AND id = 'mem_flow'", [project])
+            sql("DELETE FROM memory_engine_memorycontent WHERE project_id = %s AND id = 'mc_flow'", [project])
+        return sql(counted, [project])
+
     def feed_entries() -> Any:
         """A memory, its content and its assertion written by SQL with their project; the feed
         triggers run at commit, on the worker that holds the project's shards: the entries (kind,
@@ -165,6 +174,9 @@ def run_flows() -> list[dict[str, Any]]:
     search = {"query": "when does the deploy run", "memory_store_ids": ["{store}"]}
     steps.run("POST /api/v1/knowledge/search", call("post", "/api/v1/knowledge/search", search))
     steps.run("a memory written by SQL, its feed entries written by the triggers at commit", feed_entries)
+    counted = "SELECT documents FROM memory_engine_lexicalstatistics WHERE project_id = %s AND part = 'content'"
+    steps.run("its content counted in the project's lexical statistics", lambda: sql(counted, [state["project"].id]))
+    steps.run("the memory and its content deleted by SQL: the content uncounted", lambda: uncount(counted))
     steps.connection.close()
     return steps.results
 

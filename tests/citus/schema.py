@@ -39,14 +39,6 @@ COORDINATOR_ONLY = re.compile(r"^(django_q_|django_session$|django_migrations$)"
 #: its prefix before the project is known (authentication), on every node.
 REFERENCE = frozenset({"memory_engine_apikey"})
 MAX_ATTEMPTS = 8
-#: The triggers whose function writes another distributed table in the writing transaction: the
-#: change feed's and the per-project lexical statistics'. On a shard that is a distributed statement
-#: inside one, which Citus refuses (at the latest at commit: "cannot execute a distributed query
-#: from a query on a shard"); they have to become local work before the engine runs on Citus.
-NESTED_TRIGGERS = re.compile(r"^(memory_engine_feed_|me_lexical_statistics_)")
-#: Of those, the ones that still do: the lexical statistics' (the change feed's read only their own
-#: project's rows since migration 0031, which Citus runs on the shard's node).
-LEXICAL_TRIGGERS = re.compile(r"^me_lexical_statistics_")
 
 
 @dataclass
@@ -316,7 +308,7 @@ def distribute(cursor: Any, *, as_migrated: Callable[[Distribution], None] | Non
                leave_out_triggers: re.Pattern[str] | None = None) -> Distribution:
     """The migrated schema of ``cursor``'s database (the coordinator's) made reference and
     distributed tables, refusals removed as they come (:func:`place`); then the foreign keys and
-    the triggers added back, but those ``leave_out_triggers`` matches (e.g. :data:`NESTED_TRIGGERS`).
+    the triggers added back, but those ``leave_out_triggers`` matches.
     ``as_migrated`` is shown the catalog before anything changes."""
     cursor.execute("SET client_min_messages = warning")
     tables = read_catalog(cursor)
