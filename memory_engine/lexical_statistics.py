@@ -58,6 +58,8 @@ DECLARE
     vectors tsvector[] := ARRAY(SELECT to_tsvector('{config}'::regconfig, coalesce(t, ''))
                                 FROM unnest(texts) WITH ORDINALITY AS u(t, i) ORDER BY i);
     gone record;
+    terms text[];
+    counts bigint[];
 BEGIN
     IF sign > 0 THEN
         INSERT INTO {STATISTICS_TABLE} AS s (project_id, part, documents, tokens)
@@ -70,19 +72,21 @@ BEGIN
         FROM {rows.replace(' WHERE', ' CROSS JOIN LATERAL unnest(r.v) l WHERE')} GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
         ON CONFLICT (project_id, part, term) DO UPDATE SET documents = s.documents + EXCLUDED.documents;
     ELSE
-        -- one UPDATE per project and part, then per term, each naming its row's whole key: on a
-        -- Citus cluster each is a statement on the project's own shard, which a trigger on a
-        -- shard may run (an UPDATE joined to these rows is planned as a distributed one, refused there)
+        -- per project and part (one, for a write): its figures, then its terms' as two arrays
+        -- joined to the term rows, each UPDATE naming the project: on a Citus cluster a statement
+        -- on the project's own shard, which a trigger on a shard may run (an UPDATE joined to a
+        -- grouping of these rows is planned as a distributed one, refused there)
         FOR gone IN SELECT project_id, part, count(*) AS documents, coalesce(sum({length}), 0) AS tokens
                     FROM {rows} GROUP BY project_id, part ORDER BY project_id, part LOOP
             UPDATE {STATISTICS_TABLE} s SET documents = s.documents - gone.documents, tokens = s.tokens - gone.tokens
             WHERE s.project_id = gone.project_id AND s.part = gone.part;
-        END LOOP;
-        FOR gone IN SELECT r.project_id, r.part, l.lexeme AS term, count(*) AS documents
-                    FROM {rows.replace(' WHERE', ' CROSS JOIN LATERAL unnest(r.v) l WHERE')}
-                    GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 LOOP
-            UPDATE {TERM_TABLE} s SET documents = s.documents - gone.documents
-            WHERE s.project_id = gone.project_id AND s.part = gone.part AND s.term = gone.term;
+            SELECT array_agg(t.term ORDER BY t.term), array_agg(t.documents ORDER BY t.term) INTO terms, counts
+            FROM (SELECT l.lexeme AS term, count(*) AS documents
+                  FROM {rows.replace(' WHERE', ' CROSS JOIN LATERAL unnest(r.v) l WHERE')}
+                    AND r.project_id = gone.project_id AND r.part = gone.part GROUP BY 1) t;
+            UPDATE {TERM_TABLE} s SET documents = s.documents - d.documents
+            FROM unnest(terms, counts) AS d(term, documents)
+            WHERE s.project_id = gone.project_id AND s.part = gone.part AND s.term = d.term;
         END LOOP;
     END IF;
 END $$"""
@@ -141,7 +145,7 @@ def install_lexical_statistics(*, config: str | None = None, using: str = DEFAUL
 
 
 def replace_apply_function(*, config: str | None = None, using: str = DEFAULT_DB_ALIAS) -> None:
-    """The function the triggers call, made again (its figures are unchanged: nothing is counted)."""
+    """The function the triggers call, made again (nothing is counted afresh)."""
     config = valid_config_name(config or engine_settings.KNOWLEDGE_TEXT_SEARCH_CONFIG)
     with connections[using].cursor() as cursor:
         cursor.execute(_apply_function(config))
