@@ -103,8 +103,7 @@ def main() -> None:
             cursor.execute(lexical_statistics._apply_function("english"))
     print()
     print_table(["rows deleted", f"{args.baseline} median ms", "checkout median ms", "ratio"], rows)
-    path = write_results("lexical-delete", results)
-    print(f"\nresults written to {path.relative_to(ROOT)}")
+    write_results("lexical-delete", results)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ and that ``UPDATE`` is planned as a distributed statement there, which fails. Th
 subtracts them per project and part (one, for a write): its figures by their key, then its
 terms' counts as two arrays joined to the term rows, each ``UPDATE`` naming the project, so on
 Citus each is a statement on the project's own shard. On one PostgreSQL the figures are the same
-and a delete costs no more (2,000 rows: 260 ms against 290, one row: 2.0 against 3.0 ms). Adding
-(an ``INSERT … ON CONFLICT`` of the rows that arrived) is unchanged.
+and a delete costs about what it did (``bench/lexical_delete.py``). Adding (an
+``INSERT … ON CONFLICT`` of the rows that arrived) is unchanged.
 """
 
 from django.db import migrations
