@@ -11,6 +11,8 @@ memory_engine.E008  PDF_EXTRACTOR is "pdfium" but the pypdfium2 package is not i
 memory_engine.E010  the lexical indexes were built with another text search config than the setting
 memory_engine.E020  a MEMORY_ENGINE value does not fit its declared type (memory_engine.conf.TYPES)
 memory_engine.E021  RELEVANCE_MODEL names a feature the relevance model does not know
+memory_engine.E030  on a Citus cluster: an engine table not placed, or a setting the engine needs on every node
+                    missing (`manage.py memory_engine_distribute` does what is left)
 
 Warnings about the host's deployment settings (docs/operations.md, "Worker and connection settings"):
 
@@ -281,7 +283,31 @@ def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any
     there too) and the aliases being migrated for `migrate`."""
     if (databases is not None and "default" not in databases) or not _settings_readable():
         return []
-    return _database_errors() + lexical_messages()
+    return _database_errors() + lexical_messages() + citus_messages()
+
+
+def citus_messages() -> list[CheckMessage]:
+    """E030 once the engine's tables are on a Citus cluster (some placed) and the distribution
+    plan is not empty: a table a later migration created, or a database setting missing."""
+    from .distribution import DistributionError, plan
+
+    if connection.vendor != "postgresql":
+        return []
+    try:
+        with connection.cursor() as cursor:
+            found = plan(cursor)
+    except (DistributionError, DatabaseError):
+        return []  # no Citus, or not migrated: nothing is distributed, nothing to check
+    if not found.placed or found.empty:
+        return []
+    left = [f"{name} is not a reference table" for name in found.reference]
+    left += [f"{name} is not distributed by project_id" for name in found.distributed]
+    left += [f"{name} is not set to {value} on database {found.database}" for name, value in found.settings.items()]
+    return [Error(
+        f"The engine's tables are on a Citus cluster but not all of it is in place: {'; '.join(left)}.",
+        hint="Run `python manage.py memory_engine_distribute` (`--dry-run` prints the SQL); docs/scaling.md.",
+        id="memory_engine.E030",
+    )]
 
 
 def lexical_messages() -> list[CheckMessage]:

@@ -1,6 +1,6 @@
 """One project's first API flows are single-shard statements on the cluster (issue 73): the schema
-as migrated, made reference and distributed tables the way bench/citus_inventory.py does
-(tests/citus/schema.py), and the API run against it by Django in a process of its own with
+as migrated, placed by ``manage.py memory_engine_distribute`` (memory_engine.distribution), and
+the API run against it by Django in a process of its own with
 ``citus.multi_task_query_log_level = 'error'`` (tests/citus/api_flows.py): the key looked up by its
 prefix (a reference table) passes.
 
@@ -16,7 +16,7 @@ planner's choices at scale (a store of 10,000 memories among 130,000: a lexical 
 17 ms to 500 ms, the planner estimating the store and project filters as independent), so it was
 taken back until it is measured with bench/scale.py.
 
-Every trigger is created again on the distributed tables (``citus.enable_unsafe_triggers``); the
+The command distributes the tables with their triggers (``citus.enable_unsafe_triggers``); the
 lexical statistics count a content row written and deleted on the shard (migration 0032).
 
 Not yet covered: pg_textsearch's bm25 on the shards (the search runs on the tsvector fallback)."""
@@ -32,7 +32,8 @@ from typing import Any
 import pytest
 
 from .cluster import CitusCluster
-from .schema import ROOT, Distribution, database_url, distribute, migrate
+from .schema import ROOT, database_url, migrate
+from .test_distribute import manage
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -40,14 +41,17 @@ DATABASE = "memory_engine_single_shard"
 
 
 @pytest.fixture(scope="module")
-def distributed(citus_cluster: CitusCluster) -> Iterator[Distribution]:
+def distributed(citus_cluster: CitusCluster) -> Iterator[dict[str, str]]:
+    """Each table of the migrated, distributed database by its Citus type."""
     migrate(citus_cluster, DATABASE)
-    with citus_cluster.coordinator.connect(DATABASE) as conn, conn.cursor() as cursor:
-        yield distribute(cursor)
+    done = manage(citus_cluster, "memory_engine_distribute", database=DATABASE)
+    assert done.returncode == 0, done.stderr[-3000:]
+    yield dict(citus_cluster.coordinator.execute("SELECT table_name::text, citus_table_type FROM citus_tables",
+                                                 dbname=DATABASE))
 
 
 @pytest.fixture(scope="module")
-def flows(distributed: Distribution, citus_cluster: CitusCluster) -> dict[str, dict[str, Any]]:
+def flows(distributed: dict[str, str], citus_cluster: CitusCluster) -> dict[str, dict[str, Any]]:
     """Each step of tests/citus/api_flows.py by its label."""
     done = subprocess.run([sys.executable, "-m", "tests.citus.api_flows", database_url(citus_cluster, DATABASE)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
@@ -56,27 +60,27 @@ def flows(distributed: Distribution, citus_cluster: CitusCluster) -> dict[str, d
     return {step["step"]: step for step in steps}
 
 
-def test_the_api_key_is_a_reference_table(distributed: Distribution) -> None:
-    assert distributed.placed["memory_engine_apikey"] == "reference"
-    assert "memory_engine_apikey" in distributed.reference
+def test_the_api_key_is_a_reference_table(distributed: dict[str, str]) -> None:
+    assert distributed["memory_engine_apikey"] == "reference"
 
 
 @pytest.mark.parametrize("table", ["memory_engine_memorystore", "memory_engine_memory",
                                    "memory_engine_memorycontent", "memory_engine_memoryassertion"])
-def test_the_memory_tables_are_distributed(distributed: Distribution, table: str) -> None:
-    assert distributed.placed[table] == "distributed", distributed.tables[table].refusals
+def test_the_memory_tables_are_distributed(distributed: dict[str, str], table: str) -> None:
+    assert distributed[table] == "distributed"
 
 
-def test_every_tenant_table_is_distributed_with_its_keys_as_migrated(distributed: Distribution) -> None:
-    """Migration 0030: Citus takes every key and foreign key as migrated; what it still refuses
-    is the triggers (created again with ``citus.enable_unsafe_triggers``)."""
-    assert len(distributed.distributed) == 33
-    for table in distributed.distributed:
-        assert distributed.placed[table] == "distributed", table
-        refused = [message for message, _change in distributed.tables[table].refusals if "has triggers" not in message]
-        assert refused == [], table
-    assert distributed.tables["memory_engine_memory"].keys_without_project() == []
-    assert [row for row in distributed.restored if row[2] != "accepted"] == []
+def test_every_tenant_table_is_distributed_with_its_keys_as_migrated(citus_cluster: CitusCluster,
+                                                                      distributed: dict[str, str]) -> None:
+    """Migration 0030: Citus takes every key and foreign key as migrated, none rebuilt."""
+    assert sum(kind == "distributed" for kind in distributed.values()) == 33
+    without_project = citus_cluster.coordinator.execute("""
+        SELECT count(*) FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid
+        JOIN citus_tables ct ON ct.table_name = t.oid AND ct.citus_table_type = 'distributed'
+        WHERE x.indisunique AND NOT EXISTS (SELECT 1 FROM unnest(x.indkey) k JOIN pg_attribute a
+                                            ON a.attrelid = t.oid AND a.attnum = k AND a.attname = 'project_id')""",
+                                                        dbname=DATABASE)
+    assert without_project == [(0,)]
 
 
 def step(flows: dict[str, dict[str, Any]], label: str) -> Any:

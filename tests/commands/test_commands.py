@@ -310,3 +310,15 @@ def test_demo_command_makes_an_empty_or_damaged_credentials_file_anew(tmp_path, 
 def test_demo_command_prints_the_address_it_is_given(tmp_path, hashing_embedder):
     out = run("memory_engine_demo", "--credentials-file", str(tmp_path / "demo.json"), "--address", "0.0.0.0:8123")
     assert "(http://0.0.0.0:8123/admin/)" in out and ":8000" not in out
+
+
+def test_distribute_without_citus_says_what_to_do_and_changes_nothing():
+    """On one PostgreSQL (no citus extension) the command refuses with what to do first, and the
+    system check that watches a distributed schema says nothing (tests/citus runs the command)."""
+    from memory_engine.checks import citus_messages
+
+    for args in ((), ("--dry-run",)):
+        with pytest.raises(CommandError, match="The citus extension is not installed in database .*: run CREATE "
+                                               r"EXTENSION citus there and add the workers \(citus_add_node\) first"):
+            run("memory_engine_distribute", *args)
+    assert citus_messages() == []
