@@ -4,6 +4,7 @@ one-by-one writes, and reads on a streaming replica (docs/scaling.md).
     .venv/bin/python bench/scale.py --data ../shared/data                   # 10k, 100k, 300k (~20 min)
     .venv/bin/python bench/scale.py --sizes 10000 --queries 50 --base-sample 300   # a quick check
     .venv/bin/python bench/scale.py --replica                               # + reads on a standby
+    .venv/bin/python bench/scale.py --sizes 100000 --projects 10 --skip-writes   # ten projects in one table
 
 One project in a database of its own (``bench_scale``): store A grows to N memories, three more
 stores hold N/10 each. Every memory takes the text of a real LoCoMo turn and a vector near that
@@ -20,6 +21,10 @@ a cost of the read path.
 ``batch``: the same texts written one ``POST /memories`` at a time and through
 ``POST /memories/batch`` (the real embedder, a new store each, in-process API), writes per second
 and ``batch_speedup`` = batch / single.
+
+``--projects N``: the sizes divided among N projects of the same shape (store A and three others
+each), the first one searched: one project among others in the same tables, as a hosted product
+has them (docs/benchmarks.md, *Every table by its project*).
 
 ``--replica``: a hot standby of the embedded server (``memory_engine.embedded.EmbeddedStandby``)
 as ``READ_REPLICAS``; a writer key writes and reads back at once, another key reads: reads served
@@ -240,6 +245,10 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=300, help="texts written per way (batch measurement)")
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--replica", action="store_true", help="also measure reads on a streaming standby")
+    parser.add_argument("--projects", type=int, default=1,
+                        help="spread the memories over this many projects of the same shape (store A and three "
+                             "others each, sizes divided among them); the first is measured")
+    parser.add_argument("--skip-writes", action="store_true", help="no batch measurement")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
     setup_django(DB_NAME)
@@ -248,23 +257,29 @@ def main() -> None:
 
     provider = get_embedding_provider()
     material = base_material(args.data, provider, args.base_sample)
-    project = Project.objects.create(name="bench-scale")
-    store = MemoryStore.objects.create(project=project, name="A")
-    others = [MemoryStore.objects.create(project=project, name=f"other-{i}") for i in range(OTHER_STORES)]
+    tenants = []
+    for number in range(args.projects):
+        tenant = Project.objects.create(name=f"bench-scale-{number}" if number else "bench-scale")
+        tenants.append((tenant, MemoryStore.objects.create(project=tenant, name="A"),
+                        [MemoryStore.objects.create(project=tenant, name=f"other-{i}") for i in range(OTHER_STORES)]))
+    project, store, others = tenants[0]
     questions = material["questions"][:args.queries]
-    sizes = [int(size) for size in args.sizes.split(",")]
+    sizes = [int(size) // args.projects for size in args.sizes.split(",")]
     loaded, rows = 0, []
     for n in sizes:
-        print(f"loading {n:,} memories into store A (+{n // 10:,} into each other store)...", flush=True)
+        print(f"loading {n:,} memories into store A (+{n // 10:,} into each other store)"
+              + (f" of each of {args.projects} projects" if args.projects > 1 else "") + "...", flush=True)
         drop_hnsw()
-        load_memories(store, material, n - loaded, seed=n)
-        for i, other in enumerate(others):
-            load_memories(other, material, n // 10 - loaded // 10, seed=n * 10 + i)
+        for number, (_tenant, tenant_store, tenant_others) in enumerate(tenants):
+            load_memories(tenant_store, material, n - loaded, seed=n + number * 7919)
+            for i, other in enumerate(tenant_others):
+                load_memories(other, material, n // 10 - loaded // 10, seed=(n + number * 7919) * 10 + i)
         loaded = n
         built = build_hnsw()
         one = search_latency(project, [store.pk], questions)
         whole = search_latency(project, [store.pk, *(o.pk for o in others)], questions)
-        rows.append({"memories": n, "project_memories": n + OTHER_STORES * (n // 10), "hnsw_build_s": round(built, 1),
+        rows.append({"memories": n, "project_memories": n + OTHER_STORES * (n // 10),
+                     "table_memories": args.projects * (n + OTHER_STORES * (n // 10)), "hnsw_build_s": round(built, 1),
                      "search_p50_ms": one["p50_ms"], "search_p95_ms": one["p95_ms"],
                      "project_p50_ms": whole["p50_ms"], "project_p95_ms": whole["p95_ms"],
                      "search_cold_p50_ms": one["cold_p50_ms"], "search_cold_p95_ms": one["cold_p95_ms"],
@@ -275,6 +290,11 @@ def main() -> None:
                       f"{r['search_p50_ms']} / {r['search_p95_ms']}", f"{r['project_p50_ms']} / {r['project_p95_ms']}",
                       f"{r['search_cold_p50_ms']} / {r['project_cold_p50_ms']}", r["hnsw_build_s"]] for r in rows])
     texts = [f"{turn} (note {i})" for i, turn in enumerate(material["turns"][:args.writes])]
+    if args.skip_writes:
+        path = write_results("scale", {"machine": machine(), "sizes": rows,
+                                       "args": {k: str(v) for k, v in vars(args).items()}})
+        print(f"wrote {path}")
+        return
     print(f"writing {len(texts)} memories one by one, then in batches of {args.batch_size}...", flush=True)
     batch = write_throughput(project, texts, args.batch_size)
     print_table(["writes", "single / s", "batch / s", "batch speedup"],
