@@ -193,7 +193,7 @@ def main() -> None:
         exact = nearest["exact"]
         forget_scan_modes()
         with connection.cursor() as cursor:
-            picked = "exact" if use_exact_scan(cursor, store.pk) else "HNSW"
+            picked = "exact" if use_exact_scan(cursor, store) else "HNSW"
         row: dict[str, Any] = {"memories": size, "share": round((size + len(ids)) / table_rows, 4),
                                "settings_pick": picked, "exact": summary_ms(took["exact"]), "hnsw": {}}
         for label, overrides in modes[1:]:

@@ -234,7 +234,8 @@ def _insert_columns(model: type[models.Model]) -> tuple[list[models.Field], str]
 def update_sql(obj: models.Model, changes: Mapping[str, Any]) -> tuple[str, list[Any]]:
     """The ``UPDATE`` of ``obj``'s row setting ``changes`` (field name: value; a model instance
     for a foreign key), the statement ``filter(pk=obj.pk).update(**changes)`` sends, and its
-    parameters, for :func:`one_round_trip`."""
+    parameters, for :func:`one_round_trip`. A row of a project names it too: on a distributed
+    PostgreSQL that routes the statement to the project's node (docs/scaling.md)."""
     meta = obj._meta
     db = connections[DEFAULT_DB_ALIAS]  # the connection itself, not its proxy: one lookup per call
     quote = db.ops.quote_name
@@ -245,8 +246,11 @@ def update_sql(obj: models.Model, changes: Mapping[str, Any]) -> tuple[str, list
         assert isinstance(field, models.Field) and field.column, f"{name} is not a column of {meta.label}"
         columns.append(f"{quote(field.column)} = %s")
         values.append(field.get_db_prep_save(value.pk if isinstance(value, models.Model) else value, db))
-    return (f"UPDATE {quote(meta.db_table)} SET {', '.join(columns)} WHERE {quote(meta.pk.column)} = %s",
-            [*values, obj.pk])
+    where, keys = f"{quote(meta.pk.column)} = %s", [obj.pk]
+    project_id = getattr(obj, "project_id", None)
+    if project_id is not None:
+        where, keys = f"{where} AND {quote('project_id')} = %s", [obj.pk, project_id]
+    return f"UPDATE {quote(meta.db_table)} SET {', '.join(columns)} WHERE {where}", [*values, *keys]
 
 
 def joins_statements() -> bool:

@@ -95,10 +95,11 @@ def forget_scan_modes() -> None:
     _scan_mode_cache.clear()
 
 
-def use_exact_scan(cursor: Any, store_id: str) -> bool:
+def use_exact_scan(cursor: Any, store: MemoryStore) -> bool:
     """Whether the store's dedup shortlist is an exact scan (else HNSW): its content rows, counted
     up to exact_scan_limit + 1 of the table's rows (the planner's estimate); the answer is kept
     for SCAN_MODE_TTL."""
+    store_id = store.pk
     cached = _scan_mode_cache.get(store_id)
     now = time.monotonic()
     if cached and now - cached[1] < SCAN_MODE_TTL:
@@ -106,8 +107,9 @@ def use_exact_scan(cursor: Any, store_id: str) -> bool:
     cursor.execute("SELECT reltuples FROM pg_class WHERE oid = 'memory_engine_memorycontent'::regclass")
     limit = exact_scan_limit(cursor.fetchone()[0])
     cursor.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM memory_engine_memorycontent WHERE store_id = %s LIMIT %s) s",
-        [store_id, limit + 1],
+        "SELECT count(*) FROM (SELECT 1 FROM memory_engine_memorycontent WHERE project_id = %s AND store_id = %s"
+        " LIMIT %s) s",
+        [store.project_id, store_id, limit + 1],
     )
     exact = cursor.fetchone()[0] <= limit
     _scan_mode_cache[store_id] = (exact, now)
@@ -179,9 +181,10 @@ def facet_filter(facet: str | None) -> str:
     return "m.facet IS NULL" if facet is None else "m.facet = %(facet)s"
 
 
-#: The candidates statement's parameters that shape its plan: the store (its share of the table),
-#: the limits. A prepared candidates statement holds them as literals (memory_engine.db.prepared).
-CANDIDATES_PLAN_PARAMS = ("store", "limit", "contents")
+#: The candidates statement's parameters that shape its plan: the store (its share of the table)
+#: and its project, the limits. A prepared candidates statement holds them as literals
+#: (memory_engine.db.prepared).
+CANDIDATES_PLAN_PARAMS = ("store", "project", "limit", "contents")
 
 
 def candidates_query(store: MemoryStore, *, content_id: str | None = None, digest: str = "", facet: str | None,
@@ -196,7 +199,7 @@ def candidates_query(store: MemoryStore, *, content_id: str | None = None, diges
         row = "id = %(content)s"
         content = "%(content)s"
     else:
-        row = "store_id = %(store)s AND content_hash = %(hash)s"
+        row = "project_id = %(project)s AND store_id = %(store)s AND content_hash = %(hash)s"
         content = f"(SELECT id FROM memory_engine_memorycontent WHERE {row})"
     # A scalar subquery is evaluated once, as a parameter, so the HNSW index can order by it
     # (a joined CTE column would force a full sort).
@@ -206,24 +209,28 @@ def candidates_query(store: MemoryStore, *, content_id: str | None = None, diges
     # the shortlist by the transaction's (LIVE_MEMORY_SQL), as they were when they were separate
     # statements.
     live_now = f"{facet_sql} AND {live_memory_sql(now='%(now)s')}"
+    # Every row read is the store's project's, which each table's filter says: on a distributed
+    # PostgreSQL (docs/scaling.md) that routes the statement to the one node holding the project.
+    # The column is unindexed: it never takes an index's place.
+    tenant = "m.project_id = %(project)s AND c.project_id = %(project)s"
     columns = f"m.*, {CANDIDATE_CONTENT_SQL}"
     joined = "memory_engine_memory m JOIN memory_engine_memorycontent c ON c.id = m.content_id"
     branches = []
     if about is not None:
         branches.append(
             f"""(SELECT 'about' AS role, 1 - (c.embedding <=> {query}) AS cosine, {columns} FROM {joined}
-            WHERE m.store_id = %(store)s AND {live_now} AND m.about_kind = %(about_kind)s
+            WHERE m.store_id = %(store)s AND {tenant} AND {live_now} AND m.about_kind = %(about_kind)s
             AND m.about_key = %(about_key)s ORDER BY m.created_at, m.id LIMIT 1)""")
     if not new_content:
         # The content row is the store's: no store filter, which the planner could prefer to the
         # content's index while its statistics have not seen the store (estimated at one row).
         branches.append(
             f"""(SELECT 'same' AS role, NULL::float8 AS cosine, {columns} FROM {joined}
-            WHERE m.content_id = {content} AND {live_now} ORDER BY m.created_at, m.id LIMIT 1)""")
+            WHERE m.content_id = {content} AND {tenant} AND {live_now} ORDER BY m.created_at, m.id LIMIT 1)""")
     exact = False
     if neighbours:
         with connection.cursor() as cursor:
-            exact = use_exact_scan(cursor, store.pk)
+            exact = use_exact_scan(cursor, store)
         if exact:
             branches.extend(_exact_near_branches(columns))
         else:
@@ -233,8 +240,8 @@ def candidates_query(store: MemoryStore, *, content_id: str | None = None, diges
             # statistics have not seen the store yet (a new store in an analyzed table: estimated
             # at one row), then compare every memory with every content row.
             branches.append(f"""(SELECT 'near' AS role, 1 - (c.embedding <=> {query}) AS cosine, {columns} FROM {joined}
-                WHERE c.store_id = %(store)s AND {facet_sql} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
-                ORDER BY c.embedding <=> {query} LIMIT %(limit)s)""")
+                WHERE c.store_id = %(store)s AND {tenant} AND {facet_sql} AND {LIVE_MEMORY_SQL}
+                AND c.embedding IS NOT NULL ORDER BY c.embedding <=> {query} LIMIT %(limit)s)""")
         if subjects:
             # The memories about one of the write's subjects: among many similar records of one
             # kind, the nearest by cosine are usually other subjects' (the GIN index on live
@@ -242,7 +249,7 @@ def candidates_query(store: MemoryStore, *, content_id: str | None = None, diges
             # the HNSW index, where other stores' nearer rows could use up the scan before it
             # reaches them (the update would then retire nothing).
             branches.append(f"""(SELECT 'subject' AS role, 1 - (c.embedding <=> {query}) AS cosine, {columns}
-                FROM {joined} WHERE m.store_id = %(store)s AND {facet_sql} AND {LIVE_MEMORY_SQL}
+                FROM {joined} WHERE m.store_id = %(store)s AND {tenant} AND {facet_sql} AND {LIVE_MEMORY_SQL}
                 AND m.subjects && %(subjects)s::text[] AND c.embedding IS NOT NULL
                 ORDER BY (c.embedding <=> {query}) + 0 LIMIT %(limit)s)""")
     if not branches:
@@ -250,7 +257,7 @@ def candidates_query(store: MemoryStore, *, content_id: str | None = None, diges
     statement = "\nUNION ALL\n".join(branches)
     if exact:
         statement = f"{_exact_shortlist_ctes(query, facet_sql)}\n{statement}"
-    params = {"store": store.pk, "facet": facet, "limit": limit, "now": timezone.now(),
+    params = {"store": store.pk, "project": store.project_id, "facet": facet, "limit": limit, "now": timezone.now(),
               "contents": limit * NEAREST_CONTENTS_PER_NEIGHBOUR,
               "about_kind": about.kind if about else None, "about_key": about.key if about else None,
               "subjects": list(subjects or [])}
@@ -339,22 +346,24 @@ def _exact_shortlist_ctes(query: str, facet_sql: str) -> str:
     """
     return f"""WITH nearest_content AS MATERIALIZED (
     SELECT id, (embedding <=> {query}) + 0 AS distance FROM memory_engine_memorycontent
-    WHERE store_id = %(store)s AND embedding IS NOT NULL ORDER BY distance LIMIT %(contents)s),
+    WHERE project_id = %(project)s AND store_id = %(store)s AND embedding IS NOT NULL
+    ORDER BY distance LIMIT %(contents)s),
 near AS MATERIALIZED (
     SELECT n.distance, m.id FROM nearest_content n JOIN memory_engine_memory m ON m.content_id = n.id
-    WHERE {facet_sql} AND {LIVE_MEMORY_SQL} ORDER BY n.distance LIMIT %(limit)s),
+    WHERE m.project_id = %(project)s AND {facet_sql} AND {LIVE_MEMORY_SQL} ORDER BY n.distance LIMIT %(limit)s),
 scan AS MATERIALIZED (
     SELECT (c.embedding <=> {query}) + 0 AS distance, m.id
     FROM memory_engine_memory m JOIN memory_engine_memorycontent c ON c.id = m.content_id
-    WHERE m.store_id = %(store)s AND {facet_sql} AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL
-    ORDER BY distance LIMIT %(limit)s)"""
+    WHERE m.store_id = %(store)s AND m.project_id = %(project)s AND c.project_id = %(project)s AND {facet_sql}
+    AND {LIVE_MEMORY_SQL} AND c.embedding IS NOT NULL ORDER BY distance LIMIT %(limit)s)"""
 
 
 def _exact_near_branches(columns: str) -> list[str]:
     """The exact shortlist's two branches of dedup_candidates' statement (_exact_shortlist_ctes):
     ``near``, and ``scan`` only when ``near`` fell short; each memory row and its content's
     columns read by key."""
-    rows = ("memory_engine_memory m ON m.id = n.id JOIN memory_engine_memorycontent c ON c.id = m.content_id")
+    rows = ("memory_engine_memory m ON m.id = n.id AND m.project_id = %(project)s"
+            " JOIN memory_engine_memorycontent c ON c.id = m.content_id AND c.project_id = %(project)s")
     return [
         f"(SELECT 'near' AS role, 1 - n.distance AS cosine, {columns} FROM near n JOIN {rows})",
         f"""(SELECT 'scan' AS role, 1 - n.distance AS cosine, {columns} FROM scan n JOIN {rows}
@@ -390,7 +399,7 @@ def nearest_live_memories(store: MemoryStore, content_id: str, *, facet: str | N
     same facet, against a content row's vector (dedup_candidates' shortlist on its own, with
     the HNSW settings set for the transaction)."""
     with connection.cursor() as cursor:
-        if not use_exact_scan(cursor, store.pk):
+        if not use_exact_scan(cursor, store):
             cursor.execute(f"SELECT {HNSW_SETTINGS_SQL}", hnsw_settings())
     return dedup_candidates(store, content_id, facet=facet, about=None, neighbours=True, limit=limit).neighbours
 

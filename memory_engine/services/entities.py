@@ -336,15 +336,18 @@ def entity_edges_revive(*, memory_ids: Sequence[str]) -> int:
 
 
 def entities_named_by(*, memory_ids: Iterable[str] | QuerySet[Any] = (),
-                      chunks: QuerySet[Chunk] | None = None) -> set[str]:
+                      chunks: QuerySet[Chunk] | None = None, project_id: Any = None) -> set[str]:
     """The entities at either end of an edge to these memories (ids, or a query of their ids) or
     chunks: those a removal of them may leave with no edge (call before the removal, then
-    :func:`entities_drop_unnamed`)."""
+    :func:`entities_drop_unnamed`). ``project_id``: the edges' project, named in the statement
+    (one node's on a distributed PostgreSQL, docs/scaling.md)."""
     ends = Q(memory_id__in=memory_ids if isinstance(memory_ids, QuerySet) else list(memory_ids))
     if chunks is not None:
         ends |= Q(chunk_id__in=chunks.values("pk"))
-    return {entity_id for pair in EntityEdge.objects.filter(ends).values_list("entity_id", "other_id")
-            for entity_id in pair if entity_id}
+    edges = EntityEdge.objects.filter(ends)
+    if project_id is not None:
+        edges = edges.filter(project_id=project_id)
+    return {entity_id for pair in edges.values_list("entity_id", "other_id") for entity_id in pair if entity_id}
 
 
 def entities_drop_unnamed(*, entity_ids: Iterable[str]) -> list[tuple[str, str]]:

@@ -113,9 +113,10 @@ def _validate_selector(subject_external_id: str | None, tags: dict[str, Any] | N
     return selector
 
 
-def _check_purge(caller: Principal, subject_store: MemoryStore | None, memories: Any, documents: Any) -> None:
-    stores = MemoryStore.objects.filter(Q(pk__in=memories.values("store_id"))
-                                        | Q(pk=subject_store.pk if subject_store is not None else None))
+def _check_purge(caller: Principal, project: Project, subject_store: MemoryStore | None, memories: Any,
+                 documents: Any) -> None:
+    stores = MemoryStore.objects.filter(project=project).filter(
+        Q(pk__in=memories.values("store_id")) | Q(pk=subject_store.pk if subject_store is not None else None))
     for row in [*stores, *documents]:
         require(caller, PURGE, row)
 
@@ -137,11 +138,12 @@ def subject_erase(*, project: Project, caller: Principal, subject_external_id: s
         memory_filter |= Q(store=subject_store)
     if tags:
         memory_filter |= Q(tags__contains=tags)
-    memories = visible(caller, Memory.objects.filter(memory_filter, store__project=project), None)
+    memories = visible(caller, Memory.objects.of_project(project.pk).filter(memory_filter), None)
     documents = (visible(caller, Document.objects.filter(project=project, tags__contains=tags), None) if tags
                  else Document.objects.none())
-    _check_purge(caller, subject_store, memories, documents)
-    check_legal_hold(memories=memories, versions=DocumentVersion.objects.filter(document__in=documents))
+    _check_purge(caller, project, subject_store, memories, documents)
+    check_legal_hold(memories=memories,
+                     versions=DocumentVersion.objects.filter(project=project, document__in=documents))
     return erase_rows(project=project, principal=principal, selector=selector, memories=memories,
                       documents=documents, subject_store=subject_store)
 
@@ -161,7 +163,7 @@ def erase_rows(*, project: Project, principal: str, selector: dict[str, Any], me
                        | ({subject_store.pk} if subject_store is not None else set()))
     for store_id in store_ids:  # sorted: two erasures never wait on each other's locks
         lock_store(store_id)
-    memories = Memory.objects.filter(memory_filter, store__project=project)  # re-read under the locks
+    memories = Memory.objects.of_project(project.pk).filter(memory_filter)  # re-read under the locks
 
     digest = _Digest()
     ids: dict[str, list[str]] = {}
@@ -175,27 +177,32 @@ def erase_rows(*, project: Project, principal: str, selector: dict[str, Any], me
 
     memory_rows = list(memories.values_list("pk", "content__text"))
     memory_ids = [pk for pk, _ in memory_rows]
-    revision_rows = list(MemoryRevision.objects.filter(memory_id__in=memory_ids)
+    revision_rows = list(MemoryRevision.objects.filter(project=project, content__project=project,
+                                                       memory_id__in=memory_ids)
                          .values_list("pk", "content__text"))
     content_ids = set(memories.values_list("content_id", flat=True)) | set(
-        MemoryRevision.objects.filter(memory_id__in=memory_ids).values_list("content_id", flat=True))
+        MemoryRevision.objects.filter(project=project, memory_id__in=memory_ids).values_list("content_id", flat=True))
     if subject_store is not None:
-        content_ids |= set(MemoryContent.objects.filter(store=subject_store).values_list("pk", flat=True))
+        content_ids |= set(MemoryContent.objects.filter(project=project, store=subject_store)
+                           .values_list("pk", flat=True))
     assertion_filter = Q(memory_id__in=memory_ids) | Q(replaced_memory_id__in=memory_ids)
     if subject_store is not None:
         assertion_filter |= Q(store=subject_store)
-    assertions = MemoryAssertion.objects.filter(assertion_filter, store__project=project)
+    assertions = MemoryAssertion.objects.filter(assertion_filter, project=project)
     assertion_rows = list(assertions.values_list("pk", "content"))
     generation_ids = sorted(set(assertions.exclude(generation_id=None).values_list("generation_id", flat=True)))
 
-    version_rows = list(DocumentVersion.objects.filter(document__in=documents).values_list("pk", "sha256"))
-    chunk_rows = list(Chunk.objects.filter(document__in=documents).values_list("pk", "text"))
+    # order_by(): the models' default orders join the document (the receipt sorts its ids itself)
+    version_rows = list(DocumentVersion.objects.filter(project=project, document__in=documents).order_by()
+                        .values_list("pk", "sha256"))
+    chunk_rows = list(Chunk.objects.filter(project=project, document__in=documents).order_by()
+                      .values_list("pk", "text"))
     raw_rows = [(pk, bytes(data)) for pk, data in
-                RawCapture.objects.filter(document__in=documents).values_list("pk", "data")]
+                RawCapture.objects.filter(project=project, document__in=documents).order_by().values_list("pk", "data")]
     document_rows = list(documents.values_list("pk", "sha256"))
-    vectors = (MemoryContent.objects.filter(pk__in=content_ids, embedding__isnull=False).count()
-               + Chunk.objects.filter(document__in=documents, embedding__isnull=False).count())
-    named = entities_named_by(memory_ids=memory_ids)
+    vectors = (MemoryContent.objects.filter(project=project, pk__in=content_ids, embedding__isnull=False).count()
+               + Chunk.objects.filter(project=project, document__in=documents, embedding__isnull=False).count())
+    named = entities_named_by(memory_ids=memory_ids, project_id=project.pk)
 
     # memories (revisions cascade), then the content rows nothing else uses any more
     Memory.objects.filter(pk__in=memory_ids).delete()

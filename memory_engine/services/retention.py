@@ -75,14 +75,15 @@ def memory_retention_set(*, memory: Memory, retention_class: str, caller: Princi
     ephemeral without an ``expires_at`` gives it one (MEMORY_EPHEMERAL_TTL_SECONDS from now)."""
     retention_class = validate_retention_class(retention_class)
     lock_store(memory.store_id)
-    memory = Memory.objects.select_related("content", "store").get(pk=memory.pk)
+    memory = Memory.objects.of_project(memory.project_id).select_related("content", "store").get(pk=memory.pk)
     require_hold_release(caller, memory, current=memory.retention_class, new=retention_class)
     previous = memory.retention_class
     fields: dict[str, object] = {"retention_class": retention_class}
     if retention_class == RetentionClass.EPHEMERAL and memory.expires_at is None:
         fields["expires_at"] = timezone.now() + timedelta(seconds=engine_settings.MEMORY_EPHEMERAL_TTL_SECONDS)
-    Memory.objects.filter(pk=memory.pk).update(**fields)
-    memory.refresh_from_db(fields=list(fields))
+    Memory.objects.filter(pk=memory.pk, project_id=memory.project_id).update(**fields)
+    for name, value in fields.items():
+        setattr(memory, name, value)
     if previous != retention_class:
         RetentionChange.objects.create(
             project_id=memory.store.project_id, kind=RetentionChange.Kind.MEMORY, object_id=memory.pk,

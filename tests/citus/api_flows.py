@@ -111,7 +111,8 @@ def run_flows() -> list[dict[str, Any]]:
     def authenticate() -> bool:
         return api_key_authenticate(state["raw"]).project_id == state["project"].id
 
-    def call(method: str, path: str, body: Any = None) -> Callable[[], Any]:
+    def call(method: str, path: str, body: Any = None, keep: str | None = None) -> Callable[[], Any]:
+        """The request; ``keep``: the answer's ``id`` kept in ``state`` under that name."""
         def action() -> Any:
             target = path.format(**state)
             data = json.loads(json.dumps(body).replace("{store}", str(state.get("store")))) if body else None
@@ -119,6 +120,8 @@ def run_flows() -> list[dict[str, Any]]:
             answer = response.json() if response.get("Content-Type", "").startswith("application/json") else {}
             if path == "/api/v1/memory-stores" and response.status_code == 201:
                 state["store"] = answer["id"]
+            if keep and response.status_code in (200, 201):
+                state[keep] = answer["id"]
             return {"status": response.status_code, "answer": answer}
         return action
 
@@ -173,8 +176,29 @@ def run_flows() -> list[dict[str, Any]]:
     steps.run("GET /api/v1/memories?memory_store_id=…", call("get", "/api/v1/memories?memory_store_id={store}"))
     search = {"query": "when does the deploy run", "memory_store_ids": ["{store}"]}
     steps.run("POST /api/v1/knowledge/search", call("post", "/api/v1/knowledge/search", search))
-    steps.run("a memory written by SQL, its feed entries written by the triggers at commit", feed_entries)
+    about = {"kind": "preference", "key": "release_day"}
+    steps.run("POST /api/v1/memories (about release_day)", call("post", "/api/v1/memories", {
+        "memory_store_id": "{store}", "content": "The release train leaves on Tuesdays.", "about": about}))
+    steps.run("POST /api/v1/memories (about release_day, a new value: supersede)", call("post", "/api/v1/memories", {
+        "memory_store_id": "{store}", "content": "The release train leaves on Thursdays.", "about": about}))
+    steps.run("POST /api/v1/memories/batch", call("post", "/api/v1/memories/batch", {
+        "memory_store_id": "{store}", "memories": [{"content": "The staging database is rebuilt every night."},
+                                                   {"content": "Incident reviews happen within five days."}]}))
+    steps.run("GET /api/v1/feed", call("get", "/api/v1/feed"))
+    steps.run("POST /api/v1/memories (tags case: held)", call("post", "/api/v1/memories", {
+        "memory_store_id": "{store}", "content": "The auditor asked for the March invoices.",
+        "tags": {"case": "audit"}}, keep="held"))
+    steps.run("POST /api/v1/memories/{held}/retention (legal_hold)",
+              call("post", "/api/v1/memories/{held}/retention", {"retention_class": "legal_hold"}))
+    steps.run("POST /api/v1/erasure (tags case: held: refused)",
+              call("post", "/api/v1/erasure", {"tags": {"case": "audit"}}))
+    steps.run("POST /api/v1/memories (tags team: gone)", call("post", "/api/v1/memories", {
+        "memory_store_id": "{store}", "content": "The gone team met on Wednesdays.", "tags": {"team": "gone"}}))
+    steps.run("POST /api/v1/erasure (tags team: gone)", call("post", "/api/v1/erasure", {"tags": {"team": "gone"}}))
+    steps.run("GET /api/v1/erasure-receipts", call("get", "/api/v1/erasure-receipts"))
     counted = "SELECT documents FROM memory_engine_lexicalstatistics WHERE project_id = %s AND part = 'content'"
+    steps.run("the project's content rows counted before", lambda: sql(counted, [state["project"].id]))
+    steps.run("a memory written by SQL, its feed entries written by the triggers at commit", feed_entries)
     steps.run("its content counted in the project's lexical statistics", lambda: sql(counted, [state["project"].id]))
     steps.run("the memory and its content deleted by SQL: the content uncounted", lambda: uncount(counted))
     steps.connection.close()

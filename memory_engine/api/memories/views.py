@@ -154,7 +154,9 @@ class MemoryViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
     def get_queryset(self) -> QuerySet[Memory]:
         # An expired memory is gone for every route, before the sweep deletes it.
         return (
-            visible(self.caller, Memory.objects.filter(store__project=self.project), self.detail_action)
+            # each table by the project (the memory's, its store's, its content's): one node's
+            # statement on a distributed PostgreSQL (docs/scaling.md)
+            visible(self.caller, Memory.objects.of_project(self.project.pk), self.detail_action)
             .filter(unexpired_memory_q())
             .select_related("content", "store").order_by("created_at", "id")
         )

@@ -121,7 +121,8 @@ def knowledge_search(request: SearchRequest) -> SearchResult:
         return SearchResult(results=[])
     withheld = [0]  # the hits the instruction guard kept out (SearchResult.withheld)
     if request.query is None:  # a listing: nothing to judge (relevance None, every hit relevant)
-        hits = _with_entities(_guarded(_ordered_read(scope, request.limit), request.guard_path, withheld))
+        hits = _with_entities(_guarded(_ordered_read(scope, request.limit), request.guard_path, scope.project_id,
+                                       withheld), scope.project_id)
         return SearchResult(results=hits, evidence=_evidence(hits), withheld=withheld[0])
 
     timings: dict[str, float] = {}
@@ -222,10 +223,11 @@ def _ranked(request: SearchRequest, knobs: RankingKnobs, scope: Scope, rows: lis
                "graph": engine_settings.SEARCH_GRAPH_WEIGHT}
     hits = fuse(rows, rrf_k=knobs.rrf_k, half_life=request.recency_half_life_days, limit=len(rows),
                 min_similarity=request.min_similarity, weights=weights)
+    project_id = request.project.pk
     started = _lap(timings, "fusion_ms", started)
     hits = _with_context(scope, hits, {row.id for row in rows if row.turn}, query, request.limit)
     started = _lap(timings, "context_ms", started)
-    hits = _guarded(hits, request.guard_path, withheld)
+    hits = _guarded(hits, request.guard_path, project_id, withheld)
     started = _lap(timings, "guard_ms", started)
     # The authority prior and the bounded boosts: clamped multipliers on the fused score.
     corroboration = None
@@ -244,7 +246,8 @@ def _ranked(request: SearchRequest, knobs: RankingKnobs, scope: Scope, rows: lis
         started = _lap(timings, "dedupe_ms", started)
     if knobs.mmr:
         pool = engine_settings.SEARCH_MMR_POOL
-        hits = stages.mmr(hits, _stored_vectors(hits[:pool]), lambda_=engine_settings.SEARCH_MMR_LAMBDA, pool=pool)
+        hits = stages.mmr(hits, _stored_vectors(hits[:pool], project_id), lambda_=engine_settings.SEARCH_MMR_LAMBDA,
+                          pool=pool)
         _lap(timings, "mmr_ms", started)
     # Relevance over the whole answer (its features are relative to its best), then the filter
     # and the cut: the ranking is left as it is.
@@ -254,7 +257,7 @@ def _ranked(request: SearchRequest, knobs: RankingKnobs, scope: Scope, rows: lis
                            threshold=threshold)
     if min_relevance is not None:
         hits = [hit for hit in hits if hit.relevant]
-    return _with_entities(hits[:request.limit])
+    return _with_entities(hits[:request.limit], project_id)
 
 
 def _with_context(scope: Scope, hits: list[SearchHit], turn_ids: set[str], query: _Query,
@@ -275,14 +278,17 @@ def _with_context(scope: Scope, hits: list[SearchHit], turn_ids: set[str], query
                         gap=timedelta(minutes=float(engine_settings.SEARCH_CONTEXT_GAP_MINUTES)))
 
 
-def _with_entities(hits: list[SearchHit]) -> list[SearchHit]:
+# The statements after the ranking read the hits by id and by the project: redundant on one
+# PostgreSQL, on a distributed one that routes them to one node (docs/scaling.md).
+def _with_entities(hits: list[SearchHit], project_id: Any) -> list[SearchHit]:
     """Each hit's ``entity_ids``: the entities its memory or chunk mentions (valid edges; one
     statement for the answer). The caller sees each of them, through the hit itself."""
     ids = {source: [h.id for h in hits if h.source == source] for source in (MEMORY, DOCUMENT)}
     if not any(ids.values()):
         return hits
     with read_connection().cursor() as cursor:
-        cursor.execute(hit_entities_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT]})
+        cursor.execute(hit_entities_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT],
+                                            "project": project_id})
         found = {(source, id_): entities for source, id_, entities in cursor.fetchall()}
     for hit in hits:
         hit.entity_ids = found.get((hit.source, hit.id), [])
@@ -326,17 +332,18 @@ def _reranked(query: str, hits: list[SearchHit], degraded: list[str], timings: d
         timings["rerank_ms"] = (time.perf_counter() - started) * 1000
 
 
-def _stored_vectors(hits: list[SearchHit]) -> dict[tuple[str, str], list[float]]:
+def _stored_vectors(hits: list[SearchHit], project_id: Any) -> dict[tuple[str, str], list[float]]:
     """(source, id) -> stored vector of the hits that have one (MMR's similarities)."""
     ids = {source: [h.id for h in hits if h.source == source] for source in (MEMORY, DOCUMENT)}
     if not any(ids.values()):
         return {}
     with read_connection().cursor() as cursor:
-        cursor.execute(stored_vectors_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT]})
+        cursor.execute(stored_vectors_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT],
+                                              "project": project_id})
         return {(source, id_): json.loads(vector) for source, id_, vector in cursor.fetchall()}
 
 
-def _guarded(hits: list[SearchHit], path: str, withheld: list[int] | None = None) -> list[SearchHit]:
+def _guarded(hits: list[SearchHit], path: str, project_id: Any, withheld: list[int] | None = None) -> list[SearchHit]:
     """The hits without memories and chunks that read as instructions (they stay stored), judged on
     the findings stored with them at write or ingestion (one statement reads them); a hit without
     a finding of the guard's current version is judged now (memory_engine.instruction_guard). A
@@ -344,7 +351,7 @@ def _guarded(hits: list[SearchHit], path: str, withheld: list[int] | None = None
     and, with ``withheld``, added to its one number."""
     if not hits:
         return hits
-    stored = _stored_findings(hits)
+    stored = _stored_findings(hits, project_id)
     kept = drop_instructions(hits, path=path, stored=lambda hit: stored.get((hit.source, hit.id), [(None, ())]),
                              fields=lambda hit: (
         (hit.id, _store_tier(hit.tier), (hit.text, hit.title, hit.tags)) if hit.source == MEMORY
@@ -354,13 +361,15 @@ def _guarded(hits: list[SearchHit], path: str, withheld: list[int] | None = None
     return kept
 
 
-def _stored_findings(hits: list[SearchHit]) -> dict[tuple[str, str], list[tuple[Any, tuple[Any, ...]]]]:
+def _stored_findings(hits: list[SearchHit],
+                     project_id: Any) -> dict[tuple[str, str], list[tuple[Any, tuple[Any, ...]]]]:
     """(source, id) -> the guard findings stored with a hit and what each covers: its content
     row's (the text) and its memory's (title, tags, metadata), or its chunk's."""
     ids = {source: [h.id for h in hits if h.source == source] for source in (MEMORY, DOCUMENT)}
     text = {(h.source, h.id): h.text for h in hits}
     with read_connection().cursor() as cursor:
-        cursor.execute(stored_findings_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT]})
+        cursor.execute(stored_findings_sql(), {"memory_ids": ids[MEMORY], "chunk_ids": ids[DOCUMENT],
+                                               "project": project_id})
         rows = cursor.fetchall()
     return {(source, id_): [(_json(guard), (text[(source, id_)],))] + (
         [(_json(own), (title, _json(tags), _json(metadata)))] if source == MEMORY else [])

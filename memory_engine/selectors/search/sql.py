@@ -57,11 +57,21 @@ HNSW_SCAN_SQL = (
 )
 
 
+def in_project(*aliases: str) -> str:
+    """Each of ``aliases`` (rows of tables that carry ``project_id``) is the searched project's.
+    Redundant on one PostgreSQL, where a scope's stores and documents are the project's already;
+    on a distributed one (docs/scaling.md, Citus) a filter on the distribution column of every
+    table read is what routes the statement to the one node holding the project. On the memory,
+    content, chunk and version tables the column is unindexed (TenantProjectField): there it
+    takes no index's place."""
+    return " AND ".join(f"{alias}.project_id = %(project)s" for alias in aliases)
+
+
 def memory_where(scope: Scope, stores: str = "m.store_id") -> str:
     """The scope filters of memories (``m``: the memory, ``s``: its store): live memories of the
-    scope's stores (``stores``: the column that says the store); with a facet, that facet's and
-    the cross-cutting ones (no facet)."""
-    where = f"{stores} = ANY(%(store_ids)s) AND {LIVE_MEMORY_SQL}"
+    scope's stores (``stores``: the column that says the store), both the project's; with a
+    facet, that facet's and the cross-cutting ones (no facet)."""
+    where = f"{stores} = ANY(%(store_ids)s) AND {in_project('m', 's')} AND {LIVE_MEMORY_SQL}"
     if scope.facet is not None:
         where += " AND (m.facet IS NULL OR m.facet = %(facet)s)"
     if scope.tags is not None:
@@ -101,7 +111,7 @@ def document_where(scope: Scope) -> str:
     (``generation_id IS NULL``: a column of the chunk row the HNSW and bm25 scans filter as
     they go, no join), or a staged generation's instead."""
     live = "x.generation_id IS NULL" if scope.generation_id is None else "x.generation_id = %(generation)s"
-    where = f"{live} AND d.project_id = %(project)s"
+    where = f"{live} AND {in_project('d', 'x')}"
     alternatives = []
     if scope.document_ids:
         alternatives.append("d.id = ANY(%(doc_ids)s)")
@@ -118,7 +128,8 @@ def document_where(scope: Scope) -> str:
     origin = [*(["v.provenance = ANY(%(provenance)s)"] if scope.provenance is not None else []),
               *(["v.source_class = ANY(%(lineage)s)"] if scope.lineage is not None else [])]
     if origin:  # a chunk's provenance and lineage are its version's
-        where += f" AND EXISTS (SELECT 1 FROM {VERSION} v WHERE v.id = x.version_id AND {' AND '.join(origin)})"
+        where += (f" AND EXISTS (SELECT 1 FROM {VERSION} v WHERE v.id = x.version_id AND {in_project('v')}"
+                  f" AND {' AND '.join(origin)})")
     return where + _mentions_where(scope, "chunk_id", "x.id")
 
 
@@ -166,7 +177,8 @@ def _memory_scope(scope: Scope, exact: bool) -> str:
     seen yet (estimated at one row) it does: every memory compared with every content row,
     quadratic in the store's size.
     """
-    return memory_where(scope) if exact else memory_where(scope, stores="x.store_id")
+    where = memory_where(scope) if exact else memory_where(scope, stores="x.store_id")
+    return f"{where} AND {in_project('x')}"
 
 
 def _vector_cte(source: str, scope: Scope, exact: bool) -> str:
@@ -291,7 +303,7 @@ def _graph_cte(scope: Scope, vector: bool) -> str:
         JOIN {MEM} m ON m.id = ee.memory_id
         JOIN {STORE} s ON s.id = m.store_id
         JOIN {CONTENT} x ON x.id = m.content_id
-        WHERE {memory_where(scope)}
+        WHERE {memory_where(scope)} AND {in_project('x')}
         GROUP BY m.id ORDER BY g DESC, dist, m.id LIMIT %(graph_k)s)"""
 
 
@@ -352,12 +364,12 @@ def _candidate_select() -> str:
                     CASE WHEN mm.kind = ANY(ARRAY[{", ".join(f"'{k}'" for k in EVENT_KINDS)}]) THEN mm.created_at END
                 ELSE dv.occurred_at END AS event_at
     FROM cand
-    LEFT JOIN {MEM} mm ON cand.src = '{MEMORY}' AND mm.id = cand.id
-    LEFT JOIN {CONTENT} mc ON mc.id = mm.content_id
-    LEFT JOIN {STORE} ms ON ms.id = mm.store_id
-    LEFT JOIN {CHUNK} ch ON cand.src = '{DOCUMENT}' AND ch.id = cand.id
-    LEFT JOIN {DOC} d ON d.id = ch.document_id
-    LEFT JOIN {VERSION} dv ON dv.id = ch.version_id"""
+    LEFT JOIN {MEM} mm ON cand.src = '{MEMORY}' AND mm.id = cand.id AND {in_project('mm')}
+    LEFT JOIN {CONTENT} mc ON mc.id = mm.content_id AND {in_project('mc')}
+    LEFT JOIN {STORE} ms ON ms.id = mm.store_id AND {in_project('ms')}
+    LEFT JOIN {CHUNK} ch ON cand.src = '{DOCUMENT}' AND ch.id = cand.id AND {in_project('ch')}
+    LEFT JOIN {DOC} d ON d.id = ch.document_id AND {in_project('d')}
+    LEFT JOIN {VERSION} dv ON dv.id = ch.version_id AND {in_project('dv')}"""
 
 
 def context_sql(scope: Scope, *, vector: bool) -> str:
@@ -389,7 +401,7 @@ def context_sql(scope: Scope, *, vector: bool) -> str:
     return f"""WITH near AS (
         SELECT o.id AS origin, n.id AS id FROM {MEM} o
         CROSS JOIN LATERAL ({near(True)} UNION ALL {near(False)}) n
-        WHERE o.id = ANY(%(context_of)s) AND o.source_type = '{conversation}')
+        WHERE o.id = ANY(%(context_of)s) AND {in_project('o')} AND o.source_type = '{conversation}')
     SELECT '{MEMORY}'::text AS source, m.id AS id, {dist} AS dist, false AS from_vector, NULL::float8 AS lex,
            NULL::float8 AS graph, n.origins AS origins, true AS turn, x.text AS text, m.tags AS tags,
            NULL::varchar AS document_id, NULL::varchar AS document_path, NULL::varchar AS document_title,
@@ -399,9 +411,9 @@ def context_sql(scope: Scope, *, vector: bool) -> str:
            least(1.0, greatest(0.0, m.confidence))::float8 AS authority,
            CASE WHEN m.kind = ANY(ARRAY[{events}]) THEN m.created_at END AS event_at
     FROM (SELECT id, array_agg(DISTINCT origin ORDER BY origin) AS origins FROM near GROUP BY id) n
-    JOIN {MEM} m ON m.id = n.id
-    JOIN {CONTENT} x ON x.id = m.content_id
-    JOIN {STORE} s ON s.id = m.store_id"""
+    JOIN {MEM} m ON m.id = n.id AND {in_project('m')}
+    JOIN {CONTENT} x ON x.id = m.content_id AND {in_project('x')}
+    JOIN {STORE} s ON s.id = m.store_id AND {in_project('s')}"""
 
 
 def scope_sizes_sql(scope: Scope) -> str | None:
@@ -429,7 +441,7 @@ def ordered_read_sql(scope: Scope) -> str:
                 {tier_sql("m", "s")} AS tier, m.title AS title, m.provenance AS provenance,
                 m.lineage AS lineage
             FROM {MEM} m JOIN {CONTENT} mc ON mc.id = m.content_id JOIN {STORE} s ON s.id = m.store_id
-            WHERE {memory_where(scope)} ORDER BY m.created_at, m.id LIMIT %(k)s)""")
+            WHERE {memory_where(scope)} AND {in_project('mc')} ORDER BY m.created_at, m.id LIMIT %(k)s)""")
     if scope.search_documents:
         parts.append(f"""(SELECT 1 AS part, '{DOCUMENT}'::text AS source, x.id AS id, x.text AS text, d.tags AS tags,
                 d.id AS document_id, d.path AS document_path, d.title AS document_title,
@@ -437,7 +449,8 @@ def ordered_read_sql(scope: Scope) -> str:
                 NULL AS memory_store_name, NULL::timestamptz AS created_at,
                 NULL::varchar AS tier, NULL::varchar AS title, dv.provenance AS provenance,
                 dv.source_class AS lineage
-            FROM {CHUNK} x JOIN {DOC} d ON d.id = x.document_id LEFT JOIN {VERSION} dv ON dv.id = x.version_id
+            FROM {CHUNK} x JOIN {DOC} d ON d.id = x.document_id
+            LEFT JOIN {VERSION} dv ON dv.id = x.version_id AND {in_project('dv')}
             WHERE {document_where(scope)} ORDER BY d.path, x.chunk_index LIMIT %(k)s)""")
     # Memories (part 0) by age, then chunks (part 1) by path and position; id breaks ties.
     return (f"SELECT {', '.join(DisplayRow.columns())} FROM ({' UNION ALL '.join(parts)}) u "
@@ -446,35 +459,36 @@ def ordered_read_sql(scope: Scope) -> str:
 
 def stored_vectors_sql() -> str:
     """The stored vectors (as text) of the memories ``%(memory_ids)s`` and chunks ``%(chunk_ids)s``
-    that have one: columns source, id, embedding."""
+    of the project ``%(project)s`` that have one: columns source, id, embedding."""
     return f"""
     SELECT '{MEMORY}'::text AS source, m.id AS id, c.embedding::text AS embedding
     FROM {MEM} m JOIN {CONTENT} c ON c.id = m.content_id
-    WHERE m.id = ANY(%(memory_ids)s) AND c.embedding IS NOT NULL
+    WHERE m.id = ANY(%(memory_ids)s) AND {in_project('m', 'c')} AND c.embedding IS NOT NULL
     UNION ALL
     SELECT '{DOCUMENT}'::text, x.id, x.embedding::text FROM {CHUNK} x
-    WHERE x.id = ANY(%(chunk_ids)s) AND x.embedding IS NOT NULL"""
+    WHERE x.id = ANY(%(chunk_ids)s) AND {in_project('x')} AND x.embedding IS NOT NULL"""
 
 
 def stored_findings_sql() -> str:
     """The instruction guard's stored findings of the memories ``%(memory_ids)s`` (their content
     row's and their own, with the title, tags and metadata the latter covers) and chunks
-    ``%(chunk_ids)s``: columns source, id, guard, memory_guard, title, tags, metadata."""
+    ``%(chunk_ids)s``, of the project ``%(project)s``: columns source, id, guard, memory_guard,
+    title, tags, metadata."""
     return f"""
     SELECT '{MEMORY}'::text AS source, m.id AS id, c.guard AS guard, m.guard AS memory_guard,
            m.title AS title, m.tags AS tags, m.metadata AS metadata
-    FROM {MEM} m JOIN {CONTENT} c ON c.id = m.content_id WHERE m.id = ANY(%(memory_ids)s)
+    FROM {MEM} m JOIN {CONTENT} c ON c.id = m.content_id WHERE m.id = ANY(%(memory_ids)s) AND {in_project('m', 'c')}
     UNION ALL
     SELECT '{DOCUMENT}'::text, x.id, x.guard, NULL::jsonb, NULL, NULL::jsonb, NULL::jsonb FROM {CHUNK} x
-    WHERE x.id = ANY(%(chunk_ids)s)"""
+    WHERE x.id = ANY(%(chunk_ids)s) AND {in_project('x')}"""
 
 
 def hit_entities_sql() -> str:
-    """(source, id, entity ids) of the memories ``%(memory_ids)s`` and chunks ``%(chunk_ids)s``
-    that mention an entity (valid edges), each entity once, in id order."""
+    """(source, id, entity ids) of the memories ``%(memory_ids)s`` and chunks ``%(chunk_ids)s`` of
+    the project ``%(project)s`` that mention an entity (valid edges), each entity once, in id order."""
     return f"""
         SELECT '{MEMORY}'::text, memory_id, array_agg(DISTINCT entity_id ORDER BY entity_id) FROM {EDGE}
-        WHERE memory_id = ANY(%(memory_ids)s) AND invalid_at IS NULL GROUP BY memory_id
+        WHERE memory_id = ANY(%(memory_ids)s) AND project_id = %(project)s AND invalid_at IS NULL GROUP BY memory_id
         UNION ALL
         SELECT '{DOCUMENT}'::text, chunk_id, array_agg(DISTINCT entity_id ORDER BY entity_id) FROM {EDGE}
-        WHERE chunk_id = ANY(%(chunk_ids)s) AND invalid_at IS NULL GROUP BY chunk_id"""
+        WHERE chunk_id = ANY(%(chunk_ids)s) AND project_id = %(project)s AND invalid_at IS NULL GROUP BY chunk_id"""

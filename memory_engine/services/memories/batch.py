@@ -107,8 +107,8 @@ def prepare_vectors(store: MemoryStore, requests: Sequence[WriteRequest]) -> lis
         return []
     with connection.cursor() as cursor:
         cursor.execute("SELECT content_hash, embedding::text, guard FROM memory_engine_memorycontent "
-                       "WHERE store_id = %s AND content_hash = ANY(%s)",
-                       [store.pk, list({r.digest for r in requests})])
+                       "WHERE project_id = %s AND store_id = %s AND content_hash = ANY(%s)",
+                       [store.project_id, store.pk, list({r.digest for r in requests})])
         found = cursor.fetchall()
     rows: dict[str, str | None] = {digest: text for digest, text, _ in found}
     guards = {digest: json_value(guard) for digest, _, guard in found}

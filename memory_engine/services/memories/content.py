@@ -32,9 +32,9 @@ from memory_engine.selectors.dedup import (
 
 from .locks import LOCK_FOR_WRITE_SQL, lock_for_write_params
 
-__all__ = ["CONTENT_UPSERT_SQL", "Prepared", "ResolvedContent", "content_hash", "embed_best_effort",
-           "embed_many_best_effort", "model_switched", "normalize_text", "parse_vector", "prepare_vector",
-           "resolve_content"]
+__all__ = ["CONTENT_LOOKUP_SQL", "CONTENT_UPSERT_SQL", "Prepared", "ResolvedContent", "content_hash",
+           "embed_best_effort", "embed_many_best_effort", "model_switched", "normalize_text", "parse_vector",
+           "prepare_vector", "resolve_content"]
 
 logger = logging.getLogger("memory_engine.write")
 
@@ -94,16 +94,19 @@ def parse_vector(text: str | None) -> list[float] | None:
     return None if text is None else [float(value) for value in text.strip("[]").split(",")]
 
 
+#: The content row of a text (prepare_vector): by its store and hash, and by the store's project,
+#: which routes the statement to one node on a distributed PostgreSQL (docs/scaling.md).
+CONTENT_LOOKUP_SQL = ("SELECT embedding::text, guard FROM memory_engine_memorycontent"
+                      " WHERE project_id = %s AND store_id = %s AND content_hash = %s")
+
+
 def prepare_vector(store: MemoryStore, text: str, digest: str) -> Prepared:
     """Embed the text unless its content row already holds a vector (outside any transaction); that
     vector is read then, for the consent classifier and the instruction guard, with the guard's
     finding the row holds."""
     with connection.cursor() as cursor:
         # raw SQL: the ORM spent more time building the query than PostgreSQL answering it
-        cursor.execute(
-            "SELECT embedding::text, guard FROM memory_engine_memorycontent WHERE store_id = %s AND content_hash = %s",
-            [store.pk, digest],
-        )
+        cursor.execute(CONTENT_LOOKUP_SQL, [store.project_id, store.pk, digest])
         row = cursor.fetchone()
     if row is not None and row[0] is not None:
         return Prepared(None, {}, True, parse_vector(row[0]), json_value(row[1]))
@@ -135,7 +138,8 @@ class ResolvedContent(NamedTuple):
 #: guard finding the row lacks (or holds from an older guard): rewriting it would add a row
 #: version, and with it an entry in every index (the HNSW graph's insert is the slow one). The
 #: store lock is held, so a row this statement does not insert or update is committed and
-#: visible to its second branch.
+#: visible to its second branch. Both branches name the project, so the statement runs on one
+#: node of a distributed PostgreSQL (docs/scaling.md).
 CONTENT_UPSERT_SQL = f"""WITH upsert AS (
     INSERT INTO memory_engine_memorycontent
         (id, store_id, project_id, content_hash, text, embedding, embedding_model, guard, created_at)
@@ -153,7 +157,8 @@ CONTENT_UPSERT_SQL = f"""WITH upsert AS (
 SELECT * FROM upsert
 UNION ALL
 SELECT {", ".join(CONTENT_FIELDS)}, embedding IS NOT NULL FROM memory_engine_memorycontent
-WHERE store_id = %(store)s AND content_hash = %(hash)s AND NOT EXISTS (SELECT 1 FROM upsert)"""
+WHERE project_id = %(project)s AND store_id = %(store)s AND content_hash = %(hash)s
+  AND NOT EXISTS (SELECT 1 FROM upsert)"""
 
 
 def resolve_content(store: MemoryStore, text: str, digest: str, vector: list[float] | None, *,
