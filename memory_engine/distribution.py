@@ -30,7 +30,7 @@ from django.db import connection, transaction
 from memory_engine.conf import engine_settings
 
 __all__ = ["ANCHOR", "LOCAL", "PREFIX", "REFERENCE", "DistributionError", "Plan", "Statement", "apply", "citus_state",
-           "database_settings", "plan"]
+           "database_settings", "plan", "referenced_first"]
 
 #: The engine's tables (its app label's prefix).
 PREFIX = "memory_engine_"
@@ -144,7 +144,7 @@ def _referenced_closure(start: set[str], foreign_keys: list[tuple[str, str, str,
     return found
 
 
-def _ordered(names: set[str], foreign_keys: list[tuple[str, str, str, str]]) -> list[str]:
+def referenced_first(names: set[str], foreign_keys: list[tuple[str, str, str, str]]) -> list[str]:
     """``names`` with every table after those it references (cycles by name order)."""
     done: list[str] = []
     visiting: set[str] = set()
@@ -191,8 +191,8 @@ def plan(cursor: Any) -> Plan:
             raise DistributionError(
                 f"{name} is already a {kind} table; the engine needs it {wanted}. Run "
                 f"SELECT undistribute_table('{name}') on the coordinator, then this command again.")
-    result.reference = [name for name in _ordered(reference, foreign_keys) if name not in result.placed]
-    result.distributed = [name for name in _ordered(distributed, foreign_keys) if name not in result.placed]
+    result.reference = [name for name in referenced_first(reference, foreign_keys) if name not in result.placed]
+    result.distributed = [name for name in referenced_first(distributed, foreign_keys) if name not in result.placed]
     if ANCHOR in result.distributed:  # the anchor first: every other table is co-located with it
         result.distributed.remove(ANCHOR)
         result.distributed.insert(0, ANCHOR)

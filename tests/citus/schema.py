@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memory_engine.distribution import referenced_first
+
 from .cluster import CitusCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,23 +145,10 @@ def roles(tables: dict[str, Table]) -> tuple[list[str], list[str], list[str]]:
 
 
 def ordered(names: list[str], tables: dict[str, Table]) -> list[str]:
-    """``names`` with every table after the tables it references (cycles broken by name order)."""
-    done: list[str] = []
-    visiting: set[str] = set()
-
-    def visit(name: str) -> None:
-        if name in done or name in visiting:
-            return
-        visiting.add(name)
-        for foreign_key in tables[name].foreign_keys:
-            if foreign_key.target in names:
-                visit(foreign_key.target)
-        visiting.discard(name)
-        done.append(name)
-
-    for name in sorted(names):
-        visit(name)
-    return done
+    """``names`` with every table after the tables it references (cycles broken by name order),
+    as memory_engine_distribute orders them."""
+    foreign_keys = [(table.name, key.name, key.target, "") for table in tables.values() for key in table.foreign_keys]
+    return referenced_first(set(names), foreign_keys)
 
 
 def citus_error(exc: Exception) -> str:
