@@ -20,21 +20,21 @@ import struct
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import psycopg
-from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models, router, transaction
 from django.db.models.expressions import DatabaseDefault
 from psycopg.adapt import Dumper
 from psycopg.pq import ExecStatus, Format
 
 from memory_engine.conf import engine_settings, reloads_with_settings
 
-__all__ = ["IN_LIST_MAX", "SubqueryCount", "advisory_xact_lock", "allow_ledger_erasure", "in_batches", "in_order",
-           "insert_rows", "insert_sql", "joins_statements", "lock_project_documents", "lost_prepared_statement",
-           "one_round_trip", "prepared", "prepares_statements", "result_columns", "stop_preparing", "update_sql",
-           "vector_literal"]
+__all__ = ["IN_LIST_MAX", "SubqueryCount", "advisory_xact_lock", "allow_ledger_erasure", "delete_in_project",
+           "in_batches", "in_order", "insert_rows", "insert_sql", "joins_statements", "lock_project_documents",
+           "lost_prepared_statement", "one_round_trip", "prepared", "prepares_statements", "result_columns",
+           "stop_preparing", "update_sql", "vector_literal"]
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +140,8 @@ def insert_rows(objs: Sequence[models.Model], *, batch_size: int = 500) -> None:
 
     A pgvector field takes a numpy array or list, or None for NULL: all vectors go as one
     ``float4[]`` and each row takes its slice, cast on assignment to whichever type the column
-    holds now (``vector`` or ``halfvec``). Runs in the caller's transaction; errors come out as
+    holds now (``vector`` or ``halfvec``, read from the catalog: an explicit cast, which a
+    distributed PostgreSQL needs in an ``INSERT ... SELECT``). Runs in the caller's transaction; errors come out as
     Django's (``DataError`` for a vector of the wrong dimension, as from bulk_create). Not a
     ``COPY``: a binary COPY into the chunk table (PostgreSQL's multi-insert) was followed by
     ``missing chunk number 0 for toast value`` errors on later inserts in the test suite.
@@ -154,6 +155,9 @@ def insert_rows(objs: Sequence[models.Model], *, batch_size: int = 500) -> None:
         return
     meta = objs[0]._meta
     fields = [field for field in meta.concrete_fields if not field.generated]
+    connection.ensure_connection()
+    column_types = _vector_column_types(meta.db_table) if any(
+        (field.db_type(connection) or "").startswith(_VECTOR_TYPES) for field in fields) else {}
     selects: list[str] = []
     select_params: list[object] = []
     arrays: list[str] = []
@@ -176,7 +180,8 @@ def insert_rows(objs: Sequence[models.Model], *, batch_size: int = 500) -> None:
                 starts.append(length + 1)
                 length += len(vectors[-1])
                 ends.append(length)
-            selects.append(f"CASE WHEN r.s{i} IS NOT NULL THEN (%s::float4[])[r.s{i}:r.e{i}] END")
+            selects.append(f"(CASE WHEN r.s{i} IS NOT NULL THEN (%s::float4[])[r.s{i}:r.e{i}] END)"
+                           f"::{column_types[field.column]}")
             select_params.append(_Float4Array(np.concatenate(vectors) if vectors else np.empty(0, np.float32)))
             arrays += ["%s::int4[]", "%s::int4[]"]
             array_params += [starts, ends]
@@ -195,13 +200,22 @@ def insert_rows(objs: Sequence[models.Model], *, batch_size: int = 500) -> None:
     names = ", ".join(connection.ops.quote_name(field.column) for field in fields)
     sql = (f"INSERT INTO {connection.ops.quote_name(meta.db_table)} ({names}) SELECT {', '.join(selects)} "
            f"FROM unnest({', '.join(arrays)}) AS r({', '.join(aliases)})")
-    connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.adapters.register_dumper(_Float4Array, _Float4ArrayDumper)
         # never a prepared statement: it would break behind a transaction-pooling PgBouncer
         cursor.execute(sql, [*select_params, *array_params], binary=True, prepare=False)
     for obj in objs:
         obj._state.adding, obj._state.db = False, connection.alias
+
+
+def _vector_column_types(table: str) -> dict[str, str]:
+    """The type of each vector column of ``table`` as it is now (``vector(384)``, ``halfvec(384)``):
+    an embedding model switch can change it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+                       "JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = %s::regclass AND a.attnum > 0 "
+                       "AND NOT a.attisdropped AND t.typname IN ('vector', 'halfvec')", [table])
+        return dict(cursor.fetchall())
 
 
 def insert_sql(obj: models.Model) -> tuple[str, list[Any]]:
@@ -251,6 +265,78 @@ def update_sql(obj: models.Model, changes: Mapping[str, Any]) -> tuple[str, list
     if project_id is not None:
         where, keys = f"{where} AND {quote('project_id')} = %s", [obj.pk, project_id]
     return f"UPDATE {quote(meta.db_table)} SET {', '.join(columns)} WHERE {where}", [*values, *keys]
+
+
+def delete_in_project(rows: models.QuerySet[Any], project_id: str) -> tuple[int, dict[str, int]]:
+    """Delete the rows of ``rows`` that belong to the project ``project_id`` (or the project itself),
+    with what their
+    foreign keys' ``on_delete`` takes along, and return what ``QuerySet.delete()`` returns (the
+    rows deleted, in all and by model). Every statement names the project: on a distributed
+    PostgreSQL each runs on the project's node (docs/scaling.md), where Django's collector looks
+    related rows up and deletes them by id alone, across every node.
+
+    ``CASCADE`` deletes the referencing rows the same way, deepest first; ``SET_NULL`` clears the
+    reference; ``DO_NOTHING`` leaves it. ``RESTRICT`` is checked once everything is deleted (the
+    foreign keys are deferred): a referencing row left raises ``RestrictedError`` and nothing is
+    deleted, as in Django. No delete signals are sent; the engine's models have no receivers."""
+    counts: dict[str, int] = {}
+    restricted: list[models.QuerySet[Any]] = []
+    # the database written to, as ``QuerySet.delete()`` chooses it (never a read replica)
+    using = rows._db or router.db_for_write(rows.model)  # type: ignore[attr-defined]
+    rows = rows.using(using)
+    if _of_a_project(rows.model):
+        rows = rows.filter(project_id=project_id)
+    with transaction.atomic(using=using):
+        ids = list(rows.order_by().values_list("pk", flat=True))
+        _delete_ids(rows.model, ids, project_id, using, counts, restricted)
+        for referencing in restricted:
+            left = list(referencing[:10])
+            if left:
+                raise models.RestrictedError(f"{len(left)} {referencing.model._meta.label} row(s) still reference "
+                                             "the rows to delete.", set(left))
+    return sum(counts.values()), counts
+
+
+def _delete_ids(model: type[models.Model], ids: list[Any], project_id: str, using: str, counts: dict[str, int],
+                restricted: list[models.QuerySet[Any]]) -> None:
+    if not ids:
+        return
+    meta = model._meta
+    for relation in meta.get_fields(include_hidden=True):
+        # the reverse side of every foreign key to ``model`` (Django's collector follows the same)
+        if not (isinstance(relation, models.ForeignObjectRel) and relation.auto_created and not relation.concrete
+                and (relation.one_to_one or relation.one_to_many)):
+            continue
+        field, on_delete = relation.field, relation.on_delete
+        if on_delete is models.DO_NOTHING:
+            continue
+        related = cast(type[models.Model], relation.related_model)
+        referencing = related._base_manager.using(using).filter(**{f"{field.name}__in": ids})
+        if _of_a_project(related):
+            referencing = referencing.filter(project_id=project_id)
+        if on_delete is models.CASCADE:
+            assert related is not model, f"{meta.label} cascades to itself: not supported"
+            _delete_ids(related, list(referencing.order_by().values_list("pk", flat=True)), project_id, using,
+                        counts, restricted)
+        elif on_delete is models.SET_NULL:
+            referencing.update(**{field.name: None})
+        elif on_delete is models.RESTRICT:
+            restricted.append(referencing)
+        else:
+            raise NotImplementedError(f"{related._meta.label}.{field.name}: on_delete {on_delete.__name__}")
+    quote = connections[using].ops.quote_name
+    assert meta.pk is not None
+    sql, params = f"DELETE FROM {quote(meta.db_table)} WHERE {quote(meta.pk.column)} = ANY(%s)", [ids]
+    if _of_a_project(model):
+        sql, params = f"{sql} AND {quote('project_id')} = %s", [ids, project_id]  # type: ignore[list-item]
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, params)
+        if cursor.rowcount:
+            counts[meta.label] = counts.get(meta.label, 0) + cursor.rowcount
+
+
+def _of_a_project(model: type[models.Model]) -> bool:
+    return any(field.attname == "project_id" for field in model._meta.concrete_fields)
 
 
 def joins_statements() -> bool:

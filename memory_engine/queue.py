@@ -75,30 +75,32 @@ def _async_task(path: str, *args: Any, **options: Any) -> None:
     async_task(path, *args, **options)
 
 
-def enqueue_document_ingest(document_id: str) -> None:
-    """Queue the ingestion of one document now (call it from ``transaction.on_commit``)."""
-    _async_task(INGEST_TASK, document_id, task_name=f"ingest {document_id}", group="memory_engine.ingest")
+def enqueue_document_ingest(document_id: str, project_id: str) -> None:
+    """Queue the ingestion of one document of ``project_id`` now (call it from
+    ``transaction.on_commit``); the task names the project in every statement."""
+    _async_task(INGEST_TASK, document_id, project_id, task_name=f"ingest {document_id}",
+                group="memory_engine.ingest")
 
 
-def enqueue_document_ingest_on_commit(document_id: str) -> None:
+def enqueue_document_ingest_on_commit(document_id: str, project_id: str) -> None:
     """Queue the ingestion of one document once the current transaction commits."""
-    transaction.on_commit(partial(enqueue_document_ingest, document_id))
+    transaction.on_commit(partial(enqueue_document_ingest, document_id, project_id))
 
 
-def enqueue_documents_ingest(groups: Sequence[Sequence[str]]) -> None:
-    """Queue one task per group of document ids now: a group's documents share the embedder's
-    batches (``document_ingest_many``); a group of one is the one-document task."""
+def enqueue_documents_ingest(groups: Sequence[Sequence[str]], project_id: str) -> None:
+    """Queue one task per group of document ids of ``project_id`` now: a group's documents share
+    the embedder's batches (``document_ingest_many``); a group of one is the one-document task."""
     for group in groups:
         if len(group) == 1:
-            enqueue_document_ingest(group[0])
+            enqueue_document_ingest(group[0], project_id)
         elif group:
-            _async_task(INGEST_MANY_TASK, list(group), task_name=f"ingest {group[0]} and {len(group) - 1} more",
-                        group="memory_engine.ingest")
+            _async_task(INGEST_MANY_TASK, list(group), project_id,
+                        task_name=f"ingest {group[0]} and {len(group) - 1} more", group="memory_engine.ingest")
 
 
-def enqueue_documents_ingest_on_commit(groups: Sequence[Sequence[str]]) -> None:
+def enqueue_documents_ingest_on_commit(groups: Sequence[Sequence[str]], project_id: str) -> None:
     """Queue the ingestion of new documents, a task per group, once the transaction commits."""
-    transaction.on_commit(partial(enqueue_documents_ingest, [list(group) for group in groups]))
+    transaction.on_commit(partial(enqueue_documents_ingest, [list(group) for group in groups], project_id))
 
 
 def enqueue_memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool = False) -> None:

@@ -31,18 +31,19 @@ def rule_firing_sweep_task() -> dict[str, int]:
     return rule_firing_sweep()
 
 
-def document_ingest_task(document_id: str) -> str | None:
+def document_ingest_task(document_id: str, project_id: str | None = None) -> str | None:
     """Ingest one document, and with it other small documents of its project waiting for a
-    worker (document_ingest_group); returns the document's final status (for the task log)."""
-    document = document_ingest_group(document_id=document_id)
+    worker (document_ingest_group); returns the document's final status (for the task log).
+    ``project_id`` is None in a task queued before it was passed (the project is looked up)."""
+    document = document_ingest_group(document_id=document_id, project_id=project_id)
     return document.status if document is not None else None
 
 
-def documents_ingest_task(document_ids: list[str]) -> list[str | None]:
+def documents_ingest_task(document_ids: list[str], project_id: str | None = None) -> list[str | None]:
     """Ingest documents created together (document_create_many) in one document_ingest_many
     call; returns their final statuses (for the task log)."""
     return [document.status if document is not None else None
-            for document in document_ingest_many(document_ids=document_ids)]
+            for document in document_ingest_many(document_ids=document_ids, project_id=project_id)]
 
 
 def document_sweep_task() -> dict[str, int]:

@@ -16,7 +16,7 @@ from memory_engine.exceptions import DistillerBusy, DistillerDisabled, Distiller
 from memory_engine.models import Distiller, DistillerRun, DistillerVersion
 from memory_engine.policy import ADD, Principal, require, visible
 from memory_engine.selectors.distillers import run_errors_in_reach
-from memory_engine.services.distillers import distiller_create, distiller_tick, distiller_update
+from memory_engine.services.distillers import distiller_create, distiller_delete, distiller_tick, distiller_update
 
 from .exceptions import ERRORS, error_responses
 from .fields import FeedCursorField
@@ -111,8 +111,7 @@ class DistillerViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retriev
         return Response(self.get_serializer(distiller).data)
 
     def perform_destroy(self, instance: Distiller) -> None:
-        require(self.caller, ADD, instance.store)
-        instance.delete()  # the memories it wrote stay (their derivations name no distiller any more)
+        distiller_delete(distiller=instance, caller=self.caller)
 
     @extend_schema(request=None, responses={200: DistillerRunSerializer, **error_responses(DistillerNotFound),
                                             **error_responses(DistillerBusy), **ERRORS})

@@ -22,7 +22,7 @@ from .origin import Lineage, Provenance
 from .replay import ReplayRun, TransformConfig
 from .retention import ErasureReceipt, RetentionChange, RetentionClass
 from .rules import MemoryRule
-from .tenancy import ApiKey, Project, StaffGrants
+from .tenancy import ApiKey, Project, ProjectRow, StaffGrants
 from .webhooks import DeliveryStatus, WebhookDelivery, WebhookSubscription
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "MemorySchema",
     "MemoryStore",
     "Project",
+    "ProjectRow",
     "Provenance",
     "RawCapture",
     "EvidenceLink",

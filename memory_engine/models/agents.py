@@ -7,10 +7,10 @@ from django.utils import timezone
 
 from memory_engine.ids import PublicIdField
 
-from .tenancy import Project
+from .tenancy import Project, ProjectRow
 
 
-class Agent(models.Model):
+class Agent(ProjectRow, models.Model):
     """The host's agent: its retrieval scope (knowledge_config) and optional write store."""
 
     id = PublicIdField(prefix="agt")
@@ -39,7 +39,7 @@ class GenerationStatus(models.TextChoices):
     FAILED = "failed"
 
 
-class Generation(models.Model):
+class Generation(ProjectRow, models.Model):
     """One model turn of an agent. Completing it emits ``generation_completed``."""
 
     id = PublicIdField(prefix="gen")

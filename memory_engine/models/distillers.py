@@ -9,10 +9,10 @@ from django.utils import timezone
 
 from memory_engine.ids import PublicIdField
 
-from .tenancy import Project
+from .tenancy import Project, ProjectRow
 
 
-class Distiller(models.Model):
+class Distiller(ProjectRow, models.Model):
     id = PublicIdField(prefix="dst")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="distillers")
     store = models.ForeignKey("memory_engine.MemoryStore", on_delete=models.CASCADE, related_name="distillers",
@@ -39,7 +39,7 @@ class Distiller(models.Model):
         return f"distiller {self.id} -> {self.store_id}"
 
 
-class DistillerVersion(models.Model):
+class DistillerVersion(ProjectRow, models.Model):
     """One document version a distiller has read: done once, so a tick that died resumes where it
     stopped and a tick with nothing new writes nothing."""
 
@@ -67,7 +67,7 @@ class DistillerVersion(models.Model):
         return f"{self.distiller_id}: {self.version_id} {self.status}"
 
 
-class DistillerRun(models.Model):
+class DistillerRun(ProjectRow, models.Model):
     """One tick: what it read and wrote (``versions, claims, created, superseded, skipped, failed``)."""
 
     id = PublicIdField(prefix="dsr")

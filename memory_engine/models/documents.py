@@ -12,7 +12,7 @@ from memory_engine.ids import PublicIdField
 from .embedded import EmbeddedText, search_indexes
 from .origin import Lineage, Provenance
 from .retention import retention_class_field
-from .tenancy import Project, TenantProjectField
+from .tenancy import Project, ProjectRow, TenantProjectField
 
 
 class ChunkStrategy(models.TextChoices):
@@ -35,7 +35,7 @@ def document_upload_to(instance: Document, filename: str) -> str:
     return f"memory_engine/{instance.project_id}/{instance.id}/{filename}"
 
 
-class IngestionRule(models.Model):
+class IngestionRule(ProjectRow, models.Model):
     """How to convert a content type: a converter tool, native extraction first or skipped."""
 
     class ConverterType(models.TextChoices):
@@ -94,7 +94,7 @@ class IngestionRule(models.Model):
         return f"{self.content_type_glob} -> {self.converter_type}"
 
 
-class Document(models.Model):
+class Document(ProjectRow, models.Model):
     """A file or text in the project's library and the state of its ingestion."""
 
     id = PublicIdField(prefix="doc")
@@ -164,7 +164,7 @@ class Document(models.Model):
         return self.path
 
 
-class RawCapture(models.Model):
+class RawCapture(ProjectRow, models.Model):
     """What a capture received, byte for byte, with the request's parameters: stored once per
     document (deduplicated by ``payload_sha256``, the hash of the bytes and the parameters).
     Append-only: a trigger refuses UPDATE and DELETE except under erasure (the ledger's switch,
@@ -192,7 +192,7 @@ class RawCapture(models.Model):
         return f"{self.id} ({self.content_type}, {len(self.data or b'')} bytes)"
 
 
-class DocumentVersion(models.Model):
+class DocumentVersion(ProjectRow, models.Model):
     """One captured state of a document. ``active`` is the live one (its chunks are what search
     sees); ``pending`` waits for its ingestion, ``failed`` never became active, ``superseded``
     was active before, ``staged`` was derived by a replay run (``generation``) and waits for its
@@ -251,7 +251,7 @@ class DocumentVersion(models.Model):
                                          help_text="Forgotten: its text, chunks and raw bytes are gone.")
 
     class Meta:
-        ordering = ["document", "-number"]
+        ordering = ["document_id", "-number"]  # the id: "document" would join it for its own order
         constraints = [
             models.UniqueConstraint(fields=["document", "number", "project"], name="me_document_version_number_unique"),
             models.UniqueConstraint(fields=["document", "project"], condition=models.Q(status="active"),
@@ -262,7 +262,7 @@ class DocumentVersion(models.Model):
         return f"{self.document_id} v{self.number} ({self.status})"
 
 
-class Chunk(EmbeddedText):
+class Chunk(ProjectRow, EmbeddedText):
     """A searchable piece of a document, with its page when the source was paged."""
 
     id = PublicIdField(prefix="chk")
@@ -280,7 +280,7 @@ class Chunk(EmbeddedText):
     page = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
-        ordering = ["document", "chunk_index"]
+        ordering = ["document_id", "chunk_index"]  # the id: "document" would join it for its own order
         constraints = [
             models.UniqueConstraint(fields=["document", "chunk_index", "project"],
                                     condition=models.Q(generation__isnull=True),

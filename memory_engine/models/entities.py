@@ -23,7 +23,7 @@ from memory_engine.mentions import ENTITY_KINDS, MAX_NAME_CHARS
 
 from .documents import Chunk
 from .memories import Memory
-from .tenancy import Project
+from .tenancy import Project, ProjectRow
 
 
 class EntityKind(models.TextChoices):
@@ -57,7 +57,7 @@ class Relation(models.TextChoices):
     SUPERSEDES = "supersedes"
 
 
-class Entity(models.Model):
+class Entity(ProjectRow, models.Model):
     """A named thing of one project. ``key`` (memory_engine.mentions.entity_key of its name) is
     unique in the project; ``aliases`` are the keys of its other names (merged entities' names,
     names resolved to it by similarity). ``name_vector`` is its name's embedding, for resolving
@@ -87,7 +87,7 @@ class Entity(models.Model):
         return f"{self.name} ({self.kind})"
 
 
-class EntityEdge(models.Model):
+class EntityEdge(ProjectRow, models.Model):
     """``entity`` -[relation]-> a memory, a chunk or another entity (``other``; with the memory
     that says so when there is one). Valid from ``valid_at`` to ``invalid_at`` (null: valid)."""
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from .tenancy import ProjectRow
+
 
 class FeedKind(models.TextChoices):
     MEMORY = "memory"
@@ -15,7 +17,7 @@ class FeedKind(models.TextChoices):
     ASSERTION = "assertion"
 
 
-class FeedEntry(models.Model):
+class FeedEntry(ProjectRow, models.Model):
     """A change, positioned by ``(txid, seq)``: ``txid`` is the writing transaction's id
     (``pg_current_xact_id()``), ``seq`` the insert order. A reader only reads rows whose
     transaction is older than every transaction still running, so a later commit can never

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from .tenancy import ProjectRow
+
 
 class LexicalPart(models.TextChoices):
     """The rows one set of statistics describes (one lexical index each)."""
@@ -20,7 +22,7 @@ class LexicalPart(models.TextChoices):
     STAGED = "staged"  # chunks of staged generations (replay)
 
 
-class LexicalStatistics(models.Model):
+class LexicalStatistics(ProjectRow, models.Model):
     """Rows of one project and part in the lexical index, and their tokens (lengths summed)."""
 
     pk = models.CompositePrimaryKey("project", "part")
@@ -37,7 +39,7 @@ class LexicalStatistics(models.Model):
         return f"{self.project_id}/{self.part}: {self.documents} rows"
 
 
-class LexicalTerm(models.Model):
+class LexicalTerm(ProjectRow, models.Model):
     """How many rows of one project and part hold a term (a lexeme of the text search config)."""
 
     pk = models.CompositePrimaryKey("project", "part", "term")

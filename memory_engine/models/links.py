@@ -14,10 +14,10 @@ from memory_engine.ids import PublicIdField
 
 from .documents import DocumentVersion
 from .memories import Memory
-from .tenancy import Project
+from .tenancy import Project, ProjectRow
 
 
-class EvidenceLink(models.Model):
+class EvidenceLink(ProjectRow, models.Model):
     """``source`` supports or contradicts ``target``; each end is a memory or a document version.
 
     Deleting either end (a purge, an erasure, a version's document deleted) deletes the link."""

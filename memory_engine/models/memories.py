@@ -20,7 +20,7 @@ from memory_engine.ids import PublicIdField
 from .embedded import EmbeddedText, search_indexes
 from .origin import Lineage, Provenance
 from .retention import retention_class_field
-from .tenancy import Project, TenantProjectField
+from .tenancy import Project, ProjectRow, TenantProjectField
 
 
 class Tier(models.TextChoices):
@@ -31,7 +31,7 @@ class Tier(models.TextChoices):
     INSTITUTIONAL = "institutional"
 
 
-class MemoryStore(models.Model):
+class MemoryStore(ProjectRow, models.Model):
     """A named set of memories of one tier, with its own dedup thresholds and lifetimes."""
 
     id = PublicIdField(prefix="ms")
@@ -93,7 +93,7 @@ class MemoryStore(models.Model):
         return self.name
 
 
-class MemoryContent(EmbeddedText):
+class MemoryContent(ProjectRow, EmbeddedText):
     """One row per distinct (normalised) text per store, holding its vector."""
 
     id = PublicIdField(prefix="mc")
@@ -179,7 +179,7 @@ MEMORY_KIND_MAX_CHARS = 100
 MEMORY_TITLE_MAX_CHARS = 500
 
 
-class Memory(models.Model):
+class Memory(ProjectRow, models.Model):
     """A fact in a store. Validity lives here: superseded or forgotten memories stay readable
     (until expiry or the trash purge deletes them; the ledger keeps their ids)."""
 
@@ -288,7 +288,7 @@ class Memory(models.Model):
         return self.content.text
 
 
-class MemoryRevision(models.Model):
+class MemoryRevision(ProjectRow, models.Model):
     """A memory's earlier wording, kept when a reinforcing write restated it differently."""
 
     id = PublicIdField(prefix="mrev")
@@ -309,7 +309,7 @@ class MemoryRevision(models.Model):
         return self.content.text
 
 
-class MemorySchema(models.Model):
+class MemorySchema(ProjectRow, models.Model):
     """A project's declared memory kinds and relation types, with display names.
 
     ``kinds`` / ``relation_types``: ``[{"name": "fact", "display_name": "Fact", "description": ""}]``.
@@ -347,7 +347,7 @@ class Mechanism(models.TextChoices):
     SYSTEM = "system"  # the engine itself: the memory sweep (expiry, trash purge)
 
 
-class MemoryAssertion(models.Model):
+class MemoryAssertion(ProjectRow, models.Model):
     """Append-only ledger: one row per write attempt, skips included.
 
     A database trigger (migration 0001) rejects UPDATE and DELETE; ``save()`` refuses
@@ -401,7 +401,7 @@ class MemoryAssertion(models.Model):
         super().save(*args, **kwargs)
 
 
-class MemoryDerivation(models.Model):
+class MemoryDerivation(ProjectRow, models.Model):
     """A derived memory and a document version it was read out of (a distiller's claim). A memory
     whose every version is superseded or forgotten is retired with them (services.distillers)."""
 

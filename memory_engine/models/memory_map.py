@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db import models
 
 from .memories import MemoryStore
-from .tenancy import TenantProjectField
+from .tenancy import ProjectRow, TenantProjectField
 
 
 class MemoryMapStatus(models.TextChoices):
@@ -15,7 +15,7 @@ class MemoryMapStatus(models.TextChoices):
     FAILED = "failed"
 
 
-class MemoryMap(models.Model):
+class MemoryMap(ProjectRow, models.Model):
     """A store's map as last computed. It keeps ids and coordinates, never a memory's text: the
     text, the title and the consent category are read from the memories at each serve, so a
     forgotten memory leaves the map at once and a point is masked by its category of now."""

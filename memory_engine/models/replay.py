@@ -8,10 +8,10 @@ from django.utils import timezone
 from memory_engine.ids import PublicIdField
 
 from .documents import ChunkStrategy
-from .tenancy import Project
+from .tenancy import Project, ProjectRow
 
 
-class TransformConfig(models.Model):
+class TransformConfig(ProjectRow, models.Model):
     """How a replay derives versions from raw captures: chunking, embedding, search knobs.
 
     Immutable once created: a change is a new row with the next ``version`` of the same
@@ -42,7 +42,7 @@ class TransformConfig(models.Model):
         return f"{self.name} v{self.version}"
 
 
-class ReplayRun(models.Model):
+class ReplayRun(ProjectRow, models.Model):
     """One replay of the raw capture under a transform config: a staged generation.
 
     Its versions (status ``staged``) and their chunks (``Chunk.generation`` = this run) sit

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from memory_engine.ids import PublicIdField
 
-from .tenancy import Project
+from .tenancy import Project, ProjectRow
 
 
 class RetentionClass(models.TextChoices):
@@ -27,7 +27,7 @@ def retention_class_field() -> models.CharField:
     return models.CharField(max_length=20, choices=RetentionClass.choices, default=RetentionClass.DURABLE)
 
 
-class ErasureReceipt(models.Model):
+class ErasureReceipt(ProjectRow, models.Model):
     """Proof of one subject erasure: what was removed per table, the removed rows' ids and, in
     ``sha256``, an HMAC-SHA256 over the removed content. It holds no erased text: the selector and
     the content are kept only as HMACs under a key the deployment holds (``selector_hmac``,
@@ -52,7 +52,7 @@ class ErasureReceipt(models.Model):
         return f"{self.id} ({sum(self.counts.values())} rows)"
 
 
-class RetentionChange(models.Model):
+class RetentionChange(ProjectRow, models.Model):
     """The retention ledger: every change of a memory's or a document version's retention class,
     who made it and when; setting and releasing a legal hold included. Append-only: a trigger
     refuses UPDATE and DELETE (erasing the project, under the ledger's erasure switch, removes

@@ -7,10 +7,10 @@ from django.utils import timezone
 
 from memory_engine.ids import PublicIdField
 
-from .tenancy import TenantProjectField
+from .tenancy import ProjectRow, TenantProjectField
 
 
-class MemoryRule(models.Model):
+class MemoryRule(ProjectRow, models.Model):
     """On ``generation.completed``, run a handler and write its facts through the funnel."""
 
     class On(models.TextChoices):
@@ -51,7 +51,7 @@ class MemoryRule(models.Model):
         return f"{self.handler_type} rule on {self.store}"
 
 
-class MemoryRuleAgent(models.Model):
+class MemoryRuleAgent(ProjectRow, models.Model):
     """A source agent of a rule (its own table, so the row carries its project: docs/scaling.md)."""
 
     memoryrule = models.ForeignKey(MemoryRule, on_delete=models.CASCADE, db_constraint=False)

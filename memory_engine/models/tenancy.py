@@ -9,9 +9,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, router
 from django.utils import timezone
 
+from memory_engine.db import delete_in_project
 from memory_engine.exceptions import ValidationFailed
 from memory_engine.grants import validate_grants
 from memory_engine.ids import PublicIdField
@@ -44,6 +45,38 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ProjectRow:
+    """A model whose rows belong to a project (``project_id``; each such table is distributed by
+    it on a distributed PostgreSQL, docs/scaling.md). Django's own statements about one row name
+    its project beside its id, so there they run on the project's node, not on every node:
+    ``save()``'s ``UPDATE``, ``refresh_from_db()`` and ``delete()``
+    (:func:`memory_engine.db.delete_in_project`). On one PostgreSQL the filter is redundant."""
+
+    project_id: Any
+    pk: Any
+
+    def _do_update(self, base_qs: Any, using: Any, pk_val: Any, values: Any, update_fields: Any,
+                   forced_update: Any) -> Any:
+        if self.project_id is not None:
+            base_qs = base_qs.filter(project_id=self.project_id)
+        return super()._do_update(base_qs, using, pk_val, values, update_fields, forced_update)  # type: ignore[misc]
+
+    def refresh_from_db(self, using: str | None = None, fields: Any = None, from_queryset: Any = None) -> None:
+        if from_queryset is None and self.project_id is not None:
+            manager = type(self)._base_manager.db_manager(using, hints={"instance": self})  # type: ignore[attr-defined]
+            from_queryset = manager.filter(project_id=self.project_id)
+        super().refresh_from_db(using=using, fields=fields, from_queryset=from_queryset)  # type: ignore[misc]
+
+    def delete(self, using: str | None = None, keep_parents: bool = False) -> tuple[int, dict[str, int]]:
+        if self.project_id is None or self.pk is None:
+            return super().delete(using=using, keep_parents=keep_parents)  # type: ignore[misc]
+        using = using or router.db_for_write(type(self), instance=self)  # type: ignore[arg-type]
+        rows = type(self)._base_manager.using(using).filter(pk=self.pk)  # type: ignore[attr-defined]
+        deleted = delete_in_project(rows, self.project_id)
+        self.pk = None  # as Django's delete leaves it
+        return deleted
 
 
 class TenantProjectField(models.ForeignKey):

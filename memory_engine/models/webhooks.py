@@ -10,10 +10,10 @@ from django.utils import timezone
 from memory_engine.ids import PublicIdField
 from memory_engine.text import redact_url
 
-from .tenancy import TenantProjectField
+from .tenancy import ProjectRow, TenantProjectField
 
 
-class WebhookSubscription(models.Model):
+class WebhookSubscription(ProjectRow, models.Model):
     """A URL the project's feed entries (of ``event_kinds``; empty: all) are POSTed to, signed
     with ``secret``. ``cursor`` is the feed position delivered so far: it only moves when the
     receiver acknowledged a batch (2xx), so no entry is lost or delivered twice in a row."""
@@ -47,7 +47,7 @@ class DeliveryStatus(models.TextChoices):
     FAILED = "failed"
 
 
-class WebhookDelivery(models.Model):
+class WebhookDelivery(ProjectRow, models.Model):
     """One POST of a batch: what was sent (the feed positions, how many entries), the answer and,
     after a failure, when the batch is tried again."""
 

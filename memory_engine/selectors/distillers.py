@@ -17,7 +17,7 @@ from memory_engine.policy import SEARCH, Principal, reach, visible
 __all__ = ["run_errors_in_reach"]
 
 #: The keys of a run's error that name a row, and the row's model.
-NAMED_ROWS = {"version_id": DocumentVersion, "memory_id": Memory}
+NAMED_ROWS: dict[str, type[DocumentVersion] | type[Memory]] = {"version_id": DocumentVersion, "memory_id": Memory}
 
 
 def run_errors_in_reach(caller: Principal, project_id: str,

@@ -7,13 +7,14 @@ from typing import Any
 
 from django.db import transaction
 
+from memory_engine.db import allow_ledger_erasure, delete_in_project
 from memory_engine.exceptions import UnknownScope
 from memory_engine.knowledge_config import normalize_knowledge_config
 from memory_engine.models import Agent, Document, Memory, MemoryStore, Project
 from memory_engine.models.memories import Tier
 from memory_engine.policy import PURGE, Principal, check_legal_hold, require, visible
 
-from .stores import agent_store_create, allow_ledger_erasure, check_name_free
+from .stores import agent_store_create, check_name_free
 
 UNSET: Any = object()
 
@@ -93,9 +94,10 @@ def agent_delete(*, agent: Agent, caller: Principal) -> None:
     memory_store_delete erases a store): 403 GRANT_REQUIRED without ``purge`` on the agent (its
     own store), 409 LEGAL_HOLD while a memory of its own store is under legal hold."""
     require(caller, PURGE, agent)
-    check_legal_hold(memories=Memory.objects.filter(store__agent=agent, store__tier=Tier.AGENT))
+    check_legal_hold(memories=Memory.objects.of_project(agent.project_id).filter(
+        store__agent=agent, store__tier=Tier.AGENT, store__project_id=agent.project_id))
     allow_ledger_erasure()
-    agent.delete()
+    delete_in_project(Agent.objects.filter(pk=agent.pk), agent.project_id)
 
 
 def _rename_own_store(agent: Agent, name: str) -> None:

@@ -27,6 +27,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
+from memory_engine.db import delete_in_project
 from memory_engine.exceptions import (
     LLMError,
     MemoryEngineError,
@@ -144,6 +145,13 @@ def distiller_update(*, distiller: Distiller, caller: Principal, **changes: Any)
     distiller.acting_as = caller.reference[:200]
     distiller.save(update_fields=[*changes, "acting_as"])
     return distiller
+
+
+def distiller_delete(*, distiller: Distiller, caller: Principal) -> None:
+    """Delete the distiller with its runs and versions (``add`` on its store, 403 GRANT_REQUIRED
+    without). The memories it wrote stay; their derivations name no distiller any more."""
+    require(caller, ADD, distiller.store)
+    delete_in_project(Distiller.objects.filter(pk=distiller.pk), distiller.project_id)
 
 
 # --- one tick --------------------------------------------------------------------------------
@@ -400,5 +408,5 @@ def distillers_tick() -> int:
     return ran
 
 
-__all__ = ["DEFAULT_PROMPT", "distiller_create", "distiller_tick", "distiller_update", "distillers_tick",
-           "distiller_fields", "retirable", "windows"]
+__all__ = ["DEFAULT_PROMPT", "distiller_create", "distiller_delete", "distiller_tick", "distiller_update",
+           "distillers_tick", "distiller_fields", "retirable", "windows"]

@@ -29,7 +29,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
-from memory_engine.db import vector_literal
+from memory_engine.db import delete_in_project, vector_literal
 from memory_engine.exceptions import EntityMergeInvalid
 from memory_engine.mentions import DATE, SPEAKER, SUBJECT, Mention, statement
 from memory_engine.models import Chunk, Document, Entity, EntityEdge, Memory, Relation
@@ -263,12 +263,13 @@ def entities_extract_memories(*, memory_ids: Sequence[str] | None = None, limit:
                      for edge in _memory_edges(memory, mentions, ids, extractor.name, now)]
             report.edges += _insert_edges(edges)
             read = [memory.pk for memory, _ in items]
-            Memory.objects.filter(pk__in=read).update(entities_at=now)
+            Memory.objects.filter(project_id=project_id, pk__in=read).update(entities_at=now)
             # a memory that superseded another retires the other's edges from its own start
             for memory, _ in items:
-                retired = list(Memory.objects.filter(superseded_by_id=memory.pk).values_list("pk", flat=True))
+                retired = list(Memory.objects.filter(project_id=project_id, superseded_by_id=memory.pk)
+                               .values_list("pk", flat=True))
                 if retired:
-                    entity_edges_retire(memory_ids=retired, at=memory.created_at)
+                    entity_edges_retire(project_id=project_id, memory_ids=retired, at=memory.created_at)
     report.memories = len(memories)
     return report
 
@@ -320,23 +321,23 @@ def entities_sweep() -> dict[str, Any]:
 # --------------------------------------------------------------------------- history
 
 
-def entity_edges_retire(*, memory_ids: Sequence[str], at: datetime | None = None) -> int:
-    """The edges of memories that stop being valid (superseded, forgotten) end at ``at``."""
-    return EntityEdge.objects.filter(memory_id__in=list(memory_ids), invalid_at__isnull=True).update(
-        invalid_at=at or timezone.now())
+def entity_edges_retire(*, project_id: str, memory_ids: Sequence[str], at: datetime | None = None) -> int:
+    """The edges of the project's memories that stop being valid (superseded, forgotten) end at ``at``."""
+    return EntityEdge.objects.filter(project_id=project_id, memory_id__in=list(memory_ids),
+                                     invalid_at__isnull=True).update(invalid_at=at or timezone.now())
 
 
-def entity_edges_revive(*, memory_ids: Sequence[str]) -> int:
-    """The edges of restored memories are valid again."""
-    return EntityEdge.objects.filter(memory_id__in=list(memory_ids), invalid_at__isnull=False).update(
-        invalid_at=None)
+def entity_edges_revive(*, project_id: str, memory_ids: Sequence[str]) -> int:
+    """The edges of the project's restored memories are valid again."""
+    return EntityEdge.objects.filter(project_id=project_id, memory_id__in=list(memory_ids),
+                                     invalid_at__isnull=False).update(invalid_at=None)
 
 
 # --------------------------------------------------------------------------- erasure
 
 
-def entities_named_by(*, memory_ids: Iterable[str] | QuerySet[Any] = (),
-                      chunks: QuerySet[Chunk] | None = None, project_id: Any = None) -> set[str]:
+def entities_named_by(*, project_id: str, memory_ids: Iterable[str] | QuerySet[Any] = (),
+                      chunks: QuerySet[Chunk] | None = None) -> set[str]:
     """The entities at either end of an edge to these memories (ids, or a query of their ids) or
     chunks: those a removal of them may leave with no edge (call before the removal, then
     :func:`entities_drop_unnamed`). ``project_id``: the edges' project, named in the statement
@@ -344,13 +345,11 @@ def entities_named_by(*, memory_ids: Iterable[str] | QuerySet[Any] = (),
     ends = Q(memory_id__in=memory_ids if isinstance(memory_ids, QuerySet) else list(memory_ids))
     if chunks is not None:
         ends |= Q(chunk_id__in=chunks.values("pk"))
-    edges = EntityEdge.objects.filter(ends)
-    if project_id is not None:
-        edges = edges.filter(project_id=project_id)
+    edges = EntityEdge.objects.filter(ends, project_id=project_id)
     return {entity_id for pair in edges.values_list("entity_id", "other_id") for entity_id in pair if entity_id}
 
 
-def entities_drop_unnamed(*, entity_ids: Iterable[str]) -> list[tuple[str, str]]:
+def entities_drop_unnamed(*, project_id: str, entity_ids: Iterable[str]) -> list[tuple[str, str]]:
     """Delete those of ``entity_ids`` that no edge names any more (their memories and chunks were
     erased, purged or deleted: a name nothing in reach states would otherwise outlive them) and
     return ``(id, name)`` of each, by id. Runs in the caller's transaction, after the removal."""
@@ -359,10 +358,12 @@ def entities_drop_unnamed(*, entity_ids: Iterable[str]) -> list[tuple[str, str]]
         return []
     with connection.cursor() as cursor:
         cursor.execute(
-            "DELETE FROM memory_engine_entity e WHERE e.id = ANY(%s) "
-            "AND NOT EXISTS (SELECT 1 FROM memory_engine_entityedge d WHERE d.entity_id = e.id) "
-            "AND NOT EXISTS (SELECT 1 FROM memory_engine_entityedge d WHERE d.other_id = e.id) "
-            "RETURNING e.id, e.name", [ids])
+            "DELETE FROM memory_engine_entity e WHERE e.project_id = %(project)s AND e.id = ANY(%(ids)s) "
+            "AND NOT EXISTS (SELECT 1 FROM memory_engine_entityedge d "
+            "                WHERE d.project_id = %(project)s AND d.entity_id = e.id) "
+            "AND NOT EXISTS (SELECT 1 FROM memory_engine_entityedge d "
+            "                WHERE d.project_id = %(project)s AND d.other_id = e.id) "
+            "RETURNING e.id, e.name", {"project": project_id, "ids": ids})
         return sorted(cursor.fetchall())
 
 
@@ -410,7 +411,8 @@ def entity_merge(*, target: Entity, sources: Sequence[Entity]) -> Entity:
             if alias not in names:
                 names.add(alias)
                 aliases.append(alias)
-    Entity.objects.filter(pk__in=source_ids).delete()  # their edges left behind go with them
+    # their edges left behind go with them
+    delete_in_project(Entity.objects.filter(pk__in=source_ids), target.project_id)
     target.aliases = aliases
     target.updated_at = timezone.now()
     target.save(update_fields=["aliases", "updated_at"])

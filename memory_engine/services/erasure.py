@@ -36,6 +36,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from memory_engine.conf import engine_settings
+from memory_engine.db import delete_in_project
 from memory_engine.exceptions import ValidationFailed
 from memory_engine.models import (
     Chunk,
@@ -205,13 +206,13 @@ def erase_rows(*, project: Project, principal: str, selector: dict[str, Any], me
     named = entities_named_by(memory_ids=memory_ids, project_id=project.pk)
 
     # memories (revisions cascade), then the content rows nothing else uses any more
-    Memory.objects.filter(pk__in=memory_ids).delete()
-    used = Q(Exists(Memory.objects.filter(content_id=OuterRef("pk")))) | Q(
-        Exists(MemoryRevision.objects.filter(content_id=OuterRef("pk"))))
-    orphan_contents = MemoryContent.objects.filter(pk__in=content_ids).exclude(used)
+    delete_in_project(Memory.objects.filter(pk__in=memory_ids), project.pk)
+    used = Q(Exists(Memory.objects.filter(project=project, content_id=OuterRef("pk")))) | Q(
+        Exists(MemoryRevision.objects.filter(project=project, content_id=OuterRef("pk"))))
+    orphan_contents = MemoryContent.objects.filter(project=project, pk__in=content_ids).exclude(used)
     content_rows = list(orphan_contents.values_list("pk", "text"))
-    orphan_contents.delete()
-    ledger_redact(assertion_ids=[pk for pk, _ in assertion_rows], principal=principal)
+    delete_in_project(MemoryContent.objects.filter(pk__in=[pk for pk, _ in content_rows]), project.pk)
+    ledger_redact(project_id=project.pk, assertion_ids=[pk for pk, _ in assertion_rows], principal=principal)
     generations = Generation.objects.filter(pk__in=generation_ids, project=project)
     generation_rows = list(generations.values_list("pk", "output"))
     generations.update(input_messages=[], output="", extraction={})
@@ -219,7 +220,7 @@ def erase_rows(*, project: Project, principal: str, selector: dict[str, Any], me
     for document in documents:
         entity_rows += document_delete(document=document)
     # entities nothing left names: their names would outlive what stated them
-    entity_rows += entities_drop_unnamed(entity_ids=named)
+    entity_rows += entities_drop_unnamed(project_id=project.pk, entity_ids=named)
     if subject_store is not None:
         MemoryStore.objects.filter(pk=subject_store.pk).update(
             name=f"erased:{subject_store.pk}", subject_external_id=None, description="", tags={})
@@ -238,7 +239,7 @@ def erase_rows(*, project: Project, principal: str, selector: dict[str, Any], me
     if subject_store is not None:
         ids["memorystore"] = [subject_store.pk]
         counts["memorystore"] = 1
-    memory_maps_drop(store_ids=store_ids)  # their coordinates came from the erased vectors
+    memory_maps_drop(project_id=project.pk, store_ids=store_ids)  # their coordinates came from the erased vectors
     return ErasureReceipt.objects.create(
         project=project, selector_kind="+".join(sorted(selector)), selector_hmac=selector_hmac(selector),
         counts=counts, ids=ids, sha256=digest.hexdigest(), principal=principal[:200],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
+from memory_engine.db import delete_in_project
 from memory_engine.exceptions import LinkEndNotFound, LinkExists, LinkInvalid
 from memory_engine.models import DocumentVersion, EvidenceLink, Memory, Project
 
@@ -69,4 +70,4 @@ def evidence_link_create(*, project: Project, kind: str, source: LinkEnd, target
 
 
 def evidence_link_delete(*, link: EvidenceLink) -> None:
-    link.delete()
+    delete_in_project(EvidenceLink.objects.filter(pk=link.pk), link.project_id)

@@ -25,6 +25,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
+from memory_engine.db import delete_in_project
 from memory_engine.exceptions import NotInTrash, TrashExpired
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome, Tier
@@ -66,25 +67,28 @@ def _forget_assertion(memory: Memory, *, principal: str, mechanism: str, outcome
     )
 
 
-def _delete_orphan_contents(store_id: str, content_ids: set[str]) -> int:
+def _delete_orphan_contents(project_id: str, store_id: str, content_ids: set[str]) -> int:
     """Delete those of ``content_ids`` no memory or revision uses any more (call under the store lock)."""
     if not content_ids:
         return 0
-    used = Q(Exists(Memory.objects.filter(content_id=OuterRef("pk")))) | Q(
-        Exists(MemoryRevision.objects.filter(content_id=OuterRef("pk"))))
-    deleted, _ = MemoryContent.objects.filter(store_id=store_id, pk__in=content_ids).exclude(used).delete()
-    return deleted
+    used = Q(Exists(Memory.objects.filter(project_id=project_id, content_id=OuterRef("pk")))) | Q(
+        Exists(MemoryRevision.objects.filter(project_id=project_id, content_id=OuterRef("pk"))))
+    orphans = MemoryContent.objects.filter(project_id=project_id, store_id=store_id, pk__in=content_ids).exclude(used)
+    return delete_in_project(orphans, project_id)[0]
 
 
-def _delete_memories(store_id: str, memories: list[Memory]) -> None:
+def _delete_memories(store: MemoryStore, memories: list[Memory]) -> None:
     """Delete memories with their revisions, then the content rows and entities nobody uses any more."""
+    project_id = store.project_id
     ids = [m.pk for m in memories]
     content_ids = {m.content_id for m in memories}
-    content_ids |= set(MemoryRevision.objects.filter(memory_id__in=ids).values_list("content_id", flat=True))
-    named = entities_named_by(memory_ids=ids)
-    Memory.objects.filter(pk__in=ids).delete()  # revisions and entity edges cascade; successors' links become NULL
-    _delete_orphan_contents(store_id, content_ids)
-    entities_drop_unnamed(entity_ids=named)
+    content_ids |= set(MemoryRevision.objects.filter(project_id=project_id, memory_id__in=ids)
+                       .values_list("content_id", flat=True))
+    named = entities_named_by(project_id=project_id, memory_ids=ids)
+    # revisions and entity edges cascade; successors' links become NULL
+    delete_in_project(Memory.objects.filter(pk__in=ids), project_id)
+    _delete_orphan_contents(project_id, store.pk, content_ids)
+    entities_drop_unnamed(project_id=project_id, entity_ids=named)
 
 
 @transaction.atomic
@@ -97,18 +101,20 @@ def memory_forget(*, memory: Memory, principal: str, mechanism: str = Mechanism.
     Forgetting a memory already in the trash records the row again and changes nothing.
     """
     lock_store(memory.store_id)
-    memory = Memory.objects.select_related("store", "content").get(pk=memory.pk)
-    check_legal_hold(memories=Memory.objects.filter(pk=memory.pk))
+    memory = Memory.objects.of_project(memory.project_id).select_related("store", "content").get(pk=memory.pk)
+    check_legal_hold(memories=Memory.objects.of_project(memory.project_id).filter(pk=memory.pk))
     if memory.store.tier == Tier.USER:
         assertion = _forget_assertion(memory, principal=principal, mechanism=mechanism,
                                       details={"deleted": True})
-        _delete_memories(memory.store_id, [memory])
+        _delete_memories(memory.store, [memory])
         return assertion
     if memory.trashed_at is None:
         now = timezone.now()
-        Memory.objects.filter(pk=memory.pk).update(trashed_at=now, invalidated_at=memory.invalidated_at or now)
-        memory.refresh_from_db(fields=["trashed_at", "invalidated_at"])
-        entity_edges_retire(memory_ids=[memory.pk], at=now)
+        changes = {"trashed_at": now, "invalidated_at": memory.invalidated_at or now}
+        Memory.objects.filter(project_id=memory.project_id, pk=memory.pk).update(**changes)
+        for name, value in changes.items():
+            setattr(memory, name, value)
+        entity_edges_retire(project_id=memory.project_id, memory_ids=[memory.pk], at=now)
     until = restorable_until(memory)
     return _forget_assertion(memory, principal=principal, mechanism=mechanism,
                              details={"trashed": True, "restorable_until": until.isoformat() if until else None})
@@ -124,7 +130,7 @@ def memory_restore(*, memory: Memory, principal: str, mechanism: str = Mechanism
     A memory that had been superseded before it was forgotten comes back superseded.
     """
     lock_store(memory.store_id)
-    memory = Memory.objects.select_related("store", "content").get(pk=memory.pk)
+    memory = Memory.objects.of_project(memory.project_id).select_related("store", "content").get(pk=memory.pk)
     if memory.trashed_at is None:
         raise NotInTrash(details={"memory_id": memory.pk})
     until = restorable_until(memory)
@@ -132,11 +138,12 @@ def memory_restore(*, memory: Memory, principal: str, mechanism: str = Mechanism
     if timezone.now() >= until:
         raise TrashExpired(details={"memory_id": memory.pk, "trashed_at": memory.trashed_at.isoformat(),
                                     "trash_days": trash_days(memory.store)})
-    Memory.objects.filter(pk=memory.pk).update(
-        trashed_at=None, invalidated_at=memory.invalidated_at if memory.superseded_by_id else None)
-    memory.refresh_from_db(fields=["trashed_at", "invalidated_at"])
+    changes = {"trashed_at": None, "invalidated_at": memory.invalidated_at if memory.superseded_by_id else None}
+    Memory.objects.filter(project_id=memory.project_id, pk=memory.pk).update(**changes)
+    for name, value in changes.items():
+        setattr(memory, name, value)
     if memory.invalidated_at is None:
-        entity_edges_revive(memory_ids=[memory.pk])
+        entity_edges_revive(project_id=memory.project_id, memory_ids=[memory.pk])
     MemoryAssertion.objects.create(
         store_id=memory.store_id, project_id=memory.project_id, memory_id=memory.pk, content=memory.content.text,
         outcome=Outcome.RESTORED,
@@ -187,7 +194,7 @@ def _sweep_store_batch(store_id: str, now: datetime, counts: SweepCounts) -> int
             else:
                 counts.purged += 1
         MemoryAssertion.objects.bulk_create(rows)
-        _delete_memories(store_id, due)
+        _delete_memories(store, due)
     return len(due)
 
 

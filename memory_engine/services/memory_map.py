@@ -23,6 +23,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
+from memory_engine.db import delete_in_project
 from memory_engine.models import Memory, MemoryMap, MemoryMapStatus, MemoryStore
 from memory_engine.models.memories import LIVE_MEMORY_SQL
 from memory_engine.projection import choose_k, kmeans, layout_2d
@@ -131,10 +132,10 @@ def memory_map_request(*, store: MemoryStore) -> MemoryMap:
     return found
 
 
-def memory_maps_drop(*, store_ids: list[str]) -> int:
+def memory_maps_drop(*, project_id: str, store_ids: list[str]) -> int:
     """Delete the cached maps of these stores (an erasure: their coordinates came from erased
     vectors); the next request computes them again. Returns how many were deleted."""
-    return MemoryMap.objects.filter(store_id__in=store_ids).delete()[0]
+    return delete_in_project(MemoryMap.objects.filter(store_id__in=store_ids), project_id)[0]
 
 
 __all__ = ["is_stale", "live_memories", "memory_map_compute", "memory_map_request", "memory_maps_drop",

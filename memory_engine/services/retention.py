@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
-from memory_engine.db import allow_ledger_erasure
+from memory_engine.db import allow_ledger_erasure, delete_in_project
 from memory_engine.exceptions import DocumentNotForgotten, ValidationFailed
 from memory_engine.models import Chunk, Document, DocumentVersion, Memory, RawCapture, RetentionChange
 from memory_engine.models.retention import RetentionClass
@@ -49,8 +49,8 @@ def validate_retention_class(value: object) -> str:
     return str(value)
 
 
-def ledger_redact(*, assertion_ids: list[str], principal: str) -> int:
-    """Replace the asserted text and details of these ledger rows with the redaction markers
+def ledger_redact(*, project_id: str, assertion_ids: list[str], principal: str) -> int:
+    """Replace the asserted text and details of these ledger rows of the project with the redaction markers
     (ids, outcomes, principals and times stay); the number of rows changed. Runs inside the
     caller's transaction under the erasure switch; the trigger refuses any other UPDATE."""
     if not assertion_ids:
@@ -59,8 +59,8 @@ def ledger_redact(*, assertion_ids: list[str], principal: str) -> int:
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE memory_engine_memoryassertion SET content = %s, details = %s::jsonb "
-            "WHERE id = ANY(%s) AND NOT (content = %s AND details = %s::jsonb)",
-            [REDACTED_TEXT, '{"erased": true}', assertion_ids, REDACTED_TEXT, '{"erased": true}'],
+            "WHERE project_id = %s AND id = ANY(%s) AND NOT (content = %s AND details = %s::jsonb)",
+            [REDACTED_TEXT, '{"erased": true}', project_id, assertion_ids, REDACTED_TEXT, '{"erased": true}'],
         )
         changed = cursor.rowcount
     logger.info("ledger redaction rows=%s principal=%s", changed, principal,
@@ -132,19 +132,20 @@ class DocumentForgetCounts(dict[str, int]):
     ``entity`` (entities no edge named any more once the chunks were gone)."""
 
 
-def _erase_content(document_ids: list[str], version_filter: Q, now: datetime) -> DocumentForgetCounts:
-    """Delete the chunks and raw captures of the selected versions and tombstone them."""
-    versions = DocumentVersion.objects.filter(version_filter, document_id__in=document_ids)
+def _erase_content(document: Document, version_filter: Q, now: datetime) -> DocumentForgetCounts:
+    """Delete the chunks and raw captures of the document's selected versions and tombstone them."""
+    project_id = document.project_id
+    versions = DocumentVersion.objects.filter(version_filter, project_id=project_id, document_id=document.pk)
     raw_ids = list(versions.exclude(raw_capture=None).values_list("raw_capture_id", flat=True))
     counts = DocumentForgetCounts()
-    chunks = Chunk.objects.filter(version__in=versions.values("pk"))
-    named = entities_named_by(chunks=chunks)
-    counts["chunk"], _ = chunks.delete()
+    chunks = Chunk.objects.filter(project_id=project_id, version__in=versions.values("pk"))
+    named = entities_named_by(project_id=project_id, chunks=chunks)
+    counts["chunk"], _ = delete_in_project(chunks, project_id)
     # a raw capture's versions cascade with it: detach them first, they stay as metadata
     counts["documentversion"] = versions.update(tombstoned_at=now, raw_capture=None)
     allow_ledger_erasure()
-    counts["rawcapture"], _ = RawCapture.objects.filter(pk__in=raw_ids).delete()
-    counts["entity"] = len(entities_drop_unnamed(entity_ids=named))
+    counts["rawcapture"], _ = delete_in_project(RawCapture.objects.filter(pk__in=raw_ids), project_id)
+    counts["entity"] = len(entities_drop_unnamed(project_id=project_id, entity_ids=named))
     return counts
 
 
@@ -153,16 +154,18 @@ def document_forget(*, document: Document, reason: str, principal: str) -> Docum
     """Tombstone a document: its chunks (text and vectors), raw captures and stored file are
     erased; the row, its versions' metadata and ``reason`` stay. 409 LEGAL_HOLD if a version
     is under legal hold."""
-    document = Document.objects.select_for_update().get(pk=document.pk)
-    check_legal_hold(versions=DocumentVersion.objects.filter(document=document))
+    project_id = document.project_id
+    document = Document.objects.select_for_update().get(project_id=project_id, pk=document.pk)
+    check_legal_hold(versions=DocumentVersion.objects.filter(project_id=project_id, document=document))
     now = timezone.now()
-    named = entities_named_by(chunks=Chunk.objects.filter(document=document))
-    counts = _erase_content([document.pk], Q(), now)
+    named = entities_named_by(project_id=project_id, chunks=Chunk.objects.filter(project_id=project_id,
+                                                                                 document=document))
+    counts = _erase_content(document, Q(), now)
     # chunks of rows older than versions have no version: they go too
-    counts["chunk"] += Chunk.objects.filter(document=document).delete()[0]
-    counts["entity"] += len(entities_drop_unnamed(entity_ids=named))
+    counts["chunk"] += delete_in_project(Chunk.objects.filter(document=document), project_id)[0]
+    counts["entity"] += len(entities_drop_unnamed(project_id=project_id, entity_ids=named))
     stored_files_delete_on_commit(names=[document.file.name])
-    Document.objects.filter(pk=document.pk).update(
+    Document.objects.filter(project_id=project_id, pk=document.pk).update(
         file="", forgotten_at=now, forget_reason=f"{reason} ({principal})"[:500], total_chunks=0,
         indexed_chunks=0, unembedded_chunks=0, converter_state={})
     logger.info("document forget %s by %s", document.pk, principal, extra=dict(counts))
@@ -173,8 +176,8 @@ def document_forget(*, document: Document, reason: str, principal: str) -> Docum
 def document_purge(*, document: Document) -> None:
     """Hard-delete a forgotten document: 409 LEGAL_HOLD for a held version, 409
     DOCUMENT_NOT_FORGOTTEN while a durable version is not tombstoned."""
-    document = Document.objects.select_for_update().get(pk=document.pk)
-    versions = DocumentVersion.objects.filter(document=document)
+    document = Document.objects.select_for_update().get(project_id=document.project_id, pk=document.pk)
+    versions = DocumentVersion.objects.filter(project_id=document.project_id, document=document)
     check_legal_hold(versions=versions)
     live = list(versions.filter(retention_class=RetentionClass.DURABLE, tombstoned_at__isnull=True)
                 .order_by("number").values_list("pk", flat=True))
@@ -190,25 +193,28 @@ def document_retention_sweep(*, now: datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=engine_settings.DOCUMENT_EPHEMERAL_TTL_SECONDS)
     due = Q(retention_class=RetentionClass.EPHEMERAL, tombstoned_at__isnull=True, created_at__lte=cutoff)
-    document_ids = list(DocumentVersion.objects.filter(due).values_list("document_id", flat=True).distinct())
+    # every project's due versions (one statement across a distributed database's nodes), then
+    # each document's work on its project's rows
+    documents = list(DocumentVersion.objects.filter(due).order_by().values_list("project_id", "document_id")
+                     .distinct())
     totals = {"versions": 0, "documents_forgotten": 0}
-    for document_id in document_ids:
+    for project_id, document_id in documents:
         with transaction.atomic():
-            document = Document.objects.select_for_update(skip_locked=True).filter(pk=document_id).first()
+            document = (Document.objects.select_for_update(skip_locked=True)
+                        .filter(project_id=project_id, pk=document_id).first())
             if document is None:
                 continue
-            if document.active_version_id and DocumentVersion.objects.filter(due, pk=document.active_version_id
-                                                                             ).exists():
+            versions = DocumentVersion.objects.filter(project_id=project_id, document=document)
+            if document.active_version_id and versions.filter(due, pk=document.active_version_id).exists():
                 # its searchable content is going: the document becomes a tombstone
-                holds = DocumentVersion.objects.filter(document=document,
-                                                       retention_class=RetentionClass.LEGAL_HOLD).exists()
+                holds = versions.filter(retention_class=RetentionClass.LEGAL_HOLD).exists()
                 if not holds:
                     counts = document_forget(document=document, reason="expired",
                                              principal=RETENTION_SWEEP_PRINCIPAL)
                     totals["versions"] += counts["documentversion"]
                     totals["documents_forgotten"] += 1
                     continue
-            counts = _erase_content([document.pk], due & ~Q(pk=document.active_version_id or ""), now)
+            counts = _erase_content(document, due & ~Q(pk=document.active_version_id or ""), now)
             totals["versions"] += counts["documentversion"]
     if totals["versions"]:
         logger.info("retention sweep versions=%s documents_forgotten=%s", totals["versions"],

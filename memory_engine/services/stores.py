@@ -9,7 +9,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
-from memory_engine.db import allow_ledger_erasure
+from memory_engine.db import allow_ledger_erasure, delete_in_project
 from memory_engine.exceptions import (
     LifetimeInvalid,
     NameTaken,
@@ -168,11 +168,12 @@ def agent_store_create(*, agent: Agent, owner: str | None) -> MemoryStore:
 def memory_store_delete(*, store: MemoryStore) -> None:
     """Erase a store with its memories, their ledger rows and the entities only they named
     (409 LEGAL_HOLD if one is held)."""
-    check_legal_hold(memories=Memory.objects.filter(store=store))
+    memories = Memory.objects.of_project(store.project_id).filter(store=store)
+    check_legal_hold(memories=memories)
     allow_ledger_erasure()
-    named = entities_named_by(memory_ids=Memory.objects.filter(store=store).values("pk"))
-    store.delete()
-    entities_drop_unnamed(entity_ids=named)
+    named = entities_named_by(project_id=store.project_id, memory_ids=memories.values("pk"))
+    delete_in_project(MemoryStore.objects.filter(pk=store.pk), store.project_id)
+    entities_drop_unnamed(project_id=store.project_id, entity_ids=named)
 
 
 @transaction.atomic

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -103,7 +104,7 @@ def run_flows() -> list[dict[str, Any]]:
     state: dict[str, Any] = {}
 
     def project() -> str:
-        state["project"] = ProjectFactory()
+        state["project"] = ProjectFactory(name=f"flows-{uuid.uuid4().hex[:12]}")  # a database reused by runs
         state["raw"] = make_key(state["project"])
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {state['raw']}")
         return "created"
@@ -115,10 +116,13 @@ def run_flows() -> list[dict[str, Any]]:
         """The request; ``keep``: the answer's ``id`` kept in ``state`` under that name."""
         def action() -> Any:
             target = path.format(**state)
-            data = json.loads(json.dumps(body).replace("{store}", str(state.get("store")))) if body else None
+            text = json.dumps(body)
+            for name, value in state.items():
+                text = text.replace(f"{{{name}}}", str(value))
+            data = json.loads(text) if body else None
             response = getattr(client, method)(target, data, format="json")
             answer = response.json() if response.get("Content-Type", "").startswith("application/json") else {}
-            if path == "/api/v1/memory-stores" and response.status_code == 201:
+            if path == "/api/v1/memory-stores" and response.status_code == 201 and "store" not in state:
                 state["store"] = answer["id"]
             if keep and response.status_code in (200, 201):
                 state[keep] = answer["id"]
@@ -196,6 +200,31 @@ def run_flows() -> list[dict[str, Any]]:
         "memory_store_id": "{store}", "content": "The gone team met on Wednesdays.", "tags": {"team": "gone"}}))
     steps.run("POST /api/v1/erasure (tags team: gone)", call("post", "/api/v1/erasure", {"tags": {"team": "gone"}}))
     steps.run("GET /api/v1/erasure-receipts", call("get", "/api/v1/erasure-receipts"))
+    steps.run("POST /api/v1/memories (to forget)", call("post", "/api/v1/memories", {
+        "memory_store_id": "{store}", "content": "The old wiki moved to the handbook."}, keep="forgotten"))
+    steps.run("DELETE /api/v1/memories/{forgotten} (to the trash)", call("delete", "/api/v1/memories/{forgotten}"))
+    steps.run("POST /api/v1/memories/{forgotten}/restore", call("post", "/api/v1/memories/{forgotten}/restore"))
+    steps.run("POST /api/v1/memory-stores (to delete)", call("post", "/api/v1/memory-stores", {"name": "scratch"},
+                                                            keep="scratch"))
+    steps.run("POST /api/v1/memories (into the store to delete)", call("post", "/api/v1/memories", {
+        "memory_store_id": "{scratch}", "content": "A note nobody needs."}))
+    steps.run("DELETE /api/v1/memory-stores/{scratch}", call("delete", "/api/v1/memory-stores/{scratch}"))
+    steps.run("POST /api/v1/documents (text, wait: ingested inline)", call("post", "/api/v1/documents", {
+        "content": "# Runbook\n\nThe on-call engineer rotates the database credentials every quarter.",
+        "path": "/runbook.md", "wait": True}, keep="document"))
+    steps.run("GET /api/v1/documents/{document}", call("get", "/api/v1/documents/{document}"))
+    steps.run("GET /api/v1/documents/{document}/chunks", call("get", "/api/v1/documents/{document}/chunks"))
+    steps.run("GET /api/v1/documents", call("get", "/api/v1/documents"))
+    steps.run("POST /api/v1/knowledge/search (the project's documents)", call("post", "/api/v1/knowledge/search", {
+        "query": "who rotates the database credentials"}))
+    steps.run("POST /api/v1/documents/{document}/forget", call("post", "/api/v1/documents/{document}/forget",
+                                                                {"reason": "superseded runbook"}))
+    steps.run("DELETE /api/v1/documents/{document}", call("delete", "/api/v1/documents/{document}"))
+    steps.run("POST /api/v1/documents (tags team: archived)", call("post", "/api/v1/documents", {
+        "content": "The archived team kept its notes in the old wiki.", "path": "/archived.md", "wait": True,
+        "tags": {"team": "archived"}}))
+    steps.run("POST /api/v1/erasure (tags team: archived: a document)",
+              call("post", "/api/v1/erasure", {"tags": {"team": "archived"}}))
     counted = "SELECT documents FROM memory_engine_lexicalstatistics WHERE project_id = %s AND part = 'content'"
     steps.run("the project's content rows counted before", lambda: sql(counted, [state["project"].id]))
     steps.run("a memory written by SQL, its feed entries written by the triggers at commit", feed_entries)

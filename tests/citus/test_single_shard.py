@@ -11,9 +11,9 @@ entries.
 
 The write funnel (a write, its duplicate, a supersede, a batch), the memory listing, a search,
 the feed and a legal hold name the project on every table they read (migration 0033 keeps that
-cheap on one PostgreSQL). Not single-shard yet, and so not asserted here: an erasure that goes
-ahead (Django's cascade looks related rows up by id alone; the step is run and its error kept
-for bench/citus_inventory.py).
+cheap on one PostgreSQL). Deletes go through memory_engine.db.delete_in_project, which names the
+project where Django's collector looks related rows up by id alone: an erasure that goes ahead
+with its receipt, a memory forgotten to the trash and restored, a store deleted.
 
 The command distributes the tables with their triggers (``citus.enable_unsafe_triggers``); the
 lexical statistics count a content row written and deleted on the shard (migration 0032).
@@ -175,3 +175,57 @@ def test_legal_hold_stops_an_erasure(flows: dict[str, dict[str, Any]]) -> None:
     refused = step(flows, "POST /api/v1/erasure (tags case: held: refused)")
     assert refused["status"] == 409, refused
     assert refused["answer"]["code"] == "LEGAL_HOLD", refused
+
+
+def test_an_erasure_goes_ahead_and_its_receipt_is_listed(flows: dict[str, dict[str, Any]]) -> None:
+    """memory_engine.db.delete_in_project: the erased memory, what cascades from it, its content
+    row and ledger redaction name the project in every statement (Django's collector would look
+    the related rows up by id alone)."""
+    erased = step(flows, "POST /api/v1/erasure (tags team: gone)")
+    assert erased["status"] == 201, erased
+    assert erased["answer"]["counts"]["memory"] == 1, erased
+    assert erased["answer"]["counts"]["memorycontent"] == 1, erased
+    receipts = step(flows, "GET /api/v1/erasure-receipts")
+    assert receipts["status"] == 200, receipts
+    assert [receipt["id"] for receipt in receipts["answer"]["results"]] == [erased["answer"]["id"]]
+
+
+def test_a_memory_goes_to_the_trash_and_comes_back(flows: dict[str, dict[str, Any]]) -> None:
+    assert step(flows, "DELETE /api/v1/memories/{forgotten} (to the trash)")["status"] == 204
+    restored = step(flows, "POST /api/v1/memories/{forgotten}/restore")
+    assert restored["status"] == 200, restored
+    assert restored["answer"]["trashed_at"] is None, restored
+
+
+def test_a_store_is_deleted_with_its_memories(flows: dict[str, dict[str, Any]]) -> None:
+    assert step(flows, "POST /api/v1/memories (into the store to delete)")["status"] == 201
+    assert step(flows, "DELETE /api/v1/memory-stores/{scratch}")["status"] == 204
+
+
+def test_a_document_is_ingested_inline_listed_and_searched(flows: dict[str, dict[str, Any]]) -> None:
+    """The ingestion pipeline names the project in every statement (its claim, heartbeat, swap,
+    versions) and ``insert_rows`` casts the vectors to the column's type, which Citus needs in an
+    ``INSERT ... SELECT``."""
+    created = step(flows, "POST /api/v1/documents (text, wait: ingested inline)")
+    assert created["status"] == 201, created
+    assert created["answer"]["status"] == "ready" and created["answer"]["total_chunks"] == 1, created
+    assert step(flows, "GET /api/v1/documents/{document}")["status"] == 200
+    chunks = step(flows, "GET /api/v1/documents/{document}/chunks")
+    assert chunks["status"] == 200 and len(chunks["answer"]["results"]) == 1, chunks
+    found = step(flows, "POST /api/v1/knowledge/search (the project's documents)")
+    assert found["status"] == 200, found
+    assert created["answer"]["id"] in [hit["document_id"] for hit in found["answer"]["results"]], found
+
+
+def test_a_document_is_forgotten_then_deleted(flows: dict[str, dict[str, Any]]) -> None:
+    forgotten = step(flows, "POST /api/v1/documents/{document}/forget")
+    assert forgotten["status"] == 200 and forgotten["answer"]["forgotten_at"], forgotten
+    assert step(flows, "DELETE /api/v1/documents/{document}")["status"] == 204
+
+
+def test_an_erasure_by_tags_takes_a_document(flows: dict[str, dict[str, Any]]) -> None:
+    assert step(flows, "POST /api/v1/documents (tags team: archived)")["status"] == 201
+    erased = step(flows, "POST /api/v1/erasure (tags team: archived: a document)")
+    assert erased["status"] == 201, erased
+    counts = erased["answer"]["counts"]
+    assert (counts["document"], counts["documentversion"], counts["chunk"]) == (1, 1, 1), counts

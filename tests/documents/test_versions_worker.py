@@ -44,7 +44,7 @@ def test_one_worker_task_ingests_the_small_documents_waiting_with_it(qcluster, p
     notes = [document_create_text(project=project, content=f"Note {n}: the {word} room is booked on Fridays.",
                                   path=f"/rooms/{word}.txt", enqueue=False)
              for n, word in enumerate(["amber", "basalt", "cobalt", "dune", "eider"])]
-    enqueue_document_ingest(notes[-1].pk)  # one task, for the newest
+    enqueue_document_ingest(notes[-1].pk, notes[-1].project_id)  # one task, for the newest
     wait_for(lambda: Document.objects.filter(pk__in=[n.pk for n in notes], status="ready").count() == 5,
              timeout=120)
     assert all(c.embedding is not None for c in Chunk.objects.filter(document__in=notes))

@@ -121,7 +121,8 @@ class DocumentViewSet(DocumentCaptureActions, DocumentRetentionActions, mixins.L
     def chunks(self, request: Request, pk: str | None = None) -> Response:
         """The document's chunks in order, with their page numbers."""
         document = self.get_object()
-        queryset = Chunk.objects.filter(document=document, generation__isnull=True).order_by("chunk_index")
+        queryset = Chunk.objects.filter(project_id=document.project_id, document=document,
+                                        generation__isnull=True).order_by("chunk_index")
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(ChunkSerializer(page, many=True).data)
 

@@ -134,7 +134,7 @@ def document_create_many(*, project: Project, documents: Sequence[NewDocument], 
                     storage.delete(document.file.name)
             raise
         if enqueue:
-            enqueue_documents_ingest_on_commit(_ingestion_groups(created))
+            enqueue_documents_ingest_on_commit(_ingestion_groups(created), project.pk)
     return created
 
 

@@ -36,8 +36,11 @@ def converter_callback(*, document_id: str, token: str, body: bytes, signature: 
     claims = verified_token(token, salt=CALLBACK_SALT, document_id=document_id, what="callback",
                             when_expired="re-ingest the document to ask the converter again",
                             invalid=CallbackSignatureInvalid, expired=CallbackExpired)
+    # the document's project first (the URL names the document alone): the lock then names it,
+    # which a distributed PostgreSQL needs for a row lock (docs/scaling.md)
+    project_id = Document.objects.filter(pk=document_id).values_list("project_id", flat=True).first()
     with transaction.atomic():
-        document = Document.objects.select_for_update().filter(pk=document_id).first()
+        document = Document.objects.select_for_update().filter(project_id=project_id, pk=document_id).first()
         if document is None:
             raise NotFound("The document of this callback no longer exists.")
         state = dict(document.converter_state or {})
@@ -56,7 +59,7 @@ def converter_callback(*, document_id: str, token: str, body: bytes, signature: 
             state["callback"] = {**callback, "used": True}
             document.converter_state = state
             document.save(update_fields=["converter_state", "updated_at"])
-            fail_ingestion(document_id, state.get("run"), exc)
+            fail_ingestion(document.project_id, document_id, state.get("run"), exc)
             document.refresh_from_db()
             return document
         except ConverterError as exc:
@@ -69,7 +72,7 @@ def converter_callback(*, document_id: str, token: str, body: bytes, signature: 
         document.converter_state = state
         if state.get("awaiting_callback") and document.status == DocumentStatus.PROCESSING:
             document.status = DocumentStatus.PENDING
-            enqueue_document_ingest_on_commit(document.pk)
+            enqueue_document_ingest_on_commit(document.pk, document.project_id)
         # else the converter's own run is still in flight and picks the pages up itself.
         document.heartbeat_at = timezone.now()
         document.save()

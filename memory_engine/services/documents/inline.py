@@ -29,7 +29,7 @@ def document_ingest_or_enqueue(start: Callable[..., Document], /, *, wait: bool,
     inline = bool(wait) and (size_bytes is None or size_bytes <= limit)
     document = start(enqueue=not inline, **arguments)
     if inline:
-        document = document_ingest(document_id=document.pk) or document
+        document = document_ingest(document_id=document.pk, project_id=document.project_id) or document
     return document, inline
 
 
@@ -44,7 +44,8 @@ def document_capture_or_enqueue(start: Callable[..., Capture], /, *, wait: bool,
     if capture.status == CaptureStatus.NOOP:
         return capture, False
     if inline:
-        capture.document = document_ingest(document_id=capture.document.pk) or capture.document
+        capture.document = (document_ingest(document_id=capture.document.pk, project_id=capture.document.project_id)
+                            or capture.document)
         capture.version.refresh_from_db()
     return capture, inline
 
@@ -56,6 +57,7 @@ def documents_create_or_enqueue(*, wait: bool, size_bytes: int, **arguments: Any
     inline = bool(wait) and size_bytes <= engine_settings.SYNC_INGESTION_MAX_BYTES
     documents = document_create_many(enqueue=not inline, **arguments)
     if inline:
-        ingested = document_ingest_many(document_ids=[document.pk for document in documents])
+        ingested = document_ingest_many(document_ids=[document.pk for document in documents],
+                                        project_id=arguments["project"].pk)
         documents = [after or before for after, before in zip(ingested, documents, strict=True)]
     return documents, inline

@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from memory_engine.conf import engine_settings
-from memory_engine.db import allow_ledger_erasure, lock_project_documents
+from memory_engine.db import allow_ledger_erasure, delete_in_project, lock_project_documents
 from memory_engine.exceptions import (
     EmptyFile,
     ExternalRefInvalid,
@@ -255,7 +255,7 @@ def document_capture(
                               base_url=base_url, lineage=lineage)
             outcome = CaptureStatus.UPDATED
         if enqueue:
-            enqueue_document_ingest_on_commit(document.pk)
+            enqueue_document_ingest_on_commit(document.pk, document.project_id)
     return Capture(document=document, version=version, status=outcome, raw_capture=raw)
 
 
@@ -515,7 +515,7 @@ def document_reingest(
     The ingestion rule is resolved again (a converter may have been added or fixed); a run
     in flight is superseded (its writes are fenced off).
     """
-    document = Document.objects.select_for_update().get(pk=document.pk)
+    document = Document.objects.select_for_update().get(project_id=document.project_id, pk=document.pk)
     state = dict(document.converter_state or {})
     # Only what a client asked for is kept; an old entry-point default ("default_strategy",
     # stored before per-content-type defaults) gives way to today's default.
@@ -528,11 +528,12 @@ def document_reingest(
     _make_pending(document, rule=rule, requested=requested, password=password, base_url=base_url)
     document.save()
     # The stored file is the newest capture's: when that version failed, ingest it again.
-    latest = document.versions.filter(generation__isnull=True).order_by("-number").first()
+    versions = DocumentVersion.objects.filter(project_id=document.project_id, document=document)
+    latest = versions.filter(generation__isnull=True).order_by("-number").first()
     if latest is not None and latest.status == DocumentVersion.Status.FAILED:
-        DocumentVersion.objects.filter(pk=latest.pk).update(status=DocumentVersion.Status.PENDING, error=None)
+        versions.filter(pk=latest.pk).update(status=DocumentVersion.Status.PENDING, error=None)
     if enqueue:
-        enqueue_document_ingest_on_commit(document.pk)
+        enqueue_document_ingest_on_commit(document.pk, document.project_id)
     return document
 
 
@@ -541,12 +542,14 @@ def document_delete(*, document: Document) -> list[tuple[str, str]]:
     """Erase the document: its versions, chunks, raw captures, (after commit) its stored file and
     the entities only its chunks named; ``(id, name)`` of those entities.
     409 LEGAL_HOLD when a version is under legal hold."""
-    check_legal_hold(versions=DocumentVersion.objects.filter(document=document))
+    project_id = document.project_id
+    check_legal_hold(versions=DocumentVersion.objects.filter(project_id=project_id, document=document))
     allow_ledger_erasure()
     stored_files_delete_on_commit(names=[document.file.name])
-    named = entities_named_by(chunks=Chunk.objects.filter(document_id=document.pk))
-    document.delete()
-    return entities_drop_unnamed(entity_ids=named)
+    named = entities_named_by(project_id=project_id,
+                              chunks=Chunk.objects.filter(project_id=project_id, document_id=document.pk))
+    delete_in_project(Document.objects.filter(pk=document.pk), project_id)
+    return entities_drop_unnamed(project_id=project_id, entity_ids=named)
 
 
 def stored_files_delete_on_commit(*, names: list[str]) -> None:

@@ -50,17 +50,17 @@ logger = logging.getLogger("memory_engine.documents")
 CONVERTER_FALLBACK_ERRORS = (NoTextLayer, UnsupportedContentType, PDFDamaged)
 
 
-def document_ingest(*, document_id: str) -> Document | None:
+def document_ingest(*, document_id: str, project_id: str | None = None) -> Document | None:
     """Run (or resume) the ingestion of one document; safe to call twice (idempotent).
 
     Returns the document as it stands afterwards (None when it no longer exists).
     Database outages propagate: the heartbeat then stalls and the sweep retries.
     It is :func:`document_ingest_many` with one document.
     """
-    return document_ingest_many(document_ids=[document_id])[0]
+    return document_ingest_many(document_ids=[document_id], project_id=project_id)[0]
 
 
-def document_ingest_group(*, document_id: str) -> Document | None:
+def document_ingest_group(*, document_id: str, project_id: str | None = None) -> Document | None:
     """:func:`document_ingest`, taking along other documents that wait for a worker: when the
     document is small (``size_bytes`` at most INGESTION_GROUP_MAX_BYTES), up to
     INGESTION_GROUP_DOCUMENTS − 1 other small pending documents of its project, oldest first,
@@ -69,11 +69,12 @@ def document_ingest_group(*, document_id: str) -> Document | None:
     Their own queued tasks then find them claimed or ready and do nothing (two queries: the
     document and the others waiting); two workers never ingest a document twice (the claim is
     a locked status change). Returns the document itself as it stands afterwards (None when
-    it no longer exists).
+    it no longer exists). ``project_id``: as for :func:`document_ingest_many`.
     """
     group = max(1, engine_settings.INGESTION_GROUP_DOCUMENTS)
     limit = engine_settings.INGESTION_GROUP_MAX_BYTES
-    document = Document.objects.filter(pk=document_id).first()
+    documents = Document.objects.filter(pk=document_id)
+    document = (documents.filter(project_id=project_id) if project_id is not None else documents).first()
     if document is None:
         return None
     others: list[str] = []
@@ -85,10 +86,10 @@ def document_ingest_group(*, document_id: str) -> Document | None:
         )
     if document.status != DocumentStatus.PENDING and not others:
         return document  # an earlier task's group took it along, and no other waits: nothing to claim
-    return document_ingest_many(document_ids=[document_id, *others])[0]
+    return document_ingest_many(document_ids=[document_id, *others], project_id=document.project_id)[0]
 
 
-def document_ingest_many(*, document_ids: Sequence[str]) -> list[Document | None]:
+def document_ingest_many(*, document_ids: Sequence[str], project_id: str | None = None) -> list[Document | None]:
     """Ingest several documents, the embedder and the database seeing them in batches.
 
     Documents are claimed EMBEDDING_BATCH_SIZE at a time (one transaction for the group,
@@ -105,20 +106,30 @@ def document_ingest_many(*, document_ids: Sequence[str]) -> list[Document | None
     vectors (counted in ``unembedded_chunks``, as for any failed batch). Returns the
     documents as they stand afterwards, in the order given (None for one that no longer
     exists).
+
+    ``project_id``: the documents' project, named in every statement (on a distributed
+    PostgreSQL they then run on its node, docs/scaling.md); a document of another project is
+    left alone. Without it the documents' projects are looked up first (one statement across
+    every node there) and each project's documents go through in turn.
     """
+    if project_id is None:
+        ingested: dict[str, Document | None] = {}
+        for project, ids in _by_project(document_ids).items():
+            ingested.update(zip(ids, document_ingest_many(document_ids=ids, project_id=project), strict=True))
+        return [ingested.get(document_id) for document_id in document_ids]
     shared = _SharedBatches()
-    claims = _Claims()
+    claims = _Claims(project_id)
     for start in range(0, len(document_ids), shared.batch_size):
         for document, run in claims.claim(document_ids[start:start + shared.batch_size]):
             claims.keep_alive()
             alone: Embedded | None = None
             queued: Embedded | None = None
-            with _failure_recorded(document.pk, run):
+            with _failure_recorded(document, run):
                 specs = _prepare(document, run)
                 if specs is None:
                     continue  # streamed and swapped, or waiting for a pending converter
                 if shared.provider is None or len(specs) > shared.batch_size:
-                    vectors, model = _embed(document.pk, run, specs)
+                    vectors, model = _embed(document, run, specs)
                     alone = Embedded(document, run, specs, vectors, model)
                 else:
                     queued = Embedded(document, run, specs, model=shared.model)
@@ -127,14 +138,26 @@ def document_ingest_many(*, document_ids: Sequence[str]) -> list[Document | None
             if queued is not None:
                 _swap_many(shared.add(queued))
     _swap_many(shared.flush())
-    found = Document.objects.in_bulk(list(document_ids))
+    found = Document.objects.filter(project_id=project_id).in_bulk(list(document_ids))
     return [found.get(document_id) for document_id in document_ids]
 
 
-class _Claims:
-    """Claims documents a group at a time and keeps the heartbeat of those still processing alive."""
+def _by_project(document_ids: Sequence[str]) -> dict[str, list[str]]:
+    """The existing ones of ``document_ids`` by project, in the order given."""
+    projects = dict(Document.objects.filter(pk__in=list(document_ids)).values_list("pk", "project_id"))
+    grouped: dict[str, list[str]] = {}
+    for document_id in dict.fromkeys(document_ids):
+        if document_id in projects:
+            grouped.setdefault(projects[document_id], []).append(document_id)
+    return grouped
 
-    def __init__(self) -> None:
+
+class _Claims:
+    """Claims a project's documents a group at a time and keeps the heartbeat of those still
+    processing alive."""
+
+    def __init__(self, project_id: str) -> None:
+        self.project_id = project_id
         self.groups: list[tuple[str, list[str]]] = []  # (run, document ids) of the last groups claimed
         self.beaten = time.monotonic()  # the oldest heartbeat of those groups is no older than this
 
@@ -147,8 +170,8 @@ class _Claims:
         run = uuid.uuid4().hex
         now = timezone.now()
         with transaction.atomic():
-            found = Document.objects.select_for_update().filter(pk__in=list(document_ids),
-                                                                status=DocumentStatus.PENDING).in_bulk()
+            found = Document.objects.select_for_update().filter(
+                project_id=self.project_id, pk__in=list(document_ids), status=DocumentStatus.PENDING).in_bulk()
             documents = [found[document_id] for document_id in dict.fromkeys(document_ids) if document_id in found]
             for document in documents:
                 state = dict(document.converter_state or {})
@@ -168,26 +191,27 @@ class _Claims:
         (a long document may keep the others of its group waiting; one statement)."""
         if time.monotonic() - self.beaten < engine_settings.INGESTION_HEARTBEAT_TIMEOUT / 4:
             return
-        owned_many({document_id: run for run, ids in self.groups for document_id in ids}).update(
+        owned_many(self.project_id, {document_id: run for run, ids in self.groups for document_id in ids}).update(
             heartbeat_at=timezone.now())
         self.beaten = time.monotonic()
 
 
 @contextmanager
-def _failure_recorded(document_id: str, run: str) -> Iterator[None]:
+def _failure_recorded(document: Document, run: str) -> Iterator[None]:
     """Record what stops one document's run on that document (and only there); database
     outages propagate."""
+    project_id, document_id = document.project_id, document.pk
     try:
         yield
     except Superseded:
         logger.info("ingestion run superseded", extra={"document_id": document_id, "run": run})
     except MemoryEngineError as exc:  # extraction, chunking, converter, guard: recorded by its code
-        fail_ingestion(document_id, run, exc)
+        fail_ingestion(project_id, document_id, run, exc)
     except (OperationalError, InterfaceError):
         raise
     except Exception as exc:
         logger.exception("ingestion crashed", extra={"document_id": document_id})
-        fail_ingestion(document_id, run, IngestionError(
+        fail_ingestion(project_id, document_id, run, IngestionError(
             f"Ingestion stopped on an unexpected {type(exc).__name__}; re-ingest it, and report it "
             "if it happens again.", details={"error": f"{type(exc).__name__}: {exc}"[:500]}))
 
@@ -413,7 +437,7 @@ def _stream_pdf_pages(document: Document, run: str,
 
     threading.Thread(target=closes_connections(read), name=f"extract:{document.pk}", daemon=True).start()
     try:
-        specs, vectors, model = _embed_batches(document.pk, run, _arrived_batches(arrivals))
+        specs, vectors, model = _embed_batches(document, run, _arrived_batches(arrivals))
     finally:
         stop.set()
     if not specs:
@@ -448,7 +472,7 @@ def _convert(document: Document, run: str, rule: IngestionRule, data: bytes,
              native_error: ExtractionError | None) -> list[Page] | None:
     callback, callback_url, callback_token = new_callback(document)
     state = {**document.converter_state, "callback": callback}
-    beat(document.pk, run, converter_state=state)
+    beat(document.project_id, document.pk, run, converter_state=state)
     document.converter_state = state
     # For callables that answer pending: where to POST the pages, and the header's token.
     document.converter_callback_url = callback_url  # type: ignore[attr-defined]
@@ -474,7 +498,7 @@ def _convert(document: Document, run: str, rule: IngestionRule, data: bytes,
                                  details={**context, "pages": len(result.pages)})
         return result.pages
     with transaction.atomic():
-        current = owned(document.pk, run).select_for_update().first()
+        current = owned(document.project_id, document.pk, run).select_for_update().first()
         if current is None:
             raise Superseded()
         state = dict(current.converter_state)
@@ -497,20 +521,20 @@ def _compact(vectors: Sequence[Sequence[float]]) -> list[Vector]:
     return list(np.asarray(vectors, dtype=np.float32))
 
 
-def _embed(document_id: str, run: str, specs: list[ChunkSpec]) -> tuple[list[Vector | None], str]:
+def _embed(document: Document, run: str, specs: list[ChunkSpec]) -> tuple[list[Vector | None], str]:
     """Embed the chunks of a whole document batch by batch before the swap."""
     if get_embedding_provider() is None:
         return [None] * len(specs), ""
     batch_size = _batch_size()
     if len(specs) > batch_size:  # progress is worth reporting (one batch: the swap reports it)
-        beat(document_id, run, total_chunks=len(specs), indexed_chunks=0, unembedded_chunks=0)
+        beat(document.project_id, document.pk, run, total_chunks=len(specs), indexed_chunks=0, unembedded_chunks=0)
     batches = ((specs[start:start + batch_size], start + batch_size >= len(specs))
                for start in range(0, len(specs), batch_size))
-    _, vectors, model = _embed_batches(document_id, run, batches, total=len(specs))
+    _, vectors, model = _embed_batches(document, run, batches, total=len(specs))
     return vectors, model
 
 
-def _embed_batches(document_id: str, run: str, batches: Iterable[tuple[list[ChunkSpec], bool]], *,
+def _embed_batches(document: Document, run: str, batches: Iterable[tuple[list[ChunkSpec], bool]], *,
                    total: int | None = None) -> tuple[list[ChunkSpec], list[Vector | None], str]:
     """The one embedding loop: ``(chunks, vectors, model)`` of every ``(batch, last)``.
 
@@ -531,11 +555,11 @@ def _embed_batches(document_id: str, run: str, batches: Iterable[tuple[list[Chun
             vectors.extend([None] * len(batch))
             missing += len(batch)
             logger.warning("embedding batch failed; chunks stored without vectors",
-                           extra={"document_id": document_id, "error": str(exc)[:200]})
+                           extra={"document_id": document.pk, "error": str(exc)[:200]})
         specs.extend(batch)
         if not last:
-            beat(document_id, run, total_chunks=total or len(specs), indexed_chunks=len(specs),
-                 unembedded_chunks=missing)
+            beat(document.project_id, document.pk, run, total_chunks=total or len(specs),
+                 indexed_chunks=len(specs), unembedded_chunks=missing)
     return specs, vectors, provider.model_name
 
 
@@ -552,5 +576,5 @@ def _swap_many(items: list[Embedded]) -> None:
         except Exception:  # noqa: BLE001  (each document is swapped again alone; its own error is recorded)
             logger.warning("shared swap failed; swapping document by document", exc_info=True)
     for item in items:
-        with _failure_recorded(item.document.pk, item.run):
+        with _failure_recorded(item.document, item.run):
             swap([item])

@@ -33,12 +33,14 @@ class Superseded(Exception):
 
 
 
-def owned(document_id: str, run: str) -> Any:
-    return Document.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING, converter_state__run=run)
+def owned(project_id: str, document_id: str, run: str) -> Any:
+    """The document while ``run`` holds its claim (every statement names the project)."""
+    return Document.objects.filter(project_id=project_id, pk=document_id, status=DocumentStatus.PROCESSING,
+                                   converter_state__run=run)
 
 
-def beat(document_id: str, run: str, **fields: Any) -> None:
-    if not owned(document_id, run).update(heartbeat_at=timezone.now(), **fields):
+def beat(project_id: str, document_id: str, run: str, **fields: Any) -> None:
+    if not owned(project_id, document_id, run).update(heartbeat_at=timezone.now(), **fields):
         raise Superseded()
 
 
@@ -46,24 +48,25 @@ def persistent_state(state: dict[str, Any] | None) -> dict[str, Any]:
     return {key: value for key, value in (state or {}).items() if key in PERSISTENT_STATE}
 
 
-def owned_many(runs: dict[str, str]) -> Any:
-    """:func:`owned` for several documents at once: ``runs`` maps each document to its run."""
+def owned_many(project_id: str, runs: dict[str, str]) -> Any:
+    """:func:`owned` for several documents of the project at once: ``runs`` maps each document to its run."""
     by_run: dict[str, list[str]] = {}
     for document_id, run in runs.items():
         by_run.setdefault(run, []).append(document_id)
     fences = [Q(pk__in=document_ids, converter_state__run=run) for run, document_ids in by_run.items()]
     if not fences:
         return Document.objects.none()
-    return Document.objects.filter(reduce(operator.or_, fences), status=DocumentStatus.PROCESSING)
+    return Document.objects.filter(reduce(operator.or_, fences), project_id=project_id,
+                                   status=DocumentStatus.PROCESSING)
 
 
-def ingested_versions(document_ids: list[str]) -> dict[str, DocumentVersion]:
+def ingested_versions(project_id: str, document_ids: list[str]) -> dict[str, DocumentVersion]:
     """The version an ingestion of each document derives chunks for: the newest pending one
     (a new capture), else the active one (a re-ingest); one query for all. A document whose
     versions were lost is missing (its chunks then belong to no version)."""
     chosen: dict[str, DocumentVersion] = {}
     versions = DocumentVersion.objects.filter(
-        document_id__in=document_ids,
+        project_id=project_id, document_id__in=document_ids,
         status__in=[DocumentVersion.Status.PENDING, DocumentVersion.Status.ACTIVE])
     for version in versions:
         current = chosen.get(version.document_id)
@@ -80,15 +83,16 @@ def _ingested_before(current: DocumentVersion, other: DocumentVersion) -> bool:
     return other.number > current.number
 
 
-def fail_ingestion(document_id: str, run: str | None, error: MemoryEngineError) -> bool:
+def fail_ingestion(project_id: str, document_id: str, run: str | None, error: MemoryEngineError) -> bool:
     """Mark failed with ``error = {code, message, details}`` of ``error`` (fenced by ``run`` when
     given); the previous chunks, if any, stay searchable."""
     with transaction.atomic():
-        query = owned(document_id, run) if run else Document.objects.filter(pk=document_id)
+        query = owned(project_id, document_id, run) if run else Document.objects.filter(project_id=project_id,
+                                                                                          pk=document_id)
         document = query.select_for_update().first()
         if document is None:
             return False
-        kept = Chunk.objects.filter(document=document, generation__isnull=True)
+        kept = Chunk.objects.filter(project_id=project_id, document=document, generation__isnull=True)
         count = kept.count()
         document.status = DocumentStatus.FAILED
         document.error = error.as_dict()
@@ -98,7 +102,8 @@ def fail_ingestion(document_id: str, run: str | None, error: MemoryEngineError) 
         document.converter_state = persistent_state(document.converter_state)
         document.save()
         # A new capture that failed never becomes live; the active version stays.
-        DocumentVersion.objects.filter(document=document, status=DocumentVersion.Status.PENDING).update(
+        DocumentVersion.objects.filter(project_id=project_id, document=document,
+                                       status=DocumentVersion.Status.PENDING).update(
             status=DocumentVersion.Status.FAILED, error=error.as_dict())
     logger.info("ingestion failed", extra={"document_id": document_id, "code": error.code})
     return True

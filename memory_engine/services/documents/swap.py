@@ -16,7 +16,7 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from memory_engine.chunking import ChunkSpec
-from memory_engine.db import insert_rows
+from memory_engine.db import delete_in_project, insert_rows
 from memory_engine.instruction_guard import findings, trusted_finding
 from memory_engine.models import Chunk, Document, DocumentVersion, IngestionRule
 from memory_engine.models.documents import DocumentStatus
@@ -51,7 +51,7 @@ def judge_chunks(items: list[Embedded]) -> None:
     embedder): a chunk that reads as instructions to an AI is stored and kept out of every read.
     The chunks of a document whose ingestion rule trusts it are not judged."""
     todo = [item for item in items if item.crash is None and len(item.guards) != len(item.specs)]
-    trusted = set(trusted_documents([item.document.pk for item in todo]))
+    trusted = set(trusted_documents([item.document.pk for item in todo], project_id=project_of(todo)))
     for item in todo:
         if item.document.pk in trusted:
             item.guards = [trusted_finding([spec.text]) for spec in item.specs]
@@ -61,13 +61,24 @@ def judge_chunks(items: list[Embedded]) -> None:
         item.guards = [finding.as_json() if finding.by else None for finding in (next(found) for _ in item.specs)]
 
 
-def trusted_documents(document_ids: Sequence[str]) -> list[str]:
-    """Those of ``document_ids`` whose ingestion rule trusts them (``guard_policy`` trust)."""
+def project_of(items: Sequence[Embedded]) -> str | None:
+    """The one project of an ingestion's documents (an ingestion never mixes projects: each of its
+    statements names that project); None for no documents."""
+    projects = {item.document.project_id for item in items}
+    assert len(projects) <= 1, f"one ingestion, several projects: {sorted(projects)}"
+    return next(iter(projects), None)
+
+
+def trusted_documents(document_ids: Sequence[str], *, project_id: str | None = None) -> list[str]:
+    """Those of ``document_ids`` (of ``project_id`` when given) whose ingestion rule trusts them
+    (``guard_policy`` trust)."""
     if not document_ids:
         return []
-    return list(Document.objects.filter(pk__in=list(document_ids),
+    documents = Document.objects.filter(pk__in=list(document_ids),
                                         ingestion_rule__guard_policy=IngestionRule.GuardPolicy.TRUST)
-                .values_list("pk", flat=True))
+    if project_id is not None:
+        documents = documents.filter(project_id=project_id, ingestion_rule__project_id=project_id)
+    return list(documents.values_list("pk", flat=True))
 
 
 def swap(items: list[Embedded]) -> None:
@@ -83,7 +94,9 @@ def swap(items: list[Embedded]) -> None:
             raise item.crash
     now = timezone.now()
     with transaction.atomic():
-        locked = set(owned_many({item.document.pk: item.run for item in items}).select_for_update()
+        project_id = project_of(items)
+        assert project_id is not None
+        locked = set(owned_many(project_id, {item.document.pk: item.run for item in items}).select_for_update()
                      .values_list("pk", flat=True))
         for item in items:
             if item.document.pk not in locked:
@@ -92,7 +105,7 @@ def swap(items: list[Embedded]) -> None:
         if not items:
             return
         ids = [item.document.pk for item in items]
-        versions = ingested_versions(ids)
+        versions = ingested_versions(project_id, ids)
         documents = []
         for item in items:
             document = item.document
@@ -109,7 +122,7 @@ def swap(items: list[Embedded]) -> None:
         # The live version's chunks give way to the new version's (a superseded version keeps
         # its row and raw capture, not its chunks): search sees the old version or the new one.
         # Staged generations' chunks (``generation`` set) are not the live version's: they stay.
-        Chunk.objects.filter(document_id__in=ids, generation__isnull=True).delete()
+        delete_in_project(Chunk.objects.filter(document_id__in=ids, generation__isnull=True), project_id)
         insert_rows([
             Chunk(document_id=item.document.pk, project_id=item.document.project_id,
                   version=versions.get(item.document.pk),
@@ -122,14 +135,14 @@ def swap(items: list[Embedded]) -> None:
         activated = {version.document_id: version for version in versions.values()
                      if version.status == DocumentVersion.Status.PENDING}
         if activated:
-            DocumentVersion.objects.filter(document_id__in=list(activated),
-                                           status=DocumentVersion.Status.ACTIVE).update(
+            versions_of_project = DocumentVersion.objects.filter(project_id=project_id)
+            versions_of_project.filter(document_id__in=list(activated), status=DocumentVersion.Status.ACTIVE).update(
                 status=DocumentVersion.Status.SUPERSEDED)
-            DocumentVersion.objects.filter(pk__in=[version.pk for version in activated.values()]).update(
+            versions_of_project.filter(pk__in=[version.pk for version in activated.values()]).update(
                 status=DocumentVersion.Status.ACTIVE, activated_at=now, error=None)
             # Each of these documents now has exactly one active version: the one just activated.
-            Document.objects.filter(pk__in=list(activated)).update(active_version=Subquery(
-                DocumentVersion.objects.filter(document_id=OuterRef("pk"), status=DocumentVersion.Status.ACTIVE)
+            Document.objects.filter(project_id=project_id, pk__in=list(activated)).update(active_version=Subquery(
+                versions_of_project.filter(document_id=OuterRef("pk"), status=DocumentVersion.Status.ACTIVE)
                 .values("pk")[:1]))
             for item in items:
                 item.document.active_version = activated.get(item.document.pk, item.document.active_version)
@@ -143,5 +156,6 @@ def update_alike(documents: list[Document], fields: list[str]) -> None:
         values = {name: getattr(document, name) for name in fields}
         key = json.dumps(values, sort_keys=True, default=str)
         alike.setdefault(key, (values, []))[1].append(document.pk)
+    projects = {document.project_id for document in documents}
     for values, document_ids in alike.values():
-        Document.objects.filter(pk__in=document_ids).update(**values)
+        Document.objects.filter(project_id__in=projects, pk__in=document_ids).update(**values)

@@ -33,41 +33,44 @@ def document_sweep() -> dict[str, int]:
     stale_before = now - timedelta(seconds=engine_settings.INGESTION_HEARTBEAT_TIMEOUT)
     max_attempts = engine_settings.INGESTION_MAX_ATTEMPTS
     counts = {"requeued": 0, "failed": 0, "timed_out": 0, "skipped": 0}
-    for document in Document.objects.filter(status=DocumentStatus.PROCESSING).only("pk", "converter_state",
-                                                                                  "heartbeat_at"):
+    # every project's documents (statements across a distributed database's nodes), then each
+    # document's work on its project's rows
+    for document in Document.objects.filter(status=DocumentStatus.PROCESSING).only(
+            "pk", "project_id", "converter_state", "heartbeat_at"):
         state = document.converter_state or {}
         if state.get("awaiting_callback"):
             expires = (state.get("callback") or {}).get("expires_at", 0)
-            if expires < time.time() and fail_ingestion(document.pk, state.get("run"), ConverterTimeout(
+            if expires < time.time() and fail_ingestion(document.project_id, document.pk, state.get("run"),
+                                                        ConverterTimeout(
                 "The converter said it would deliver the pages later but nothing arrived before the callback "
                 "URL expired; check the converter, then re-ingest the document.",
                 details={"expired_at": expires},
             )):
                 counts["timed_out"] += 1
         elif document.heartbeat_at is None or document.heartbeat_at < stale_before:
-            counts[_recover(document.pk, stale_before, max_attempts)] += 1
+            counts[_recover(document.project_id, document.pk, stale_before, max_attempts)] += 1
     stuck = Document.objects.filter(status=DocumentStatus.PENDING, updated_at__lt=stale_before)
-    for document_id in stuck.values_list("pk", flat=True):
+    for document_id, project_id in stuck.values_list("pk", "project_id"):
         # Touch the row so a long queue gets one extra task per timeout, not one per sweep;
         # a duplicate is harmless (the claim turns it into a no-op).
-        if Document.objects.filter(pk=document_id, status=DocumentStatus.PENDING,
+        if Document.objects.filter(project_id=project_id, pk=document_id, status=DocumentStatus.PENDING,
                                    updated_at__lt=stale_before).update(updated_at=now):
-            enqueue_document_ingest_on_commit(document_id)
+            enqueue_document_ingest_on_commit(document_id, project_id)
             counts["requeued"] += 1
     if any(counts.values()):
         logger.info("ingestion sweep: %s", counts)
     return counts
 
 
-def _recover(document_id: str, stale_before: Any, max_attempts: int) -> str:
+def _recover(project_id: str, document_id: str, stale_before: Any, max_attempts: int) -> str:
     with transaction.atomic():
         document = Document.objects.select_for_update(skip_locked=True).filter(
-            pk=document_id, status=DocumentStatus.PROCESSING).first()
+            project_id=project_id, pk=document_id, status=DocumentStatus.PROCESSING).first()
         if document is None or (document.heartbeat_at and document.heartbeat_at >= stale_before):
             return "skipped"  # finished, re-ingested or claimed by another sweep meanwhile
         if document.attempts >= max_attempts:
             run = (document.converter_state or {}).get("run")
-            fail_ingestion(document.pk, run, IngestionStalled(
+            fail_ingestion(project_id, document.pk, run, IngestionStalled(
                 f"The worker stopped responding {document.attempts} times (no heartbeat for "
                 f"{engine_settings.INGESTION_HEARTBEAT_TIMEOUT}s); the file may be too slow to process. "
                 "Check the worker logs, then re-ingest it.", details={"attempts": document.attempts}))
@@ -76,5 +79,5 @@ def _recover(document_id: str, stale_before: Any, max_attempts: int) -> str:
         document.converter_state = persistent_state(document.converter_state)
         document.heartbeat_at = timezone.now()
         document.save()
-        enqueue_document_ingest_on_commit(document.pk)
+        enqueue_document_ingest_on_commit(document.pk, project_id)
         return "requeued"
