@@ -136,3 +136,49 @@ def test_a_reinstall_counts_every_row_afresh(project, store):
     install_lexical_statistics()
     assert term(project, "content", "zeppelin") == 2
     assert statistics(project, "content") == counted("memory_engine_memorycontent", project)
+
+
+def _many_rows(store: Any, text: str, count: int) -> None:
+    """``count`` content rows and memories of ``text`` in ``store`` (one statement each; the
+    statistics' triggers count them)."""
+    with connection.cursor() as cursor:
+        cursor.execute("""
+            WITH c AS (
+                INSERT INTO memory_engine_memorycontent (id, store_id, project_id, content_hash, text,
+                                                         embedding_model, created_at)
+                SELECT 'mc_' || substr(md5(%(store)s || i), 1, 30), %(store)s, %(project)s, md5(%(store)s || i),
+                       %(text)s,
+                       '', now() FROM generate_series(1, %(count)s) AS i RETURNING id)
+            INSERT INTO memory_engine_memory (id, store_id, project_id, content_id, tags, metadata, source_type,
+                                              confidence, evidence_count, kind, summary, title, retention_class,
+                                              created_at)
+            SELECT 'mem_' || c.id, %(store)s, %(project)s, c.id, '{}', '{}', 'manual', 1, 1, 'fact', '', '',
+                   'standard', now() FROM c""", {"store": store.pk, "project": store.project_id, "text": text,
+                                                 "count": count})
+
+
+def test_which_terms_select_candidates_is_decided_by_the_projects_own_rows(project, other_project, settings):
+    """tsvector fallback: a query term in more than KNOWLEDGE_BM25_MAX_DF of the rows does not
+    select candidates. Which terms those are is read from the project's own statistics: a word
+    in every one of another project's 1,200 rows (analysed) still selects our rows, and one in
+    every one of ours does not (the rarer word selects)."""
+    from memory_engine.lexical import TSVECTOR, build_lexical_indexes
+
+    settings.MEMORY_ENGINE = {**settings.MEMORY_ENGINE, "KNOWLEDGE_LEXICAL_BACKEND": TSVECTOR}
+    build_lexical_indexes(backend=TSVECTOR)
+    ours, theirs = MemoryStoreFactory(project=project), MemoryStoreFactory(project=other_project)
+    write(ours, "The zeppelin hangar opens at nine on weekdays.")
+    _many_rows(theirs, "A zeppelin is parked in the hangar.", 1200)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memory_engine_memorycontent")
+
+    def found(query: str) -> list[str]:
+        result = knowledge_search(SearchRequest(project=project, query=query, channels=("lexical",), limit=10,
+                                                memory_store_ids=[ours.pk]))
+        return [hit.text for hit in result.results]
+
+    # "balloon" is in no row: only "zeppelin" can select ours
+    assert found("zeppelin balloon") == ["The zeppelin hangar opens at nine on weekdays."]
+
+    _many_rows(ours, "A zeppelin flew over the town.", 1200)  # now in all but one of our rows
+    assert found("zeppelin weekdays")[0] == "The zeppelin hangar opens at nine on weekdays."

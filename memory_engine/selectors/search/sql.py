@@ -146,17 +146,30 @@ def _query_terms_cte(config: str) -> str:
             f"{tsvector_expression(config, '%(qtext)s')})) AS l)")
 
 
-def _fallback_term_ctes(config: str) -> list[str]:
-    """tsvector fallback: the query terms' shares of rows from the GIN indexes' ANALYZE
-    statistics, and the OR-query that selects candidates (terms in more than
-    KNOWLEDGE_BM25_MAX_DF of the rows are left out of it: they would select most of a large
-    table; BM25 still scores them, with the project's own figures)."""
+#: A query term selects candidates on the tsvector fallback unless it is in more than this many of
+#: the project's rows (content rows or chunks) and in more than KNOWLEDGE_BM25_MAX_DF of them:
+#: below it, even a term in every row selects few rows.
+COMMON_TERM_MIN_ROWS = 1000
+
+
+def _fallback_term_ctes() -> list[str]:
+    """tsvector fallback: the query terms' shares of the project's rows from its own lexical
+    statistics (``lex_stats``: the larger share of its content rows and of its chunks, for terms
+    in more than COMMON_TERM_MIN_ROWS of them), and the OR-query that selects candidates (terms
+    in more than KNOWLEDGE_BM25_MAX_DF of the rows are left out of it: they would select most of
+    a large project; BM25 still scores them). Only the project's rows are read: no other
+    tenant's data decides which terms select, and on a distributed PostgreSQL the statement
+    stays on the project's node."""
+    parts = f"('{LexicalPart.CONTENT.value}', '{LexicalPart.CHUNK.value}')"
     return [
         f"""lex_stats AS (
-        SELECT s.tablename::text AS tab, u.e, u.f FROM pg_stats s,
-            unnest(s.most_common_elems::text::text[],
-                   s.most_common_elem_freqs[1:cardinality(s.most_common_elems::text::text[])]) AS u(e, f)
-        WHERE s.schemaname = current_schema() AND s.tablename IN ('{GIN_INDEX[MEMORY]}', '{GIN_INDEX[DOCUMENT]}'))""",
+        SELECT lt.term AS e, max(lt.documents::float8 / n.documents) AS f
+        FROM {LEXICAL_TERM} lt
+        JOIN (SELECT part, greatest(sum(documents), 1)::float8 AS documents FROM {LEXICAL_STATISTICS}
+              WHERE project_id = %(project)s AND part IN {parts} GROUP BY part) n ON n.part = lt.part
+        WHERE lt.project_id = %(project)s AND lt.part IN {parts} AND lt.documents > {COMMON_TERM_MIN_ROWS}
+          AND lt.term IN (SELECT term FROM qterms)
+        GROUP BY lt.term)""",
         """tsq AS (
         SELECT coalesce(nullif(string_agg(quote_literal(term), ' | ') FILTER (WHERE df <= %(bm25_max_df)s), ''),
                         string_agg(quote_literal(term), ' | '), '')::tsquery AS q
@@ -324,7 +337,7 @@ def build_search_sql(scope: Scope, *, vector: bool, lexical: str | None, exact: 
     if lexical:
         ctes.append(_query_terms_cte(config))
     if lexical == TSVECTOR:
-        ctes.extend(_fallback_term_ctes(config))
+        ctes.extend(_fallback_term_ctes())
     for source in scope.sources:
         short = SHORT[source]
         if vector:
