@@ -236,6 +236,155 @@ def replica_run(project: Any, store: Any, texts: list[str]) -> dict[str, Any]:
             "lag_p50_ms": round(statistics.median(lags), 2), "lag_p95_ms": round(percentile(lags, 95), 2)}
 
 
+# --------------------------------------------------------------------------- --citus
+
+CITUS_DB = "bench_scale_citus"
+TARGET_CITUS_RATIO = 1.5
+
+
+def side_run(args: argparse.Namespace) -> dict[str, Any]:
+    """One side of ``--citus`` (a process of its own: Django holds one database per process):
+    ``args.projects`` projects of store A and three others, the sizes divided among them, loaded
+    and indexed; every project searched (store A, the same questions); then ``args.writers``
+    threads writing ``args.writes`` memories each through the write funnel, each into a store of
+    its own project. The lexical channel is the tsvector fallback on both sides (bm25 does not run
+    on Citus shards, docs/scaling.md)."""
+    import threading
+
+    from _setup import setup_django as setup_database
+    from _setup import use_lexical_backend
+
+    on_cluster = args.side == "citus"
+    setup_database(CITUS_DB, migrate=not on_cluster, fresh=not on_cluster)
+    from django.conf import settings
+    from django.db import connection, connections
+    from django.test import override_settings
+
+    override_settings(MEMORY_ENGINE={**settings.MEMORY_ENGINE, "KNOWLEDGE_LEXICAL_BACKEND": "tsvector"}).enable()
+    use_lexical_backend("tsvector")
+    from memory_engine.models import MemoryStore, Project
+    from memory_engine.providers.embeddings import get_embedding_provider
+    from memory_engine.services.memories import memory_write
+
+    material = base_material(args.data, get_embedding_provider(), args.base_sample)
+    n = int(args.sizes.split(",")[-1]) // args.projects
+    tenants = []
+    for number in range(args.projects):
+        tenant = Project.objects.create(name=f"bench-scale-{number}")
+        tenants.append((tenant, MemoryStore.objects.create(project=tenant, name="A"),
+                        [MemoryStore.objects.create(project=tenant, name=f"other-{i}") for i in range(OTHER_STORES)]))
+    started = time.perf_counter()
+    for number, (_tenant, store, others) in enumerate(tenants):
+        print(f"[{args.side}] loading project {number + 1}/{len(tenants)}: {n:,} + {OTHER_STORES} × {n // 10:,}",
+              file=sys.stderr, flush=True)
+        load_memories(store, material, n, seed=number * 7919)
+        for i, other in enumerate(others):
+            load_memories(other, material, n // 10, seed=number * 7919 * 10 + i)
+    loaded_s = time.perf_counter() - started
+    print(f"[{args.side}] building the HNSW indexes", file=sys.stderr, flush=True)
+    built = build_hnsw()
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    questions = material["questions"][:args.queries]
+    per_project = []
+    for number, (tenant, store, _others) in enumerate(tenants):
+        print(f"[{args.side}] searching project {number + 1}/{len(tenants)}", file=sys.stderr, flush=True)
+        per_project.append(search_latency(tenant, [store.pk], questions))
+    texts = [f"{turn} (writer note {i})" for i, turn in enumerate(material["turns"])]
+    done: list[int] = []
+    failures: list[str] = []
+
+    def writer(number: int) -> None:
+        tenant, _store, _others = tenants[number % len(tenants)]
+        store = MemoryStore.objects.create(project=tenant, name=f"writer-{number}")
+        count = 0
+        try:
+            for text in texts[number * args.writes:(number + 1) * args.writes]:
+                memory_write(store=store, content=text, principal="bench")
+                count += 1
+        except Exception as exc:  # noqa: BLE001  (reported with the figures)
+            failures.append(f"{type(exc).__name__}: {exc}"[:300])
+        finally:
+            done.append(count)
+            connections.close_all()
+
+    print(f"[{args.side}] {args.writers} writers × {args.writes} writes", file=sys.stderr, flush=True)
+    threads = [threading.Thread(target=writer, args=(number,)) for number in range(args.writers)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    writes_s = time.perf_counter() - started
+    return {"side": args.side, "projects": args.projects, "memories": args.projects * (n + OTHER_STORES * (n // 10)),
+            "load_s": round(loaded_s, 1), "hnsw_build_s": round(built, 1),
+            "search_p50_ms": round(statistics.median(p["p50_ms"] for p in per_project), 2),
+            "search_p95_ms_worst_project": max(p["p95_ms"] for p in per_project),
+            "search_p95_ms_by_project": [p["p95_ms"] for p in per_project],
+            "writers": args.writers, "writes": sum(done), "writes_per_s": round(sum(done) / writes_s, 1),
+            "write_failures": failures}
+
+
+def run_side(args: argparse.Namespace, side: str, env: dict[str, str]) -> dict[str, Any]:
+    """``side_run`` in a child process with ``env``; its figures."""
+    import subprocess
+
+    command = [sys.executable, str(Path(__file__).resolve()), "--side", side, "--data", str(args.data),
+               "--sizes", args.sizes, "--projects", str(args.projects), "--queries", str(args.queries),
+               "--writers", str(args.writers), "--writes", str(args.writes),
+               "--base-sample", str(args.base_sample)]
+    done = subprocess.run(command, env={**os.environ, **env}, stdout=subprocess.PIPE, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"the {side} side failed (exit {done.returncode})")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def citus_compare(args: argparse.Namespace) -> None:
+    """``--citus``: the same data, questions and writers on one node (the embedded PostgreSQL)
+    and on a coordinator with two workers (tests/citus/cluster.py, built from ../shared/citus),
+    the schema placed by ``manage.py memory_engine_distribute``; one table, the ratios."""
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.citus.cluster import citus_source, running_cluster
+    from tests.citus.schema import database_url, migrate
+
+    if citus_source() is None:
+        raise SystemExit("--citus needs the Citus source (../shared/citus, or MEMORY_ENGINE_CITUS_SOURCE)")
+    one = run_side(args, "one", {})
+    with running_cluster() as cluster:
+        print(f"the cluster: coordinator on {cluster.coordinator.port}, {len(cluster.workers)} workers; "
+              "migrating and distributing", file=sys.stderr, flush=True)
+        migrate(cluster, CITUS_DB)
+        url = database_url(cluster, CITUS_DB)
+        env = {"DATABASE_URL": url, "DB_POOL_MAX_SIZE": "0", "MEMORY_ENGINE_DB_NAME": CITUS_DB}
+        placed = subprocess.run([sys.executable, "manage.py", "memory_engine_distribute"], env={**os.environ, **env},
+                                cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, check=False)
+        if placed.returncode != 0:
+            raise SystemExit(placed.stderr[-2000:])
+        cluster_side = run_side(args, "citus", env)
+        workers = len(cluster.workers)
+    search_ratio = round(cluster_side["search_p95_ms_worst_project"] / one["search_p95_ms_worst_project"], 2)
+    write_ratio = round(cluster_side["writes_per_s"] / one["writes_per_s"], 2)
+    print_table(["", "memories", "search p50 ms", "worst project's search p95 ms", "writers", "writes / s",
+                 "load s", "HNSW build s"],
+                [[name, f"{side['memories']:,}", side["search_p50_ms"], side["search_p95_ms_worst_project"],
+                  side["writers"], side["writes_per_s"], side["load_s"], side["hnsw_build_s"]]
+                 for name, side in (("one node", one), (f"Citus, {workers} workers", cluster_side))])
+    met = search_ratio <= TARGET_CITUS_RATIO
+    print(f"cluster / one node: search p95 {search_ratio}× (target ≤ {TARGET_CITUS_RATIO}×: "
+          f"{'met' if met else 'NOT met'}), writes per second {write_ratio}×")
+    for side in (one, cluster_side):
+        if side["write_failures"]:
+            print(f"{side['side']}: {len(side['write_failures'])} writer(s) stopped: {side['write_failures'][0]}")
+    path = write_results("scale-citus", {"machine": machine(), "one_node": one, "citus": cluster_side,
+                                         "workers": workers, "search_p95_ratio": search_ratio,
+                                         "writes_per_s_ratio": write_ratio,
+                                         "targets": {"search_p95_ratio": TARGET_CITUS_RATIO}, "met": {"search": met},
+                                         "args": {k: str(v) for k, v in vars(args).items()}})
+    print(f"wrote {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -249,7 +398,20 @@ def main() -> None:
                         help="spread the memories over this many projects of the same shape (store A and three "
                              "others each, sizes divided among them); the first is measured")
     parser.add_argument("--skip-writes", action="store_true", help="no batch measurement")
+    parser.add_argument("--citus", action="store_true",
+                        help="one node against a Citus coordinator with two workers: the last size over --projects "
+                             "(default 10), every project searched, --writers threads writing --writes each")
+    parser.add_argument("--writers", type=int, default=4, help="--citus: writer threads (two per worker)")
+    parser.add_argument("--side", choices=["one", "citus"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.side:
+        print(json.dumps(side_run(args)))
+        return
+    if args.citus:
+        if args.projects == 1:
+            args.projects = 10
+        citus_compare(args)
+        return
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
     setup_django(DB_NAME)
     from memory_engine.models import MemoryStore, Project
