@@ -287,12 +287,14 @@ def entities_extract_documents(*, document_ids: Sequence[str] | None = None, lim
         pending = pending.order_by("ingested_at")[: limit or engine_settings.ENTITY_BATCH]
     for document in pending:
         with transaction.atomic():
-            locked = Document.objects.select_for_update().filter(pk=document.pk, entities_at__isnull=True,
-                                                                  status=DocumentStatus.READY).first()
+            locked = Document.objects.select_for_update().filter(
+                project_id=document.project_id, pk=document.pk, entities_at__isnull=True,
+                status=DocumentStatus.READY).first()
             if locked is None:
                 continue
             now = timezone.now()
-            chunks = list(Chunk.objects.filter(document_id=locked.pk, generation__isnull=True)
+            chunks = list(Chunk.objects.filter(project_id=locked.project_id, document_id=locked.pk,
+                                               generation__isnull=True)
                           .order_by("chunk_index").only("id", "text"))
             if extractor is not None and chunks:
                 found = extractor.extract([chunk.text for chunk in chunks])
@@ -303,7 +305,7 @@ def entities_extract_documents(*, document_ids: Sequence[str] | None = None, lim
                          for chunk, mentions in zip(chunks, found, strict=True)
                          for m in {m.key: m for m in mentions if m.key in ids}.values()]
                 report.edges += _insert_edges(edges)
-            Document.objects.filter(pk=locked.pk).update(entities_at=now)
+            Document.objects.filter(project_id=locked.project_id, pk=locked.pk).update(entities_at=now)
             report.documents += 1
             report.chunks += len(chunks)
     return report
@@ -382,7 +384,8 @@ def entity_merge(*, target: Entity, sources: Sequence[Entity]) -> Entity:
     for entity in sources:
         if entity.project_id != target.project_id:
             raise ValueError("entities of another project cannot be merged")
-    Entity.objects.select_for_update().filter(pk__in=[target.pk, *source_ids]).order_by("pk").exists()
+    Entity.objects.select_for_update().filter(project_id=target.project_id, pk__in=[target.pk, *source_ids]
+                                              ).order_by("pk").exists()
     with connection.cursor() as cursor:
         # Move every edge whose twin the target does not hold yet; the rest go with their entity.
         cursor.execute("""

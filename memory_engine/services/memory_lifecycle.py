@@ -163,14 +163,14 @@ class SweepCounts:
         return {"expired": self.expired, "purged": self.purged}
 
 
-def _sweep_store_batch(store_id: str, now: datetime, counts: SweepCounts) -> int:
+def _sweep_store_batch(project_id: str, store_id: str, now: datetime, counts: SweepCounts) -> int:
     """Delete one batch of one store's due memories under its lock; the number deleted."""
     with transaction.atomic():
         lock_store(store_id)
-        store = MemoryStore.objects.get(pk=store_id)
+        store = MemoryStore.objects.get(project_id=project_id, pk=store_id)
         trash_cutoff = now - timedelta(days=trash_days(store))
         due = list(
-            Memory.objects.filter(store_id=store_id)
+            Memory.objects.of_project(project_id).filter(store_id=store_id)
             .filter(Q(expires_at__lte=now) | Q(trashed_at__lte=trash_cutoff))
             .exclude(retention_class=RetentionClass.LEGAL_HOLD)
             .select_related("content").defer("content__embedding")
@@ -213,9 +213,11 @@ def memory_sweep(*, now: datetime | None = None) -> SweepCounts:
         Q(expires_at__lte=now) | Q(trashed_at__isnull=False, store__trash_days__isnull=False)
         | Q(trashed_at__lte=default_cutoff)
     ).exclude(retention_class=RetentionClass.LEGAL_HOLD)
-    store_ids = list(candidates.values_list("store_id", flat=True).distinct().order_by("store_id"))
-    for store_id in store_ids:
-        while _sweep_store_batch(store_id, now, counts) == SWEEP_BATCH:
+    # every project's stores (one statement across a distributed database's nodes), then each
+    # store's batches on its project's rows
+    stores = list(candidates.values_list("project_id", "store_id").distinct().order_by("store_id"))
+    for project_id, store_id in stores:
+        while _sweep_store_batch(project_id, store_id, now, counts) == SWEEP_BATCH:
             pass
     if counts.expired or counts.purged:
         logger.info("memory sweep expired=%s purged=%s", counts.expired, counts.purged,

@@ -100,8 +100,8 @@ def document_retention_set(*, document: Document, retention_class: str, caller: 
     recorded in the retention ledger; the number of versions changed. Releasing a legal hold needs
     the ``hold`` action on the document (403 GRANT_REQUIRED, nothing changed)."""
     retention_class = validate_retention_class(retention_class)
-    document = Document.objects.select_for_update().get(pk=document.pk)
-    versions = DocumentVersion.objects.filter(document=document)
+    document = Document.objects.select_for_update().get(project_id=document.project_id, pk=document.pk)
+    versions = DocumentVersion.objects.filter(project_id=document.project_id, document=document)
     if version_ids is not None:
         versions = versions.filter(pk__in=version_ids)
     before = dict(versions.exclude(retention_class=retention_class).values_list("pk", "retention_class"))
