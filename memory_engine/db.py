@@ -139,10 +139,10 @@ def insert_rows(objs: Sequence[models.Model], *, batch_size: int = 500) -> None:
     for a fraction of its client time, mostly the vectors' text.
 
     A pgvector field takes a numpy array or list, or None for NULL: all vectors go as one
-    ``float4[]`` and each row takes its slice, cast on assignment to whichever type the column
-    holds now (``vector`` or ``halfvec``, read from the catalog: an explicit cast, which a
-    distributed PostgreSQL needs in an ``INSERT ... SELECT``). Runs in the caller's transaction; errors come out as
-    Django's (``DataError`` for a vector of the wrong dimension, as from bulk_create). Not a
+    ``float4[]`` and each row takes its slice, cast to whichever type the column holds now
+    (``vector`` or ``halfvec``, read from the catalog: an explicit cast, which a distributed
+    PostgreSQL needs in an ``INSERT ... SELECT``). Runs in the caller's transaction; errors come
+    out as Django's (``DataError`` for a vector of the wrong dimension, as from bulk_create). Not a
     ``COPY``: a binary COPY into the chunk table (PostgreSQL's multi-insert) was followed by
     ``missing chunk number 0 for toast value`` errors on later inserts in the test suite.
     One statement per ``batch_size`` rows, as bulk_create's ``batch_size``.
@@ -268,12 +268,12 @@ def update_sql(obj: models.Model, changes: Mapping[str, Any]) -> tuple[str, list
 
 
 def delete_in_project(rows: models.QuerySet[Any], project_id: str) -> tuple[int, dict[str, int]]:
-    """Delete the rows of ``rows`` that belong to the project ``project_id`` (or the project itself),
-    with what their
-    foreign keys' ``on_delete`` takes along, and return what ``QuerySet.delete()`` returns (the
-    rows deleted, in all and by model). Every statement names the project: on a distributed
-    PostgreSQL each runs on the project's node (docs/scaling.md), where Django's collector looks
-    related rows up and deletes them by id alone, across every node.
+    """Delete the rows of ``rows`` that belong to the project ``project_id`` (or the project
+    itself), with what their foreign keys' ``on_delete`` takes along, and return what
+    ``QuerySet.delete()`` returns (the rows deleted, in all and by model). Every statement names
+    the project: on a distributed PostgreSQL each runs on the project's node (docs/scaling.md),
+    where Django's collector looks related rows up and deletes them by id alone, across every
+    node.
 
     ``CASCADE`` deletes the referencing rows the same way, deepest first; ``SET_NULL`` clears the
     reference; ``DO_NOTHING`` leaves it. ``RESTRICT`` is checked once everything is deleted (the
