@@ -102,7 +102,7 @@ def test_every_key_of_a_tenant_table_carries_project_id() -> None:
     """Citus requires the distribution column in every primary key and unique constraint of a
     distributed table (migration 0030); one PostgreSQL holds the same keys."""
     tenants = tenant_tables()
-    assert len(tenants) == 33
+    assert len(tenants) == 34
     keys = [row for row in keys_and_foreign_keys() if row[2] != "f" and row[0] in tenants]
     assert {table for table, _name, kind, *_ in keys if kind == "p"} == tenants
     without = sorted(f"{table}: {name} {columns}" for table, name, _kind, columns, *_ in keys

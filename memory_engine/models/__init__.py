@@ -5,7 +5,7 @@ from .distillers import Distiller, DistillerRun, DistillerVersion
 from .documents import Chunk, Document, DocumentVersion, IngestionRule, RawCapture
 from .embedding_models import EmbeddingModel
 from .entities import Entity, EntityEdge, EntityKind, Relation
-from .feed import FeedEntry, FeedKind
+from .feed import FeedClock, FeedEntry, FeedKind
 from .lexical import LexicalPart, LexicalStatistics, LexicalTerm
 from .links import EvidenceLink
 from .memories import (
@@ -39,6 +39,7 @@ __all__ = [
     "EntityEdge",
     "EntityKind",
     "ErasureReceipt",
+    "FeedClock",
     "FeedEntry",
     "FeedKind",
     "Generation",

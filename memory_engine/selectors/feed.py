@@ -8,6 +8,9 @@ has a larger ``txid`` than all of them. A reader that resumes after the last pos
 therefore never skips a later commit and never sees an entry twice. The price is lag: one long
 transaction anywhere on the server holds the horizon back until it ends (docs/feed.md).
 
+Transaction ids belong to one server; a project's era (memory_engine.models.feed.FeedClock) keeps
+its positions rising when its rows move to another.
+
 A position holds the server-wide transaction id, which every project's writes move. It stays on
 the server (readers inside it keep it as is); a client only ever sees it sealed under a key of
 its project (:func:`encode_feed_cursor`).
@@ -31,6 +34,7 @@ from django.db.models.expressions import RawSQL
 
 from memory_engine.exceptions import FeedCursorInvalid
 from memory_engine.models import FeedEntry, Project
+from memory_engine.models.feed import ERA_SHIFT
 from memory_engine.policy import SEARCH, Principal, reach, tag_filter
 
 __all__ = ["FEED_START", "FeedPage", "FeedRead", "decode_feed_cursor", "decode_position", "encode_feed_cursor",
@@ -48,7 +52,21 @@ _CURSOR_PREFIX = "c2"
 _SEALED_BYTES = 32  # AES-SIV: a 16-byte synthetic IV, then the 16 bytes of the position
 _BIGINT_MAX = 2**63 - 1
 # xid8 fits a bigint (epoch << 32 | xid); the horizon is computed by the server per statement.
-_VISIBILITY_HORIZON = RawSQL("pg_snapshot_xmin(pg_current_snapshot())::text::bigint", [])
+_OLDEST_RUNNING = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+# The horizon in the project's positions: above its era (models.feed.FeedClock) while its clock
+# names this server. When it names another, the project has moved here and written nothing since:
+# every entry it has was committed on the other server, so all are visible.
+_PROJECT_HORIZON = (
+    f"COALESCE((SELECT CASE WHEN c.node = (pg_control_system()).system_identifier"
+    f" THEN (c.era::bigint << {ERA_SHIFT}) + {_OLDEST_RUNNING} ELSE {_BIGINT_MAX} END"
+    f" FROM memory_engine_feedclock c WHERE c.project_id = %s), {_OLDEST_RUNNING})"
+)
+
+
+def _visibility_horizon(project_id: str) -> RawSQL:
+    """The position below which every entry of the project is committed and visible, computed by
+    the server that holds the project's rows, in the reading statement."""
+    return RawSQL(_PROJECT_HORIZON, [project_id])
 
 
 def _b64(data: bytes) -> str:
@@ -160,7 +178,7 @@ def feed_read(*, project: Project, caller: Principal, position: Position = FEED_
     entries = (
         # txid >= the cursor's lets the (project, txid, seq) index bound the scan
         FeedEntry.objects.filter(project=project, txid__gte=txid).filter(Q(txid__gt=txid) | Q(txid=txid, seq__gt=seq))
-        .filter(txid__lt=_VISIBILITY_HORIZON).order_by("txid", "seq")
+        .filter(txid__lt=_visibility_horizon(project.pk)).order_by("txid", "seq")
     )
     tags = reach(caller, SEARCH)
     if tags is None and not exclude_generator:

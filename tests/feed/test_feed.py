@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 from django.db import close_old_connections, connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
-from memory_engine.models import FeedEntry, Memory, MemoryAssertion
+from memory_engine.models import FeedClock, FeedEntry, Memory, MemoryAssertion
 from memory_engine.services.memories import memory_write
 from memory_engine.services.memory_lifecycle import memory_forget
 
@@ -32,9 +33,9 @@ def world(hashing_embedder: None) -> dict[str, Any]:
     return {"project": project, "store": MemoryStoreFactory(project=project), "client": api_client(key)}
 
 
-def read_all(client: Any, **params: Any) -> tuple[list[dict[str, Any]], str]:
+def read_all(client: Any, after: str = "", **params: Any) -> tuple[list[dict[str, Any]], str]:
     entries: list[dict[str, Any]] = []
-    cursor = ""
+    cursor = after
     while True:
         body = client.get("/api/v1/feed", {"after": cursor, **params}).json()
         entries += body["entries"]
@@ -160,6 +161,32 @@ def test_an_open_transaction_holds_back_later_commits_until_it_ends(world: dict[
     assert [(e["kind"], e["id"]) for e in entries] == [("memory", fast.memory.pk), ("assertion", fast.assertion.pk)]
     slow_entries, _ = read_all(api_client(make_key(slow_project)))
     assert [e["state"] for e in slow_entries] == ["live", "created", "forgotten"]
+
+
+def test_entries_written_after_the_project_moved_here_follow_the_cursor(world: dict[str, Any]) -> None:
+    """The project's rows were copied from another server whose transaction ids run far ahead of
+    this one's (a Citus shard move, a restored dump): a reader's cursor holds a position from
+    there. The first entry written here starts the next era, above every position of the last."""
+    project, store, client = world["project"], world["store"], world["client"]
+    memory_write(store=store, content="Written before the move.", principal="key:x")
+    clock = FeedClock.objects.get(project=project)
+    assert clock.era == 0
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT (pg_control_system()).system_identifier")
+        here = cursor.fetchone()[0]
+    assert clock.node == here
+    # as the other server wrote them: its ids a billion transactions ahead, its clock
+    FeedEntry.objects.filter(project=project).update(txid=F("txid") + 10**9)
+    FeedClock.objects.filter(project=project).update(node=here + 1)
+    before, cursor_there = read_all(client)
+    assert [e["kind"] for e in before] == ["memory", "assertion"]
+    moved_in = memory_write(store=store, content="Written after the move.", principal="key:x")
+    again = memory_write(store=store, content="Written later still.", principal="key:x")
+    after, _ = read_all(client, after=cursor_there)
+    assert [e["memory_id"] for e in after] == [moved_in.memory.pk] * 2 + [again.memory.pk] * 2
+    clock.refresh_from_db()
+    assert (clock.era, clock.node) == (1, here)
+    assert [e["id"] for e in read_all(client)[0]] == [e["id"] for e in before + after]
 
 
 @pytest.fixture
