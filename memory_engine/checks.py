@@ -11,8 +11,9 @@ memory_engine.E008  PDF_EXTRACTOR is "pdfium" but the pypdfium2 package is not i
 memory_engine.E010  the lexical indexes were built with another text search config than the setting
 memory_engine.E020  a MEMORY_ENGINE value does not fit its declared type (memory_engine.conf.TYPES)
 memory_engine.E021  RELEVANCE_MODEL names a feature the relevance model does not know
-memory_engine.E030  on a Citus cluster: an engine table not placed, or a setting the engine needs on every node
-                    missing (`manage.py memory_engine_distribute` does what is left)
+memory_engine.E030  on a Citus cluster: an engine table not placed, a setting the engine needs on every node
+                    missing, or a Citus local or reference table's sequence behind its rows
+                    (`manage.py memory_engine_distribute` does what is left)
 
 Warnings about the host's deployment settings (docs/operations.md, "Worker and connection settings"):
 
@@ -303,6 +304,7 @@ def citus_messages() -> list[CheckMessage]:
     left = [f"{name} is not a reference table" for name in found.reference]
     left += [f"{name} is not distributed by project_id" for name in found.distributed]
     left += [f"{name} is not set to {value} on database {found.database}" for name, value in found.settings.items()]
+    left += [f"the sequence of {name} is behind its rows" for name in found.sequences]
     return [Error(
         f"The engine's tables are on a Citus cluster but not all of it is in place: {'; '.join(left)}.",
         hint="Run `python manage.py memory_engine_distribute` (`--dry-run` prints the SQL); docs/scaling.md.",

@@ -13,9 +13,15 @@ other way is an error, never moved.
 
 Tables that reference a new reference table and are not the engine's (Django's groups and admin
 log, a host's own models with a foreign key to ``auth_user``) are made Citus local tables by
-Citus itself: they stay on the coordinator, as before.
+Citus itself: they stay on the coordinator, as before. Citus gives such a table a new identity
+sequence, which starts again at 1 (the next content type or permission a later ``migrate``
+creates would take an id already used), so the plan ends by moving every Citus local or
+reference table's sequence past its rows' largest value.
 
-:func:`apply` runs a plan in one transaction: it places everything or nothing.
+:func:`apply` runs a plan in one transaction: it places everything or nothing. The sequences are
+caught up after it commits, in a transaction of their own (inside the placing transaction a
+catch-up does not last: the tables Citus makes local there come out of it with the new
+sequence), and a second run does it when that one fails.
 """
 
 from __future__ import annotations
@@ -66,11 +72,15 @@ class Plan:
     placed: dict[str, str] = field(default_factory=dict)
     #: the database settings to set (name -> value), those missing or different
     settings: dict[str, str] = field(default_factory=dict)
+    #: ``table.column`` of Citus local and reference tables whose sequence is behind their rows
+    sequences: list[str] = field(default_factory=list)
     statements: list[Statement] = field(default_factory=list)
+    #: run once ``statements`` are committed: the sequences of the tables Citus made local
+    afterwards: list[Statement] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return not self.statements
+        return not self.statements and not self.afterwards
 
 
 def database_settings() -> dict[str, str]:
@@ -132,6 +142,43 @@ def _current_settings(cursor: Any) -> dict[str, str]:
                       WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
                         AND setrole = 0""")
     return dict(row[0].split("=", 1) for row in cursor.fetchall())
+
+
+#: Each column of a Citus local or reference table that takes its default from a sequence, with
+#: the sequence (an identity column's or a serial's).
+_SEQUENCES = """
+    SELECT t.table_name::text, a.attname::text, pg_get_serial_sequence(t.table_name::text, a.attname)
+    FROM citus_tables t JOIN pg_attribute a ON a.attrelid = t.table_name AND a.attnum > 0 AND NOT a.attisdropped
+    WHERE t.citus_table_type IN ('local', 'reference')
+      AND pg_get_serial_sequence(t.table_name::text, a.attname) IS NOT NULL
+    ORDER BY 1, 2"""
+
+#: Moves each sequence of :data:`_SEQUENCES` past the largest value its column holds (never back).
+_SEQUENCES_CAUGHT_UP = f"""DO $$
+DECLARE
+    found record;
+    largest bigint;
+BEGIN
+    FOR found IN {" ".join(_SEQUENCES.split())} LOOP
+        EXECUTE format('SELECT max(%I) FROM %s', found.attname, found.table_name) INTO largest;
+        IF largest > COALESCE(pg_sequence_last_value(found.pg_get_serial_sequence::regclass), 0) THEN
+            PERFORM setval(found.pg_get_serial_sequence, largest);
+        END IF;
+    END LOOP;
+END $$"""
+
+
+def _sequences_behind(cursor: Any) -> list[str]:
+    """``table.column`` of each Citus local or reference table whose sequence would give a value
+    its column already holds."""
+    cursor.execute(_SEQUENCES)
+    behind = []
+    for table, column, sequence in cursor.fetchall():
+        cursor.execute(f"SELECT max({_quoted(column)}) > COALESCE(pg_sequence_last_value(%s::regclass), 0) "
+                       f"FROM {table}", [sequence])  # a regclass's text: quoted as needed
+        if cursor.fetchone()[0]:
+            behind.append(f"{table}.{column}")
+    return behind
 
 
 def _referenced_closure(start: set[str], foreign_keys: list[tuple[str, str, str, str]]) -> set[str]:
@@ -203,6 +250,12 @@ def plan(cursor: Any) -> Plan:
                   f"{name} for every session of the database, on every node (Citus passes it on to the workers)")
         for name, value in result.settings.items()]
     result.statements += _placement_statements(result, foreign_keys)
+    result.sequences = _sequences_behind(cursor)
+    if result.statements or result.sequences:
+        result.afterwards.append(Statement(
+            " ".join(_SEQUENCES_CAUGHT_UP.split()),
+            "each Citus local or reference table's sequence past its rows (a table Citus makes local gets a new "
+            "identity sequence, which starts again at 1)"))
     return result
 
 
@@ -241,3 +294,9 @@ def apply(found: Plan, progress: Callable[[int, Statement, float], None] | None 
             cursor.execute(statement.sql)
             if progress is not None:
                 progress(index, statement, time.perf_counter() - started)
+    for index, statement in enumerate(found.afterwards, len(found.statements) + 1):
+        started = time.perf_counter()
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(statement.sql)
+        if progress is not None:
+            progress(index, statement, time.perf_counter() - started)

@@ -57,7 +57,7 @@ def distributed(dry_run: dict[str, Any], citus_cluster: CitusCluster) -> Iterato
 def test_the_dry_run_prints_the_sql_and_changes_nothing(dry_run: dict[str, Any]) -> None:
     done = dry_run["done"]
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "33 to distribute by project_id" in done.stdout
+    assert "34 to distribute by project_id" in done.stdout
     assert "SELECT create_reference_table('memory_engine_project');" in done.stdout
     assert (f"SELECT create_distributed_table('memory_engine_memory', 'project_id', colocate_with => '{ANCHOR}');"
             in done.stdout)
@@ -69,7 +69,7 @@ def test_the_dry_run_prints_the_sql_and_changes_nothing(dry_run: dict[str, Any])
 def test_every_engine_table_is_placed_by_its_role(distributed: Any, citus_cluster: CitusCluster) -> None:
     tables = placed(citus_cluster)
     engine = {name: kind for name, kind in tables.items() if name.startswith("memory_engine_")}
-    assert sum(kind == "distributed" for kind in engine.values()) == 33
+    assert sum(kind == "distributed" for kind in engine.values()) == 34
     assert {name for name, kind in engine.items() if kind == "reference"} == {
         "memory_engine_apikey", "memory_engine_project", "memory_engine_embeddingmodel", "memory_engine_staffgrants"}
     assert tables["auth_user"] == "reference"  # a project's members reference it
@@ -115,6 +115,40 @@ def test_a_second_run_does_nothing(distributed: Any, citus_cluster: CitusCluster
     assert "nothing to do" in again.stdout
     check = manage(citus_cluster, "check", "--database", "default")
     assert check.returncode == 0, check.stderr[-3000:]
+
+
+def test_django_numbers_new_rows_of_the_tables_citus_made_local(distributed: Any, citus_cluster: CitusCluster) -> None:
+    """What a later ``migrate`` does when it adds a model: a content type and its permissions,
+    in tables Citus made local (they reference ``auth_user``'s or each other's) with a new identity
+    sequence of their own. The command moved those sequences past their rows."""
+    created = manage(citus_cluster, "shell", "-c", (
+        "from django.contrib.auth.models import Permission\n"
+        "from django.contrib.contenttypes.models import ContentType\n"
+        "kind = ContentType.objects.create(app_label='later', model='thing')\n"
+        "Permission.objects.create(content_type=kind, codename='view_thing', name='Can view thing')\n"
+        "print('created', kind.pk)"))
+    try:
+        assert created.returncode == 0, created.stderr[-3000:]
+        assert "created" in created.stdout
+    finally:
+        for statement in ("DELETE FROM auth_permission WHERE content_type_id IN "
+                          "(SELECT id FROM django_content_type WHERE app_label = 'later')",
+                          "DELETE FROM django_content_type WHERE app_label = 'later'"):
+            citus_cluster.coordinator.execute(statement, dbname=DATABASE)
+
+
+def test_the_check_names_a_sequence_behind_its_rows_and_the_command_moves_it(
+        distributed: Any, citus_cluster: CitusCluster) -> None:
+    coordinator = citus_cluster.coordinator
+    coordinator.execute("SELECT setval(pg_get_serial_sequence('django_content_type', 'id'), 1)", dbname=DATABASE)
+    check = manage(citus_cluster, "check", "--database", "default")
+    assert check.returncode == 1
+    assert "the sequence of django_content_type.id is behind its rows" in check.stderr
+    done = manage(citus_cluster, "memory_engine_distribute")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert manage(citus_cluster, "check", "--database", "default").returncode == 0
+    largest = coordinator.execute("SELECT max(id) FROM django_content_type", dbname=DATABASE)[0][0]
+    assert coordinator.execute("SELECT last_value FROM django_content_type_id_seq", dbname=DATABASE) == [(largest,)]
 
 
 def test_the_check_names_what_a_later_change_left_out_and_the_command_places_it(
@@ -171,4 +205,4 @@ def test_the_commands_of_docs_scaling_run_as_written(citus_cluster: CitusCluster
         done = manage(citus_cluster, *command[2:], database=database)
         assert done.returncode == 0, (command, done.stderr[-3000:])
     kinds = placed(citus_cluster, database)
-    assert sum(kind == "distributed" for kind in kinds.values()) == 33
+    assert sum(kind == "distributed" for kind in kinds.values()) == 34

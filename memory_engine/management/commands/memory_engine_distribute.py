@@ -44,8 +44,10 @@ class Command(BaseCommand):
             for statement in found.statements:
                 self.stdout.write(f"-- {statement.why}\n{statement.sql};")
             self.stdout.write("COMMIT;")
+            for statement in found.afterwards:
+                self.stdout.write(f"-- {statement.why}\n{statement.sql};")
             return
-        total = len(found.statements)
+        total = len(found.statements) + len(found.afterwards)
 
         def progress(index: int, statement: Statement, seconds: float) -> None:
             self.stdout.write(f"[{index}/{total}] {statement.sql} ({seconds:.1f} s)")
