@@ -152,7 +152,7 @@ def main() -> None:
     enqueue_seconds = []
     for generation in Generation.objects.filter(agent=agents["rule"]).order_by("created_at")[:args.requests]:
         t0 = time.perf_counter()
-        enqueue_rule_firing(rule_id=rule.pk, generation_id=generation.pk)
+        enqueue_rule_firing(project_id=generation.project_id, rule_id=rule.pk, generation_id=generation.pk)
         enqueue_seconds.append(time.perf_counter() - t0)
     OrmQ.objects.exclude(id__in=queued_ids).delete()  # leave the queue as the requests left it
     enqueue_ms = summary_ms(enqueue_seconds)

@@ -103,10 +103,10 @@ def enqueue_documents_ingest_on_commit(groups: Sequence[Sequence[str]], project_
     transaction.on_commit(partial(enqueue_documents_ingest, [list(group) for group in groups], project_id))
 
 
-def enqueue_memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool = False) -> None:
-    """Queue one rule firing on one generation now (the rules service calls it on commit,
-    after recording the firing as pending)."""
-    _async_task(RULE_FIRE_TASK, rule_id, generation_id, resume,
+def enqueue_memory_rule_fire(*, rule_id: str, generation_id: str, project_id: str, resume: bool = False) -> None:
+    """Queue one rule firing on one generation of the project now (the rules service calls it
+    on commit, after recording the firing as pending)."""
+    _async_task(RULE_FIRE_TASK, rule_id, generation_id, resume, project_id,
                 task_name=f"rule {rule_id} on {generation_id}", group="memory_rules")
 
 
@@ -127,17 +127,18 @@ def enqueue_guard_sweep(store_ids: Sequence[str] | None = None) -> None:
                 task_name="instruction guard sweep", group="memory_engine.guard")
 
 
-def enqueue_entities_documents(document_ids: Sequence[str]) -> None:
-    """Queue the entity graph's reading of documents' new chunks now (services.entities)."""
-    _async_task(ENTITIES_DOCUMENTS_TASK, list(document_ids), task_name=f"entities of {document_ids[0]}"
+def enqueue_entities_documents(document_ids: Sequence[str], project_id: str) -> None:
+    """Queue the entity graph's reading of the project's documents' new chunks now (services.entities)."""
+    _async_task(ENTITIES_DOCUMENTS_TASK, list(document_ids), project_id, task_name=f"entities of {document_ids[0]}"
                 + (f" and {len(document_ids) - 1} more" if len(document_ids) > 1 else ""),
                 group="memory_engine.entities")
 
 
-def enqueue_entities_documents_on_commit(document_ids: Sequence[str]) -> None:
-    """Queue the entity graph's reading of documents' new chunks once the transaction commits."""
+def enqueue_entities_documents_on_commit(document_ids: Sequence[str], project_id: str) -> None:
+    """Queue the entity graph's reading of the project's documents' new chunks once the
+    transaction commits."""
     if document_ids and engine_settings.ENTITY_EXTRACTOR:
-        transaction.on_commit(partial(enqueue_entities_documents, list(document_ids)))
+        transaction.on_commit(partial(enqueue_entities_documents, list(document_ids), project_id))
 
 
 def ensure_schedules(**kwargs: Any) -> None:

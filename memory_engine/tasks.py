@@ -20,10 +20,12 @@ from memory_engine.services.rules import memory_rule_fire, rule_firing_sweep
 from memory_engine.webhooks import webhooks_dispatch
 
 
-def memory_rule_fire_task(rule_id: str, generation_id: str, resume: bool = False) -> dict[str, Any] | None:
+def memory_rule_fire_task(rule_id: str, generation_id: str, resume: bool = False,
+                          project_id: str | None = None) -> dict[str, Any] | None:
     """Run one memory rule on one completed generation (enqueued by the signal receiver,
-    or again by the rule-firing sweep with ``resume=True``)."""
-    return memory_rule_fire(rule_id=rule_id, generation_id=generation_id, resume=resume)
+    or again by the rule-firing sweep with ``resume=True``). A task queued by an earlier
+    version has no ``project_id``: the firing looks it up."""
+    return memory_rule_fire(rule_id=rule_id, generation_id=generation_id, project_id=project_id, resume=resume)
 
 
 def rule_firing_sweep_task() -> dict[str, int]:
@@ -78,9 +80,10 @@ def memory_map_compute_task(store_id: str) -> str | None:
     return found.status if found is not None else None
 
 
-def entities_documents_task(document_ids: list[str]) -> dict[str, Any]:
-    """Read the entities of documents' new chunks into the graph."""
-    return entities_extract_documents(document_ids=document_ids).as_dict()
+def entities_documents_task(document_ids: list[str], project_id: str | None = None) -> dict[str, Any]:
+    """Read the entities of documents' new chunks into the graph (the documents of ``project_id``;
+    a task queued by an earlier version has none: its documents are read by id)."""
+    return entities_extract_documents(document_ids=document_ids, project_id=project_id).as_dict()
 
 
 def entities_sweep_task() -> dict[str, Any]:

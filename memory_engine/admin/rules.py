@@ -212,6 +212,6 @@ class GenerationAdmin(ReadOnlyAdminMixin, ProjectScopedAdmin):
         enqueued = 0
         for generation in queryset:
             for rule_id in matching_rule_ids(generation=generation):
-                enqueue_rule_firing(rule_id=rule_id, generation_id=generation.pk)
+                enqueue_rule_firing(project_id=generation.project_id, rule_id=rule_id, generation_id=generation.pk)
                 enqueued += 1
         self.message_user(request, f"Enqueued {enqueued} rule firing(s).", messages.SUCCESS)

@@ -84,7 +84,8 @@ class AgentSerializer(strict.ModelSerializer):
     def get_memory_store_id(self, agent: Agent) -> str | None:
         if hasattr(agent, "own_store_id"):  # annotated by AgentViewSet.get_queryset
             return agent.own_store_id
-        return agent.own_stores.filter(tier=Tier.AGENT).values_list("pk", flat=True).first()
+        return (agent.own_stores.filter(project_id=agent.project_id, tier=Tier.AGENT)
+                .values_list("pk", flat=True).first())
 
 
 class AgentContextRequestSerializer(strict.Serializer):
@@ -168,7 +169,7 @@ class AgentViewSet(ProjectScopedMixin, viewsets.ModelViewSet):
     not_found_field = "agent_id"
 
     def get_queryset(self) -> QuerySet[Agent]:
-        own = MemoryStore.objects.filter(agent=OuterRef("pk"), tier=Tier.AGENT).values("pk")[:1]
+        own = MemoryStore.objects.filter(project=self.project, agent=OuterRef("pk"), tier=Tier.AGENT).values("pk")[:1]
         agents = visible(self.caller, Agent.objects.filter(project=self.project), self.detail_action)
         return agents.select_related("project").annotate(own_store_id=Subquery(own)).order_by("name", "id")
 

@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from memory_engine import strict
 from memory_engine.exceptions import MemoryStoreNotFound
 from memory_engine.models import MemoryRule, MemoryStore
+from memory_engine.models.rules import MemoryRuleAgent
 from memory_engine.policy import ADD, get_visible_or_404, require
 from memory_engine.redaction import mask_handler_config
 from memory_engine.services.rules import memory_rule_create, memory_rule_update
@@ -61,7 +62,8 @@ class MemoryRuleSerializer(strict.ModelSerializer):
             "id": rule.pk,
             "memory_store_id": rule.store_id,
             "on": rule.on,
-            "source_agent_ids": sorted(a.pk for a in rule.source_agents.all()),
+            "source_agent_ids": sorted(MemoryRuleAgent.objects.filter(project_id=rule.project_id, memoryrule_id=rule.pk)
+                                       .values_list("agent_id", flat=True)),
             "enabled": rule.enabled,
             "handler": handler,
             "created_at": serializers.DateTimeField().to_representation(rule.created_at),
@@ -108,8 +110,7 @@ class MemoryRuleViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retrie
 
     def get_queryset(self) -> QuerySet[MemoryRule]:
         return (
-            MemoryRule.objects.filter(store=self.store, store__project=self.project)
-            .prefetch_related("source_agents").order_by("created_at", "id")
+            MemoryRule.objects.filter(project=self.project, store=self.store).order_by("created_at", "id")
         )
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:

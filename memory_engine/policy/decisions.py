@@ -67,8 +67,8 @@ GENERATION_PERMISSION = "memory_engine.change_replayrun"
 
 
 def _own_store(agent_ref: str, tags: list[str]) -> Exists:
-    return Exists(MemoryStore.objects.filter(agent_id=OuterRef(agent_ref), tier=Tier.AGENT,
-                                             access_tags__overlap=tags))
+    return Exists(MemoryStore.objects.filter(project_id=OuterRef("project_id"), agent_id=OuterRef(agent_ref),
+                                             tier=Tier.AGENT, access_tags__overlap=tags))
 
 
 def _link_end(end: str, tags: list[str]) -> Q:
@@ -196,7 +196,8 @@ def object_tags(obj: Model) -> list[str]:
         return list(obj.document.access_tags)
     if isinstance(obj, (Agent, Generation)):
         agent_id = obj.pk if isinstance(obj, Agent) else obj.agent_id
-        own = MemoryStore.objects.filter(agent_id=agent_id, tier=Tier.AGENT).values_list("access_tags", flat=True)
+        own = MemoryStore.objects.filter(project_id=obj.project_id, agent_id=agent_id, tier=Tier.AGENT).values_list(
+            "access_tags", flat=True)
         return list(own.first() or [])
     if isinstance(obj, Entity):  # the tags of every store and document whose rows mention it
         edges = EntityEdge.objects.filter(entity_id=obj.pk)

@@ -107,4 +107,5 @@ def _rename_own_store(agent: Agent, name: str) -> None:
     new = f"agent:{name}"[:MemoryStore._meta.get_field("name").max_length]
     if MemoryStore.objects.filter(project_id=agent.project_id, name=new).exists():
         return
-    MemoryStore.objects.filter(tier=Tier.AGENT, agent=agent, name=f"agent:{agent.name}").update(name=new)
+    MemoryStore.objects.filter(project_id=agent.project_id, tier=Tier.AGENT, agent=agent,
+                               name=f"agent:{agent.name}").update(name=new)

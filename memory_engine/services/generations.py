@@ -84,14 +84,16 @@ def complete_generation(
     values = {"status": status, "output": output if output is not None else generation.output,
               "completed_at": timezone.now()}
     # A conditional UPDATE: of two concurrent completions exactly one wins.
-    updated = Generation.objects.filter(pk=generation.pk, status=GenerationStatus.RUNNING).update(**values)
+    updated = Generation.objects.filter(project_id=generation.project_id, pk=generation.pk,
+                                        status=GenerationStatus.RUNNING).update(**values)
     if not updated:
         raise GenerationAlreadyCompleted("This generation is already completed.",
                                          details={"generation_id": generation.pk})
     for name, value in values.items():
         setattr(generation, name, value)
-    generation_id = generation.pk
+    generation_id, project_id = generation.pk, generation.project_id
     transaction.on_commit(
-        lambda: generation_completed.send(sender=Generation, generation_id=generation_id), robust=True
+        lambda: generation_completed.send(sender=Generation, generation_id=generation_id, project_id=project_id),
+        robust=True,
     )
     return generation

@@ -91,7 +91,7 @@ def _check_owner(store: MemoryStore) -> None:
         if not Agent.objects.filter(project_id=store.project_id, pk=store.agent_id).exists():
             raise UnknownScope(f"Not found in your project: {store.agent_id}.",
                                details={"agent_id": [store.agent_id]})
-        if MemoryStore.objects.filter(tier=Tier.AGENT, agent_id=store.agent_id).exists():
+        if MemoryStore.objects.filter(project_id=store.project_id, tier=Tier.AGENT, agent_id=store.agent_id).exists():
             raise TierStoreExists(details={"agent_id": store.agent_id})
 
 

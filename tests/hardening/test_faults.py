@@ -149,7 +149,8 @@ def test_llm_failure_keeps_the_turn_and_records_the_error(client: Any, project: 
         assert listed["extraction"][rule.pk]["error"]["code"] == code
 
         llm.reply = '["The user lives in Bergen.", "The user prefers email."]'  # the endpoint recovers
-        enqueue_rule_firing(rule_id=rule.pk, generation_id=generation.pk)  # the admin's "run again"
+        # the admin's "run again"
+        enqueue_rule_firing(project_id=generation.project_id, rule_id=rule.pk, generation_id=generation.pk)
         generation.refresh_from_db()
         assert generation.extraction[rule.pk] == {"created": 2, "superseded": 0, "skipped": 0, "failed": 0,
                                                   "error": None}

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from memory_engine.conf import engine_settings
 from memory_engine.exceptions import InvalidFacts, MemoryEngineError, RuleHandlerFailed, WriteFailed
-from memory_engine.models import Generation, MemoryAssertion, MemoryRule, Provenance
+from memory_engine.models import Generation, MemoryAssertion, MemoryRule, MemoryStore, Provenance
 from memory_engine.models.agents import GenerationStatus
 from memory_engine.models.memories import Mechanism, Outcome, SourceType
 from memory_engine.policy import ADD, principal_from_reference, require
@@ -102,7 +102,21 @@ def _run_handler(rule: MemoryRule, generation: Generation) -> tuple[list[Fact], 
     return facts, invalid, error
 
 
-def memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool = False) -> dict[str, Any] | None:
+def _rule_and_generation(project_id: str, rule_id: str,
+                         generation_id: str) -> tuple[MemoryRule | None, Generation | None]:
+    """The rule with its store, and the generation, of the project (None for one gone). Every
+    statement names the project (docs/scaling.md): the rule, then its store, not a join."""
+    rule = MemoryRule.objects.filter(project_id=project_id, pk=rule_id).first()
+    store = (MemoryStore.objects.select_related("project").filter(project_id=project_id, pk=rule.store_id).first()
+             if rule is not None else None)
+    if rule is not None and store is not None:
+        rule.store = store
+    return (rule if store is not None else None,
+            Generation.objects.filter(project_id=project_id, pk=generation_id).first())
+
+
+def memory_rule_fire(*, rule_id: str, generation_id: str, project_id: str | None = None,
+                     resume: bool = False) -> dict[str, Any] | None:
     """Run one rule on one generation and record its counts; None when either is gone.
 
     ``resume`` (a re-run enqueued by :func:`rule_firing_sweep`) does nothing when the firing
@@ -110,15 +124,16 @@ def memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool = False) 
     duplicate of a memory this very firing created or superseded before it died as that
     original action, so the recorded counts are what one uninterrupted run would show.
     """
-    rule = MemoryRule.objects.select_related("store__project").filter(pk=rule_id).first()
-    generation = Generation.objects.filter(pk=generation_id).first()
-    if rule is None or generation is None or rule.store.project_id != generation.project_id:
+    if project_id is None:  # a task queued before firings carried their project
+        project_id = Generation.objects.filter(pk=generation_id).values_list("project_id", flat=True).first() or ""
+    rule, generation = _rule_and_generation(project_id, rule_id, generation_id)
+    if rule is None or generation is None:
         logger.info("rule firing skipped: rule %s or generation %s is gone", rule_id, generation_id)
-        drop_pending(generation_id=generation_id, rule_id=rule_id)
+        drop_pending(project_id=project_id, generation_id=generation_id, rule_id=rule_id)
         return None
     if not rule.enabled:
         logger.info("rule firing skipped: rule %s was disabled", rule_id)
-        drop_pending(generation_id=generation_id, rule_id=rule_id)
+        drop_pending(project_id=project_id, generation_id=generation_id, rule_id=rule_id)
         return None
     earlier: dict[str, str] = {}
     if resume:
@@ -126,7 +141,7 @@ def memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool = False) 
             logger.info("rule firing skipped: rule %s on %s already finished", rule_id, generation_id)
             return None
         earlier = dict(
-            MemoryAssertion.objects.filter(rule_id=rule.pk, generation_id=generation.pk,
+            MemoryAssertion.objects.filter(project_id=project_id, rule_id=rule.pk, generation_id=generation.pk,
                                            outcome__in=["created", "superseded"])
             .values_list("memory_id", "outcome")
         )
@@ -135,7 +150,7 @@ def memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool = False) 
         require(principal_from_reference(rule.acting_as, project_id=rule.store.project_id), ADD, rule.store)
     except MemoryEngineError as exc:  # PRINCIPAL_INACTIVE, GRANT_REQUIRED: nothing is asked or written
         counts["error"] = error_entry(exc)
-        record_rule_counts(generation_id=generation.pk, rule_id=rule.pk, counts=counts)
+        record_rule_counts(project_id=project_id, generation_id=generation.pk, rule_id=rule.pk, counts=counts)
         logger.warning("rule %s on %s: %s", rule.pk, generation.pk, exc.code,
                        extra={"rule_id": rule.pk, "generation_id": generation.pk, "code": exc.code})
         return counts
@@ -166,7 +181,7 @@ def memory_rule_fire(*, rule_id: str, generation_id: str, resume: bool = False) 
             if action == "skipped" and result.memory is not None and result.memory.pk in earlier:
                 action = earlier.pop(result.memory.pk)  # written by the run that died
             counts[action] += 1
-    record_rule_counts(generation_id=generation.pk, rule_id=rule.pk, counts=counts)
+    record_rule_counts(project_id=project_id, generation_id=generation.pk, rule_id=rule.pk, counts=counts)
     logger.info("rule %s on %s: %s", rule.pk, generation.pk, counts,
                 extra={"rule_id": rule.pk, "generation_id": generation.pk, "store_id": rule.store_id,
                        "handler_type": rule.handler_type, "counts": counts, "resume": resume})

@@ -82,8 +82,22 @@ def memory_rule_create(
     agents = _project_agents(project_id=store.project_id, agent_ids=source_agent_ids, caller=caller)
     rule = MemoryRule.objects.create(store=store, project_id=store.project_id, on=on, enabled=enabled,
                                      handler_type=handler_type, handler_config=config, acting_as=caller.reference[:200])
-    rule.source_agents.set(agents, through_defaults={"project_id": store.project_id})
+    _set_source_agents(rule, agents)
     return rule
+
+
+def _set_source_agents(rule: MemoryRule, agents: Iterable[Agent]) -> None:
+    """The rule's source agents are ``agents``: its rows in the through table replaced, each
+    statement naming the project (``source_agents.set()`` reads them by a join on the rule's id
+    alone, which a distributed PostgreSQL refuses, docs/scaling.md)."""
+    through = MemoryRule.source_agents.through
+    wanted = {agent.pk for agent in agents}
+    rows = through.objects.filter(project_id=rule.project_id, memoryrule_id=rule.pk)
+    current = set(rows.values_list("agent_id", flat=True))
+    if current - wanted:
+        rows.filter(agent_id__in=current - wanted).delete()
+    through.objects.bulk_create([through(memoryrule_id=rule.pk, agent_id=agent_id, project_id=rule.project_id)
+                                 for agent_id in sorted(wanted - current)])
 
 
 @transaction.atomic
@@ -115,6 +129,6 @@ def memory_rule_update(
     rule.acting_as = caller.reference[:200]
     rule.save()
     if source_agent_ids is not None:
-        rule.source_agents.set(_project_agents(project_id=rule.store.project_id, agent_ids=source_agent_ids,
-                                               caller=caller), through_defaults={"project_id": rule.store.project_id})
+        _set_source_agents(rule, _project_agents(project_id=rule.project_id, agent_ids=source_agent_ids,
+                                                 caller=caller))
     return rule

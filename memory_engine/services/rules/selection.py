@@ -24,11 +24,12 @@ def _project_rules(*, project_id: str, agent_id: str) -> list[dict[str, Any]]:
     agent handles it (``handler_config.agent_id``)."""
     through = MemoryRule.source_agents.through
     return list(
-        MemoryRule.objects.filter(store__project_id=project_id)
+        MemoryRule.objects.filter(project_id=project_id)
         .annotate(
             handler_agent=KT("handler_config__agent_id"),
-            selects_agent=Exists(through.objects.filter(memoryrule_id=OuterRef("pk"), agent_id=agent_id)),
-            has_agents=Exists(through.objects.filter(memoryrule_id=OuterRef("pk"))),
+            selects_agent=Exists(through.objects.filter(project_id=project_id, memoryrule_id=OuterRef("pk"),
+                                                        agent_id=agent_id)),
+            has_agents=Exists(through.objects.filter(project_id=project_id, memoryrule_id=OuterRef("pk"))),
         )
         .order_by("created_at", "id")
         .values("id", "enabled", "on", "handler_agent", "selects_agent", "has_agents")
@@ -56,7 +57,7 @@ def fires_rules(generation: Generation, *, handler_agents: set[str] | None = Non
         if current.initiator_id is None:
             return True
         current = Generation.objects.only("id", "agent_id", "initiator_id", "started_by_rule_id").filter(
-            pk=current.initiator_id
+            project_id=generation.project_id, pk=current.initiator_id
         ).first()
     return False  # an implausibly deep chain: refuse rather than risk a loop
 
@@ -81,14 +82,17 @@ def matching_rule_ids(*, generation: Generation) -> list[str]:
     ]
 
 
-def enqueue_memory_rules(sender: Any, *, generation_id: str, **kwargs: Any) -> None:
+def enqueue_memory_rules(sender: Any, *, generation_id: str, project_id: str | None = None, **kwargs: Any) -> None:
     """``generation_completed`` receiver: one task per matching rule, enqueued on commit."""
-    generation = Generation.objects.filter(pk=generation_id).only(
+    generations = Generation.objects.filter(pk=generation_id)
+    if project_id is not None:
+        generations = generations.filter(project_id=project_id)
+    generation = generations.only(
         "id", "project_id", "agent_id", "status", "initiator_id", "started_by_rule_id"
     ).first()
     if generation is None:
         return
     for rule_id in matching_rule_ids(generation=generation):
         # robust: one failed enqueue is logged and does not keep the other rules from firing
-        transaction.on_commit(partial(enqueue_rule_firing, rule_id=rule_id, generation_id=generation_id),
-                              robust=True)
+        transaction.on_commit(partial(enqueue_rule_firing, project_id=generation.project_id, rule_id=rule_id,
+                                      generation_id=generation_id), robust=True)
