@@ -274,13 +274,16 @@ def entities_extract_memories(*, memory_ids: Sequence[str] | None = None, limit:
     return report
 
 
-def entities_extract_documents(*, document_ids: Sequence[str] | None = None, limit: int | None = None,
-                               extractor: EntityExtractor | None = None) -> ExtractionReport:
+def entities_extract_documents(*, document_ids: Sequence[str] | None = None, project_id: str | None = None,
+                               limit: int | None = None, extractor: EntityExtractor | None = None) -> ExtractionReport:
     """Read the entities of ready documents' live chunks not read since they were swapped in
-    (``Document.entities_at`` null): ``mentions`` edges from each entity to each chunk."""
+    (``Document.entities_at`` null): ``mentions`` edges from each entity to each chunk. With
+    ``project_id``, only that project's documents, every statement naming it (docs/scaling.md)."""
     extractor = extractor or get_entity_extractor()
     report = ExtractionReport(extractor=extractor.name if extractor else "")
     pending = Document.objects.filter(entities_at__isnull=True, status=DocumentStatus.READY)
+    if project_id is not None:
+        pending = pending.filter(project_id=project_id)
     if document_ids is not None:
         pending = pending.filter(pk__in=list(document_ids))
     else:

@@ -307,7 +307,8 @@ def _generation_knobs(project: Project, generation: str | None) -> dict[str, Any
     unknown id is refused by the scope)."""
     if generation is None:
         return {}
-    knobs = ReplayRun.objects.filter(project=project, pk=generation).values_list("config__search", flat=True).first()
+    knobs = ReplayRun.objects.filter(project=project, pk=generation, config__project=project).values_list(
+        "config__search", flat=True).first()
     return knobs if isinstance(knobs, dict) else {}
 
 

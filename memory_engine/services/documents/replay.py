@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from memory_engine.chunking import TOKEN_STRATEGIES, ChunkSpec, Page, iter_chunks, validate_chunk_settings
 from memory_engine.conf import engine_settings
+from memory_engine.db import delete_in_project
 from memory_engine.exceptions import (
     EmbeddingFailed,
     EmbeddingModelNotActive,
@@ -117,7 +118,7 @@ def newest_raw_captures(run: ReplayRun) -> list[RawCapture]:
     if run.until is not None:
         raws = raws.filter(created_at__lt=run.until)
     if run.source:
-        raws = raws.filter(document__source=run.source)
+        raws = raws.filter(document__project_id=run.project_id, document__source=run.source)
     return list(raws.order_by("document_id", "-created_at", "-id").distinct("document_id"))
 
 
@@ -138,7 +139,8 @@ def replay_run(*, config: TransformConfig, since: datetime | None = None, until:
 def replay_execute(*, run: ReplayRun, on_progress: Progress | None = None) -> ReplayRun:
     """Derive every covered document into the run's staged generation; never raises a
     MemoryEngineError: a failure deletes what the run staged and marks it ``failed``."""
-    config = run.config
+    config = TransformConfig.objects.get(project_id=run.project_id, pk=run.config_id)
+    this_run = ReplayRun.objects.filter(project_id=run.project_id, pk=run.pk)
     try:
         active = active_embedding()
         if (config.embedding_provider, config.embedding_model) != active:
@@ -146,11 +148,11 @@ def replay_execute(*, run: ReplayRun, on_progress: Progress | None = None) -> Re
                 "embedding_provider": config.embedding_provider, "embedding_model": config.embedding_model,
                 "active_provider": active[0], "active_model": active[1]})
         raws = newest_raw_captures(run)
-        ReplayRun.objects.filter(pk=run.pk).update(documents_total=len(raws))
+        this_run.update(documents_total=len(raws))
         chunks = 0
         for done, raw in enumerate(raws, start=1):
             chunks += _stage_document(run, config, raw)
-            ReplayRun.objects.filter(pk=run.pk).update(documents_done=done, chunks_total=chunks)
+            this_run.update(documents_done=done, chunks_total=chunks)
             if on_progress is not None:
                 on_progress(done, len(raws))
     except Exception as exc:  # noqa: BLE001  (any failure: nothing staged survives, the run says why)
@@ -160,12 +162,11 @@ def replay_execute(*, run: ReplayRun, on_progress: Progress | None = None) -> Re
         if not isinstance(exc, MemoryEngineError):
             logger.exception("replay crashed", extra={"run": run.pk})
         with transaction.atomic():
-            Chunk.objects.filter(generation=run).delete()
-            DocumentVersion.objects.filter(generation=run).delete()
-            ReplayRun.objects.filter(pk=run.pk).update(status=ReplayRun.Status.FAILED, error=error.as_dict(),
-                                                       finished_at=timezone.now())
+            delete_in_project(Chunk.objects.filter(generation=run), run.project_id)
+            delete_in_project(DocumentVersion.objects.filter(generation=run), run.project_id)
+            this_run.update(status=ReplayRun.Status.FAILED, error=error.as_dict(), finished_at=timezone.now())
     else:
-        ReplayRun.objects.filter(pk=run.pk).update(status=ReplayRun.Status.COMPLETED, finished_at=timezone.now())
+        this_run.update(status=ReplayRun.Status.COMPLETED, finished_at=timezone.now())
     run.refresh_from_db()
     return run
 
@@ -220,14 +221,14 @@ def _embed(specs: list[ChunkSpec]) -> tuple[list[list[float] | None], str]:
 
 def _stage_document(run: ReplayRun, config: TransformConfig, raw: RawCapture) -> int:
     """One document's staged version and chunks (its own transaction); the chunk count."""
-    document = Document.objects.get(pk=raw.document_id)
+    document = Document.objects.get(project_id=run.project_id, pk=raw.document_id)
     specs = _derive(config, document, raw)
     vectors, model = _embed(specs)
+    versions = DocumentVersion.objects.filter(project_id=run.project_id)
     with transaction.atomic():
-        Document.objects.select_for_update().filter(pk=document.pk).exists()  # version numbers
-        number = (DocumentVersion.objects.filter(document=document).aggregate(top=Max("number"))["top"] or 0) + 1
-        captured = (DocumentVersion.objects.filter(raw_capture=raw, generation__isnull=True)
-                    .order_by("-number").first())
+        Document.objects.select_for_update().filter(project_id=run.project_id, pk=document.pk).exists()  # numbers
+        number = (versions.filter(document=document).aggregate(top=Max("number"))["top"] or 0) + 1
+        captured = versions.filter(raw_capture=raw, generation__isnull=True).order_by("-number").first()
         version = DocumentVersion.objects.create(
             document=document, project_id=document.project_id, number=number, sha256=raw.content_sha256,
             size_bytes=len(raw.data),
@@ -247,25 +248,28 @@ def _stage_document(run: ReplayRun, config: TransformConfig, raw: RawCapture) ->
     return len(specs)
 
 
-def _counts(document_ids: list[str]) -> dict[str, tuple[int, int]]:
+def _counts(project_id: str, document_ids: list[str]) -> dict[str, tuple[int, int]]:
     """Per document: (live chunks, live chunks without a vector)."""
-    rows = (Chunk.objects.filter(document_id__in=document_ids, generation__isnull=True).values("document_id")
+    rows = (Chunk.objects.filter(project_id=project_id, document_id__in=document_ids, generation__isnull=True)
+            .values("document_id")
             .annotate(total=Count("id"), missing=Count("id", filter=Q(embedding__isnull=True))))
     return {row["document_id"]: (row["total"], row["missing"]) for row in rows}
 
 
-def _set_live(versions: dict[str, str | None]) -> None:
+def _set_live(project_id: str, versions: dict[str, str | None]) -> None:
     """Point each document at its live version and refresh its chunk counts."""
-    counts = _counts(list(versions))
+    counts = _counts(project_id, list(versions))
     for document_id, version_id in versions.items():
         total, missing = counts.get(document_id, (0, 0))
-        Document.objects.filter(pk=document_id).update(active_version_id=version_id, total_chunks=total,
-                                                       indexed_chunks=total, unembedded_chunks=missing)
+        Document.objects.filter(project_id=project_id, pk=document_id).update(
+            active_version_id=version_id, total_chunks=total, indexed_chunks=total, unembedded_chunks=missing)
 
 
-def _captured_at(version: DocumentVersion | None) -> datetime | None:
-    """When the raw capture behind a version was made (None: no version or no raw capture)."""
-    return version.raw_capture.created_at if version is not None and version.raw_capture is not None else None
+def _captured_at(project_id: str, version_ids: list[str]) -> dict[str, datetime]:
+    """When the raw capture behind each version was made (a version without one is left out)."""
+    return dict(DocumentVersion.objects.filter(project_id=project_id, pk__in=version_ids,
+                                               raw_capture__project_id=project_id)
+                .values_list("id", "raw_capture__created_at"))
 
 
 def _not_newer(live: datetime | None, replayed: datetime | None) -> bool:
@@ -284,32 +288,34 @@ def generation_promote(*, run: ReplayRun, by: str) -> ReplayRun:
     staged). The chunks an earlier promote
     kept are deleted now: only the newest promote can be undone. StagedGenerationState
     (409) for a run in another state."""
-    run = ReplayRun.objects.select_for_update().get(pk=run.pk)
+    project_id = run.project_id  # every statement names it (docs/scaling.md)
+    run = ReplayRun.objects.select_for_update().get(project_id=project_id, pk=run.pk)
     if run.status not in PROMOTABLE:
         raise StagedGenerationState(f"Only a completed or demoted generation can be promoted; this one is "
                                     f"{run.status}.", details={"status": run.status})
-    for earlier in ReplayRun.objects.select_for_update().filter(project_id=run.project_id, keeps_replaced=True):
-        Chunk.objects.filter(generation=earlier).delete()
-        ReplayRun.objects.filter(pk=earlier.pk).update(keeps_replaced=False)
-    rows = DocumentVersion.objects.filter(generation=run, status=DocumentVersion.Status.STAGED).values_list(
-        "document_id", "id", "raw_capture__created_at")
-    documents = list(Document.objects.select_for_update(of=("self",)).filter(pk__in=[row[0] for row in rows])
-                     .select_related("active_version__raw_capture").order_by("pk"))
-    captured = {document.pk: _captured_at(document.active_version) for document in documents}
+    for earlier in ReplayRun.objects.select_for_update().filter(project_id=project_id, keeps_replaced=True):
+        delete_in_project(Chunk.objects.filter(generation=earlier), project_id)
+        ReplayRun.objects.filter(project_id=project_id, pk=earlier.pk).update(keeps_replaced=False)
+    versions = DocumentVersion.objects.filter(project_id=project_id)
+    chunks = Chunk.objects.filter(project_id=project_id)
+    rows = list(versions.filter(generation=run, status=DocumentVersion.Status.STAGED).values_list("document_id", "id"))
+    replayed = _captured_at(project_id, [version_id for _document_id, version_id in rows])
+    documents = list(Document.objects.select_for_update().filter(project_id=project_id, pk__in=[row[0] for row in rows])
+                     .order_by("pk"))
+    live = _captured_at(project_id, [d.active_version_id for d in documents if d.active_version_id])
+    captured = {d.pk: live.get(d.active_version_id) for d in documents if d.active_version_id}
     # A document captured again since the replay read it keeps its newer live version.
-    staged = {document_id: version_id for document_id, version_id, raw_at in rows
-              if _not_newer(captured.get(document_id), raw_at)}
+    staged = {document_id: version_id for document_id, version_id in rows
+              if _not_newer(captured.get(document_id), replayed.get(version_id))}
     replaced = {document.pk: document.active_version_id for document in documents if document.pk in staged}
     now = timezone.now()
-    DocumentVersion.objects.filter(document_id__in=list(staged), status=DocumentVersion.Status.ACTIVE).update(
+    versions.filter(document_id__in=list(staged), status=DocumentVersion.Status.ACTIVE).update(
         status=DocumentVersion.Status.SUPERSEDED)
-    Chunk.objects.filter(document_id__in=list(staged), generation__isnull=True).update(generation=run)
-    Chunk.objects.filter(generation=run, version__generation=run, document_id__in=list(staged)).update(
-        generation=None)
-    DocumentVersion.objects.filter(pk__in=list(staged.values())).update(status=DocumentVersion.Status.ACTIVE,
-                                                                       activated_at=now)
-    _set_live({document_id: version_id for document_id, version_id in staged.items()})
-    ReplayRun.objects.filter(pk=run.pk).update(
+    chunks.filter(document_id__in=list(staged), generation__isnull=True).update(generation=run)
+    chunks.filter(generation=run, version_id__in=list(staged.values())).update(generation=None)
+    versions.filter(pk__in=list(staged.values())).update(status=DocumentVersion.Status.ACTIVE, activated_at=now)
+    _set_live(project_id, {document_id: version_id for document_id, version_id in staged.items()})
+    ReplayRun.objects.filter(project_id=project_id, pk=run.pk).update(
         status=ReplayRun.Status.PROMOTED, promoted_at=now, promoted_by=by, replaced_versions=replaced,
         keeps_replaced=True)
     logger.info("generation promoted", extra={"run": run.pk, "documents": len(staged), "by": by})
@@ -323,29 +329,34 @@ def generation_demote(*, run: ReplayRun, by: str) -> ReplayRun:
     live again and their versions ``active``. A document captured again since the promote
     keeps its newer live version. StagedGenerationState (409) when the run is not the
     project's newest promote (or another promote since discarded what it replaced)."""
-    run = ReplayRun.objects.select_for_update().get(pk=run.pk)
+    project_id = run.project_id  # every statement names it (docs/scaling.md)
+    run = ReplayRun.objects.select_for_update().get(project_id=project_id, pk=run.pk)
     if run.status != ReplayRun.Status.PROMOTED or not run.keeps_replaced:
         raise StagedGenerationState("Only the newest promoted generation can be demoted.",
                                     details={"status": run.status, "keeps_replaced": run.keeps_replaced})
-    ours = dict(DocumentVersion.objects.filter(generation=run).values_list("document_id", "id"))
-    documents = list(Document.objects.select_for_update().filter(pk__in=list(ours)).order_by("pk"))
+    versions = DocumentVersion.objects.filter(project_id=project_id)
+    chunks = Chunk.objects.filter(project_id=project_id)
+    run_versions = list(versions.filter(generation=run).values_list("document_id", "id"))
+    ours = dict(run_versions)
+    documents = list(Document.objects.select_for_update().filter(project_id=project_id, pk__in=list(ours))
+                     .order_by("pk"))
     still = [document.pk for document in documents if document.active_version_id == ours[document.pk]]
     changed = [document.pk for document in documents if document.pk not in still]
-    kept = list(Chunk.objects.filter(generation=run, document_id__in=still).values_list("pk", flat=True))
+    kept = list(chunks.filter(generation=run, document_id__in=still).values_list("pk", flat=True))
+    of_run = [version_id for _document_id, version_id in run_versions]
     # Changed since the promote: the chunks kept for them go; their staged ones (a document the
     # promote skipped as captured again) stay with the run.
-    Chunk.objects.filter(generation=run, document_id__in=changed).exclude(version__generation=run).delete()
-    Chunk.objects.filter(document_id__in=still, generation__isnull=True, version__generation=run).update(
-        generation=run)
-    Chunk.objects.filter(pk__in=kept).update(generation=None)
-    DocumentVersion.objects.filter(generation=run, document_id__in=still).update(
-        status=DocumentVersion.Status.STAGED, activated_at=None)
+    delete_in_project(chunks.filter(generation=run, document_id__in=changed).exclude(version_id__in=of_run),
+                      project_id)
+    chunks.filter(document_id__in=still, generation__isnull=True, version_id__in=of_run).update(generation=run)
+    chunks.filter(pk__in=kept).update(generation=None)
+    versions.filter(generation=run, document_id__in=still).update(status=DocumentVersion.Status.STAGED,
+                                                                  activated_at=None)
     restored = {document_id: run.replaced_versions.get(document_id) for document_id in still}
-    DocumentVersion.objects.filter(pk__in=[v for v in restored.values() if v]).update(
-        status=DocumentVersion.Status.ACTIVE)
-    _set_live(restored)
-    ReplayRun.objects.filter(pk=run.pk).update(status=ReplayRun.Status.DEMOTED, demoted_at=timezone.now(),
-                                               demoted_by=by, keeps_replaced=False)
+    versions.filter(pk__in=[v for v in restored.values() if v]).update(status=DocumentVersion.Status.ACTIVE)
+    _set_live(project_id, restored)
+    ReplayRun.objects.filter(project_id=project_id, pk=run.pk).update(
+        status=ReplayRun.Status.DEMOTED, demoted_at=timezone.now(), demoted_by=by, keeps_replaced=False)
     logger.info("generation demoted", extra={"run": run.pk, "documents": len(still), "by": by})
     run.refresh_from_db()
     return run

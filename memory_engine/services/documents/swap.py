@@ -118,7 +118,7 @@ def swap(items: list[Embedded]) -> None:
             documents.append(document)
         update_alike(documents, ["status", "error", "total_chunks", "indexed_chunks", "unembedded_chunks",
                                   "ingested_at", "heartbeat_at", "converter_state", "updated_at", "entities_at"])
-        enqueue_entities_documents_on_commit(ids)
+        enqueue_entities_documents_on_commit(ids, project_id)
         # The live version's chunks give way to the new version's (a superseded version keeps
         # its row and raw capture, not its chunks): search sees the old version or the new one.
         # Staged generations' chunks (``generation`` set) are not the live version's: they stay.
