@@ -40,19 +40,22 @@ batch ≥ 3× single, 0 stale reads.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
+import shutil
 import socket
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _setup import DEFAULT_DATA, machine, percentile, print_table, write_results  # noqa: E402
+from _setup import DEFAULT_DATA, RESULTS, machine, percentile, print_table, write_results  # noqa: E402
 from search import base_material, build_hnsw, drop_hnsw, near, setup_django, vec_text  # noqa: E402
 
 DB_NAME = "bench_scale"
@@ -339,6 +342,22 @@ def run_side(args: argparse.Namespace, side: str, env: dict[str, str]) -> dict[s
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+#: Where ``--citus`` keeps the nodes' server logs (the cluster's directory goes when it stops).
+CITUS_LOGS = RESULTS / "scale-citus-logs"
+
+
+@contextlib.contextmanager
+def _logs_kept(cluster: Any) -> Iterator[None]:
+    """Copy every node's server log to :data:`CITUS_LOGS` once the run is over, whatever its end."""
+    try:
+        yield
+    finally:
+        CITUS_LOGS.mkdir(parents=True, exist_ok=True)
+        for log in cluster.root.glob("*.log"):
+            shutil.copy(log, CITUS_LOGS / log.name)
+        print(f"the nodes' logs: {CITUS_LOGS}", file=sys.stderr, flush=True)
+
+
 def citus_compare(args: argparse.Namespace) -> None:
     """``--citus``: the same data, questions and writers on one node (the embedded PostgreSQL)
     and on a coordinator with two workers (tests/citus/cluster.py, built from ../shared/citus),
@@ -352,7 +371,7 @@ def citus_compare(args: argparse.Namespace) -> None:
     if citus_source() is None:
         raise SystemExit("--citus needs the Citus source (../shared/citus, or MEMORY_ENGINE_CITUS_SOURCE)")
     one = run_side(args, "one", {})
-    with running_cluster() as cluster:
+    with running_cluster() as cluster, _logs_kept(cluster):
         print(f"the cluster: coordinator on {cluster.coordinator.port}, {len(cluster.workers)} workers; "
               "migrating and distributing", file=sys.stderr, flush=True)
         migrate(cluster, CITUS_DB)

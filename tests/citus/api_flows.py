@@ -17,11 +17,16 @@ import os
 import sys
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+#: The repository (manage.py), where the worker runs.
+ROOT = Path(__file__).resolve().parents[2]
 #: The connection option that makes every multi-shard statement an error.
 SINGLE_SHARD_OPTION = "options=-c%20citus.multi_task_query_log_level%3Derror"
 TEXT = "The deploy runs on Fridays after the freeze."
+#: The memory rule's ``callable`` handler (by the name a worker imports it by).
+RULE_HANDLER = "tests.citus.api_flows.rule_facts"
 
 
 def environment(database_url: str) -> dict[str, str]:
@@ -93,7 +98,8 @@ def run_flows() -> list[dict[str, Any]]:
 
     # pg_textsearch's bm25 query names its index, which each shard renames (docs/scaling.md): the
     # tsvector fallback until the lexical channel has a path on Citus
-    override_settings(MEMORY_ENGINE={**settings.MEMORY_ENGINE, "KNOWLEDGE_LEXICAL_BACKEND": "tsvector"}).enable()
+    override_settings(MEMORY_ENGINE={**settings.MEMORY_ENGINE, "KNOWLEDGE_LEXICAL_BACKEND": "tsvector",
+                                     "RULE_CALLABLE_PREFIXES": [RULE_HANDLER]}).enable()
     from rest_framework.test import APIClient
 
     from memory_engine.services.keys import api_key_authenticate
@@ -124,7 +130,7 @@ def run_flows() -> list[dict[str, Any]]:
             answer = response.json() if response.get("Content-Type", "").startswith("application/json") else {}
             if path == "/api/v1/memory-stores" and response.status_code == 201 and "store" not in state:
                 state["store"] = answer["id"]
-            if keep and response.status_code in (200, 201):
+            if keep and response.status_code in (200, 201, 202):
                 state[keep] = answer["id"]
             return {"status": response.status_code, "answer": answer}
         return action
@@ -230,8 +236,198 @@ def run_flows() -> list[dict[str, Any]]:
     steps.run("a memory written by SQL, its feed entries written by the triggers at commit", feed_entries)
     steps.run("its content counted in the project's lexical statistics", lambda: sql(counted, [state["project"].id]))
     steps.run("the memory and its content deleted by SQL: the content uncounted", lambda: uncount(counted))
+    run_rule(steps, state, call)
+    run_replay(steps, state, call)
+    run_worker_ingestion(steps, state, call)
+    run_shard_move(steps, client, state, call)
     steps.connection.close()
     return steps.results
+
+
+def rule_facts(transcript: str, rule: Any, generation: Any) -> list[str]:
+    """The ``callable`` handler of the flows' memory rule: one fact per user line."""
+    return [line.removeprefix("user: ") for line in transcript.split("\n\n") if line.startswith("user: ")]
+
+
+def run_rule(steps: Steps, state: dict[str, Any], call: Callable[..., Callable[[], Any]]) -> None:
+    """An agent, a memory rule on the store (a ``callable`` handler), a generation of the agent
+    completed through the API (which records the rule's firing as pending and queues it), then
+    the firing as the worker runs it (memory_engine.tasks.memory_rule_fire_task with the task's
+    arguments), and the generation read back with the rule's counts."""
+    def fire() -> Any:
+        from django_q.models import OrmQ
+
+        from memory_engine.tasks import memory_rule_fire_task
+
+        queued = {entry.pk: entry.task for entry in OrmQ.objects.all()
+                  if entry.task.get("func") == "memory_engine.tasks.memory_rule_fire_task"
+                  and entry.task["args"][1] == state["generation"]}
+        OrmQ.objects.filter(pk__in=list(queued)).delete()  # run here, by nobody else
+        return [memory_rule_fire_task(*task["args"], **task["kwargs"]) for task in queued.values()]
+
+    steps.run("POST /api/v1/agents", call("post", "/api/v1/agents", {"name": "assistant"}, keep="agent"))
+    steps.run("POST /api/v1/memory-stores/{store}/rules (callable)", call(
+        "post", "/api/v1/memory-stores/{store}/rules", {"handler": {"type": "callable", "path": RULE_HANDLER}},
+        keep="rule"))
+    steps.run("POST /api/v1/generations (completed: the rule's firing queued)", call(
+        "post", "/api/v1/generations", {"agent_id": "{agent}", "status": "completed", "output": "Noted.",
+                                        "input_messages": [{"role": "user", "content": "I moved to Bergen."}]},
+        keep="generation"))
+    steps.run("the rule's firing run as the worker runs it", fire)
+    steps.run("GET /api/v1/generations/{generation}", call("get", "/api/v1/generations/{generation}"))
+
+
+def run_replay(steps: Steps, state: dict[str, Any], call: Callable[..., Callable[[], Any]]) -> None:
+    """A document ingested inline, a transform config of smaller chunks, a replay of the
+    project's raw captures staged under it (as ``manage.py memory_engine_replay`` runs it),
+    promoted, then demoted: each step's document, versions and chunks by the project."""
+    from memory_engine.models import Document
+    from memory_engine.selectors.search import SearchRequest, knowledge_search
+    from memory_engine.services.documents.replay import (
+        generation_demote,
+        generation_promote,
+        replay_run,
+        transform_config_create,
+    )
+
+    replayed: dict[str, Any] = {}  # not in ``state``: its values are put into request bodies
+
+    def replay() -> dict[str, Any]:
+        config = transform_config_create(project=state["project"], name="smaller", chunk_strategy="size",
+                                         chunk_size=8, chunk_overlap=0)
+        run = replay_run(config=config, started_by="flows")
+        replayed["run"] = run
+        return {"status": run.status, "error": run.error, "documents": run.documents_done, "chunks": run.chunks_total}
+
+    def staged_search() -> list[str | None]:
+        found = knowledge_search(SearchRequest(project=state["project"], query="who meets the new hires at lunch",
+                                               generation=replayed["run"].pk))
+        return sorted({hit.document_id for hit in found.results})
+
+    def switch(to: Callable[..., Any]) -> dict[str, Any]:
+        replayed["run"] = to(run=replayed["run"], by="flows")
+        document = Document.objects.get(project_id=state["project"].id, pk=state["handbook"])
+        return {"status": replayed["run"].status, "total_chunks": document.total_chunks}
+
+    steps.run("POST /api/v1/documents (the handbook, wait: ingested inline)", call("post", "/api/v1/documents", {
+        "content": "# Handbook\n\nNew hires get their laptop on the first morning from the front desk "
+                   "and meet their buddy at lunch.", "path": "/handbook.md", "wait": True}, keep="handbook"))
+    steps.run("a replay of the project's raw captures (smaller chunks), staged", replay)
+    steps.run("a search of the staged generation (the service a staff session's search calls)", staged_search)
+    steps.run("the staged generation promoted", lambda: switch(generation_promote))
+    steps.run("the promoted generation demoted", lambda: switch(generation_demote))
+
+
+def run_worker_ingestion(steps: Steps, state: dict[str, Any], call: Callable[..., Callable[[], Any]]) -> None:
+    """A document queued through the API (no ``wait``), ingested by a real django-q2 worker
+    (``manage.py qcluster``, its connection refusing multi-shard statements as this process's
+    does) while the document is polled through the API until it is ready, then until the
+    entity graph has read its chunks (the task its ingestion queued)."""
+    import signal
+    import subprocess
+    import tempfile
+    import time
+
+    from memory_engine.models import Document
+
+    def ingested_by_the_worker() -> dict[str, Any]:
+        log = tempfile.NamedTemporaryFile(prefix="citus-worker-", suffix=".log", delete=False)  # noqa: SIM115
+        worker = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT, stdout=log,
+                                  stderr=subprocess.STDOUT, start_new_session=True,
+                                  env=dict(os.environ, Q_WORKERS="1", PYTHONUNBUFFERED="1"))
+        try:
+            deadline, answer = time.monotonic() + 120, {}
+            while time.monotonic() < deadline:
+                answer = call("get", "/api/v1/documents/{queued}")()["answer"]
+                if answer.get("status") in ("ready", "failed"):
+                    break
+                time.sleep(0.5)
+            # then the entity graph's reading of its chunks, the task its ingestion queued
+            read = Document.objects.filter(project_id=state["project"].id, pk=state["queued"])
+            while time.monotonic() < deadline and not read.filter(entities_at__isnull=False).exists():
+                time.sleep(0.5)
+            return {"status": answer.get("status"), "error": answer.get("error"),
+                    "indexed_chunks": answer.get("indexed_chunks"),
+                    "entities_read": read.filter(entities_at__isnull=False).exists()}
+        finally:
+            worker.send_signal(signal.SIGTERM)  # the cluster's main process stops the rest in order
+            try:
+                worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait()
+            log.close()
+
+    steps.run("POST /api/v1/documents (queued for the worker)", call("post", "/api/v1/documents", {
+        "content": "# Travel\n\nTrain tickets above 200 euros need the team lead's approval.",
+        "path": "/travel.md"}, keep="queued"))
+    steps.run("the document ingested by a django-q2 worker on the cluster", ingested_by_the_worker)
+
+
+def run_shard_move(steps: Steps, client: Any, state: dict[str, Any],
+                   call: Callable[..., Callable[[], Any]]) -> None:
+    """The project's node runs far ahead of the other worker; a memory written there and the feed
+    read to its end; the project's shards moved to the other worker; a memory written there, and
+    the feed read on from the cursor read before the move."""
+    moving: dict[str, Any] = {}
+
+    def node(name: str | None = None, port: int | None = None) -> Any:
+        """A connection of its own (multi-shard statements allowed) to a node, the coordinator by default."""
+        import psycopg
+
+        found = steps.connection.settings_dict
+        return psycopg.connect(host=name or found["HOST"], port=port or int(found["PORT"]), user=found["USER"],
+                               password=found["PASSWORD"] or None, dbname=found["NAME"], autocommit=True)
+
+    def read_to_the_end() -> int:
+        """The project's shards' node runs ahead: its transaction ids far above the other
+        worker's (as a busy node's are). A memory written there, the feed read to its end."""
+        with node() as coordinator:
+            (shard, source_host, source_port), = coordinator.execute(
+                "SELECT p.shardid, n.nodename, n.nodeport FROM pg_dist_placement p "
+                "JOIN pg_dist_node n ON n.groupid = p.groupid "
+                "WHERE p.shardid = get_shard_id_for_distribution_column('memory_engine_memorystore', %s::text)",
+                [state["project"].id]).fetchall()
+            target_host, target_port = coordinator.execute(
+                "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary' "
+                "AND shouldhaveshards AND nodeport <> %s ORDER BY nodeport LIMIT 1", [source_port]).fetchone()
+        moving.update(shard=shard, source=(source_host, source_port), target=(target_host, target_port))
+        with node(source_host, source_port) as source, node(target_host, target_port) as target:
+            ahead = source.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()[0]
+            behind = target.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()[0]
+            for _ in range(max(0, behind - ahead + 1000)):
+                source.execute("SELECT pg_current_xact_id()")
+        call("post", "/api/v1/memories", {"memory_store_id": "{store}",
+                                           "content": "The data center lease renews in May."})()
+        cursor, entries = "", 0
+        while True:
+            body = client.get("/api/v1/feed", {"after": cursor, "limit": 1000}).json()
+            entries += len(body["entries"])
+            if not body["entries"]:
+                moving["cursor"] = cursor
+                return entries
+            cursor = body["next_cursor"]
+
+    def move() -> dict[str, int]:
+        with node() as coordinator:
+            coordinator.execute("SELECT citus_move_shard_placement(%s, %s, %s, %s, %s, "
+                                "shard_transfer_mode => 'block_writes')",
+                                [moving["shard"], *moving["source"], *moving["target"]])
+        return {"from": moving["source"][1], "to": moving["target"][1]}
+
+    def read_on() -> dict[str, Any]:
+        from memory_engine.models import FeedClock
+
+        body = client.get("/api/v1/feed", {"after": moving["cursor"], "limit": 1000}).json()
+        clock = FeedClock.objects.get(project_id=state["project"].id)
+        return {"entries": [[entry["kind"], entry["memory_id"]] for entry in body["entries"]], "era": clock.era}
+
+    steps.run("the feed read to its end on the node that holds the project (far ahead of the other)",
+              read_to_the_end)
+    steps.run("the project's shards moved to the other worker (citus_move_shard_placement)", move)
+    steps.run("POST /api/v1/memories (after the move)", call("post", "/api/v1/memories", {
+        "memory_store_id": "{store}", "content": "The backup window moved to Sunday night."}, keep="after_move"))
+    steps.run("GET /api/v1/feed?after=… (the cursor read before the move)", read_on)
 
 
 def main(argv: list[str]) -> int:

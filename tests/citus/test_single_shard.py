@@ -18,6 +18,11 @@ with its receipt, a memory forgotten to the trash and restored, a store deleted.
 The command distributes the tables with their triggers (``citus.enable_unsafe_triggers``); the
 lexical statistics count a content row written and deleted on the shard (migration 0032).
 
+A memory rule fires on a completed generation, a replay is staged, searched, promoted and
+demoted, and a real django-q2 worker ingests a queued document, all by the project. After the
+project's shards move to the other worker, the feed reads on from a cursor taken before
+(migration 0035's feed clock).
+
 Not yet covered: pg_textsearch's bm25 on the shards (the search runs on the tsvector fallback)."""
 
 from __future__ import annotations
@@ -72,7 +77,7 @@ def test_the_memory_tables_are_distributed(distributed: dict[str, str], table: s
 def test_every_tenant_table_is_distributed_with_its_keys_as_migrated(citus_cluster: CitusCluster,
                                                                       distributed: dict[str, str]) -> None:
     """Migration 0030: Citus takes every key and foreign key as migrated, none rebuilt."""
-    assert sum(kind == "distributed" for kind in distributed.values()) == 33
+    assert sum(kind == "distributed" for kind in distributed.values()) == 34
     without_project = citus_cluster.coordinator.execute("""
         SELECT count(*) FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid
         JOIN citus_tables ct ON ct.table_name = t.oid AND ct.citus_table_type = 'distributed'
@@ -229,3 +234,62 @@ def test_an_erasure_by_tags_takes_a_document(flows: dict[str, dict[str, Any]]) -
     assert erased["status"] == 201, erased
     counts = erased["answer"]["counts"]
     assert (counts["document"], counts["documentversion"], counts["chunk"]) == (1, 1, 1), counts
+
+
+def test_the_feed_reads_on_from_its_cursor_after_the_project_moved_to_another_worker(
+        flows: dict[str, dict[str, Any]]) -> None:
+    """A feed position holds a transaction id, which belongs to one node. The project's node ran
+    a thousand transactions ahead of the other; a reader read to the end there; then its shards
+    moved (``citus_move_shard_placement``, docs/scaling.md). The first entry written on the new
+    node starts the project's next era (migration 0035), so it sorts after the reader's cursor:
+    without it, the new node's lower transaction ids would put it behind, and the reader would
+    never see it."""
+    assert step(flows, "the feed read to its end on the node that holds the project (far ahead of the other)") > 0
+    moved = step(flows, "the project's shards moved to the other worker (citus_move_shard_placement)")
+    assert moved["from"] != moved["to"]
+    written = step(flows, "POST /api/v1/memories (after the move)")
+    assert written["status"] == 201, written
+    read = step(flows, "GET /api/v1/feed?after=… (the cursor read before the move)")
+    memory = written["answer"]["id"]
+    assert read == {"entries": [["memory", memory], ["assertion", memory]], "era": 1}
+
+
+def test_a_memory_rule_is_set_up_and_fires_on_a_completed_generation(flows: dict[str, dict[str, Any]]) -> None:
+    """An agent and a rule on the store (its source agents written through their own table);
+    completing a generation marks the firing pending under the generation's row lock and queues
+    it with its project; the firing (the task as the worker runs it) reads the rule, its store
+    and the generation by the project, writes through the funnel and records its counts."""
+    agent = step(flows, "POST /api/v1/agents")
+    assert agent["status"] == 201, agent
+    rule = step(flows, "POST /api/v1/memory-stores/{store}/rules (callable)")
+    assert rule["status"] == 201 and rule["answer"]["source_agent_ids"] == [], rule
+    completed = step(flows, "POST /api/v1/generations (completed: the rule's firing queued)")
+    assert completed["status"] == 201, completed
+    counts = {"created": 1, "superseded": 0, "skipped": 0, "failed": 0, "error": None}
+    assert step(flows, "the rule's firing run as the worker runs it") == [counts]
+    read = step(flows, "GET /api/v1/generations/{generation}")
+    assert read["answer"]["extraction"] == {rule["answer"]["id"]: counts}
+
+
+def test_a_replay_is_staged_searched_promoted_and_demoted(flows: dict[str, dict[str, Any]]) -> None:
+    """A staged generation (replay): the run reads its config, documents and raw captures by the
+    project; a search of the staged chunks reads the run's ranking knobs by the project; promote
+    and demote lock the run and its documents by their project and swap versions and chunks
+    without a join (memory_engine.services.documents.replay)."""
+    handbook = step(flows, "POST /api/v1/documents (the handbook, wait: ingested inline)")
+    assert handbook["status"] == 201 and handbook["answer"]["total_chunks"] == 1, handbook
+    staged = step(flows, "a replay of the project's raw captures (smaller chunks), staged")
+    assert staged["status"] == "completed" and staged["error"] is None and staged["chunks"] > 1, staged
+    found = step(flows, "a search of the staged generation (the service a staff session's search calls)")
+    assert found == [handbook["answer"]["id"]]
+    assert step(flows, "the staged generation promoted") == {"status": "promoted", "total_chunks": staged["chunks"]}
+    assert step(flows, "the promoted generation demoted") == {"status": "demoted", "total_chunks": 1}
+
+
+def test_a_django_q2_worker_ingests_a_queued_document_single_shard(flows: dict[str, dict[str, Any]]) -> None:
+    """The document's ingestion task and the entity reading it queues carry the project: a real
+    worker whose connection refuses multi-shard statements runs both."""
+    queued = step(flows, "POST /api/v1/documents (queued for the worker)")
+    assert queued["status"] == 202 and queued["answer"]["status"] == "pending", queued
+    assert step(flows, "the document ingested by a django-q2 worker on the cluster") == {
+        "status": "ready", "error": None, "indexed_chunks": 1, "entities_read": True}
