@@ -22,16 +22,24 @@ TRANSACTION_ID = "pg_current_xact_id()::text::bigint"
 POSITION_FUNCTION = """
 CREATE OR REPLACE FUNCTION memory_engine_feed_position(project text) RETURNS bigint AS $$
 DECLARE
-    here bigint := (pg_control_system()).system_identifier;
+    known text := current_setting('memory_engine.feed_' || project, true);
+    here bigint;
     clock record;
+    position bigint;
 BEGIN
+    -- one position per transaction and project: the first entry's lookup, kept for the others
+    -- (a transaction-local setting, undone with a rolled-back savepoint)
+    IF known IS NOT NULL AND known <> '' THEN
+        RETURN known::bigint;
+    END IF;
+    here := (pg_control_system()).system_identifier;
     SELECT c.era, c.node INTO clock FROM memory_engine_feedclock c WHERE c.project_id = project;
     IF NOT FOUND THEN
         INSERT INTO memory_engine_feedclock (project_id, era, node) VALUES (project, 0, here)
         ON CONFLICT (project_id) DO NOTHING;
         SELECT c.era, c.node INTO clock FROM memory_engine_feedclock c WHERE c.project_id = project;
         IF NOT FOUND THEN  -- written by a transaction this snapshot does not see: the same server's
-            RETURN pg_current_xact_id()::text::bigint;
+            SELECT 0 AS era, here AS node INTO clock;
         END IF;
     END IF;
     IF clock.node <> here THEN
@@ -41,7 +49,9 @@ BEGIN
         WHERE c.project_id = project AND c.node <> here;
         SELECT c.era, c.node INTO clock FROM memory_engine_feedclock c WHERE c.project_id = project;
     END IF;
-    RETURN (clock.era::bigint << 48) + pg_current_xact_id()::text::bigint;
+    position := (clock.era::bigint << 48) + pg_current_xact_id()::text::bigint;
+    PERFORM set_config('memory_engine.feed_' || project, position::text, true);
+    RETURN position;
 END;
 $$ LANGUAGE plpgsql;
 """
