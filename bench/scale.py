@@ -62,10 +62,14 @@ DB_NAME = "bench_scale"
 OTHER_STORES = 3
 TARGET_P95_MS = 20.0
 TARGET_BATCH_SPEEDUP = 3.0
+#: Memories committed per transaction while loading: on a Citus shard the feed triggers' planned
+#: statements are held until commit, about 130 KB per memory (docs/scaling.md, *Large transactions*).
+LOAD_BATCH = 2000
 
 
 def load_memories(store: Any, material: dict[str, Any], n: int, seed: int) -> None:
-    """Append ``n`` memories to ``store`` with COPY (texts of real turns, vectors near theirs)."""
+    """Append ``n`` memories to ``store`` with COPY (texts of real turns, vectors near theirs),
+    committed every :data:`LOAD_BATCH` memories."""
     import numpy as np
     from django.db import connection
     from django.utils import timezone
@@ -80,9 +84,9 @@ def load_memories(store: Any, material: dict[str, Any], n: int, seed: int) -> No
     vectors, idx = near(material["turn_vectors"], rng, n)
     now = timezone.now()
     raw = connection.connection
-    with raw.cursor() as cursor:
+    for start in range(0, n, LOAD_BATCH):
         contents, memories = [], []
-        for i in range(n):
+        for i in range(start, min(n, start + LOAD_BATCH)):
             text = material["turns"][idx[i]]
             cid = new_id("mc")
             digest = hashlib.sha256(f"{text}#{store.pk}#{seed}#{i}".encode()).hexdigest()
@@ -90,16 +94,17 @@ def load_memories(store: Any, material: dict[str, Any], n: int, seed: int) -> No
                              guards[text], now))
             memories.append((new_id("mem"), store.pk, store.project_id, cid, "{}", "{}", "manual", now, "fact", "",
                              "", 0.7, 1, "durable", empty_fields))
-        with cursor.copy("COPY memory_engine_memorycontent (id, store_id, project_id, content_hash, text, embedding, "
-                         "embedding_model, guard, created_at) FROM STDIN") as copy:
-            for row in contents:
-                copy.write_row(row)
-        with cursor.copy("COPY memory_engine_memory (id, store_id, project_id, content_id, tags, metadata, "
-                         "source_type, created_at, kind, title, summary, confidence, evidence_count, retention_class, "
-                         "guard) FROM STDIN") as copy:
-            for row in memories:
-                copy.write_row(row)
-    raw.commit()
+        with raw.cursor() as cursor:
+            with cursor.copy("COPY memory_engine_memorycontent (id, store_id, project_id, content_hash, text, "
+                             "embedding, embedding_model, guard, created_at) FROM STDIN") as copy:
+                for row in contents:
+                    copy.write_row(row)
+            with cursor.copy("COPY memory_engine_memory (id, store_id, project_id, content_id, tags, metadata, "
+                             "source_type, created_at, kind, title, summary, confidence, evidence_count, "
+                             "retention_class, guard) FROM STDIN") as copy:
+                for row in memories:
+                    copy.write_row(row)
+        raw.commit()
 
 
 def turn_findings(material: dict[str, Any]) -> dict[str, str]:

@@ -230,8 +230,9 @@ class CitusCluster:
     def _prepare_root(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
-            from pgserver.utils import ensure_folder_permissions, ensure_prefix_permissions
+            from pgserver.utils import ensure_folder_permissions, ensure_prefix_permissions, ensure_user_exists
 
+            ensure_user_exists(SYSTEM_USER)  # a fresh machine has it only once an embedded server has started
             ensure_prefix_permissions(self.root)  # the system user must reach it
             ensure_prefix_permissions(self.install)
             ensure_folder_permissions(self.install, 0o444)
