@@ -12,6 +12,7 @@ measurable.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -31,10 +32,10 @@ from psycopg.pq import ExecStatus, Format
 
 from memory_engine.conf import engine_settings, reloads_with_settings
 
-__all__ = ["IN_LIST_MAX", "SubqueryCount", "advisory_xact_lock", "allow_ledger_erasure", "delete_in_project",
-           "in_batches", "in_order", "insert_rows", "insert_sql", "joins_statements", "lock_project_documents",
-           "lost_prepared_statement", "one_round_trip", "prepared", "prepares_statements", "result_columns",
-           "stop_preparing", "update_sql", "vector_literal"]
+__all__ = ["IN_LIST_MAX", "MULTI_SHARD_LOG_LEVEL", "across_projects", "advisory_xact_lock", "allow_ledger_erasure",
+           "delete_in_project", "in_batches", "in_order", "insert_rows", "insert_sql", "joins_statements",
+           "lock_project_documents", "lost_prepared_statement", "one_round_trip", "prepared", "prepares_statements",
+           "result_columns", "stop_preparing", "SubqueryCount", "update_sql", "vector_literal"]
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +113,28 @@ def allow_ledger_erasure() -> None:
     DELETE in the current transaction only: explicit erasure."""
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL memory_engine.ledger_erasure = 'on'")
+
+
+#: The Citus setting that makes a statement reaching more than one shard an error, or silent.
+MULTI_SHARD_LOG_LEVEL = "citus.multi_task_query_log_level"
+
+
+@contextlib.contextmanager
+def across_projects(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+    """Statements that read every project by design, such as a scheduled task finding its work.
+
+    On a distributed PostgreSQL a connection may refuse statements that reach more than one
+    shard (``citus.multi_task_query_log_level = 'error'``, docs/scaling.md), so that a
+    per-project path reading every node fails loudly. Inside this block that setting is ``off``
+    for the transaction. Leaving the block restores the caller's value, so the per-project work
+    that follows is held to it again. On one PostgreSQL the setting is an unused placeholder.
+    """
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        cursor.execute("SELECT current_setting(%s, true)", [MULTI_SHARD_LOG_LEVEL])
+        before = cursor.fetchone()[0]
+        cursor.execute("SELECT set_config(%s, 'off', true)", [MULTI_SHARD_LOG_LEVEL])
+        yield
+        cursor.execute("SELECT set_config(%s, %s, true)", [MULTI_SHARD_LOG_LEVEL, before or ""])
 
 
 #: The most values one ``__in`` filter of a list the caller does not bound is given: a statement

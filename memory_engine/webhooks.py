@@ -24,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
+from memory_engine.db import across_projects
 from memory_engine.exceptions import MemoryEngineError, PrincipalInactive, ValidationFailed
 from memory_engine.guards import check_outbound_url
 from memory_engine.models import DeliveryStatus, FeedEntry, FeedKind, Project, WebhookDelivery, WebhookSubscription
@@ -159,8 +160,10 @@ def webhooks_dispatch() -> int:
     MAX_BATCHES_PER_RUN batches each). Returns the number of deliveries made."""
     now = timezone.now()
     due = WebhookSubscription.objects.filter(active=True).exclude(next_attempt_at__gt=now)
+    with across_projects():  # every project's subscriptions; each delivery is its project's
+        subscriptions = list(due.values_list("project_id", "pk"))
     made = 0
-    for project_id, subscription_id in due.values_list("project_id", "pk"):
+    for project_id, subscription_id in subscriptions:
         for _ in range(MAX_BATCHES_PER_RUN):
             delivery = webhook_deliver(subscription_id=subscription_id, project_id=project_id)
             if delivery is None:

@@ -196,3 +196,24 @@ def test_with_server_side_binding_result_columns_are_those_the_description_names
         for sql, names in STATEMENTS_AND_COLUMNS:
             cursor.execute(sql, [])
             assert result_columns(cursor) == description_names(cursor) == names, sql
+
+
+def test_across_projects_lifts_the_multi_shard_setting_for_its_block_only() -> None:
+    """On one PostgreSQL the Citus setting is a placeholder; inside the block it reads ``off``,
+    after it the caller's value again, nested or not."""
+    def level() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting(%s, true)", [db.MULTI_SHARD_LOG_LEVEL])
+            return cursor.fetchone()[0]
+
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config(%s, 'error', true)", [db.MULTI_SHARD_LOG_LEVEL])
+        with db.across_projects():
+            assert level() == "off"
+        assert level() == "error"
+        with db.across_projects():
+            with db.across_projects():
+                assert level() == "off"
+            assert level() == "off"
+        assert level() == "error"

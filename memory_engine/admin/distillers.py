@@ -95,7 +95,7 @@ class DistillerAdmin(ProjectScopedAdmin):
     def tick_now(self, request: HttpRequest, queryset: Any) -> None:
         for distiller in queryset:
             self.require_grant(request, ADD, [distiller])
-            run = distiller_tick(distiller_id=distiller.pk)
+            run = distiller_tick(distiller_id=distiller.pk, project_id=distiller.project_id)
             if run is None:
                 self.message_user(request, f"{distiller.pk}: disabled, or another tick is running.", messages.WARNING)
                 continue

@@ -53,14 +53,15 @@ class DistillerSerializer(strict.ModelSerializer):
 
     @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
     def get_versions(self, distiller: Distiller) -> dict[str, int]:
-        counts = DistillerVersion.objects.filter(distiller=distiller).aggregate(
+        counts = DistillerVersion.objects.filter(project_id=distiller.project_id, distiller=distiller).aggregate(
             done=Count("pk", filter=Q(status=DistillerVersion.Status.DONE)),
             failed=Count("pk", filter=Q(status=DistillerVersion.Status.FAILED)))
         return {"done": counts["done"], "failed": counts["failed"]}
 
     @extend_schema_field(DistillerRunSerializer(many=True))
     def get_recent_runs(self, distiller: Distiller) -> list[dict[str, Any]]:
-        runs = list(DistillerRunSerializer(distiller.runs.all()[:RECENT_RUNS], many=True).data)
+        recent = DistillerRun.objects.filter(project_id=distiller.project_id, distiller=distiller)[:RECENT_RUNS]
+        runs = list(DistillerRunSerializer(recent, many=True).data)
         caller = getattr(self.context.get("view"), "caller", None)
         return runs_in_reach(caller, distiller.project_id, runs) if caller is not None else runs
 
@@ -90,7 +91,8 @@ class DistillerViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retriev
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def get_queryset(self) -> QuerySet[Distiller]:
-        distillers = Distiller.objects.filter(project=self.project).order_by("created_at", "id")
+        distillers = (Distiller.objects.filter(project=self.project, store__project=self.project)
+                      .select_related("store").order_by("created_at", "id"))
         return visible(self.caller, distillers, self.detail_action)  # they go with their store
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -122,7 +124,7 @@ class DistillerViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retriev
         require(self.caller, ADD, distiller.store)
         if not distiller.enabled:
             raise DistillerDisabled(details={"id": distiller.pk})
-        run = distiller_tick(distiller_id=distiller.pk)
+        run = distiller_tick(distiller_id=distiller.pk, project_id=distiller.project_id)
         if run is None:
             raise DistillerBusy(details={"id": distiller.pk})
         return Response(runs_in_reach(self.caller, distiller.project_id, [DistillerRunSerializer(run).data])[0])
@@ -133,7 +135,8 @@ class DistillerViewSet(ProjectScopedMixin, mixins.ListModelMixin, mixins.Retriev
     def runs(self, request: Request, pk: str | None = None) -> Response:
         """The distiller's ticks, newest first."""
         distiller = self.get_object()
-        page = self.paginate_queryset(distiller.runs.order_by("-started_at", "-id"))
+        page = self.paginate_queryset(DistillerRun.objects.filter(project_id=distiller.project_id, distiller=distiller)
+                                      .order_by("-started_at", "-id"))
         return self.get_paginated_response(runs_in_reach(self.caller, distiller.project_id,
                                                            DistillerRunSerializer(page, many=True).data))
 

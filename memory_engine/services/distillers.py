@@ -27,7 +27,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
-from memory_engine.db import delete_in_project
+from memory_engine.db import across_projects, delete_in_project
 from memory_engine.exceptions import (
     LLMError,
     MemoryEngineError,
@@ -156,14 +156,26 @@ def distiller_delete(*, distiller: Distiller, caller: Principal) -> None:
 
 # --- one tick --------------------------------------------------------------------------------
 
-def _take_lease(distiller_id: str) -> bool:
+def _take_lease(distiller_id: str, project_id: str) -> bool:
     now = timezone.now()
-    return bool(Distiller.objects.filter(pk=distiller_id).filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now))
-                .update(leased_until=now + LEASE))
+    return bool(Distiller.objects.filter(project_id=project_id, pk=distiller_id)
+                .filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now)).update(leased_until=now + LEASE))
+
+
+def _mine(distiller: Distiller) -> QuerySet[Distiller]:
+    """The distiller's own row, by its project."""
+    return Distiller.objects.filter(project_id=distiller.project_id, pk=distiller.pk)
 
 
 def _renew_lease(distiller: Distiller) -> None:
-    Distiller.objects.filter(pk=distiller.pk).update(leased_until=timezone.now() + LEASE)
+    _mine(distiller).update(leased_until=timezone.now() + LEASE)
+
+
+def _versions(distiller: Distiller, ids: Iterable[str]) -> QuerySet[DocumentVersion]:
+    """The project's document versions ``ids`` with their documents (both named by the project)."""
+    project_id = distiller.project_id
+    return (DocumentVersion.objects.filter(project_id=project_id, document__project_id=project_id, pk__in=list(ids))
+            .select_related("document"))
 
 
 def in_scope(distiller: Distiller, version: DocumentVersion) -> bool:
@@ -200,7 +212,8 @@ def windows(text: str, size: int, most: int) -> list[str]:
 
 def version_text(version: DocumentVersion) -> str:
     """The live chunks of ``version``, in order."""
-    chunks = Chunk.objects.filter(version=version, generation__isnull=True).order_by("chunk_index")
+    chunks = Chunk.objects.filter(project_id=version.project_id, version=version,
+                                  generation__isnull=True).order_by("chunk_index")
     return "\n\n".join(chunks.values_list("text", flat=True))
 
 
@@ -229,8 +242,8 @@ def read_claims(distiller: Distiller, version: DocumentVersion, provider: LLMPro
 def _record_version(distiller: Distiller, version: DocumentVersion, *, status: str, counts: dict[str, int],
                     error: dict[str, str] | None = None) -> DistillerVersion:
     row, created = DistillerVersion.objects.get_or_create(
-        distiller=distiller, version=version,
-        defaults={"project_id": distiller.project_id, "status": status, "counts": counts, "error": error})
+        project_id=distiller.project_id, distiller=distiller, version=version,
+        defaults={"status": status, "counts": counts, "error": error})
     if not created:
         row.status, row.counts, row.error = status, counts, error
         row.attempts += 1
@@ -265,8 +278,8 @@ def _write_claims(distiller: Distiller, version: DocumentVersion, claims: Iterab
             continue
         counts[result.action if result.action in COUNT_KEYS else "skipped"] += 1
         if result.memory.lineage == Lineage.DERIVED:
-            MemoryDerivation.objects.get_or_create(memory=result.memory, version=version, defaults={
-                "project_id": distiller.project_id, "distiller": distiller})
+            MemoryDerivation.objects.get_or_create(project_id=distiller.project_id, memory=result.memory,
+                                                   version=version, defaults={"distiller": distiller})
 
 
 def distill_version(distiller: Distiller, version: DocumentVersion, provider: LLMProvider,
@@ -286,14 +299,14 @@ def distill_version(distiller: Distiller, version: DocumentVersion, provider: LL
             _record_version(distiller, version, status=DistillerVersion.Status.FAILED, counts=counts,
                             error=error_entry(exc))
             if cursor is not None:
-                Distiller.objects.filter(pk=distiller.pk).update(cursor=cursor)
+                _mine(distiller).update(cursor=cursor)
         return counts
     counts["failed"] += invalid
     with transaction.atomic():
         _write_claims(distiller, version, claims, counts, errors)
         _record_version(distiller, version, status=DistillerVersion.Status.DONE, counts=counts)
         if cursor is not None:
-            Distiller.objects.filter(pk=distiller.pk).update(cursor=cursor)
+            _mine(distiller).update(cursor=cursor)
     return counts
 
 
@@ -305,10 +318,11 @@ def _add(total: dict[str, int], counts: dict[str, int]) -> None:
 def _retry_failed(distiller: Distiller, principal: Principal, provider: LLMProvider, total: dict[str, int],
                   errors: list[dict[str, str]]) -> None:
     """Versions whose LLM call failed at an earlier tick, while they are still live and in reach."""
-    retry = (DistillerVersion.objects.filter(distiller=distiller, status=DistillerVersion.Status.FAILED,
+    retry = (DistillerVersion.objects.filter(project_id=distiller.project_id, distiller=distiller,
+                                             status=DistillerVersion.Status.FAILED,
                                              attempts__lt=engine_settings.DISTILLER_MAX_ATTEMPTS)
              .values_list("version_id", flat=True))
-    versions = visible(principal, DocumentVersion.objects.filter(pk__in=list(retry)).select_related("document"), SEARCH)
+    versions = visible(principal, _versions(distiller, retry), SEARCH)
     for version in versions:
         if in_scope(distiller, version):
             _add(total, distill_version(distiller, version, provider, errors))
@@ -323,14 +337,15 @@ def _follow_feed(distiller: Distiller, principal: Principal, provider: LLMProvid
     while budget > 0:
         page = feed_read(project=distiller.project, caller=principal, position=position, limit=100)
         version_ids = [e.object_id for e in page.entries if e.kind == FeedKind.DOCUMENT_VERSION]
-        versions = {v.pk: v for v in DocumentVersion.objects.filter(pk__in=version_ids).select_related("document")}
+        versions = {v.pk: v for v in _versions(distiller, version_ids)}
         for entry in page.entries:
             past = encode_position((entry.txid, entry.seq))
             version = versions.get(entry.object_id) if entry.kind == FeedKind.DOCUMENT_VERSION else None
             if version is None or not in_scope(distiller, version):
                 continue
-            if DistillerVersion.objects.filter(distiller=distiller, version=version).exists():
-                Distiller.objects.filter(pk=distiller.pk).update(cursor=past)
+            if DistillerVersion.objects.filter(project_id=distiller.project_id, distiller=distiller,
+                                               version=version).exists():
+                _mine(distiller).update(cursor=past)
                 continue
             _add(total, distill_version(distiller, version, provider, errors, cursor=past))
             _renew_lease(distiller)
@@ -340,24 +355,29 @@ def _follow_feed(distiller: Distiller, principal: Principal, provider: LLMProvid
         if page.position == position:
             return
         position = page.position
-        Distiller.objects.filter(pk=distiller.pk).update(cursor=encode_position(position))
+        _mine(distiller).update(cursor=encode_position(position))
 
 
 def retirable(distiller: Distiller) -> QuerySet[Memory]:
     """The live derived memories of the distiller none of whose versions is live any more, once
     the live version of each of their documents (if any) has been distilled or given up on."""
+    project_id = distiller.project_id  # every table read names it (docs/scaling.md)
     live_version = DocumentVersion.objects.filter(
-        pk=OuterRef("version_id"), status=DocumentVersion.Status.ACTIVE, tombstoned_at__isnull=True,
-        document__forgotten_at__isnull=True)
-    settled = DistillerVersion.objects.filter(distiller=distiller, version_id=OuterRef("pk")).filter(
+        project_id=project_id, document__project_id=project_id, pk=OuterRef("version_id"),
+        status=DocumentVersion.Status.ACTIVE, tombstoned_at__isnull=True, document__forgotten_at__isnull=True)
+    settled = DistillerVersion.objects.filter(project_id=project_id, distiller=distiller,
+                                              version_id=OuterRef("pk")).filter(
         Q(status=DistillerVersion.Status.DONE) | Q(attempts__gte=engine_settings.DISTILLER_MAX_ATTEMPTS))
     unread_successor = DocumentVersion.objects.filter(
-        document_id=OuterRef("version__document_id"), status=DocumentVersion.Status.ACTIVE,
-        tombstoned_at__isnull=True, document__forgotten_at__isnull=True).exclude(Exists(settled))
-    open_link = MemoryDerivation.objects.filter(memory_id=OuterRef("pk")).filter(
+        project_id=project_id, document__project_id=project_id, document_id=OuterRef("version__document_id"),
+        status=DocumentVersion.Status.ACTIVE, tombstoned_at__isnull=True,
+        document__forgotten_at__isnull=True).exclude(Exists(settled))
+    open_link = MemoryDerivation.objects.filter(project_id=project_id, version__project_id=project_id,
+                                                memory_id=OuterRef("pk")).filter(
         Q(Exists(live_version)) | Q(Exists(unread_successor)))
-    return (Memory.objects.live().filter(store_id=distiller.store_id, lineage=Lineage.DERIVED)
-            .filter(Exists(MemoryDerivation.objects.filter(memory_id=OuterRef("pk"), distiller=distiller)))
+    return (Memory.objects.of_project(project_id).live().filter(store_id=distiller.store_id, lineage=Lineage.DERIVED)
+            .filter(Exists(MemoryDerivation.objects.filter(project_id=project_id, memory_id=OuterRef("pk"),
+                                                           distiller=distiller)))
             .exclude(Exists(open_link)))
 
 
@@ -372,11 +392,14 @@ def _retire(distiller: Distiller, total: dict[str, int], errors: list[dict[str, 
         total["retired"] += 1
 
 
-def distiller_tick(*, distiller_id: str) -> DistillerRun | None:
-    """One tick of a distiller: None when it is gone, disabled, or another tick holds it."""
-    if not Distiller.objects.filter(pk=distiller_id, enabled=True).exists() or not _take_lease(distiller_id):
+def distiller_tick(*, distiller_id: str, project_id: str) -> DistillerRun | None:
+    """One tick of project ``project_id``'s distiller: None when it is gone, disabled, or another
+    tick holds it. Every statement names the project (docs/scaling.md)."""
+    if (not Distiller.objects.filter(project_id=project_id, pk=distiller_id, enabled=True).exists()
+            or not _take_lease(distiller_id, project_id)):
         return None
-    distiller = Distiller.objects.select_related("project", "store").get(pk=distiller_id)
+    distiller = (Distiller.objects.select_related("project", "store")
+                 .get(project_id=project_id, store__project_id=project_id, pk=distiller_id))
     run = DistillerRun.objects.create(project_id=distiller.project_id, distiller=distiller, counts=new_counts())
     total, errors = new_counts(), []
     try:
@@ -392,7 +415,7 @@ def distiller_tick(*, distiller_id: str) -> DistillerRun | None:
         _follow_feed(distiller, principal, provider, total, errors)
         _retire(distiller, total, errors)
     finally:
-        Distiller.objects.filter(pk=distiller.pk).update(leased_until=None)
+        _mine(distiller).update(leased_until=None)
         run.counts, run.errors, run.finished_at = total, errors[:100], timezone.now()
         run.save(update_fields=["counts", "errors", "finished_at"])
     logger.info("distiller %s tick: %s", distiller.pk, total,
@@ -401,10 +424,13 @@ def distiller_tick(*, distiller_id: str) -> DistillerRun | None:
 
 
 def distillers_tick() -> int:
-    """A tick of every enabled distiller (the schedule's task); the number that ran."""
+    """A tick of every enabled distiller (the schedule's task); the number that ran. Finding them
+    reads every project (:func:`memory_engine.db.across_projects`); each tick is the project's own."""
     ran = 0
-    for distiller_id in Distiller.objects.filter(enabled=True).values_list("pk", flat=True):
-        ran += distiller_tick(distiller_id=distiller_id) is not None
+    with across_projects():
+        enabled = list(Distiller.objects.filter(enabled=True).values_list("project_id", "pk"))
+    for project_id, distiller_id in enabled:
+        ran += distiller_tick(distiller_id=distiller_id, project_id=project_id) is not None
     return ran
 
 

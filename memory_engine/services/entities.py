@@ -16,6 +16,7 @@ when at least that close (the name joins it as an alias); else a new entity.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections import defaultdict
@@ -25,11 +26,11 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
-from memory_engine.db import delete_in_project, vector_literal
+from memory_engine.db import across_projects, delete_in_project, vector_literal
 from memory_engine.exceptions import EntityMergeInvalid
 from memory_engine.mentions import DATE, SPEAKER, SUBJECT, Mention, statement
 from memory_engine.models import Chunk, Document, Entity, EntityEdge, Memory, Relation
@@ -240,17 +241,21 @@ def entities_extract_memories(*, memory_ids: Sequence[str] | None = None, limit:
     (two tasks) records its edges once."""
     extractor = extractor or get_entity_extractor()
     report = ExtractionReport(extractor=extractor.name if extractor else "")
-    pending = Memory.objects.filter(entities_at__isnull=True).select_related("content")
+    pending = (Memory.objects.filter(entities_at__isnull=True, content__project_id=F("project_id"))
+               .select_related("content"))
     if memory_ids is not None:
         pending = pending.filter(pk__in=list(memory_ids))
     else:
         pending = pending.order_by("created_at")[: limit or engine_settings.ENTITY_BATCH]
-    memories = list(pending)
+    with across_projects():  # every project's pending memories; each project's work is its own
+        memories = list(pending)
     if not memories:
         return report
     now = timezone.now()
     if extractor is None:  # no graph: nothing to read, and nothing left pending
-        Memory.objects.filter(pk__in=[m.pk for m in memories]).update(entities_at=now)
+        for project_id in {memory.project_id for memory in memories}:
+            Memory.objects.filter(project_id=project_id, pk__in=[m.pk for m in memories if m.project_id == project_id]
+                                  ).update(entities_at=now)
         return report
     found = extractor.extract([memory.content.text for memory in memories])
     by_project: dict[str, list[tuple[Memory, list[Mention]]]] = defaultdict(list)
@@ -288,7 +293,9 @@ def entities_extract_documents(*, document_ids: Sequence[str] | None = None, pro
         pending = pending.filter(pk__in=list(document_ids))
     else:
         pending = pending.order_by("ingested_at")[: limit or engine_settings.ENTITY_BATCH]
-    for document in pending:
+    with across_projects() if project_id is None else contextlib.nullcontext():
+        documents = list(pending)
+    for document in documents:
         with transaction.atomic():
             locked = Document.objects.select_for_update().filter(
                 project_id=document.project_id, pk=document.pk, entities_at__isnull=True,

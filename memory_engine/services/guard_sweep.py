@@ -19,6 +19,7 @@ from typing import Any
 
 from django.db.models import Model, Q, QuerySet
 
+from memory_engine.db import across_projects
 from memory_engine.instruction_guard import findings, trusted_finding, version
 from memory_engine.instruction_guard.classifier import SCREEN_MODEL
 from memory_engine.models import Chunk, Memory, MemoryContent
@@ -60,6 +61,31 @@ def guard_counts(*, store_ids: Sequence[str] | None = None) -> dict[str, dict[st
     return counts
 
 
+def _judge_batch(model: type[Model], fields: tuple[str, ...], project_id: str, ids: Sequence[str]) -> int:
+    """Judge project ``project_id``'s rows ``ids`` of ``model``; how many now hold a finding."""
+    vectors = "text" in fields
+    only = ["pk", *fields, *(["embedding", "embedding_model"] if vectors else []),
+            *(["document_id"] if model is Chunk else [])]
+    rows: list[Any] = list(model._default_manager.filter(project_id=project_id, pk__in=ids).only(*only))
+    trusted: set[str] = set()
+    if model is Chunk:  # the chunks of a document its ingestion rule trusts are not judged
+        trusted = set(trusted_documents(list({row.document_id for row in rows}), project_id=project_id))
+        for row in rows:
+            if row.document_id in trusted:
+                row.guard = trusted_finding([row.text])
+    judging = [row for row in rows if model is not Chunk or row.document_id not in trusted]
+    screen = {row.text: list(row.embedding) for row in judging
+              if vectors and row.embedding is not None and row.embedding_model == SCREEN_MODEL}
+    found = findings([[getattr(row, field) for field in fields] for row in judging], vectors=screen)
+    done = [row for row in rows if model is Chunk and row.document_id in trusted]
+    for row, finding in zip(judging, found, strict=True):
+        if finding.by:
+            row.guard = finding.as_json()
+            done.append(row)
+    model._default_manager.filter(project_id=project_id).bulk_update(done, ["guard"])
+    return len(done)
+
+
 def guard_sweep(*, store_ids: Sequence[str] | None = None, limit: int | None = None,
                 batch_size: int = BATCH_ROWS, on_start: Callable[[str, int], Any] | None = None,
                 on_progress: Callable[[str, int], Any] | None = None) -> dict[str, int]:
@@ -70,36 +96,22 @@ def guard_sweep(*, store_ids: Sequence[str] | None = None, limit: int | None = N
     judged: dict[str, int] = {}
     left = limit
     for name, model, fields in GUARDED_TABLES:
-        ids = list(_scoped(unjudged(model), store_ids).order_by("pk").values_list("pk", flat=True)[:left])
+        with across_projects():  # every project's unjudged rows; each batch is one project's
+            found_ids = list(_scoped(unjudged(model), store_ids).order_by("pk")
+                             .values_list("project_id", "pk")[:left])
         judged[name] = 0
         if on_start:
-            on_start(name, len(ids))
-        vectors = "text" in fields
-        for start in range(0, len(ids), batch_size):
-            only = ["pk", *fields, *(["embedding", "embedding_model"] if vectors else []),
-                    *(["document_id"] if model is Chunk else [])]
-            rows: list[Any] = list(model._default_manager.filter(pk__in=ids[start:start + batch_size]).only(*only))
-            trusted: set[str] = set()
-            if model is Chunk:  # the chunks of a document its ingestion rule trusts are not judged
-                trusted = set(trusted_documents(list({row.document_id for row in rows})))
-                for row in rows:
-                    if row.document_id in trusted:
-                        row.guard = trusted_finding([row.text])
-            judging = [row for row in rows if model is not Chunk or row.document_id not in trusted]
-            screen = {row.text: list(row.embedding) for row in judging
-                      if vectors and row.embedding is not None and row.embedding_model == SCREEN_MODEL}
-            found = findings([[getattr(row, field) for field in fields] for row in judging], vectors=screen)
-            done = [row for row in rows if model is Chunk and row.document_id in trusted]
-            for row, finding in zip(judging, found, strict=True):
-                if finding.by:
-                    row.guard = finding.as_json()
-                    done.append(row)
-            model._default_manager.bulk_update(done, ["guard"])
-            judged[name] += len(done)
-            if on_progress:
-                on_progress(name, len(rows))
+            on_start(name, len(found_ids))
+        by_project: dict[str, list[str]] = {}
+        for project_id, pk in found_ids:
+            by_project.setdefault(project_id, []).append(pk)
+        for project_id, ids in by_project.items():
+            for start in range(0, len(ids), batch_size):
+                judged[name] += _judge_batch(model, fields, project_id, ids[start:start + batch_size])
+                if on_progress:
+                    on_progress(name, len(ids[start:start + batch_size]))
         if left is not None:
-            left = max(0, left - len(ids))
+            left = max(0, left - len(found_ids))
     if any(judged.values()):
         logger.info("instruction guard sweep judged %s", judged, extra={"judged": judged, "version": version()})
     return judged

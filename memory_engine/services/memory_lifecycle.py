@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
-from memory_engine.db import delete_in_project
+from memory_engine.db import across_projects, delete_in_project
 from memory_engine.exceptions import NotInTrash, TrashExpired
 from memory_engine.models import Memory, MemoryAssertion, MemoryContent, MemoryRevision, MemoryStore
 from memory_engine.models.memories import Mechanism, Outcome, Tier
@@ -211,11 +211,12 @@ def memory_sweep(*, now: datetime | None = None) -> SweepCounts:
     # A coarse pre-filter (stores with anything possibly due); each batch applies its store's window.
     candidates = Memory.objects.filter(
         Q(expires_at__lte=now) | Q(trashed_at__isnull=False, store__trash_days__isnull=False)
-        | Q(trashed_at__lte=default_cutoff)
+        | Q(trashed_at__lte=default_cutoff), store__project_id=F("project_id")  # joined by the project too
     ).exclude(retention_class=RetentionClass.LEGAL_HOLD)
     # every project's stores (one statement across a distributed database's nodes), then each
     # store's batches on its project's rows
-    stores = list(candidates.values_list("project_id", "store_id").distinct().order_by("store_id"))
+    with across_projects():
+        stores = list(candidates.values_list("project_id", "store_id").distinct().order_by("store_id"))
     for project_id, store_id in stores:
         while _sweep_store_batch(project_id, store_id, now, counts) == SWEEP_BATCH:
             pass

@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
-from memory_engine.db import allow_ledger_erasure, delete_in_project
+from memory_engine.db import across_projects, allow_ledger_erasure, delete_in_project
 from memory_engine.exceptions import DocumentNotForgotten, ValidationFailed
 from memory_engine.models import Chunk, Document, DocumentVersion, Memory, RawCapture, RetentionChange
 from memory_engine.models.retention import RetentionClass
@@ -195,8 +195,9 @@ def document_retention_sweep(*, now: datetime | None = None) -> dict[str, int]:
     due = Q(retention_class=RetentionClass.EPHEMERAL, tombstoned_at__isnull=True, created_at__lte=cutoff)
     # every project's due versions (one statement across a distributed database's nodes), then
     # each document's work on its project's rows
-    documents = list(DocumentVersion.objects.filter(due).order_by().values_list("project_id", "document_id")
-                     .distinct())
+    with across_projects():
+        documents = list(DocumentVersion.objects.filter(due).order_by().values_list("project_id", "document_id")
+                         .distinct())
     totals = {"versions": 0, "documents_forgotten": 0}
     for project_id, document_id in documents:
         with transaction.atomic():

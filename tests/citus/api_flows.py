@@ -238,7 +238,9 @@ def run_flows() -> list[dict[str, Any]]:
     steps.run("the memory and its content deleted by SQL: the content uncounted", lambda: uncount(counted))
     run_rule(steps, state, call)
     run_replay(steps, state, call)
+    run_distiller(steps, state, call)
     run_worker_ingestion(steps, state, call)
+    run_scheduled_tasks(steps, state, call, sql)
     run_shard_move(steps, client, state, call)
     steps.connection.close()
     return steps.results
@@ -275,6 +277,46 @@ def run_rule(steps: Steps, state: dict[str, Any], call: Callable[..., Callable[[
         keep="generation"))
     steps.run("the rule's firing run as the worker runs it", fire)
     steps.run("GET /api/v1/generations/{generation}", call("get", "/api/v1/generations/{generation}"))
+
+
+def run_distiller(steps: Steps, state: dict[str, Any], call: Callable[..., Callable[[], Any]]) -> None:
+    """A document read by a resident distiller (an OpenAI-compatible server on 127.0.0.1 answers
+    its claims): the distiller created through the API and ticked through it; a new version of
+    the document, then the schedule's task (every project's distillers found across projects,
+    each ticked by its project) writes the new claim and retires the old one."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    from memory_engine.tasks import distillers_tick_task
+    from tests.rules.servers import FakeLLM
+
+    llm = FakeLLM()
+    llm.reply = '["Expense reports are due on the fifth of each month."]'
+    model = {"BASE_URL": llm.base_url, "MODEL": "test-model", "TIMEOUT": 5, "RETRIES": 0}
+
+    def capture(text: str) -> Callable[[], Any]:
+        return call("put", "/api/v1/documents/by-ref/wiki/expenses", {
+            "content": text, "title": "Expenses", "wait": True, "tags": {"distil": "yes"}})
+
+    def scheduled() -> dict[str, Any]:
+        ran = distillers_tick_task()
+        runs = call("get", "/api/v1/distillers/{distiller}/runs")()["answer"]["results"]
+        return {"ran": ran > 0, "counts": runs[0]["counts"], "errors": runs[0]["errors"]}
+
+    try:
+        with override_settings(MEMORY_ENGINE={**settings.MEMORY_ENGINE, "LLM": model}):
+            steps.run("PUT /api/v1/documents/by-ref/wiki/expenses (to distil)",
+                      capture("# Expenses\n\nExpense reports are due on the fifth."))
+            steps.run("POST /api/v1/distillers", call("post", "/api/v1/distillers", {
+                "memory_store_id": "{store}", "tags": {"distil": "yes"}}, keep="distiller"))
+            steps.run("POST /api/v1/distillers/{distiller}/tick", call("post", "/api/v1/distillers/{distiller}/tick"))
+            llm.reply = '["Expense reports are due on the tenth of each month."]'
+            steps.run("PUT /api/v1/documents/by-ref/wiki/expenses (a new version)",
+                      capture("# Expenses\n\nExpense reports are now due on the tenth."))
+            steps.run("the schedule's distiller tick (memory_engine.tasks.distillers_tick_task)", scheduled)
+            steps.run("GET /api/v1/distillers/{distiller}", call("get", "/api/v1/distillers/{distiller}"))
+    finally:
+        llm.close()
 
 
 def run_replay(steps: Steps, state: dict[str, Any], call: Callable[..., Callable[[], Any]]) -> None:
@@ -362,6 +404,47 @@ def run_worker_ingestion(steps: Steps, state: dict[str, Any], call: Callable[...
         "content": "# Travel\n\nTrain tickets above 200 euros need the team lead's approval.",
         "path": "/travel.md"}, keep="queued"))
     steps.run("the document ingested by a django-q2 worker on the cluster", ingested_by_the_worker)
+
+
+#: The django-q2 schedule's tasks (memory_engine/apps.py) the flows run as a worker runs them.
+SCHEDULED_TASKS = ("memory_sweep_task", "document_sweep_task", "retention_sweep_task", "rule_firing_sweep_task",
+                   "webhooks_dispatch_task", "entities_sweep_task", "guard_sweep_task")
+
+
+def run_scheduled_tasks(steps: Steps, state: dict[str, Any], call: Callable[..., Callable[[], Any]],
+                        sql: Callable[..., Any]) -> None:
+    """Each task of the schedule, called as the worker calls it: each finds its work in every
+    project (memory_engine.db.across_projects), then does it by the project. Something is due
+    for each sweep that can be made due from outside: a memory past its expiry, a trashed memory
+    past the trash's days, an ephemeral document version past its time, content left unjudged."""
+    import memory_engine.tasks
+
+    project_id = state["project"].id
+    steps.run("POST /api/v1/memories (to expire)", call("post", "/api/v1/memories", {
+        "memory_store_id": "{store}", "content": "The parking garage closes at nine."}, keep="expiring"))
+    steps.run("POST /api/v1/memories (to purge from the trash)", call("post", "/api/v1/memories", {
+        "memory_store_id": "{store}", "content": "The old printer sits by the stairs."}, keep="purged"))
+    steps.run("DELETE /api/v1/memories/{purged} (to the trash)", call("delete", "/api/v1/memories/{purged}"))
+    steps.run("POST /api/v1/documents (ephemeral, to expire)", call("post", "/api/v1/documents", {
+        "content": "The fire drill is on Tuesday.", "path": "/drill.md", "wait": True,
+        "retention_class": "ephemeral"}, keep="drill"))
+
+    def made_due() -> list[int]:
+        return [sql("UPDATE memory_engine_memory SET expires_at = now() - interval '1 day' "
+                    "WHERE project_id = %s AND id = %s", [project_id, state["expiring"]]),
+                sql("UPDATE memory_engine_memory SET trashed_at = now() - interval '400 days' "
+                    "WHERE project_id = %s AND id = %s", [project_id, state["purged"]]),
+                sql("UPDATE memory_engine_documentversion SET created_at = now() - interval '400 days' "
+                    "WHERE project_id = %s AND document_id = %s", [project_id, state["drill"]]),
+                sql("UPDATE memory_engine_memorycontent SET guard = NULL WHERE project_id = %s AND id = "
+                    "(SELECT content_id FROM memory_engine_memory WHERE project_id = %s AND id = %s)",
+                    [project_id, project_id, state["held"]])]
+
+    steps.run("a memory expired, one trashed long ago, a version past its time, a text unjudged (SQL)", made_due)
+    for name in SCHEDULED_TASKS:
+        steps.run(f"the schedule's {name}", getattr(memory_engine.tasks, name))
+    steps.run("GET /api/v1/memories/{expiring} (after the sweep)", call("get", "/api/v1/memories/{expiring}"))
+    steps.run("GET /api/v1/documents/{drill} (after the sweep)", call("get", "/api/v1/documents/{drill}"))
 
 
 def run_shard_move(steps: Steps, client: Any, state: dict[str, Any],

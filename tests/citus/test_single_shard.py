@@ -18,10 +18,11 @@ with its receipt, a memory forgotten to the trash and restored, a store deleted.
 The command distributes the tables with their triggers (``citus.enable_unsafe_triggers``); the
 lexical statistics count a content row written and deleted on the shard (migration 0032).
 
-A memory rule fires on a completed generation, a replay is staged, searched, promoted and
-demoted, and a real django-q2 worker ingests a queued document, all by the project. After the
-project's shards move to the other worker, the feed reads on from a cursor taken before
-(migration 0035's feed clock).
+A memory rule fires on a completed generation, a resident distiller ticks through the API and by
+the schedule (whose search for distillers is the one statement across projects), a replay is
+staged, searched, promoted and demoted, and a real django-q2 worker ingests a queued document, all
+by the project. After the project's shards move to the other worker, the feed reads on from a
+cursor taken before (migration 0035's feed clock).
 
 Not yet covered: pg_textsearch's bm25 on the shards (the search runs on the tsvector fallback)."""
 
@@ -35,6 +36,7 @@ from typing import Any
 
 import pytest
 
+from .api_flows import SCHEDULED_TASKS
 from .cluster import CitusCluster
 from .schema import ROOT, database_url, migrate
 from .test_distribute import manage
@@ -269,6 +271,50 @@ def test_a_memory_rule_is_set_up_and_fires_on_a_completed_generation(flows: dict
     assert step(flows, "the rule's firing run as the worker runs it") == [counts]
     read = step(flows, "GET /api/v1/generations/{generation}")
     assert read["answer"]["extraction"] == {rule["answer"]["id"]: counts}
+
+
+def test_a_distiller_is_ticked_through_the_api_and_by_the_schedule(flows: dict[str, dict[str, Any]]) -> None:
+    """A resident distiller's tick names the project on every table it reads (its lease, the
+    feed, the versions with their documents, the claims' writes, the retirement); a document's
+    second version is captured and ingested by its project (its raw capture, its versions); the schedule's
+    task finds every project's distillers in one statement across projects
+    (memory_engine.db.across_projects), then ticks each by its project."""
+    assert step(flows, "PUT /api/v1/documents/by-ref/wiki/expenses (to distil)")["status"] == 201
+    created = step(flows, "POST /api/v1/distillers")
+    assert created["status"] == 201, created
+    ticked = step(flows, "POST /api/v1/distillers/{distiller}/tick")
+    assert ticked["status"] == 200, ticked
+    assert (ticked["answer"]["counts"]["versions"], ticked["answer"]["counts"]["created"]) == (1, 1), ticked
+    assert step(flows, "PUT /api/v1/documents/by-ref/wiki/expenses (a new version)")["status"] == 201
+    scheduled = step(flows, "the schedule's distiller tick (memory_engine.tasks.distillers_tick_task)")
+    assert scheduled["ran"] and scheduled["errors"] == [], scheduled
+    # the new claim supersedes the old one; the retirement's reading ran with it, single-shard
+    assert (scheduled["counts"]["versions"], scheduled["counts"]["superseded"]) == (1, 1), scheduled
+    read = step(flows, "GET /api/v1/distillers/{distiller}")
+    assert read["status"] == 200, read
+    assert read["answer"]["versions"] == {"done": 2, "failed": 0}, read
+
+
+@pytest.mark.parametrize("task", SCHEDULED_TASKS)
+def test_the_schedules_task_runs_with_multi_shard_statements_refused(flows: dict[str, dict[str, Any]],
+                                                                     task: str) -> None:
+    """Each task of the schedule finds its work in every project in statements marked as across
+    projects (memory_engine.db.across_projects), then does it with statements on one project's
+    shards: on a worker whose connection refuses multi-shard statements, it runs."""
+    assert step(flows, "a memory expired, one trashed long ago, a version past its time, a text unjudged (SQL)") == [
+        1, 1, 1, 1]
+    done = step(flows, f"the schedule's {task}")
+    if task == "memory_sweep_task":
+        assert done["expired"] >= 1 and done["purged"] >= 1, done
+    if task == "retention_sweep_task":
+        assert done["versions"] >= 1 and done["documents_forgotten"] >= 1, done
+    if task == "guard_sweep_task":
+        assert done["memory_contents"] >= 1, done
+
+
+def test_the_swept_rows_are_gone(flows: dict[str, dict[str, Any]]) -> None:
+    assert step(flows, "GET /api/v1/memories/{expiring} (after the sweep)")["status"] == 404
+    assert step(flows, "GET /api/v1/documents/{drill} (after the sweep)")["answer"]["forgotten_at"] is not None
 
 
 def test_a_replay_is_staged_searched_promoted_and_demoted(flows: dict[str, dict[str, Any]]) -> None:

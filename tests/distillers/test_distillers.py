@@ -234,7 +234,7 @@ def test_grants_bound_what_a_distiller_reads_and_where_it_writes(llm: ClaimsLLM,
 
     api_key_revoke(key=team_a_key)  # the principal it acts as is gone: it reads and writes nothing
     capture(team_b, "b-plan", "Plan of team b, revised.")
-    run = distiller_tick(distiller_id=distiller["id"])
+    run = distiller_tick(distiller_id=distiller["id"], project_id=project.pk)
     assert run is not None and [e["code"] for e in run.errors] == ["PRINCIPAL_INACTIVE"]
 
 
@@ -319,9 +319,10 @@ def test_a_worker_killed_mid_tick_leaves_nothing_half_written_and_the_next_tick_
     qcluster.wait(timeout=20)
     llm.release.set()
 
-    assert distiller_tick(distiller_id=distiller["id"]) is None  # its lease still holds the distiller
+    mine = {"distiller_id": distiller["id"], "project_id": project.pk}
+    assert distiller_tick(**mine) is None  # its lease still holds the distiller
     Distiller.objects.filter(pk=distiller["id"]).update(leased_until=timezone.now() - timedelta(seconds=1))
-    run = distiller_tick(distiller_id=distiller["id"])  # the lease has run out: this tick takes over
+    run = distiller_tick(**mine)  # the lease has run out: this tick takes over
     assert run is not None and (run.counts["versions"], run.counts["created"]) == (1, 2)
     assert llm.calls("Alpha") == 1 and llm.calls("Beta") == 1  # nothing done is read again
     texts = [m.content.text for m in Memory.objects.filter(store=store).select_related("content")]

@@ -246,7 +246,8 @@ def document_capture(
                                     parameters=parameters)
             current = _current_version(document)
             if current is not None and current.sha256 == checked.sha256:
-                Document.objects.filter(pk=document.pk).update(last_seen_at=timezone.now())
+                Document.objects.filter(project_id=document.project_id, pk=document.pk).update(
+                    last_seen_at=timezone.now())
                 document.refresh_from_db()
                 return Capture(document=document, version=current, status=CaptureStatus.NOOP, raw_capture=raw)
             version = _update(document, upload=upload, data=data, raw=raw, content_type=content_type,
@@ -339,7 +340,8 @@ def raw_capture_store(*, document: Document, data: bytes, content_type: str,
     payload was captured before (rows are append-only; nothing here updates one). ``first``: the
     document was created in this transaction, so there is nothing stored to look for."""
     row = _raw_capture_row(document=document, data=data, content_type=content_type, parameters=parameters)
-    stored = None if first else RawCapture.objects.filter(document=document, payload_sha256=row.payload_sha256).first()
+    stored = None if first else RawCapture.objects.filter(project_id=document.project_id, document=document,
+                                                           payload_sha256=row.payload_sha256).first()
     if stored is not None:
         return stored
     row.save(force_insert=True)
@@ -364,8 +366,11 @@ def _store_file(document: Document, upload: Upload, content_type: str) -> None:
 
 def _current_version(document: Document) -> DocumentVersion | None:
     """The version a new capture is compared with: the one being ingested, else the live one."""
-    pending = document.versions.filter(status=DocumentVersion.Status.PENDING).order_by("-number").first()
-    return pending or document.active_version
+    versions = DocumentVersion.objects.filter(project_id=document.project_id, document=document)
+    pending = versions.filter(status=DocumentVersion.Status.PENDING).order_by("-number").first()
+    if pending is not None or document.active_version_id is None:
+        return pending
+    return versions.filter(pk=document.active_version_id).first()
 
 
 def _new_version(document: Document, *, number: int, raw: RawCapture, lineage: Lineage) -> DocumentVersion:
@@ -403,8 +408,8 @@ def _update(document: Document, *, upload: Upload, data: bytes, raw: RawCapture,
     old_file = document.file.name
     _store_file(document, upload, content_type)
     stored_files_delete_on_commit(names=[old_file] if old_file != document.file.name else [])
-    document.versions.filter(status=DocumentVersion.Status.PENDING).update(
-        status=DocumentVersion.Status.SUPERSEDED)
+    versions = DocumentVersion.objects.filter(project_id=document.project_id, document=document)
+    versions.filter(status=DocumentVersion.Status.PENDING).update(status=DocumentVersion.Status.SUPERSEDED)
     document.content_type = content_type
     document.original_filename = upload.filename[:500]
     document.size_bytes = len(data)
@@ -420,7 +425,7 @@ def _update(document: Document, *, upload: Upload, data: bytes, raw: RawCapture,
     document.last_seen_at = timezone.now()
     document.forgotten_at, document.forget_reason = None, ""  # new content ends a tombstone
     document.save()
-    number = (document.versions.aggregate(top=Max("number"))["top"] or 0) + 1
+    number = (versions.aggregate(top=Max("number"))["top"] or 0) + 1
     return _new_version(document, number=number, raw=raw, lineage=lineage)
 
 

@@ -145,7 +145,8 @@ def swap(items: list[Embedded]) -> None:
                 versions_of_project.filter(document_id=OuterRef("pk"), status=DocumentVersion.Status.ACTIVE)
                 .values("pk")[:1]))
             for item in items:
-                item.document.active_version = activated.get(item.document.pk, item.document.active_version)
+                if item.document.pk in activated:  # (the old one is not loaded: a read by its id alone)
+                    item.document.active_version = activated[item.document.pk]
 
 
 def update_alike(documents: list[Document], fields: list[str]) -> None:

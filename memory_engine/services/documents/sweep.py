@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
+from memory_engine.db import across_projects
 from memory_engine.exceptions import ConverterTimeout, IngestionStalled
 from memory_engine.models import Document
 from memory_engine.models.documents import DocumentStatus
@@ -35,8 +36,12 @@ def document_sweep() -> dict[str, int]:
     counts = {"requeued": 0, "failed": 0, "timed_out": 0, "skipped": 0}
     # every project's documents (statements across a distributed database's nodes), then each
     # document's work on its project's rows
-    for document in Document.objects.filter(status=DocumentStatus.PROCESSING).only(
-            "pk", "project_id", "converter_state", "heartbeat_at"):
+    with across_projects():
+        processing = list(Document.objects.filter(status=DocumentStatus.PROCESSING).only(
+            "pk", "project_id", "converter_state", "heartbeat_at"))
+        stuck = list(Document.objects.filter(status=DocumentStatus.PENDING, updated_at__lt=stale_before)
+                     .values_list("pk", "project_id"))
+    for document in processing:
         state = document.converter_state or {}
         if state.get("awaiting_callback"):
             expires = (state.get("callback") or {}).get("expires_at", 0)
@@ -49,8 +54,7 @@ def document_sweep() -> dict[str, int]:
                 counts["timed_out"] += 1
         elif document.heartbeat_at is None or document.heartbeat_at < stale_before:
             counts[_recover(document.project_id, document.pk, stale_before, max_attempts)] += 1
-    stuck = Document.objects.filter(status=DocumentStatus.PENDING, updated_at__lt=stale_before)
-    for document_id, project_id in stuck.values_list("pk", "project_id"):
+    for document_id, project_id in stuck:
         # Touch the row so a long queue gets one extra task per timeout, not one per sweep;
         # a duplicate is harmless (the claim turns it into a no-op).
         if Document.objects.filter(project_id=project_id, pk=document_id, status=DocumentStatus.PENDING,

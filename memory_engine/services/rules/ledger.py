@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from memory_engine.conf import engine_settings
+from memory_engine.db import across_projects
 from memory_engine.exceptions import MemoryEngineError, RuleFiringStalled
 from memory_engine.models import Generation
 from memory_engine.queue import enqueue_memory_rule_fire
@@ -97,9 +98,10 @@ def rule_firing_sweep(*, now: datetime | None = None) -> dict[str, int]:
     counts = {"requeued": 0, "stalled": 0}
     # jsonpath over each generation's extraction: only generations with a pending firing match.
     # (every project's generations: then each one's claim is a statement on its project's node)
-    candidates = Generation.objects.extra(
-        where=["extraction @? '$.* ? (@.status == \"pending\")'"]
-    ).values_list("project_id", "pk")
+    with across_projects():
+        candidates = list(Generation.objects.extra(
+            where=["extraction @? '$.* ? (@.status == \"pending\")'"]
+        ).values_list("project_id", "pk"))
     for project_id, generation_id in candidates:
         for rule_id, attempt in _claim_stale_firings(project_id, generation_id, stale_before, max_attempts, now):
             if attempt is None:
