@@ -11,6 +11,9 @@ class MemoryEngineConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks, signals  # noqa: F401  (registration side effects)
+        from .models.tenancy import join_tenant_rows_by_project
+
+        join_tenant_rows_by_project(self.get_models())
         from .fork_safety import register_fork_handler
         from .services.rules import enqueue_memory_rules
 

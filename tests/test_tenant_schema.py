@@ -144,3 +144,35 @@ def test_a_row_is_still_found_by_its_id_through_the_primary_key(project) -> None
         plan = "\n".join(line for (line,) in cursor.fetchall())
     assert re.search(r"Index (Only )?Scan using memory_engine_memory_(pkey|id_\w+_like) ", plan), plan
     assert "Index Cond: ((id)::text = " in plan, plan
+
+
+def test_every_foreign_key_between_tenant_rows_names_the_project_in_a_join_and_a_parent_read(project) -> None:
+    """memory_engine.models.tenancy.join_tenant_rows_by_project: a join through a foreign key
+    between two tenant tables (either direction) joins on ``project_id`` too, and ``row.parent``
+    reads the parent by its id and the row's project: what a distributed PostgreSQL needs to run
+    them on one node (docs/scaling.md)."""
+    from django.apps import apps
+    from django.db.models import ForeignKey
+    from django.test.utils import CaptureQueriesContext
+
+    from memory_engine.models import MemoryStore
+    from memory_engine.models.tenancy import ProjectRow, TenantProjectField, _ReadByProject
+
+    between = [(model, field) for model in apps.get_app_config("memory_engine").get_models()
+               if issubclass(model, ProjectRow) for field in model._meta.local_fields
+               if isinstance(field, ForeignKey) and not isinstance(field, TenantProjectField)
+               and isinstance(field.related_model, type)
+               and issubclass(field.related_model, ProjectRow)]
+    assert len(between) > 40
+    assert [f"{model.__name__}.{field.name}" for model, field in between
+            if not isinstance(model.__dict__[field.name], _ReadByProject)] == []
+
+    store = MemoryStoreFactory(project=project)
+    written = memory_write(store=store, content="The canteen opens at eight.", principal="test").memory
+    joined = "AND (\"memory_engine_memory\".\"project_id\" = (\"memory_engine_memorystore\".\"project_id\"))"
+    assert joined in str(Memory.objects.select_related("store").filter(pk=written.pk).query)
+    assert joined in str(MemoryStore.objects.filter(memories__kind="fact").query)
+    memory = Memory.objects.get(project_id=project.pk, pk=written.pk)
+    with CaptureQueriesContext(connection) as seen:
+        assert memory.store == store
+    assert len(seen) == 1 and '"memory_engine_memorystore"."project_id" = ' in seen[0]["sql"], seen.captured_queries

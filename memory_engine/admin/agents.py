@@ -17,7 +17,7 @@ from memory_engine.services.agents import agent_delete
 from memory_engine.services.stores import agent_store_create
 
 from .erasure import ErasureAdmin
-from .scoping import ProjectScopedAdmin, admin_caller, admin_owner
+from .scoping import ProjectScopedAdmin, admin_caller, admin_owner, in_request_projects
 
 
 @admin.register(Agent)
@@ -33,7 +33,9 @@ class AgentAdmin(ErasureAdmin, ProjectScopedAdmin):
     SCOPE_FIELDS = {"knowledge_config": "knowledge_config_in_reach", "write_memory_store": "write_store"}
 
     def get_queryset(self, request: HttpRequest) -> Any:
-        write_store = visible(admin_caller(request), MemoryStore.objects.filter(pk=OuterRef("write_memory_store_id")))
+        stores = in_request_projects(request, MemoryStore.objects.all())
+        write_store = visible(admin_caller(request), stores.filter(
+            project_id=OuterRef("project_id"), pk=OuterRef("write_memory_store_id")))
         return super().get_queryset(request).annotate(write_store_name=Subquery(write_store.values("name")[:1]))
 
     def get_fields(self, request: Any, obj: Any = None) -> list[Any]:

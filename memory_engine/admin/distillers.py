@@ -74,7 +74,7 @@ class DistillerAdmin(ProjectScopedAdmin):
 
     @admin.display(description="last tick")
     def last_tick(self, obj: Distiller) -> str:
-        run = obj.runs.first()
+        run = DistillerRun.objects.filter(project_id=obj.project_id, distiller=obj).first()
         if run is None:
             return "never"
         done = ", ".join(f"{key} {run.counts[key]}" for key in COUNT_KEYS if run.counts.get(key))

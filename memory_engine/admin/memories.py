@@ -236,7 +236,7 @@ def memory_why(memory: Memory) -> dict[str, Any]:
 class MemoryAdmin(ReadOnlyAdminMixin, RetentionActionsMixin, ProjectScopedAdmin):
     """Memories, read-only: they are forgotten through the funnel (an assertion), never deleted."""
 
-    project_path = "store__project"
+    project_path = "project"
     list_display = ["id", "text_preview", "store", "kind", "facet", "confidence", "evidence_count", "source_type",
                     "created_at", "expires_at", "invalidated_at", "trashed_at", "successor", "retention_class",
                     "consent_category"]
@@ -470,7 +470,7 @@ class SupersededMemoryAdmin(MemoryAdmin):
 class MemoryAssertionAdmin(ReadOnlyAdminMixin, ProjectScopedAdmin):
     """The append-only ledger, read-only."""
 
-    project_path = "store__project"
+    project_path = "project"
     list_display = ["id", "outcome", "decision_reason", "similarity_display", "content_preview", "mechanism",
                     "principal", "store", "memory_link", "replaced_link", "generation_link", "rule_link",
                     "created_at"]

@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import FilteredSelectMultiple
 from django.core.exceptions import ValidationError
+from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
@@ -21,7 +22,7 @@ from memory_engine.services.rules import enqueue_rule_firing, is_pending, matchi
 
 from .console import dry_run_view
 from .memories import admin_link
-from .scoping import ProjectScopedAdmin, ReadOnlyAdminMixin, TrustedForm, admin_caller
+from .scoping import ProjectScopedAdmin, ReadOnlyAdminMixin, TrustedForm, admin_caller, in_request_projects
 
 COUNT_KEYS = ("created", "superseded", "skipped", "failed")
 
@@ -63,7 +64,7 @@ class MemoryRuleForm(TrustedForm):
 
 @admin.register(MemoryRule)
 class MemoryRuleAdmin(ProjectScopedAdmin):
-    project_path = "store__project"
+    project_path = "project"
     form = MemoryRuleForm
     list_display = ["id", "store", "handler_type", "enabled", "on", "agents", "console_links", "created_at"]
     list_filter = ["enabled", "handler_type", "store__project"]
@@ -88,7 +89,8 @@ class MemoryRuleAdmin(ProjectScopedAdmin):
         return ", ".join(names) if names else "all agents"
 
     def get_queryset(self, request: Any) -> Any:
-        return super().get_queryset(request).prefetch_related("source_agents")
+        agents = in_request_projects(request, Agent.objects.all())
+        return super().get_queryset(request).prefetch_related(Prefetch("source_agents", queryset=agents))
 
     def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         # The admin offers no field for a many-to-many with its own table (MemoryRuleAgent, which

@@ -21,6 +21,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest
 
+from memory_engine.db import across_projects
 from memory_engine.models import (
     Agent,
     Document,
@@ -57,11 +58,46 @@ def visible_projects(request: HttpRequest) -> QuerySet[Project]:
     return projects.filter(members=user)
 
 
-def scope_queryset(request: HttpRequest, queryset: QuerySet[Any], project_path: str) -> QuerySet[Any]:
-    """Limit a queryset to the visible projects through ``project_path`` (e.g. ``store__project``)."""
+def request_projects(request: HttpRequest) -> list[str] | None:
+    """The ids of the projects this admin user may see, read once per request; None for a
+    superuser (every project). Filtering by the ids as values lets a distributed PostgreSQL read
+    only the nodes that hold them (docs/scaling.md)."""
     if request.user.is_superuser:
+        return None
+    if "_memory_engine_projects" not in request.__dict__:
+        with across_projects():  # a user's memberships, wherever their projects are
+            request.__dict__["_memory_engine_projects"] = list(visible_projects(request).values_list("pk", flat=True))
+    projects: list[str] = request.__dict__["_memory_engine_projects"]
+    return projects
+
+
+def scope_queryset(request: HttpRequest, queryset: QuerySet[Any], project_path: str) -> QuerySet[Any]:
+    """Limit a queryset to the visible projects through ``project_path`` (e.g. ``project``)."""
+    projects = request_projects(request)
+    if projects is None:
         return queryset
-    return queryset.filter(**{f"{project_path}__in": visible_projects(request)}).distinct()
+    return queryset.filter(**{f"{project_path}__in": projects}).distinct()
+
+
+def in_request_projects(request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+    """Rows with ``project_id`` of the projects this admin user may see (a lookup beside a list:
+    a subquery, a prefetch)."""
+    projects = request_projects(request)
+    return queryset if projects is None else queryset.filter(project_id__in=projects)
+
+
+class ProjectRelatedOnlyFilter(admin.RelatedOnlyFieldListFilter):
+    """A relation's filter offering the values present in the visible rows, themselves read by
+    the user's projects."""
+
+    def field_choices(self, field: Any, request: HttpRequest, model_admin: Any) -> Any:
+        present = model_admin.get_queryset(request).distinct().values_list(f"{self.field_path}__pk", flat=True)
+        limit: dict[str, Any] = {"pk__in": present}
+        projects = request_projects(request)
+        if projects is not None and any(f.name == "project" for f in field.related_model._meta.fields):
+            limit["project_id__in"] = projects
+        return field.get_choices(include_blank=False, limit_choices_to=limit,
+                                 ordering=self.field_admin_ordering(field, request, model_admin))
 
 
 def scoped_project_or_404(request: HttpRequest, project_id: str) -> Project:
@@ -186,7 +222,7 @@ class ProjectScopedAdmin(admin.ModelAdmin):
         scoped: list[Any] = []
         for item in filters:
             if isinstance(item, str) and self._is_relation(item):
-                scoped.append((item, admin.RelatedOnlyFieldListFilter))
+                scoped.append((item, ProjectRelatedOnlyFilter))
             else:
                 scoped.append(item)
         return scoped

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models, router
+from django.db.models.fields.related_descriptors import ForwardManyToOneDescriptor
 from django.utils import timezone
 
 from memory_engine.db import delete_in_project
@@ -52,7 +54,9 @@ class ProjectRow:
     it on a distributed PostgreSQL, docs/scaling.md). Django's own statements about one row name
     its project beside its id, so there they run on the project's node, not on every node:
     ``save()``'s ``UPDATE``, ``refresh_from_db()`` and ``delete()``
-    (:func:`memory_engine.db.delete_in_project`). On one PostgreSQL the filter is redundant."""
+    (:func:`memory_engine.db.delete_in_project`); so do joins through a foreign key to another
+    such model and reads of the parent it names (:func:`join_tenant_rows_by_project`). On one
+    PostgreSQL the filter is redundant."""
 
     project_id: Any
     pk: Any
@@ -77,6 +81,64 @@ class ProjectRow:
         deleted = delete_in_project(rows, self.project_id)
         self.pk = None  # as Django's delete leaves it
         return deleted
+
+
+def _joined_by_project(field: models.ForeignKey, alias: str | None, related_alias: str | None) -> Any:
+    """The condition a join through ``field`` adds to its ``ON`` clause: the two rows' projects
+    are equal (``alias`` is the referenced table's, ``related_alias`` the referencing one's)."""
+    if alias is None or related_alias is None:  # a subquery's pushed-down start: no second table
+        return None
+    from django.db.models.expressions import Col
+    from django.db.models.lookups import Exact
+    from django.db.models.sql.where import AND, WhereNode
+
+    referencing = cast(models.Field, field.model._meta.get_field("project"))
+    referenced = cast(models.Field, cast(type[models.Model], field.related_model)._meta.get_field("project"))
+    equal: Any = Exact(Col(related_alias, referencing), Col(alias, referenced))
+    return WhereNode([equal], connector=AND)
+
+
+class _ReadByProject:
+    """Mixed into the descriptor Django gives a foreign key (or one-to-one): ``row.parent`` is
+    read by its id and the row's project."""
+
+    def get_queryset(self, **hints: Any) -> Any:
+        rows = super().get_queryset(**hints)  # type: ignore[misc]
+        project_id = getattr(hints.get("instance"), "project_id", None)
+        return rows if project_id is None else rows.filter(project_id=project_id)
+
+
+_BY_PROJECT: dict[str, type[ForwardManyToOneDescriptor]] = {}
+
+
+def _by_project(descriptor: type[ForwardManyToOneDescriptor]) -> type[ForwardManyToOneDescriptor]:
+    """``descriptor`` reading by the project (one class per kind of descriptor)."""
+    name = f"{descriptor.__name__}ByProject"
+    if name not in _BY_PROJECT:
+        _BY_PROJECT[name] = type(name, (_ReadByProject, descriptor), {})
+    return _BY_PROJECT[name]
+
+
+def join_tenant_rows_by_project(all_models: Any) -> int:
+    """Make every foreign key between two :class:`ProjectRow` models name the project (the
+    foreign keys are composite in the database, migration 0030): a statement that joins them (a
+    ``select_related``, a filter through a relation, in either direction) joins on ``project_id``
+    too, and ``row.parent`` is read by its id and the row's project. On a distributed PostgreSQL
+    that is what lets a join run on the nodes that hold the rows (a join by id alone is refused
+    there) and a parent be read on one node (docs/scaling.md); on one PostgreSQL it is
+    redundant. The number of foreign keys made so. Called once, from ``AppConfig.ready``."""
+    made = 0
+    for model in all_models:
+        if not issubclass(model, ProjectRow):
+            continue
+        for field in model._meta.local_fields:
+            if (isinstance(field, models.ForeignKey) and not isinstance(field, TenantProjectField)
+                    and isinstance(field.related_model, type) and issubclass(field.related_model, ProjectRow)):
+                field.get_extra_restriction = functools.partial(_joined_by_project, field)  # type: ignore[attr-defined]
+                descriptor: type[ForwardManyToOneDescriptor] = type(getattr(model, field.name))
+                setattr(model, field.name, _by_project(descriptor)(field))
+                made += 1
+    return made
 
 
 class TenantProjectField(models.ForeignKey):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from memory_engine.db import across_projects
 from memory_engine.exceptions import PrincipalInactive
 from memory_engine.grants import Grants
 from memory_engine.models import ApiKey, Project, StaffGrants
@@ -94,7 +95,8 @@ def user_principal(user: Any) -> Principal:
         row = StaffGrants.objects.filter(user=user).values_list("grants", flat=True).first()
         parsed = Grants.of(f"user:{user.pk}", row or [])
         grants = parsed if parsed.restricted else None
-        projects = frozenset(Project.objects.filter(members=user).values_list("pk", flat=True))
+        with across_projects():  # the user's memberships, wherever their projects are
+            projects = frozenset(Project.objects.filter(members=user).values_list("pk", flat=True))
     return Principal(kind=PrincipalKind.USER, label=f"user:{user.get_username()}", reference=f"user:{user.pk}",
                      grants=grants, user=user, project_ids=projects)
 

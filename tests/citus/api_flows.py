@@ -241,6 +241,7 @@ def run_flows() -> list[dict[str, Any]]:
     run_distiller(steps, state, call)
     run_worker_ingestion(steps, state, call)
     run_scheduled_tasks(steps, state, call, sql)
+    run_admin_lists(steps, state, sql)
     run_shard_move(steps, client, state, call)
     steps.connection.close()
     return steps.results
@@ -445,6 +446,44 @@ def run_scheduled_tasks(steps: Steps, state: dict[str, Any], call: Callable[...,
         steps.run(f"the schedule's {name}", getattr(memory_engine.tasks, name))
     steps.run("GET /api/v1/memories/{expiring} (after the sweep)", call("get", "/api/v1/memories/{expiring}"))
     steps.run("GET /api/v1/documents/{drill} (after the sweep)", call("get", "/api/v1/documents/{drill}"))
+
+
+def run_admin_lists(steps: Steps, state: dict[str, Any], sql: Callable[..., Any]) -> None:
+    """Every changelist of the engine's admin: a superuser's reads every project (multi-shard by
+    design: the step turns the refusal off for them, and Citus must still accept every join); a
+    staff member of the flows' project, with every view permission, reads only it, with
+    multi-shard statements refused."""
+    from django.contrib import admin
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    paths = {model._meta.model_name: f"/admin/memory_engine/{model._meta.model_name}/"
+             for model in admin.site._registry if model._meta.app_label == "memory_engine"}
+    users = get_user_model().objects
+    name = f"flows-{uuid.uuid4().hex[:8]}"
+
+    def lists(user: Any) -> dict[str, int]:
+        client = Client(raise_request_exception=False)  # a list that fails answers 500
+        client.force_login(user)
+        return {model: client.get(path).status_code for model, path in sorted(paths.items())}
+
+    def as_superuser() -> dict[str, int]:
+        sql("SET citus.multi_task_query_log_level = off")
+        try:
+            return lists(users.create_superuser(f"{name}-root", "root@example.com", "unused"))
+        finally:
+            sql("SET citus.multi_task_query_log_level = error")
+
+    def as_member() -> dict[str, int]:
+        member = users.create_user(f"{name}-staff", "staff@example.com", "unused", is_staff=True)
+        member.user_permissions.set(Permission.objects.filter(content_type__app_label="memory_engine",
+                                                              codename__startswith="view_"))
+        state["project"].members.add(member)
+        return lists(users.get(pk=member.pk))
+
+    steps.run("every admin changelist as a superuser (every project)", as_superuser)
+    steps.run("every admin changelist as a member of the project (multi-shard refused)", as_member)
 
 
 def run_shard_move(steps: Steps, client: Any, state: dict[str, Any],

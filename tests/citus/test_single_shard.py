@@ -317,6 +317,18 @@ def test_the_swept_rows_are_gone(flows: dict[str, dict[str, Any]]) -> None:
     assert step(flows, "GET /api/v1/documents/{drill} (after the sweep)")["answer"]["forgotten_at"] is not None
 
 
+def test_every_admin_list_answers_a_superuser_and_a_member(flows: dict[str, dict[str, Any]]) -> None:
+    """A superuser's lists read every project (multi-shard, as the docs say), and Citus accepts
+    each of their joins: every foreign key between tenant tables joins on ``project_id`` too
+    (memory_engine.models.tenancy.join_tenant_rows_by_project). A staff member of the project
+    reads each list, its filters and the parents it shows on the project's node alone."""
+    root = step(flows, "every admin changelist as a superuser (every project)")
+    member = step(flows, "every admin changelist as a member of the project (multi-shard refused)")
+    assert len(root) == 20 and set(root.values()) == {200}, root
+    # a member's view permissions do not include the staff grants (superusers manage those)
+    assert {model: status for model, status in member.items() if status != 200} == {"staffgrants": 403}, member
+
+
 def test_a_replay_is_staged_searched_promoted_and_demoted(flows: dict[str, dict[str, Any]]) -> None:
     """A staged generation (replay): the run reads its config, documents and raw captures by the
     project; a search of the staged chunks reads the run's ranking knobs by the project; promote
