@@ -62,8 +62,7 @@ DB_NAME = "bench_scale"
 OTHER_STORES = 3
 TARGET_P95_MS = 20.0
 TARGET_BATCH_SPEEDUP = 3.0
-#: Memories committed per transaction while loading: on a Citus shard the feed triggers' planned
-#: statements are held until commit, about 130 KB per memory (docs/scaling.md, *Large transactions*).
+#: Memories committed per transaction while loading.
 LOAD_BATCH = 2000
 
 

@@ -89,10 +89,15 @@ def database_settings() -> dict[str, str]:
     tables (the engine's reach only the project's co-located shards, on the node that holds them;
     a later migration that creates one needs it too), and the HNSW settings the search and the
     write funnel set per transaction with ``set_config``, which Citus does not pass on: a shard's
-    vector scan reads the database's."""
+    vector scan reads the database's. And a custom plan for every execution of a prepared
+    statement (``plan_cache_mode``): a generic plan of a statement on a distributed table, such as
+    the change feed's triggers run on the shard's node for each row, keeps about 55 KB of the
+    node's session memory per execution until the session ends (a worker's backend reached 17 GB
+    loading 300,000 memories, docs/scaling.md, *Large transactions*); custom plans keep none."""
     return {
         "citus.propagate_set_commands": "local",
         "citus.enable_unsafe_triggers": "on",
+        "plan_cache_mode": "force_custom_plan",
         "hnsw.ef_search": str(int(engine_settings.HNSW_EF_SEARCH)),
         "hnsw.iterative_scan": str(engine_settings.HNSW_ITERATIVE_SCAN),
         "hnsw.max_scan_tuples": str(int(engine_settings.HNSW_MAX_SCAN_TUPLES)),

@@ -106,7 +106,8 @@ def test_the_settings_reach_the_workers(distributed: Any, citus_cluster: CitusCl
         settings = node.execute("""SELECT unnest(setconfig) FROM pg_db_role_setting s JOIN pg_database d
                                    ON d.oid = s.setdatabase WHERE d.datname = %s""", [DATABASE], dbname=DATABASE)
         found = {row[0] for row in settings}
-        assert {"citus.propagate_set_commands=local", "hnsw.iterative_scan=relaxed_order"} <= found, node
+        assert {"citus.propagate_set_commands=local", "hnsw.iterative_scan=relaxed_order",
+                "plan_cache_mode=force_custom_plan"} <= found, node
 
 
 def test_a_second_run_does_nothing(distributed: Any, citus_cluster: CitusCluster) -> None:
