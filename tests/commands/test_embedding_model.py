@@ -123,11 +123,15 @@ def test_switch_to_another_dimension_with_searches_running(models: Any) -> None:
     thread = threading.Thread(target=searching)
     thread.start()
     try:
-        time.sleep(0.3)
+        deadline = time.monotonic() + 30
+        while not outcomes and time.monotonic() < deadline:  # the searches are running
+            time.sleep(0.05)
         embedding_model_build(model=model, batch_size=8)
         write(store, "Fact written during the build: the canary ships on Fridays.")  # caught up by switch
         report = embedding_model_switch(model=model, batch_size=8)
-        time.sleep(0.5)
+        deadline = time.monotonic() + 30  # a loaded machine searches less often during the switch
+        while len(outcomes) <= 10 and time.monotonic() < deadline:
+            time.sleep(0.1)
     finally:
         stop.set()
         thread.join()
