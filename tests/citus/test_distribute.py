@@ -207,3 +207,15 @@ def test_the_commands_of_docs_scaling_run_as_written(citus_cluster: CitusCluster
         assert done.returncode == 0, (command, done.stderr[-3000:])
     kinds = placed(citus_cluster, database)
     assert sum(kind == "distributed" for kind in kinds.values()) == 34
+
+
+def test_the_restore_point_of_docs_scaling_is_made_on_the_cluster(distributed: Any,
+                                                                   citus_cluster: CitusCluster) -> None:
+    """docs/scaling.md, *What Citus does not do for this app*: the ``sql`` block, run on the
+    coordinator of a distributed database, names a restore point on every node."""
+    text = (ROOT / "docs" / "scaling.md").read_text()
+    section = text[text.index("**What Citus does not do for this app.**"):]
+    statement = section[section.index("```sql\n") + len("```sql\n"):section.index("```\n", 12)].strip()
+    assert statement.startswith("SELECT citus_create_restore_point(")
+    [(lsn,)] = citus_cluster.coordinator.execute(statement.rstrip(";"), dbname=DATABASE)
+    assert lsn is not None
