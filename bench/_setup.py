@@ -33,6 +33,13 @@ DATA_ENV = "MEMORY_ENGINE_TEST_CORPUS"
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 
 
+def copy_rows(cursor: Any, table: str, columns: str, rows: list[tuple[Any, ...]]) -> None:
+    """``rows`` into ``table``'s ``columns`` (comma-separated) with one ``COPY``."""
+    with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
 def production_django() -> None:
     """Run the example project as a deployment does, with DEBUG off (and the checkout's secret
     key, which DEBUG off needs), unless DJANGO_DEBUG says otherwise; the benchmarks that start a

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _setup import DEFAULT_DATA, RESULTS, machine, percentile, print_table, write_results  # noqa: E402
+from _setup import DEFAULT_DATA, RESULTS, copy_rows, machine, percentile, print_table, write_results  # noqa: E402
 from search import base_material, build_hnsw, drop_hnsw, near, setup_django, vec_text  # noqa: E402
 
 DB_NAME = "bench_scale"
@@ -94,15 +94,11 @@ def load_memories(store: Any, material: dict[str, Any], n: int, seed: int) -> No
             memories.append((new_id("mem"), store.pk, store.project_id, cid, "{}", "{}", "manual", now, "fact", "",
                              "", 0.7, 1, "durable", empty_fields))
         with raw.cursor() as cursor:
-            with cursor.copy("COPY memory_engine_memorycontent (id, store_id, project_id, content_hash, text, "
-                             "embedding, embedding_model, guard, created_at) FROM STDIN") as copy:
-                for row in contents:
-                    copy.write_row(row)
-            with cursor.copy("COPY memory_engine_memory (id, store_id, project_id, content_id, tags, metadata, "
-                             "source_type, created_at, kind, title, summary, confidence, evidence_count, "
-                             "retention_class, guard) FROM STDIN") as copy:
-                for row in memories:
-                    copy.write_row(row)
+            copy_rows(cursor, "memory_engine_memorycontent", "id, store_id, project_id, content_hash, text, "
+                      "embedding, embedding_model, guard, created_at", contents)
+            copy_rows(cursor, "memory_engine_memory", "id, store_id, project_id, content_id, tags, metadata, "
+                      "source_type, created_at, kind, title, summary, confidence, evidence_count, retention_class, "
+                      "guard", memories)
         raw.commit()
 
 

@@ -156,15 +156,10 @@ def load_rows(project: Any, stores: list[Any], material: dict[str, Any], n_memor
             # conversation turns, as LoCoMo's are: the neighbouring-turns stage runs on them
             memories.append((new_id("mem"), store.pk, cid, "{}", "{}", "conversation", now, "fact", "", "", 0.7, 1,
                              "durable"))
-        with cursor.copy("COPY memory_engine_memorycontent (id, store_id, content_hash, text, embedding, "
-                         "embedding_model, created_at) FROM STDIN") as copy:
-            for row in contents:
-                copy.write_row(row)
-        with cursor.copy("COPY memory_engine_memory (id, store_id, content_id, tags, metadata, source_type, "
-                         "created_at, kind, title, summary, confidence, evidence_count, retention_class) "
-                         "FROM STDIN") as copy:
-            for row in memories:
-                copy.write_row(row)
+        _setup.copy_rows(cursor, "memory_engine_memorycontent",
+                         "id, store_id, content_hash, text, embedding, embedding_model, created_at", contents)
+        _setup.copy_rows(cursor, "memory_engine_memory", "id, store_id, content_id, tags, metadata, source_type, "
+                         "created_at, kind, title, summary, confidence, evidence_count, retention_class", memories)
         per_doc = 100
         docs = Document.objects.bulk_create([
             Document(project=project, path=f"/bench/{seed}/{d:05d}.txt", title=f"doc {d}", content_type="text/plain",
